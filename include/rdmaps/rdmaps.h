@@ -1,0 +1,13 @@
+/* rdmaps — umbrella header. */
+#ifndef RDMAPS_RDMAPS_H
+#define RDMAPS_RDMAPS_H
+
+#include <rdmaps/status.h>
+#include <rdmaps/types.h>
+#include <rdmaps/worker.h>
+#include <rdmaps/server.h>
+
+#define RPS_VERSION_MAJOR 0
+#define RPS_VERSION_MINOR 1
+
+#endif

@@ -1,0 +1,94 @@
+/* rdmaps — worker API.
+ *
+ * A worker connects to the scheduler (RDMAPS_SCHEDULER), learns the cluster map,
+ * connects to every server and then pushes gradients and pulls parameters.
+ *
+ * Batched calls take n keys with per-key lengths in elements (float32), and one
+ * buffer holding the tensors back to back (like ps-lite ZPush/ZPull):
+ *   keys = {7, 9}, lens = {3, 2}, vals = {k7[0..2], k9[0..1]}
+ * Buffers are used in place (zero copy): they must stay valid and, for a pull,
+ * untouched until the request completes.
+ *
+ * Consistency (server option RDMAPS_CONSISTENCY): a pull at worker clock c sees
+ *   BSP: exactly the pushes of clocks < c from every worker, summed and applied;
+ *   SSP: at least every worker's pushes of clocks < c - s;
+ *   ASP: at least this worker's own pushes of clocks < c.
+ * rps_worker_clock() ends the current clock (iteration).
+ */
+#ifndef RDMAPS_WORKER_H
+#define RDMAPS_WORKER_H
+
+#include <rdmaps/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rps_worker;
+struct rps_req;
+
+/* Called once when a request completes, from the worker's progress thread.
+ * The request is freed after the callback returns. */
+typedef void (*rps_done_cb)(int status, void *arg);
+
+struct rps_worker_opts {
+	const char *scheduler; /* "host:port"; NULL = RDMAPS_SCHEDULER */
+	const char *transport; /* "tcp" or "rdma"; NULL = RDMAPS_TRANSPORT */
+	const char *secret;    /* NULL = RDMAPS_SECRET */
+	int timeout_ms;        /* connect / rendezvous / request timeout; 0 = RDMAPS_TIMEOUT_MS */
+};
+
+/* Fill opts from the environment (RDMAPS_*) and built-in defaults. */
+RPS_API void rps_worker_opts_init(struct rps_worker_opts *opts);
+
+/* Register with the scheduler, wait for the cluster, connect to every server.
+ * opts may be NULL (environment and defaults). */
+RPS_API int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **worker_p);
+/* Finish outstanding requests, leave the cluster, free everything. */
+RPS_API void rps_worker_destroy(struct rps_worker *worker);
+
+RPS_API int rps_worker_rank(const struct rps_worker *worker);
+RPS_API int rps_worker_num_workers(const struct rps_worker *worker);
+RPS_API int rps_worker_num_servers(const struct rps_worker *worker);
+RPS_API const char *rps_worker_transport(const struct rps_worker *worker);
+RPS_API uint32_t rps_worker_clock_value(const struct rps_worker *worker);
+
+/* Create keys on their servers (idempotent; every worker may call it).
+ * init NULL = the server's initialiser. -EEXIST if a key exists with another length. */
+RPS_API int rps_worker_declare(struct rps_worker *worker, const rps_key_t *keys,
+			       const size_t *lens, size_t n, const struct rps_init *init);
+
+/* Asynchronous operations: *req_p receives a handle for rps_req_wait/rps_req_test. */
+RPS_API int rps_worker_push(struct rps_worker *worker, const rps_key_t *keys,
+			    const float *grads, const size_t *lens, size_t n,
+			    struct rps_req **req_p);
+RPS_API int rps_worker_pull(struct rps_worker *worker, const rps_key_t *keys, float *vals,
+			    const size_t *lens, size_t n, struct rps_req **req_p);
+/* One training step: push grads at clock c, end clock c, pull the values of
+ * clock c + 1 into vals (which may alias nothing else in flight). */
+RPS_API int rps_worker_pushpull(struct rps_worker *worker, const rps_key_t *keys,
+				const float *grads, float *vals, const size_t *lens,
+				size_t n, struct rps_req **req_p);
+
+/* The same with a completion callback instead of a handle. */
+RPS_API int rps_worker_push_cb(struct rps_worker *worker, const rps_key_t *keys,
+			       const float *grads, const size_t *lens, size_t n,
+			       rps_done_cb cb, void *arg);
+RPS_API int rps_worker_pull_cb(struct rps_worker *worker, const rps_key_t *keys, float *vals,
+			       const size_t *lens, size_t n, rps_done_cb cb, void *arg);
+
+/* Wait for completion (timeout_ms < 0: forever). Returns the request's status
+ * and frees it; -ETIMEDOUT leaves it alive for another wait. */
+RPS_API int rps_req_wait(struct rps_req *req, int timeout_ms);
+/* *done_p = 1 when complete; then the status is returned and req is freed. */
+RPS_API int rps_req_test(struct rps_req *req, int *done_p);
+
+/* End the current clock: every push of this clock has been sent before. */
+RPS_API int rps_worker_clock(struct rps_worker *worker);
+/* Wait until every live worker reaches the barrier. */
+RPS_API int rps_worker_barrier(struct rps_worker *worker);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

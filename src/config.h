@@ -1,0 +1,121 @@
+/* The configuration table: one declarative list of every setting, read from
+ * built-in defaults, then RDMAPS_* environment variables, then --flags.
+ *
+ * A setting named "shard_bytes" is the variable RDMAPS_SHARD_BYTES and the flag
+ * --shard-bytes (also --shard-bytes=VALUE). Sizes accept K/M/G suffixes (1024-based).
+ * Unknown RDMAPS_* variables are warned about (a typo must not pass silently);
+ * unknown --flags are an error. `--config` prints every setting with its value,
+ * where it came from (default/env/flag) and its help, like `ucx_info -c`.
+ */
+#ifndef RPS_CONFIG_H
+#define RPS_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define RPS_STR_MAX 256
+
+struct rps_config {
+	/* cluster */
+	char role[16];             /* scheduler | server | worker */
+	char scheduler[RPS_STR_MAX]; /* host:port of rdmaps-sched */
+	int num_servers;
+	int num_workers;
+	char transport[16];        /* tcp | rdma */
+	char device[64];           /* RDMA device (rxe0, mlx5_0); empty = by local IP */
+	char host[RPS_STR_MAX];    /* address this node listens on / advertises */
+	int port;                  /* listen port; 0 = ephemeral */
+	char secret[64];           /* shared secret checked in every hello */
+	int timeout_ms;            /* connect / rendezvous / request timeout */
+	char log_level[16];
+	/* server */
+	int shards;                /* shards per server */
+	char update_cores[RPS_STR_MAX]; /* "0,1" or "0-3"; empty = all online cores */
+	uint64_t shard_bytes;      /* capacity of one shard's readable store */
+	uint64_t chunk_bytes;      /* seqlock granularity inside the store */
+	uint64_t ring_size;        /* entries of one shard's priority ring */
+	char priority[16];         /* fifo | freshest | staleness | magnitude */
+	char consistency[8];       /* asp | bsp | ssp */
+	int staleness;             /* SSP bound s */
+	char init[64];             /* zeros | const:V | uniform:A,B | normal:MEAN,STD | push */
+	uint64_t seed;
+	/* optimizer */
+	char optimizer[16];        /* sgd | momentum | nesterov | adagrad | adam */
+	double lr;
+	double momentum;
+	double beta1;
+	double beta2;
+	double eps;
+	double weight_decay;
+	double clip_norm;
+	char lr_schedule[16];      /* constant | step | exp | cosine */
+	uint64_t lr_step;
+	double lr_gamma;
+	uint64_t lr_total;
+	double lr_min;
+	int staleness_lr;
+	/* keys and messages */
+	char key_map[8];           /* hash | range */
+	uint64_t key_range;        /* range map: keys [0, key_range) split evenly */
+	uint64_t slice_bytes;      /* tensors larger than this are split across servers */
+	uint64_t max_msg;          /* largest frame accepted (bytes) */
+	/* rdma */
+	uint64_t rdma_buf_bytes;   /* size of one pre-posted receive / send buffer */
+	int rdma_recv_bufs;        /* receive buffers per shard SRQ */
+	int rdma_credits;          /* sends in flight per connection */
+	int rdma_max_rd;           /* outstanding RDMA READs (clamped to both ends) */
+	int rdma_event_mode;       /* 1: sleep on the completion channel when idle */
+	/* control */
+	int heartbeat_ms;
+	int heartbeat_timeout_ms;
+	char checkpoint_dir[RPS_STR_MAX];
+	int checkpoint_every;      /* clocks between checkpoints; 0 = off */
+	int checkpoint_secs;       /* seconds between checkpoints; 0 = off */
+	int metrics_port;          /* Prometheus /metrics; 0 = off */
+	char fault[RPS_STR_MAX];   /* fault injection, see docs/options.md */
+};
+
+enum rps_config_type {
+	RPS_CFG_INT,
+	RPS_CFG_U64,    /* sizes and counts, K/M/G suffixes */
+	RPS_CFG_DOUBLE,
+	RPS_CFG_STRING, /* char[] in the struct; size is the field size */
+	RPS_CFG_BOOL,   /* int: 1/0, yes/no, on/off, true/false */
+};
+
+struct rps_config_entry {
+	const char *name;     /* lowercase, '_' separated */
+	const char *dflt;     /* default as text */
+	const char *help;
+	enum rps_config_type type;
+	size_t offset;        /* offsetof(struct rps_config, field) */
+	size_t size;          /* sizeof the field (strings) */
+};
+
+/* The table, terminated by an entry with name == NULL. */
+extern const struct rps_config_entry rps_config_table[];
+
+/* Defaults, then RDMAPS_* variables (warning on unknown ones). */
+int rps_config_init(struct rps_config *cfg);
+/* Set one setting by name ("shard_bytes") from text; -ENOENT unknown, -EINVAL bad value. */
+int rps_config_set(struct rps_config *cfg, const char *name, const char *value);
+/* Parse --flags from argv, removing the ones consumed; *argc_p updated.
+ * "--config" sets *dump_p = 1 (if dump_p is not NULL). Unknown --flag: -EINVAL,
+ * logged. Arguments after "--" are left alone. */
+int rps_config_parse_args(struct rps_config *cfg, int *argc_p, char **argv, int *dump_p);
+/* Print every setting: name, value, source, help. */
+void rps_config_dump(const struct rps_config *cfg, FILE *out);
+/* Print the flags, for --help. */
+void rps_config_usage(FILE *out);
+/* The process-wide configuration (rps_config_init on first use). */
+const struct rps_config *rps_config_get(void);
+/* Replace the process-wide configuration (programs after parsing flags). */
+void rps_config_set_global(const struct rps_config *cfg);
+
+/* Parse "0,2-3" into cores[]; returns count or -EINVAL. */
+int rps_config_parse_cores(const char *s, int *cores, int max);
+/* Split "host:port"; -EINVAL if malformed. */
+int rps_config_parse_hostport(const char *s, char *host, size_t hostlen, uint16_t *port_p);
+
+#endif

@@ -1,0 +1,37 @@
+/* Logging: the level is tested before anything is formatted.
+ * Messages are lowercase and concrete: "qp 0x1a to 10.9.0.2: retry exceeded".
+ * Level from RDMAPS_LOG_LEVEL (error|warn|info|debug|trace), default info.
+ * Each line: "<time> <role>[<rank>] <level> <file>:<line> message" on stderr. */
+#ifndef RPS_LOG_H
+#define RPS_LOG_H
+
+enum rps_log_level {
+	RPS_LOG_ERROR = 0,
+	RPS_LOG_WARN,
+	RPS_LOG_INFO,
+	RPS_LOG_DEBUG,
+	RPS_LOG_TRACE,
+};
+
+extern int rps_log_level_cur;
+
+void rps_log_set_level(int level);
+/* "error".."trace" -> level, or -1 */
+int rps_log_level_parse(const char *s);
+/* Name shown in each line, e.g. "server" and rank 1 -> "server[1]". */
+void rps_log_set_ident(const char *role, int rank);
+void rps_log_emit(int level, const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+#define RPS_LOG(lvl, ...)                                                   \
+	do {                                                                \
+		if ((lvl) <= rps_log_level_cur)                             \
+			rps_log_emit((lvl), __FILE__, __LINE__, __VA_ARGS__); \
+	} while (0)
+#define RPS_ERR(...) RPS_LOG(RPS_LOG_ERROR, __VA_ARGS__)
+#define RPS_WARN(...) RPS_LOG(RPS_LOG_WARN, __VA_ARGS__)
+#define RPS_INFO(...) RPS_LOG(RPS_LOG_INFO, __VA_ARGS__)
+#define RPS_DEBUG(...) RPS_LOG(RPS_LOG_DEBUG, __VA_ARGS__)
+#define RPS_TRACE(...) RPS_LOG(RPS_LOG_TRACE, __VA_ARGS__)
+
+#endif

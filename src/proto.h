@@ -1,0 +1,225 @@
+/* The rdmaps wire protocol, version 1.
+ *
+ * Little-endian, fixed-width fields. Every frame starts with struct rps_frame_hdr
+ * (magic, version, op, payload length); the payload is the op's fixed part
+ * followed by its data (float32 elements for PUSH and PULL_RESP).
+ * A receiver checks magic, version, op and length against its limit BEFORE it
+ * allocates or reads the payload; any violation closes that one connection with
+ * a logged reason (and an ERROR frame where the transport can still send one).
+ *
+ * The same frames travel over TCP (a byte stream) and RDMA (one frame per SEND,
+ * never larger than the receive buffer). One-sided RDMA READs bypass frames.
+ *
+ * Version history:
+ *   1  first version.
+ */
+#ifndef RPS_PROTO_H
+#define RPS_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RPS_PROTO_MAGIC 0x53504452u /* bytes "RDPS" on the wire */
+#define RPS_PROTO_VERSION 1
+#define RPS_SECRET_LEN 32
+#define RPS_MAX_SHARDS 64      /* per server */
+#define RPS_MAX_WORKERS 256
+#define RPS_MAX_NODES 1024
+
+enum rps_op {
+	RPS_OP_HELLO = 1,        /* client -> server/sched: struct rps_hello */
+	RPS_OP_HELLO_ACK = 2,    /* server -> worker: rps_hello_ack + rps_shard_desc[num_shards] */
+	RPS_OP_DECLARE = 3,      /* worker -> server: rps_declare */
+	RPS_OP_DECLARE_ACK = 4,  /* server -> worker: rps_declare_ack */
+	RPS_OP_PUSH = 5,         /* worker -> server: rps_push + float[count] */
+	RPS_OP_PUSH_ACK = 6,     /* server -> worker: no payload; hdr.status, credits in hdr.aux */
+	RPS_OP_PULL = 7,         /* worker -> server: rps_pull */
+	RPS_OP_PULL_RESP = 8,    /* server -> worker: rps_pull + float[count] */
+	RPS_OP_CLOCK = 9,        /* worker -> server: rps_clock + uint32 pushes[nshards] */
+	RPS_OP_ERROR = 10,       /* either way: char reason[] (not NUL-terminated); hdr.status */
+	/* control path (scheduler) */
+	RPS_OP_REGISTER = 16,    /* node -> sched: rps_register */
+	RPS_OP_MAP = 17,         /* sched -> node: rps_map + rps_node[num_nodes] */
+	RPS_OP_BARRIER = 18,     /* node -> sched: hdr.aux = barrier group (0 = workers, 1 = all) */
+	RPS_OP_BARRIER_DONE = 19,/* sched -> node */
+	RPS_OP_HEARTBEAT = 20,   /* node -> sched: rps_heartbeat */
+	RPS_OP_NODE_DEAD = 21,   /* sched -> node: rps_node of the dead node */
+	RPS_OP_SHUTDOWN = 22,    /* sched -> node: leave now; node -> sched: I am leaving */
+	RPS_OP_STATUS = 23,      /* ctl -> sched: request; sched -> ctl: text */
+	RPS_OP_MAX
+};
+
+enum rps_role {
+	RPS_ROLE_SCHEDULER = 0,
+	RPS_ROLE_SERVER = 1,
+	RPS_ROLE_WORKER = 2,
+	RPS_ROLE_CTL = 3,
+};
+
+/* Every frame. */
+struct rps_frame_hdr {
+	uint32_t magic;   /* RPS_PROTO_MAGIC */
+	uint8_t version;  /* RPS_PROTO_VERSION */
+	uint8_t op;       /* enum rps_op */
+	uint16_t flags;
+	uint32_t len;     /* payload bytes after this header */
+	uint32_t req_id;  /* echoed in the response */
+	int32_t status;   /* responses: 0 or -errno */
+	uint32_t aux;     /* op-specific small value (credits, barrier group) */
+};
+_Static_assert(sizeof(struct rps_frame_hdr) == 24, "rps_frame_hdr is 24 bytes");
+
+/* First frame of a connection (TCP) or rdma_cm private data (RDMA). */
+struct rps_hello {
+	uint32_t magic;
+	uint8_t version;
+	uint8_t role;     /* enum rps_role */
+	uint16_t flags;
+	uint32_t rank;    /* node rank within its role, or UINT32_MAX if none yet */
+	uint32_t channel; /* RDMA: the shard whose receive queue this connection feeds */
+	uint8_t secret[RPS_SECRET_LEN]; /* RDMAPS_SECRET, zero padded */
+};
+_Static_assert(sizeof(struct rps_hello) == 48, "rps_hello is 48 bytes");
+
+/* One shard as a worker sees it. For RDMA, addr/rkey locate the shard's
+ * readable store (src/store.h); for TCP they are 0. */
+struct rps_shard_desc {
+	uint64_t addr;
+	uint64_t size;
+	uint32_t rkey;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct rps_shard_desc) == 24, "rps_shard_desc is 24 bytes");
+
+struct rps_hello_ack {
+	uint32_t server_rank;
+	uint32_t num_shards;
+	uint32_t num_workers;
+	uint32_t consistency;  /* enum rps_consistency */
+	uint32_t staleness;
+	uint32_t chunk_bytes;  /* store chunk size (seqlock granularity) */
+	uint64_t max_msg;      /* largest frame this server accepts */
+	/* followed by struct rps_shard_desc[num_shards] */
+};
+_Static_assert(sizeof(struct rps_hello_ack) == 32, "rps_hello_ack is 32 bytes");
+
+/* A piece of a tensor: slice `slice` of `key`, elements [offset, offset + count)
+ * of that slice. A slice lives wholly in one shard. */
+struct rps_declare {
+	uint64_t key;
+	uint32_t slice;
+	uint32_t shard;
+	uint64_t nelems;   /* elements of this slice */
+	uint32_t init_kind;/* enum rps_init_kind */
+	float init_a;
+	float init_b;
+	uint32_t reserved;
+	uint64_t seed;
+};
+_Static_assert(sizeof(struct rps_declare) == 48, "rps_declare is 48 bytes");
+
+struct rps_declare_ack {
+	uint64_t key;
+	uint32_t slice;
+	uint32_t shard;
+	uint64_t offset;   /* byte offset of the slice's data in the shard store */
+	uint64_t nelems;
+};
+_Static_assert(sizeof(struct rps_declare_ack) == 32, "rps_declare_ack is 32 bytes");
+
+struct rps_push {
+	uint64_t key;
+	uint32_t slice;
+	uint32_t shard;
+	uint64_t offset;      /* first element within the slice */
+	uint32_t count;       /* elements that follow */
+	uint32_t clock;       /* worker's clock */
+	uint64_t timestamp_ns;/* worker's CLOCK_REALTIME */
+	float norm;           /* L2 norm of the elements (priority 'magnitude') */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct rps_push) == 48, "rps_push is 48 bytes");
+
+struct rps_pull {
+	uint64_t key;
+	uint32_t slice;
+	uint32_t shard;
+	uint64_t offset;
+	uint32_t count;
+	uint32_t min_clock;   /* answer when the pull's consistency condition holds at this clock */
+};
+_Static_assert(sizeof(struct rps_pull) == 32, "rps_pull is 32 bytes");
+
+/* End of a worker's clock on one server: how many PUSH frames it sent to each
+ * shard of that server during the clock, so the server knows when all arrived
+ * whatever order its priority rings apply them in. */
+struct rps_clock {
+	uint32_t clock;       /* the clock that ends */
+	uint32_t num_shards;
+	/* followed by uint32_t pushes[num_shards] */
+};
+_Static_assert(sizeof(struct rps_clock) == 8, "rps_clock is 8 bytes");
+
+/* Control path. */
+struct rps_register {
+	uint8_t role;
+	uint8_t transport;    /* 0 tcp, 1 rdma */
+	uint16_t port;        /* data port the node listens on (servers) */
+	uint32_t want_rank;   /* UINT32_MAX: any; otherwise a rank to rejoin as */
+	char host[64];        /* address workers connect to, NUL terminated */
+	uint32_t pid;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct rps_register) == 80, "rps_register is 80 bytes");
+
+struct rps_node {
+	uint32_t id;          /* cluster-wide node id */
+	uint8_t role;
+	uint8_t alive;
+	uint16_t port;
+	uint32_t rank;        /* rank within its role */
+	uint32_t pid;
+	char host[64];
+};
+_Static_assert(sizeof(struct rps_node) == 80, "rps_node is 80 bytes");
+
+struct rps_map {
+	uint32_t your_id;
+	uint32_t your_rank;
+	uint32_t num_servers;
+	uint32_t num_workers;
+	uint32_t num_nodes;
+	uint32_t epoch;       /* increases whenever the map changes */
+	/* followed by struct rps_node[num_nodes] */
+};
+_Static_assert(sizeof(struct rps_map) == 24, "rps_map is 24 bytes");
+
+struct rps_heartbeat {
+	uint32_t id;
+	uint32_t clock;       /* workers: current clock; servers: min shard clock */
+	uint64_t counters[4]; /* servers: pushes, pulls, bytes in, bytes out */
+};
+_Static_assert(sizeof(struct rps_heartbeat) == 40, "rps_heartbeat is 40 bytes");
+
+/* Fixed payload size of an op (the part before any data), or -1 for an
+ * unknown op. */
+int rps_proto_fixed_len(uint8_t op);
+const char *rps_proto_op_name(uint8_t op);
+
+/* Fill a header. */
+void rps_proto_hdr_init(struct rps_frame_hdr *h, uint8_t op, uint32_t len, uint32_t req_id);
+
+/* Check a received header: magic, version, known op, fixed part present,
+ * len <= max_len. 0 or -EPROTO / -EMSGSIZE; *why_p gets a static reason. */
+int rps_proto_hdr_check(const struct rps_frame_hdr *h, uint64_t max_len, const char **why_p);
+
+/* Check a payload's internal consistency (e.g. a PUSH's count matches len,
+ * a CLOCK's shard count matches len). 0 or -EPROTO with *why_p. */
+int rps_proto_payload_check(const struct rps_frame_hdr *h, const void *payload, const char **why_p);
+
+/* Hello: build from role/rank/secret; check magic, version and secret
+ * (constant-time compare). 0, -EPROTO (magic/version) or -EACCES (secret). */
+void rps_proto_hello_init(struct rps_hello *h, uint8_t role, uint32_t rank, const char *secret);
+int rps_proto_hello_check(const struct rps_hello *h, const char *secret, const char **why_p);
+
+#endif

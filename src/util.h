@@ -1,0 +1,44 @@
+/* Small helpers: time, bit tricks, hashing. */
+#ifndef RPS_UTIL_H
+#define RPS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define RPS_CACHELINE 64
+#define RPS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define RPS_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define RPS_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define RPS_ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+#define rps_container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+#define RPS_LIKELY(x) __builtin_expect(!!(x), 1)
+#define RPS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+static inline uint64_t rps_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t rps_wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* splitmix64 finaliser: a good 64-bit mix for key hashing. */
+static inline uint64_t rps_hash64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+#endif

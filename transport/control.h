@@ -1,0 +1,49 @@
+/* The control channel: a node's connection to rdmaps-sched (always TCP).
+ *
+ * rps_ctl_join() registers the node, waits until the scheduler has the whole
+ * cluster (RDMAPS_NUM_SERVERS servers + RDMAPS_NUM_WORKERS workers) and returns
+ * the cluster map. A background thread then sends heartbeats and receives
+ * map updates, barrier releases, dead-node notices and shutdown.
+ * Workers may start before servers: the scheduler holds them until all came.
+ */
+#ifndef RPS_CONTROL_H
+#define RPS_CONTROL_H
+
+#include <stdint.h>
+#include "src/proto.h"
+
+struct rps_ctl;
+
+struct rps_ctl_join_opts {
+	const char *scheduler;  /* "host:port" */
+	const char *secret;
+	uint8_t role;           /* RPS_ROLE_SERVER or RPS_ROLE_WORKER */
+	uint8_t transport;      /* 0 tcp, 1 rdma (data path of this node) */
+	const char *host;       /* servers: address workers connect to */
+	uint16_t port;          /* servers: data port */
+	uint32_t want_rank;     /* UINT32_MAX: any; a rank to rejoin as after a restart */
+	int timeout_ms;         /* how long to wait for the scheduler and the cluster */
+	int heartbeat_ms;
+	/* Called from the control thread. */
+	void (*on_dead)(void *arg, const struct rps_node *node);
+	void (*on_shutdown)(void *arg);
+	void (*on_map)(void *arg, const struct rps_map *map, const struct rps_node *nodes);
+	void *arg;
+};
+
+/* Connect, register, wait for the map. -ECONNREFUSED/-ETIMEDOUT if no
+ * scheduler, -EACCES wrong secret. */
+int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p);
+/* The map as of now: copies at most max nodes; returns the node count. */
+int rps_ctl_map(struct rps_ctl *ctl, struct rps_map *map_p, struct rps_node *nodes, int max);
+uint32_t rps_ctl_rank(const struct rps_ctl *ctl);
+uint32_t rps_ctl_id(const struct rps_ctl *ctl);
+/* Block until every live node of the group (0 workers, 1 workers+servers)
+ * entered the barrier; -EHOSTDOWN if the scheduler is gone. */
+int rps_ctl_barrier(struct rps_ctl *ctl, uint32_t group, int timeout_ms);
+/* Figures reported with each heartbeat. */
+void rps_ctl_set_heartbeat(struct rps_ctl *ctl, uint32_t clock, const uint64_t counters[4]);
+/* Tell the scheduler we leave (clean exit), stop the thread, free. */
+void rps_ctl_leave(struct rps_ctl *ctl);
+
+#endif

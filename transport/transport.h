@@ -1,0 +1,168 @@
+/* The transport ops table. Worker and server code call only these, never a
+ * transport directly. Implementations: transport/tcp (always), transport/rdma
+ * (verbs + librdmacm). Each fills a `static const struct rps_transport_ops`
+ * with designated initializers; rps_transport_create() checks the mandatory
+ * ops and capabilities are queried from t->caps, never guessed from NULLs.
+ *
+ * Model
+ * - A transport instance is created per process and role (one for the data
+ *   path, the control client makes its own TCP one).
+ * - Connections carry frames (src/proto.h). connect() performs the hello
+ *   handshake: the client sends struct rps_hello (TCP: HELLO frame; RDMA:
+ *   rdma_cm private data); the listening side calls params.on_hello, which
+ *   accepts (filling the HELLO_ACK payload) or refuses with -errno and a
+ *   reason. connect() returns 0 with the ack payload, or the refusal status
+ *   (-EACCES wrong secret, -EPROTO bad magic/version, ...).
+ * - poll() is called by ONE thread per instance and returns events.
+ *   post_send(), read_remote(), release() and close() may be called from any
+ *   thread concurrently with poll().
+ * - Every RECV event carries a token; the consumer gives it back with
+ *   release() when done with the payload (possibly later, from another thread:
+ *   that is how a push buffer travels through a shard's priority ring).
+ * - A connection is freed only by close(). After a CLOSED event, the consumer
+ *   fails what it had in flight on that connection and calls close().
+ *   post_send() on a dead connection returns -ECONNRESET.
+ */
+#ifndef RPS_TRANSPORT_H
+#define RPS_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "src/proto.h"
+
+/* Capability flags (t->caps). */
+#define RPS_TR_CAP_READ (1u << 0)      /* one-sided read_remote of registered memory */
+#define RPS_TR_CAP_RECV_DEST (1u << 1) /* honours params.recv_dest (zero-copy receive) */
+#define RPS_TR_CAP_CHANNELS (1u << 2)  /* hello.channel selects a receive queue (shard) */
+
+#define RPS_TR_ACK_MAX 4096 /* largest HELLO_ACK payload */
+
+/* Memory access requested from reg_mem. */
+#define RPS_TR_ACCESS_LOCAL 0u
+#define RPS_TR_ACCESS_REMOTE_READ 1u
+
+struct rps_transport;
+struct rps_transport_ops;
+
+/* Base of every connection; implementations embed it (container_of). */
+struct rps_conn {
+	struct rps_transport *tr;
+	void *user;         /* owner's context */
+	char peer[64];      /* "10.9.0.2:4000", for messages */
+	struct rps_hello hello; /* listening side: the peer's hello */
+};
+
+struct rps_tr_sge {
+	void *addr;
+	uint32_t len;
+};
+
+struct rps_tr_mr {
+	void *addr;
+	size_t len;
+	uint64_t remote_addr; /* what a peer passes to read_remote */
+	uint32_t rkey;
+	void *priv;           /* implementation's (struct ibv_mr *) */
+};
+
+enum rps_tr_event_type {
+	RPS_TR_EV_ACCEPTED = 1, /* listening side: a connection passed its hello */
+	RPS_TR_EV_RECV,         /* a whole frame arrived */
+	RPS_TR_EV_SEND_DONE,    /* post_send with ctx != 0: its iov may be reused */
+	RPS_TR_EV_READ_DONE,    /* read_remote finished (status) */
+	RPS_TR_EV_CLOSED,       /* peer gone or connection failed (status = reason) */
+};
+
+struct rps_tr_event {
+	enum rps_tr_event_type type;
+	struct rps_conn *conn;
+	int status;              /* 0 or -errno */
+	uint64_t ctx;            /* SEND_DONE, READ_DONE */
+	struct rps_frame_hdr hdr;/* RECV */
+	void *fixed;             /* RECV: the op's fixed part (rps_proto_fixed_len bytes) */
+	void *data;              /* RECV: bytes after the fixed part (in a transport
+				  * buffer, or where recv_dest said) */
+	size_t data_len;
+	void *token;             /* RECV: give back with release() */
+};
+
+struct rps_tr_params {
+	const char *secret;      /* checked against every incoming hello */
+	uint64_t max_msg;        /* largest frame payload accepted */
+	int timeout_ms;
+	uint32_t nchannels;      /* listening side: receive queues (shards) */
+	const char *device;      /* RDMA device name or NULL */
+	const struct rps_config *cfg; /* everything else (buffer sizes, credits) */
+	void *arg;               /* passed to the callbacks */
+	/* Listening side: accept (return 0 and fill ack[0..*ack_len_p), at most
+	 * RPS_TR_ACK_MAX) or refuse (-errno, *why_p = reason). May be NULL:
+	 * accept with an empty ack once the secret matched. */
+	int (*on_hello)(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
+			size_t *ack_len_p, const char **why_p);
+	/* Zero-copy receive (RPS_TR_CAP_RECV_DEST): called once the header and
+	 * fixed part of a frame are in; return where its data (hdr.len - fixed
+	 * bytes) must go, or NULL for a transport buffer. The memory must hold
+	 * them all. */
+	void *(*recv_dest)(void *arg, struct rps_conn *c, const struct rps_frame_hdr *h,
+			   const void *fixed);
+};
+
+struct rps_transport {
+	const struct rps_transport_ops *ops;
+	struct rps_tr_params params;
+	uint32_t caps;            /* RPS_TR_CAP_* */
+	uint64_t max_frame;       /* largest frame (header + payload) one post_send may carry */
+	int max_read_sge;         /* read_remote: most local sges in one call */
+};
+
+struct rps_transport_ops {
+	const char *name;
+	int (*create)(const struct rps_tr_params *p, struct rps_transport **t_p);
+	void (*destroy)(struct rps_transport *t);
+	/* Listen on host:port (port 0 = any); *port_p gets the port. */
+	int (*listen)(struct rps_transport *t, const char *host, uint16_t port, uint16_t *port_p);
+	/* Connect and do the hello handshake (blocking, up to timeout_ms).
+	 * ack/ack_cap receive the HELLO_ACK payload, *ack_len_p its length. */
+	int (*connect)(struct rps_transport *t, const char *host, uint16_t port,
+		       const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
+		       int timeout_ms, struct rps_conn **conn_p);
+	/* Send one frame: hdr followed by iov[0..iovcnt) (hdr->len bytes in all).
+	 * ctx == 0: the transport copies whatever it cannot send at once.
+	 * ctx != 0: zero copy; iov memory must stay valid until SEND_DONE(ctx).
+	 * May wait (up to the timeout) for the peer's credits. */
+	int (*post_send)(struct rps_conn *c, const struct rps_frame_hdr *hdr,
+			 const struct iovec *iov, int iovcnt, uint64_t ctx);
+	/* One-sided read of [raddr, raddr + sum(sge.len)) under rkey into the
+	 * local sges, in order. Completion: READ_DONE(ctx). Only with RPS_TR_CAP_READ. */
+	int (*read_remote)(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
+			   uint64_t raddr, uint32_t rkey, uint64_t ctx);
+	/* Up to max events; waits up to timeout_ms (0 = don't wait, < 0 = forever). */
+	int (*poll)(struct rps_transport *t, struct rps_tr_event *ev, int max, int timeout_ms);
+	void (*release)(struct rps_transport *t, void *token);
+	/* Register memory (RDMA: ibv_reg_mr; TCP: records it, rkey 0). */
+	int (*reg_mem)(struct rps_transport *t, void *addr, size_t len, unsigned access,
+		       struct rps_tr_mr *mr_p);
+	void (*dereg_mem)(struct rps_transport *t, struct rps_tr_mr *mr);
+	void (*close)(struct rps_conn *c);
+	/* Make a poll() that is waiting return now. */
+	void (*wake)(struct rps_transport *t);
+};
+
+extern const struct rps_transport_ops rps_tcp_ops;
+#ifdef RPS_WITH_RDMA
+extern const struct rps_transport_ops rps_rdma_ops;
+#endif
+
+/* By name ("tcp", "rdma"): checks the mandatory ops and creates it.
+ * -ENOTSUP for an unknown or not-built transport, with a logged reason. */
+int rps_transport_create(const char *name, const struct rps_tr_params *p,
+			 struct rps_transport **t_p);
+
+static inline void rps_transport_destroy(struct rps_transport *t)
+{
+	t->ops->destroy(t);
+}
+
+#endif
