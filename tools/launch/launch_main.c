@@ -1,0 +1,412 @@
+/* rdmaps-launch: start a whole local cluster (scheduler, S servers, W workers)
+ * on this machine, prefix and collect their output, forward Ctrl-C, stop
+ * everything at the end and exit non-zero when any process failed.
+ *
+ *   rdmaps-launch --servers 2 --workers 4 [--transport tcp|rdma] -- PROGRAM ARGS
+ *
+ * Worker 0's output goes straight to the terminal (so a progress bar works);
+ * everything else is prefixed "[sched]", "[server1]", "[worker3]".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_PROCS 256
+#define LINE_MAX_LEN 4096
+
+struct proc {
+	char name[32];
+	pid_t pid;
+	int fd;             /* read end of its stdout+stderr pipe, -1 if attached / closed */
+	int is_worker;
+	int exited;
+	int status;         /* wait status */
+	char line[LINE_MAX_LEN];
+	size_t line_len;
+};
+
+static struct proc procs[MAX_PROCS];
+static int nprocs;
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: rdmaps-launch [options] -- PROGRAM [ARGS...]\n"
+		"Start rdmaps-sched, S rdmaps-server and W copies of PROGRAM (the workers)\n"
+		"on this machine; stop everything when the workers are done.\n\n"
+		"  -s, --servers N        servers (default 1)\n"
+		"  -w, --workers N        workers (default 1)\n"
+		"  -t, --transport NAME   tcp | rdma (default: RDMAPS_TRANSPORT or tcp)\n"
+		"      --server-host ADDR address servers listen on (default 127.0.0.1;\n"
+		"                         RDMA in the SoftRoCE guest: 10.9.0.1)\n"
+		"      --worker-host ADDR address workers use (default 127.0.0.1; guest: 10.9.0.2)\n"
+		"      --port N           scheduler port (default: a free one is picked)\n"
+		"      --timeout SECS     stop everything and fail after SECS (default 0 = none)\n"
+		"      --quiet-servers    do not show server and scheduler output\n"
+		"  -h, --help\n\n"
+		"Every RDMAPS_* variable of the environment is passed on; the launcher sets\n"
+		"RDMAPS_SCHEDULER, RDMAPS_NUM_SERVERS, RDMAPS_NUM_WORKERS, RDMAPS_TRANSPORT,\n"
+		"RDMAPS_HOST and RDMAPS_ROLE for each process.\n");
+}
+
+/* Directory of this executable: rdmaps-sched and rdmaps-server live beside it. */
+static void self_dir(char *dir, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", dir, len - 1);
+
+	if (n <= 0) {
+		snprintf(dir, len, ".");
+		return;
+	}
+	dir[n] = '\0';
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+}
+
+static int spawn(const char *name, int is_worker, int attach, char *const argv[],
+		 const char *role, const char *host)
+{
+	int pfd[2] = { -1, -1 };
+	struct proc *p;
+
+	if (nprocs >= MAX_PROCS) {
+		fprintf(stderr, "rdmaps-launch: too many processes\n");
+		return -1;
+	}
+	if (!attach && pipe2(pfd, O_CLOEXEC) != 0) {
+		perror("rdmaps-launch: pipe");
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("rdmaps-launch: fork");
+		return -1;
+	}
+	if (pid == 0) {
+		setenv("RDMAPS_ROLE", role, 1);
+		setenv("RDMAPS_HOST", host, 1);
+		if (!attach) {
+			dup2(pfd[1], STDOUT_FILENO);
+			dup2(pfd[1], STDERR_FILENO);
+		}
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		execvp(argv[0], argv);
+		fprintf(stderr, "rdmaps-launch: cannot start %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	p = &procs[nprocs++];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->pid = pid;
+	p->is_worker = is_worker;
+	p->fd = -1;
+	if (!attach) {
+		close(pfd[1]);
+		p->fd = pfd[0];
+		fcntl(p->fd, F_SETFL, O_NONBLOCK);
+	}
+	return 0;
+}
+
+static void emit_line(struct proc *p, int quiet)
+{
+	if (!quiet) {
+		printf("[%s] %.*s\n", p->name, (int)p->line_len, p->line);
+		fflush(stdout);
+	}
+	p->line_len = 0;
+}
+
+/* Read what a child wrote; print complete lines with its prefix. */
+static void drain(struct proc *p, int quiet)
+{
+	char buf[4096];
+
+	for (;;) {
+		ssize_t n = read(p->fd, buf, sizeof(buf));
+		if (n <= 0) {
+			if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+				if (p->line_len)
+					emit_line(p, quiet);
+				close(p->fd);
+				p->fd = -1;
+			}
+			return;
+		}
+		for (ssize_t i = 0; i < n; i++) {
+			if (buf[i] == '\n' || p->line_len == sizeof(p->line)) {
+				emit_line(p, quiet);
+				if (buf[i] == '\n')
+					continue;
+			}
+			if (buf[i] != '\r')
+				p->line[p->line_len++] = buf[i];
+		}
+	}
+}
+
+static void signal_all(int sig)
+{
+	for (int i = 0; i < nprocs; i++)
+		if (!procs[i].exited)
+			kill(procs[i].pid, sig);
+}
+
+static void reap(void)
+{
+	int st;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		for (int i = 0; i < nprocs; i++) {
+			if (procs[i].pid == pid) {
+				procs[i].exited = 1;
+				procs[i].status = st;
+			}
+		}
+	}
+}
+
+static int failed(const struct proc *p)
+{
+	return !WIFEXITED(p->status) || WEXITSTATUS(p->status) != 0;
+}
+
+static void describe(const struct proc *p)
+{
+	if (WIFEXITED(p->status))
+		fprintf(stderr, "rdmaps-launch: %s exited with status %d\n", p->name,
+			WEXITSTATUS(p->status));
+	else if (WIFSIGNALED(p->status))
+		fprintf(stderr, "rdmaps-launch: %s killed by signal %d (%s)\n", p->name,
+			WTERMSIG(p->status), strsignal(WTERMSIG(p->status)));
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Pump output and reap until cond() holds or the deadline passes. */
+static int pump(int (*cond)(void), double deadline, int quiet_servers)
+{
+	struct pollfd pfds[MAX_PROCS];
+	int map[MAX_PROCS];
+
+	while (!cond()) {
+		int n = 0;
+
+		if (got_signal)
+			return -EINTR;
+		if (deadline > 0 && now_s() > deadline)
+			return -ETIMEDOUT;
+		for (int i = 0; i < nprocs; i++) {
+			if (procs[i].fd >= 0) {
+				pfds[n].fd = procs[i].fd;
+				pfds[n].events = POLLIN;
+				map[n++] = i;
+			}
+		}
+		int rc = poll(pfds, n, 100);
+		if (rc < 0 && errno != EINTR)
+			return -errno;
+		for (int j = 0; j < n && rc > 0; j++)
+			if (pfds[j].revents)
+				drain(&procs[map[j]], quiet_servers && !procs[map[j]].is_worker);
+		reap();
+	}
+	return 0;
+}
+
+static int workers_done(void)
+{
+	for (int i = 0; i < nprocs; i++)
+		if (procs[i].is_worker && !procs[i].exited)
+			return 0;
+	return 1;
+}
+
+static int all_done(void)
+{
+	for (int i = 0; i < nprocs; i++)
+		if (!procs[i].exited || procs[i].fd >= 0)
+			return 0;
+	return 1;
+}
+
+/* A server or the scheduler died while workers still run: the job is lost. */
+static int infra_failed_or_workers_done(void)
+{
+	for (int i = 0; i < nprocs; i++)
+		if (!procs[i].is_worker && procs[i].exited && failed(&procs[i]))
+			return 1;
+	return workers_done();
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "servers", required_argument, NULL, 's' },
+		{ "workers", required_argument, NULL, 'w' },
+		{ "transport", required_argument, NULL, 't' },
+		{ "server-host", required_argument, NULL, 'S' },
+		{ "worker-host", required_argument, NULL, 'W' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ "quiet-servers", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int servers = 1, workers = 1, port = 0, quiet = 0;
+	double timeout = 0;
+	const char *transport = getenv("RDMAPS_TRANSPORT");
+	const char *server_host = "127.0.0.1", *worker_host = "127.0.0.1";
+	char dir[PATH_MAX], sched_bin[PATH_MAX + 32], server_bin[PATH_MAX + 32], buf[64];
+	int c, rc = 0;
+
+	while ((c = getopt_long(argc, argv, "+s:w:t:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's': servers = atoi(optarg); break;
+		case 'w': workers = atoi(optarg); break;
+		case 't': transport = optarg; break;
+		case 'S': server_host = optarg; break;
+		case 'W': worker_host = optarg; break;
+		case 'p': port = atoi(optarg); break;
+		case 'T': timeout = atof(optarg); break;
+		case 'q': quiet = 1; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "rdmaps-launch: no worker program given (after --)\n");
+		usage(stderr);
+		return 2;
+	}
+	if (servers < 1 || workers < 1 || servers + workers + 1 > MAX_PROCS) {
+		fprintf(stderr, "rdmaps-launch: need 1 <= servers, 1 <= workers, servers + workers < %d\n",
+			MAX_PROCS);
+		return 2;
+	}
+	if (!transport || !*transport)
+		transport = "tcp";
+	if (strcmp(transport, "tcp") && strcmp(transport, "rdma")) {
+		fprintf(stderr, "rdmaps-launch: transport must be tcp or rdma, not '%s'\n", transport);
+		return 2;
+	}
+
+	self_dir(dir, sizeof(dir));
+	snprintf(sched_bin, sizeof(sched_bin), "%s/rdmaps-sched", dir);
+	snprintf(server_bin, sizeof(server_bin), "%s/rdmaps-server", dir);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	snprintf(buf, sizeof(buf), "%d", servers);
+	setenv("RDMAPS_NUM_SERVERS", buf, 1);
+	snprintf(buf, sizeof(buf), "%d", workers);
+	setenv("RDMAPS_NUM_WORKERS", buf, 1);
+	setenv("RDMAPS_TRANSPORT", transport, 1);
+
+	/* Start the scheduler on a free port: try, and try another when it
+	 * dies at once (port taken). */
+	srand((unsigned)(getpid() ^ time(NULL)));
+	for (int attempt = 0; attempt < 20; attempt++) {
+		int p = port ? port : 20000 + rand() % 40000;
+		char *sargv[] = { sched_bin, NULL };
+
+		snprintf(buf, sizeof(buf), "127.0.0.1:%d", p);
+		setenv("RDMAPS_SCHEDULER", buf, 1);
+		if (spawn("sched", 0, 0, sargv, "scheduler", "127.0.0.1") != 0)
+			return 1;
+		double until = now_s() + 0.3;
+		while (now_s() < until && !procs[nprocs - 1].exited) {
+			usleep(20000);
+			reap();
+		}
+		if (!procs[nprocs - 1].exited)
+			break;
+		pump(all_done, now_s() + 1, 0);
+		nprocs--;
+		if (port || attempt == 19) {
+			fprintf(stderr, "rdmaps-launch: rdmaps-sched (%s) did not start\n", sched_bin);
+			return 1;
+		}
+	}
+
+	for (int i = 0; i < servers; i++) {
+		char name[32];
+		char *sargv[] = { server_bin, NULL };
+
+		snprintf(name, sizeof(name), "server%d", i);
+		if (spawn(name, 0, 0, sargv, "server", server_host) != 0)
+			goto kill_all;
+	}
+	for (int i = 0; i < workers; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "worker%d", i);
+		if (spawn(name, 1, i == 0, &argv[optind], "worker", worker_host) != 0)
+			goto kill_all;
+	}
+	fprintf(stderr, "rdmaps-launch: scheduler %s, %d server(s), %d worker(s), transport %s\n",
+		getenv("RDMAPS_SCHEDULER"), servers, workers, transport);
+
+	double deadline = timeout > 0 ? now_s() + timeout : 0;
+	rc = pump(infra_failed_or_workers_done, deadline, quiet);
+	if (rc == -EINTR) {
+		fprintf(stderr, "rdmaps-launch: signal %d: stopping everything\n", (int)got_signal);
+		signal_all(SIGINT);
+		got_signal = 0;
+		pump(all_done, now_s() + 10, quiet);
+		signal_all(SIGKILL);
+		pump(all_done, now_s() + 5, quiet);
+		return 130;
+	}
+	if (rc == -ETIMEDOUT)
+		fprintf(stderr, "rdmaps-launch: timeout after %.0f s: stopping everything\n", timeout);
+
+	/* Workers done (or infrastructure failed): servers and the scheduler
+	 * stop by themselves once every worker left; give them a moment. */
+	if (rc == 0 && workers_done())
+		rc = pump(all_done, now_s() + 15, quiet);
+kill_all:
+	if (!all_done()) {
+		signal_all(SIGTERM);
+		pump(all_done, now_s() + 5, quiet);
+		signal_all(SIGKILL);
+		pump(all_done, now_s() + 5, quiet);
+	}
+	int bad = 0;
+	for (int i = 0; i < nprocs; i++) {
+		if (procs[i].exited && failed(&procs[i])) {
+			describe(&procs[i]);
+			bad = 1;
+		}
+	}
+	if (rc == -ETIMEDOUT)
+		bad = 1;
+	return bad ? 1 : 0;
+}
