@@ -1,0 +1,374 @@
+/* fmnist-train: Fashion-MNIST MLP (784-256-128-10) trained through rdmaps.
+ *
+ * Distributed (default): run as a worker of an rdmaps cluster (rdmaps-launch
+ * sets the environment). The six tensors live on the servers; each step pulls
+ * the parameters, computes the gradient of a mini-batch with OpenBLAS and
+ * pushes it; the server applies the optimizer (RDMAPS_OPTIMIZER, RDMAPS_LR...)
+ * under the consistency model RDMAPS_CONSISTENCY (bsp or asp).
+ *
+ * --local: the same model, data order and optimizer code in one process with
+ * no server: the reference the distributed runs are compared against.
+ *
+ * --batch is the GLOBAL batch: with W workers each computes B / W samples and
+ * pushes its gradient scaled by 1 / W, so a BSP step (sum of the pushes) is the
+ * mean over the global batch, as in --local.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cblas.h>
+#include <rdmaps/rdmaps.h>
+
+#include "idx.h"
+#include "mlp.h"
+#include "src/config.h"
+#include "src/optim.h"
+
+extern void openblas_set_num_threads(int);
+
+struct args {
+	int epochs;
+	size_t batch;
+	const char *data;
+	int local;
+	const char *summary;
+	uint64_t seed;
+	int progress; /* -1 auto, 0 off, 1 on */
+	size_t train_limit;
+};
+
+struct job {
+	struct args a;
+	struct fmnist_set train, test;
+	struct mlp_ws ws;
+	float *params, *grad, *xb;
+	uint8_t *yb;
+	size_t *order, nlocal, first;
+	int rank, nworkers, nservers;
+	const char *transport, *consistency;
+	/* --local */
+	struct rps_optim_opts optim;
+	struct rps_optim_state ost;
+	uint64_t step;
+	/* distributed */
+	struct rps_worker *w;
+	rps_key_t keys[MLP_NTENSORS];
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: fmnist-train [options]\n"
+		"  --epochs N            epochs (default 10)\n"
+		"  --batch B             global mini-batch (default 256)\n"
+		"  --data DIR            IDX files (default " FMNIST_DIR_DEFAULT ")\n"
+		"  --local               train in this process, no server (reference)\n"
+		"  --summary-json FILE   write a JSON summary at the end (worker 0)\n"
+		"  --seed S              data shuffling and --local init (default 1)\n"
+		"  --train-limit N       use only the first N training images\n"
+		"  --progress            progress bar even when not a terminal\n"
+		"  --no-progress         plain log lines\n"
+		"Optimizer and consistency come from the server settings: RDMAPS_OPTIMIZER,\n"
+		"RDMAPS_LR, RDMAPS_MOMENTUM, RDMAPS_CONSISTENCY, ... (see docs/options.md).\n");
+}
+
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	static const struct option opts[] = {
+		{ "epochs", required_argument, NULL, 'e' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "data", required_argument, NULL, 'd' },
+		{ "local", no_argument, NULL, 'l' },
+		{ "summary-json", required_argument, NULL, 'j' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "train-limit", required_argument, NULL, 'n' },
+		{ "progress", no_argument, NULL, 'p' },
+		{ "no-progress", no_argument, NULL, 'P' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*a = (struct args){ .epochs = 10, .batch = 256, .data = FMNIST_DIR_DEFAULT, .seed = 1,
+			    .progress = -1 };
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'e': a->epochs = atoi(optarg); break;
+		case 'b': a->batch = strtoul(optarg, NULL, 10); break;
+		case 'd': a->data = optarg; break;
+		case 'l': a->local = 1; break;
+		case 'j': a->summary = optarg; break;
+		case 's': a->seed = strtoull(optarg, NULL, 10); break;
+		case 'n': a->train_limit = strtoul(optarg, NULL, 10); break;
+		case 'p': a->progress = 1; break;
+		case 'P': a->progress = 0; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -EINVAL;
+		}
+	}
+	if (a->epochs < 1 || a->batch < 1) {
+		fprintf(stderr, "fmnist-train: --epochs and --batch must be >= 1\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ull;
+}
+
+static void shuffle(size_t *v, size_t n, uint64_t seed)
+{
+	uint64_t s = seed * 0x9e3779b97f4a7c15ull + 7;
+
+	for (size_t i = n; i > 1; i--) {
+		size_t j = rng_next(&s) % i;
+		size_t t = v[i - 1];
+		v[i - 1] = v[j];
+		v[j] = t;
+	}
+}
+
+static int setup_distributed(struct job *j)
+{
+	int rc = rps_worker_create(NULL, &j->w);
+
+	if (rc) {
+		fprintf(stderr, "fmnist-train: cannot join the cluster: %s\n", rps_strerror(rc));
+		return rc;
+	}
+	j->rank = rps_worker_rank(j->w);
+	j->nworkers = rps_worker_num_workers(j->w);
+	j->nservers = rps_worker_num_servers(j->w);
+	j->transport = rps_worker_transport(j->w);
+	for (int t = 0; t < MLP_NTENSORS; t++) {
+		struct rps_init init = { .kind = RPS_INIT_ZEROS };
+
+		j->keys[t] = (rps_key_t)t;
+		if (mlp_fan_in[t]) {
+			init.kind = RPS_INIT_NORMAL;
+			init.a = 0.0f;
+			init.b = (float)sqrt(2.0 / (double)mlp_fan_in[t]);
+			init.seed = 42 + (uint64_t)t;
+		}
+		rc = rps_worker_declare(j->w, &j->keys[t], &mlp_lens[t], 1, &init);
+		if (rc) {
+			fprintf(stderr, "fmnist-train: declare tensor %d: %s\n", t, rps_strerror(rc));
+			return rc;
+		}
+	}
+	rc = rps_worker_barrier(j->w);
+	if (rc) {
+		fprintf(stderr, "fmnist-train: barrier: %s\n", rps_strerror(rc));
+		return rc;
+	}
+	struct rps_req *req;
+	rc = rps_worker_pull(j->w, j->keys, j->params, mlp_lens, MLP_NTENSORS, &req);
+	if (!rc)
+		rc = rps_req_wait(req, -1);
+	if (rc)
+		fprintf(stderr, "fmnist-train: first pull: %s\n", rps_strerror(rc));
+	return rc;
+}
+
+static int setup_local(struct job *j)
+{
+	struct rps_server_opts so;
+
+	rps_server_opts_init(&so);
+	j->optim = so.optim;
+	j->rank = 0;
+	j->nworkers = 1;
+	j->nservers = 0;
+	j->transport = "local";
+	mlp_init_params(j->params, j->a.seed);
+	return rps_optim_state_init(&j->ost, &j->optim, mlp_nparams());
+}
+
+/* One step: gradient of this worker's share of the batch, then the update. */
+static int step(struct job *j, const size_t *idx, size_t n, float *loss_p)
+{
+	for (size_t i = 0; i < n; i++) {
+		memcpy(j->xb + i * MLP_IN, j->train.x + idx[i] * MLP_IN, MLP_IN * sizeof(float));
+		j->yb[i] = j->train.y[idx[i]];
+	}
+	*loss_p = mlp_grad(j->params, j->xb, j->yb, n, 1.0f / (float)j->nworkers, j->grad, &j->ws);
+	if (j->a.local) {
+		rps_optim_apply(&j->optim, j->params, j->grad, j->ost.m, j->ost.v, mlp_nparams(),
+				j->step++, 0);
+		return 0;
+	}
+	struct rps_req *req;
+	int rc = rps_worker_pushpull(j->w, j->keys, j->grad, j->params, mlp_lens, MLP_NTENSORS,
+				     &req);
+	if (!rc)
+		rc = rps_req_wait(req, -1);
+	if (rc)
+		fprintf(stderr, "fmnist-train: worker %d: push/pull: %s\n", j->rank, rps_strerror(rc));
+	return rc;
+}
+
+static void progress(const struct job *j, int epoch, size_t done, size_t total, double loss,
+		     double sps, double acc)
+{
+	int width = 30, fill = total ? (int)(width * done / total) : width;
+	char bar[64];
+
+	for (int i = 0; i < width; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[width] = '\0';
+	printf("\repoch %d/%d [%s] %3d%% loss %.4f | %.0f samples/s | test acc ", epoch,
+	       j->a.epochs, bar, total ? (int)(100 * done / total) : 100, loss, sps);
+	if (acc >= 0)
+		printf("%.4f ", acc);
+	else
+		printf("-      ");
+	fflush(stdout);
+}
+
+static void write_summary(const struct job *j, double acc, double loss, double sps)
+{
+	FILE *f = fopen(j->a.summary, "w");
+
+	if (!f) {
+		fprintf(stderr, "fmnist-train: cannot write %s: %s\n", j->a.summary, strerror(errno));
+		return;
+	}
+	fprintf(f,
+		"{\n  \"test_accuracy\": %.4f,\n  \"train_loss\": %.4f,\n  \"epochs\": %d,\n"
+		"  \"samples_per_sec\": %.1f,\n  \"workers\": %d,\n  \"servers\": %d,\n"
+		"  \"transport\": \"%s\",\n  \"consistency\": \"%s\",\n  \"batch\": %zu\n}\n",
+		acc, loss, j->a.epochs, sps, j->nworkers, j->nservers, j->transport,
+		j->consistency, j->a.batch);
+	fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+	struct job j;
+	int rc;
+
+	memset(&j, 0, sizeof(j));
+	if (parse_args(argc, argv, &j.a))
+		return 2;
+	openblas_set_num_threads(1);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (fmnist_load(j.a.data, "train", &j.train) || fmnist_load(j.a.data, "t10k", &j.test))
+		return 1;
+	if (j.a.train_limit && j.a.train_limit < j.train.n)
+		j.train.n = j.a.train_limit;
+
+	const struct rps_config *cfg = rps_config_get();
+	j.consistency = j.a.local ? "local" : cfg->consistency;
+	j.params = malloc(mlp_nparams() * sizeof(float));
+	j.grad = malloc(mlp_nparams() * sizeof(float));
+	if (!j.params || !j.grad)
+		return 1;
+	rc = j.a.local ? setup_local(&j) : setup_distributed(&j);
+	if (rc)
+		return 1;
+
+	/* This worker's part of the training set and its share of each batch. */
+	size_t per_step = j.a.batch / (size_t)j.nworkers;
+	if (per_step == 0) {
+		fprintf(stderr, "fmnist-train: batch %zu < %d workers\n", j.a.batch, j.nworkers);
+		return 1;
+	}
+	j.nlocal = j.train.n / (size_t)j.nworkers;
+	j.first = (size_t)j.rank * j.nlocal;
+	size_t steps = j.nlocal / per_step; /* the same on every worker: BSP needs it */
+	j.order = malloc(j.nlocal * sizeof(size_t));
+	j.xb = malloc(per_step * MLP_IN * sizeof(float));
+	j.yb = malloc(per_step);
+	if (!j.order || !j.xb || !j.yb || mlp_ws_init(&j.ws, per_step > 500 ? per_step : 500))
+		return 1;
+	for (size_t i = 0; i < j.nlocal; i++)
+		j.order[i] = j.first + i;
+
+	int bar = j.rank == 0 && (j.a.progress == 1 || (j.a.progress < 0 && isatty(STDOUT_FILENO)));
+	if (j.rank == 0)
+		printf("fmnist-train: %d worker(s), %d server(s), transport %s, consistency %s, "
+		       "batch %zu (%zu per worker), %zu steps/epoch, %zu training images\n",
+		       j.nworkers, j.nservers, j.transport, j.consistency, j.a.batch, per_step, steps,
+		       j.train.n);
+
+	double acc = -1, loss_epoch = 0, train_time = 0, sps = 0;
+	for (int e = 1; e <= j.a.epochs; e++) {
+		double t0 = now_s(), loss_sum = 0, last_draw = 0;
+
+		shuffle(j.order, j.nlocal, j.a.seed * 1000003ull + (uint64_t)e * 7919 + (uint64_t)j.rank);
+		for (size_t s = 0; s < steps; s++) {
+			float loss;
+
+			if (step(&j, j.order + s * per_step, per_step, &loss))
+				return 1;
+			loss_sum += loss;
+			double now = now_s();
+			if (bar && (now - last_draw > 0.2 || s + 1 == steps)) {
+				double el = now - t0;
+				progress(&j, e, s + 1, steps, loss_sum / (double)(s + 1),
+					 el > 0 ? (double)((s + 1) * per_step * (size_t)j.nworkers) / el : 0,
+					 acc);
+				last_draw = now;
+			}
+		}
+		double el = now_s() - t0;
+		train_time += el;
+		loss_epoch = loss_sum / (double)steps;
+		sps = (double)(steps * per_step * (size_t)j.nworkers) / el;
+		if (j.rank == 0) {
+			acc = mlp_accuracy(j.params, j.test.x, j.test.y, j.test.n, &j.ws);
+			if (bar) {
+				progress(&j, e, steps, steps, loss_epoch, sps, acc);
+				printf("\n");
+			} else {
+				printf("epoch %d/%d loss %.4f samples/s %.0f test_accuracy %.4f\n", e,
+				       j.a.epochs, loss_epoch, sps, acc);
+			}
+		}
+	}
+	double sps_all = train_time > 0 ? (double)(steps * per_step * (size_t)j.nworkers) *
+						  j.a.epochs / train_time
+					: 0;
+	if (j.rank == 0) {
+		printf("fmnist-train: done: test accuracy %.4f, train loss %.4f, %.0f samples/s\n",
+		       acc, loss_epoch, sps_all);
+		if (j.a.summary)
+			write_summary(&j, acc, loss_epoch, sps_all);
+	}
+	if (j.w) {
+		rc = rps_worker_barrier(j.w);
+		if (rc)
+			fprintf(stderr, "fmnist-train: final barrier: %s\n", rps_strerror(rc));
+		rps_worker_destroy(j.w);
+	} else {
+		rps_optim_state_free(&j.ost);
+	}
+	mlp_ws_free(&j.ws);
+	fmnist_free(&j.train);
+	fmnist_free(&j.test);
+	free(j.params);
+	free(j.grad);
+	free(j.order);
+	free(j.xb);
+	free(j.yb);
+	return 0;
+}
