@@ -57,6 +57,7 @@ static void usage(FILE *out)
 		"                         RDMA in the SoftRoCE guest: 10.9.0.1)\n"
 		"      --worker-host ADDR address workers use (default 127.0.0.1; guest: 10.9.0.2)\n"
 		"      --port N           scheduler port (default: a free one is picked)\n"
+		"      --server-port-base N  server i listens on port N + i (default: any free port)\n"
 		"      --timeout SECS     stop everything and fail after SECS (default 0 = none)\n"
 		"      --quiet-servers    do not show server and scheduler output\n"
 		"  -h, --help\n\n"
@@ -273,12 +274,13 @@ int main(int argc, char **argv)
 		{ "server-host", required_argument, NULL, 'S' },
 		{ "worker-host", required_argument, NULL, 'W' },
 		{ "port", required_argument, NULL, 'p' },
+		{ "server-port-base", required_argument, NULL, 'B' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "quiet-servers", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int servers = 1, workers = 1, port = 0, quiet = 0;
+	int servers = 1, workers = 1, port = 0, quiet = 0, port_base = 0;
 	double timeout = 0;
 	const char *transport = getenv("RDMAPS_TRANSPORT");
 	const char *server_host = "127.0.0.1", *worker_host = "127.0.0.1";
@@ -293,6 +295,7 @@ int main(int argc, char **argv)
 		case 'S': server_host = optarg; break;
 		case 'W': worker_host = optarg; break;
 		case 'p': port = atoi(optarg); break;
+		case 'B': port_base = atoi(optarg); break;
 		case 'T': timeout = atof(optarg); break;
 		case 'q': quiet = 1; break;
 		case 'h': usage(stdout); return 0;
@@ -361,9 +364,15 @@ int main(int argc, char **argv)
 		char *sargv[] = { server_bin, NULL };
 
 		snprintf(name, sizeof(name), "server%d", i);
+		if (port_base > 0) {
+			snprintf(buf, sizeof(buf), "%d", port_base + i);
+			setenv("RDMAPS_PORT", buf, 1);
+		}
 		if (spawn(name, 0, 0, sargv, "server", server_host) != 0)
 			goto kill_all;
 	}
+	if (port_base > 0)
+		unsetenv("RDMAPS_PORT");
 	for (int i = 0; i < workers; i++) {
 		char name[32];
 
