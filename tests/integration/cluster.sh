@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Run one integration scenario on a real local cluster:
+#   cluster.sh BIN_DIR MODE [TRANSPORT]
+# 1 rdmaps-sched, 2 rdmaps-server (2 shards each), 4 itest-worker MODE.
+# TRANSPORT rdma: servers on the SoftRoCE device rxe0 (RDMAPS_RXE_IP0), workers
+# on rxe1 (RDMAPS_RXE_IP1) — run it inside tools/softroce/rxe-run.
+set -euo pipefail
+BIN=$1
+MODE=$2
+TRANSPORT=${3:-tcp}
+
+export RDMAPS_SHARDS=2
+export RDMAPS_SLICE_BYTES=256K
+export RDMAPS_SECRET=itest-secret
+export RDMAPS_OPTIMIZER=sgd
+export RDMAPS_LR=1
+export RDMAPS_INIT=zeros
+export RDMAPS_TIMEOUT_MS=30000
+export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
+case $MODE in
+bsp) export RDMAPS_CONSISTENCY=bsp ;;
+*) export RDMAPS_CONSISTENCY=asp ;;
+esac
+
+hosts=()
+if [ "$TRANSPORT" = rdma ]; then
+	hosts=(--server-host "${RDMAPS_RXE_IP0:-10.9.0.1}" --worker-host "${RDMAPS_RXE_IP1:-10.9.0.2}")
+fi
+ports=()
+if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then
+	base=$((30000 + (RANDOM % 300) * 100))
+	ports=(--server-port-base "$base")
+	export ITEST_SERVER_PORTS="$base,$((base + 1))"
+fi
+
+exec "$BIN/rdmaps-launch" --servers 2 --workers 4 --transport "$TRANSPORT" --timeout 240 \
+	"${hosts[@]}" "${ports[@]}" -- "$BIN/itest-worker" "$MODE"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Train Fashion-MNIST for one epoch on 2 workers and 2 servers (BSP) and check
+# the test accuracy: fmnist.sh BIN_DIR [TRANSPORT] [MIN_ACCURACY]
+set -euo pipefail
+BIN=$1
+TRANSPORT=${2:-tcp}
+MIN=${3:-0.82}
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+export RDMAPS_CONSISTENCY=bsp RDMAPS_OPTIMIZER=momentum RDMAPS_LR=0.1 RDMAPS_MOMENTUM=0.9
+export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
+hosts=()
+if [ "$TRANSPORT" = rdma ]; then
+	hosts=(--server-host "${RDMAPS_RXE_IP0:-10.9.0.1}" --worker-host "${RDMAPS_RXE_IP1:-10.9.0.2}")
+fi
+"$BIN/rdmaps-launch" --servers 2 --workers 2 --transport "$TRANSPORT" --timeout 600 "${hosts[@]}" -- \
+	"$BIN/fmnist-train" --epochs 1 --no-progress --summary-json "$OUT/summary.json"
+cat "$OUT/summary.json"
+python3 - "$OUT/summary.json" "$MIN" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+acc, need = s["test_accuracy"], float(sys.argv[2])
+print(f"test accuracy {acc:.4f} (need >= {need})")
+sys.exit(0 if acc >= need and s["workers"] == 2 and s["epochs"] == 1 else 1)
+PY

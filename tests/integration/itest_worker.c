@@ -1,0 +1,503 @@
+/* itest-worker: the worker side of the multi-process integration tests.
+ * Started by tests/integration/cluster.sh through rdmaps-launch, so it runs
+ * against real rdmaps-sched and rdmaps-server processes on 127.0.0.1 (TCP) or
+ * on the SoftRoCE devices (RDMA).
+ *
+ *   itest-worker bsp     BSP, SGD lr 1: a pull at clock c returns exactly
+ *                        -(sum of every worker's pushes of clocks < c)
+ *   itest-worker asp     ASP, SGD lr 1: after every worker pushed, each value is
+ *                        exactly -(sum of all pushes): nothing lost
+ *   itest-worker errors  unknown keys, wrong lengths, a key re-declared with
+ *                        another length; and (rank 0, with ITEST_SERVER_PORTS)
+ *                        bad frames over raw sockets while rank 1 keeps working;
+ *                        afterwards no parameter changed.
+ *
+ * Gradients are small integers so float sums are exact whatever order the
+ * servers add them in. Exit 0 on success; any mismatch is printed and fails.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <rdmaps/rdmaps.h>
+
+#include "src/config.h"
+#include "src/keymap.h"
+#include "src/proto.h"
+
+#define NKEYS 5
+#define CLOCKS 4
+
+static const rps_key_t keys[NKEYS] = { 1001, 1002, 1003, 1004, 1005 };
+/* 1 element, a small tensor, one chunk, several chunks, and one split into
+ * slices across servers (the tests run with RDMAPS_SLICE_BYTES=256K). */
+static const size_t lens[NKEYS] = { 1, 100, 4096, 5000, 300000 };
+
+static int rank, nworkers, failures;
+
+#define CHECK(cond, ...)                                                         \
+	do {                                                                     \
+		if (!(cond)) {                                                   \
+			fprintf(stderr, "itest-worker %d: FAIL %s:%d: ", rank, __FILE__, \
+				__LINE__);                                       \
+			fprintf(stderr, __VA_ARGS__);                            \
+			fprintf(stderr, "\n");                                   \
+			failures++;                                              \
+		}                                                                \
+	} while (0)
+
+static size_t total_len(void)
+{
+	size_t n = 0;
+
+	for (int k = 0; k < NKEYS; k++)
+		n += lens[k];
+	return n;
+}
+
+/* Worker w's gradient for element i of key k at clock c. */
+static float grad(int w, int c, int k, size_t i)
+{
+	return (float)((w + 1) + 10 * c + k + (int)(i % 13));
+}
+
+static void fill_grads(float *g, int w, int c)
+{
+	size_t off = 0;
+
+	for (int k = 0; k < NKEYS; k++)
+		for (size_t i = 0; i < lens[k]; i++)
+			g[off++] = grad(w, c, k, i);
+}
+
+/* Value after clocks [0, upto) of every worker were applied with SGD lr 1. */
+static void expected(float *v, int upto)
+{
+	size_t off = 0;
+
+	for (int k = 0; k < NKEYS; k++) {
+		for (size_t i = 0; i < lens[k]; i++) {
+			double s = 0;
+
+			for (int c = 0; c < upto; c++)
+				for (int w = 0; w < nworkers; w++)
+					s += grad(w, c, k, i);
+			v[off++] = (float)-s;
+		}
+	}
+}
+
+static int compare(const float *got, const float *want, const char *what)
+{
+	size_t off = 0, bad = 0;
+
+	for (int k = 0; k < NKEYS; k++) {
+		for (size_t i = 0; i < lens[k]; i++, off++) {
+			if (got[off] != want[off]) {
+				if (bad < 5)
+					fprintf(stderr,
+						"itest-worker %d: %s: key %llu [%zu] = %.1f, want %.1f\n",
+						rank, what, (unsigned long long)keys[k], i, got[off],
+						want[off]);
+				bad++;
+			}
+		}
+	}
+	CHECK(bad == 0, "%s: %zu values differ", what, bad);
+	return bad ? -1 : 0;
+}
+
+static int wait_ok(int rc, struct rps_req *req, const char *what)
+{
+	if (rc == 0)
+		rc = rps_req_wait(req, 60000);
+	CHECK(rc == 0, "%s: %s", what, rps_strerror(rc));
+	return rc;
+}
+
+static int pull_all(struct rps_worker *w, float *v)
+{
+	struct rps_req *req = NULL;
+
+	return wait_ok(rps_worker_pull(w, keys, v, lens, NKEYS, &req), req, "pull");
+}
+
+static int push_all(struct rps_worker *w, const float *g)
+{
+	struct rps_req *req = NULL;
+
+	return wait_ok(rps_worker_push(w, keys, g, lens, NKEYS, &req), req, "push");
+}
+
+static int declare_all(struct rps_worker *w)
+{
+	struct rps_init zeros = { .kind = RPS_INIT_ZEROS };
+	int rc = rps_worker_declare(w, keys, lens, NKEYS, &zeros);
+
+	CHECK(rc == 0, "declare: %s", rps_strerror(rc));
+	return rc;
+}
+
+static int run_bsp(struct rps_worker *w)
+{
+	size_t n = total_len();
+	float *v = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float)),
+	      *want = calloc(n, sizeof(float));
+
+	for (int c = 0; c < CLOCKS && !failures; c++) {
+		char what[64];
+
+		/* A pull at clock c sees exactly the clocks before c. */
+		if (pull_all(w, v))
+			break;
+		expected(want, c);
+		snprintf(what, sizeof(what), "bsp pull at clock %d", c);
+		compare(v, want, what);
+		fill_grads(g, rank, c);
+		if (c == CLOCKS - 1) {
+			/* the last step as one push-pull */
+			struct rps_req *req = NULL;
+
+			if (wait_ok(rps_worker_pushpull(w, keys, g, v, lens, NKEYS, &req), req,
+				    "pushpull"))
+				break;
+			expected(want, c + 1);
+			compare(v, want, "bsp pushpull result");
+		} else {
+			if (push_all(w, g))
+				break;
+			int rc = rps_worker_clock(w);
+			CHECK(rc == 0, "clock: %s", rps_strerror(rc));
+		}
+	}
+	free(v);
+	free(g);
+	free(want);
+	return failures ? -1 : 0;
+}
+
+static int run_asp(struct rps_worker *w)
+{
+	size_t n = total_len();
+	float *v = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float)),
+	      *want = calloc(n, sizeof(float));
+
+	for (int c = 0; c < CLOCKS; c++) {
+		fill_grads(g, rank, c);
+		if (push_all(w, g))
+			goto out;
+		int rc = rps_worker_clock(w);
+		CHECK(rc == 0, "clock: %s", rps_strerror(rc));
+	}
+	/* Everyone's pushes were acknowledged (= applied) before the barrier. */
+	CHECK(rps_worker_barrier(w) == 0, "barrier");
+	if (pull_all(w, v) == 0) {
+		expected(want, CLOCKS);
+		compare(v, want, "asp final pull");
+	}
+out:
+	free(v);
+	free(g);
+	free(want);
+	return failures ? -1 : 0;
+}
+
+/* ---- bad frames over raw sockets (rank 0 of the errors test) ---- */
+
+static int raw_connect(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		CHECK(0, "raw connect to port %d: %s", port, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int read_full(int fd, void *buf, size_t len, int timeout_ms)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return -ETIMEDOUT;
+		ssize_t n = read(fd, (char *)buf + done, len - done);
+		if (n <= 0)
+			return n == 0 ? -ECONNRESET : -errno;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Read one frame; returns its header (payload skipped) or -errno. */
+static int read_frame(int fd, struct rps_frame_hdr *h)
+{
+	char skip[4096];
+	int rc = read_full(fd, h, sizeof(*h), 5000);
+
+	if (rc)
+		return rc;
+	for (uint32_t left = h->len; left > 0;) {
+		uint32_t n = left > sizeof(skip) ? sizeof(skip) : left;
+		if ((rc = read_full(fd, skip, n, 5000)))
+			return rc;
+		left -= n;
+	}
+	return 0;
+}
+
+/* After a protocol violation the server must close the connection (an ERROR
+ * frame before that is allowed). */
+static void expect_closed(int fd, const char *what)
+{
+	struct rps_frame_hdr h;
+	int rc;
+
+	while ((rc = read_frame(fd, &h)) == 0) {
+		if (h.op != RPS_OP_ERROR) {
+			CHECK(0, "%s: got op %u instead of ERROR + close", what, h.op);
+			break;
+		}
+	}
+	CHECK(rc == -ECONNRESET, "%s: connection not closed by the server (%s)", what,
+	      strerror(-rc));
+	close(fd);
+}
+
+static void send_all(int fd, const void *buf, size_t len)
+{
+	if (write(fd, buf, len) != (ssize_t)len)
+		CHECK(0, "raw write: %s", strerror(errno));
+}
+
+static void send_hello(int fd, const char *secret, uint32_t magic, uint8_t version)
+{
+	struct rps_frame_hdr h;
+	struct rps_hello hello;
+
+	rps_proto_hello_init(&hello, RPS_ROLE_WORKER, 0, secret);
+	hello.magic = magic;
+	hello.version = version;
+	rps_proto_hdr_init(&h, RPS_OP_HELLO, sizeof(hello), 1);
+	h.magic = magic;
+	h.version = version;
+	send_all(fd, &h, sizeof(h));
+	send_all(fd, &hello, sizeof(hello));
+}
+
+/* Connect and say a correct hello; returns fd after the HELLO_ACK. */
+static int good_conn(int port, const char *secret)
+{
+	struct rps_frame_hdr h;
+	int fd = raw_connect(port);
+
+	if (fd < 0)
+		return -1;
+	send_hello(fd, secret, RPS_PROTO_MAGIC, RPS_PROTO_VERSION);
+	int rc = read_frame(fd, &h);
+	if (rc || h.op != RPS_OP_HELLO_ACK || h.status != 0) {
+		CHECK(0, "good hello to port %d refused (rc %d op %u status %d)", port, rc,
+		      rc ? 0 : h.op, rc ? 0 : h.status);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* PUSH of `count` floats claiming `claimed` in the header; returns the ack status. */
+static int raw_push(int fd, uint64_t key, uint32_t shard, uint64_t offset, uint32_t count,
+		    uint32_t claimed)
+{
+	struct rps_frame_hdr h, ack;
+	struct rps_push p = { .key = key, .shard = shard, .offset = offset, .count = claimed };
+	float data[64] = { 0 };
+
+	for (int i = 0; i < 64; i++)
+		data[i] = 12345.0f;
+	rps_proto_hdr_init(&h, RPS_OP_PUSH, (uint32_t)(sizeof(p) + 4 * count), 77);
+	send_all(fd, &h, sizeof(h));
+	send_all(fd, &p, sizeof(p));
+	send_all(fd, data, 4 * count);
+	int rc = read_frame(fd, &ack);
+	if (rc)
+		return rc;
+	CHECK(ack.op == RPS_OP_PUSH_ACK && ack.req_id == 77, "push answered with op %u req %u",
+	      ack.op, ack.req_id);
+	return ack.status;
+}
+
+static void attack_server(int port, const char *secret, const struct rps_keymap *km)
+{
+	static const char garbage[] = "GET / HTTP/1.1\r\nHost: rdmaps\r\n\r\nthis is not a frame....";
+	struct rps_frame_hdr h;
+	struct rps_slice_loc loc;
+	int fd;
+
+	fprintf(stderr, "itest-worker %d: sending bad frames to port %d\n", rank, port);
+	if ((fd = raw_connect(port)) >= 0) {
+		send_all(fd, garbage, sizeof(garbage));
+		expect_closed(fd, "garbage");
+	}
+	if ((fd = raw_connect(port)) >= 0) {
+		send_hello(fd, secret, 0x41414141, RPS_PROTO_VERSION);
+		expect_closed(fd, "wrong magic");
+	}
+	if ((fd = raw_connect(port)) >= 0) {
+		send_hello(fd, secret, RPS_PROTO_MAGIC, 99);
+		expect_closed(fd, "wrong version");
+	}
+	if ((fd = raw_connect(port)) >= 0) {
+		send_hello(fd, "not-the-secret", RPS_PROTO_MAGIC, RPS_PROTO_VERSION);
+		expect_closed(fd, "wrong secret");
+	}
+	if ((fd = good_conn(port, secret)) >= 0) {
+		rps_proto_hdr_init(&h, RPS_OP_PUSH, 0x7fffffff, 2); /* beyond RDMAPS_MAX_MSG */
+		send_all(fd, &h, sizeof(h));
+		expect_closed(fd, "length beyond the limit");
+	}
+	if ((fd = good_conn(port, secret)) >= 0) {
+		rps_proto_hdr_init(&h, 200, 0, 3);
+		send_all(fd, &h, sizeof(h));
+		expect_closed(fd, "unknown op");
+	}
+	if ((fd = good_conn(port, secret)) >= 0) {
+		/* a PUSH whose count disagrees with its length */
+		struct rps_push p = { .key = keys[1], .count = 1000 };
+		rps_proto_hdr_init(&h, RPS_OP_PUSH, sizeof(p) + 8, 4);
+		send_all(fd, &h, sizeof(h));
+		send_all(fd, &p, sizeof(p));
+		send_all(fd, "12345678", 8);
+		expect_closed(fd, "push count/length mismatch");
+	}
+	if ((fd = good_conn(port, secret)) >= 0) {
+		/* truncated: announce 1000 bytes, send 10, hang up */
+		rps_proto_hdr_init(&h, RPS_OP_PUSH, 1000, 5);
+		send_all(fd, &h, sizeof(h));
+		send_all(fd, "0123456789", 10);
+		close(fd);
+	}
+	if ((fd = good_conn(port, secret)) >= 0) {
+		/* caller errors: answered, connection stays */
+		int st = raw_push(fd, 987654321, 0, 0, 4, 4);
+		CHECK(st == -ENOENT || st == -EINVAL, "push to an unknown key: status %d", st);
+		rps_keymap_locate(km, keys[1], lens[1], 0, &loc);
+		st = raw_push(fd, keys[1], loc.shard, 98, 4, 4); /* 98 + 4 > 100 */
+		CHECK(st == -EINVAL || st == -ENOENT, "push beyond the key: status %d", st);
+		close(fd);
+	}
+}
+
+static int run_errors(struct rps_worker *w)
+{
+	size_t n = total_len();
+	float *v = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float)),
+	      *want = calloc(n, sizeof(float));
+	struct rps_req *req = NULL;
+	rps_key_t unknown = 4242424242ull;
+	size_t bad_len = lens[1] + 1, len1 = 7;
+	int rc;
+
+	/* Errors the library catches before sending. */
+	rc = rps_worker_pull(w, &unknown, v, &len1, 1, &req);
+	CHECK(rc == -ENOENT, "pull of an unknown key: %d (%s), want -ENOENT", rc, rps_strerror(rc));
+	rc = rps_worker_push(w, &keys[1], g, &bad_len, 1, &req);
+	CHECK(rc == -EINVAL, "push of the wrong length: %d (%s), want -EINVAL", rc,
+	      rps_strerror(rc));
+	/* The server refuses a second declaration with another length. */
+	rc = rps_worker_declare(w, &keys[1], &bad_len, 1, NULL);
+	CHECK(rc == -EEXIST, "re-declare with another length: %d (%s), want -EEXIST", rc,
+	      rps_strerror(rc));
+
+	/* One legitimate round, so the values are not all zero. */
+	fill_grads(g, rank, 0);
+	push_all(w, g);
+	rps_worker_clock(w);
+	CHECK(rps_worker_barrier(w) == 0, "barrier 1");
+
+	const char *ports = getenv("ITEST_SERVER_PORTS");
+	if (rank == 0 && ports) {
+		const struct rps_config *cfg = rps_config_get();
+		struct rps_keymap km;
+
+		rps_keymap_init(&km, rps_keymap_mode_parse(cfg->key_map),
+				(uint32_t)rps_worker_num_servers(w), (uint32_t)cfg->shards,
+				cfg->key_range, cfg->slice_bytes / 4);
+		for (const char *p = ports; p && *p;) {
+			attack_server(atoi(p), cfg->secret, &km);
+			p = strchr(p, ',');
+			p = p ? p + 1 : NULL;
+		}
+	} else {
+		/* meanwhile keep the servers busy with reads */
+		for (int i = 0; i < 20; i++)
+			pull_all(w, v);
+	}
+	CHECK(rps_worker_barrier(w) == 0, "barrier 2");
+
+	/* Nothing changed, and the servers still serve. */
+	if (pull_all(w, v) == 0) {
+		expected(want, 1);
+		compare(v, want, "values after the bad frames");
+	}
+	fill_grads(g, rank, 1);
+	push_all(w, g);
+	rps_worker_clock(w);
+	CHECK(rps_worker_barrier(w) == 0, "barrier 3");
+	if (pull_all(w, v) == 0) {
+		expected(want, 2);
+		compare(v, want, "values after another round");
+	}
+	free(v);
+	free(g);
+	free(want);
+	return failures ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct rps_worker *w;
+	int rc;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: itest-worker bsp|asp|errors\n");
+		return 2;
+	}
+	rc = rps_worker_create(NULL, &w);
+	if (rc) {
+		fprintf(stderr, "itest-worker: cannot join: %s\n", rps_strerror(rc));
+		return 1;
+	}
+	rank = rps_worker_rank(w);
+	nworkers = rps_worker_num_workers(w);
+	if (declare_all(w) == 0) {
+		CHECK(rps_worker_barrier(w) == 0, "barrier after declare");
+		if (!strcmp(argv[1], "bsp"))
+			run_bsp(w);
+		else if (!strcmp(argv[1], "asp"))
+			run_asp(w);
+		else if (!strcmp(argv[1], "errors"))
+			run_errors(w);
+		else
+			CHECK(0, "unknown mode %s", argv[1]);
+	}
+	CHECK(rps_worker_barrier(w) == 0, "final barrier");
+	rps_worker_destroy(w);
+	if (failures) {
+		fprintf(stderr, "itest-worker %d: %s: %d failure(s)\n", rank, argv[1], failures);
+		return 1;
+	}
+	printf("itest-worker %d: %s: ok\n", rank, argv[1]);
+	return 0;
+}
