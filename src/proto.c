@@ -1,0 +1,404 @@
+/* The rdmaps wire protocol: sizes, names and the checks every receiver runs
+ * before it trusts a frame (see src/proto.h and docs/protocol.md).
+ *
+ * Checks are strict: an op without data must have exactly its fixed length,
+ * an op with data must have exactly the length its fixed part announces.
+ *
+ * Secrets: the hello carries RPS_SECRET_LEN (32) secret bytes. A secret of at
+ * most 32 bytes is sent as is, zero padded; a longer one is replaced by its
+ * SHA-256 digest (32 bytes), so that every byte of a long secret counts and
+ * both ends derive the same bytes. A NULL secret is the empty secret.
+ */
+#include "src/proto.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* The structs travel as they lie in memory: the host must be little-endian. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "rdmaps sends structs as they lie in memory: little-endian hosts only");
+
+static const char *const op_names[RPS_OP_MAX] = {
+	[RPS_OP_HELLO] = "HELLO",
+	[RPS_OP_HELLO_ACK] = "HELLO_ACK",
+	[RPS_OP_DECLARE] = "DECLARE",
+	[RPS_OP_DECLARE_ACK] = "DECLARE_ACK",
+	[RPS_OP_PUSH] = "PUSH",
+	[RPS_OP_PUSH_ACK] = "PUSH_ACK",
+	[RPS_OP_PULL] = "PULL",
+	[RPS_OP_PULL_RESP] = "PULL_RESP",
+	[RPS_OP_CLOCK] = "CLOCK",
+	[RPS_OP_ERROR] = "ERROR",
+	[RPS_OP_REGISTER] = "REGISTER",
+	[RPS_OP_MAP] = "MAP",
+	[RPS_OP_BARRIER] = "BARRIER",
+	[RPS_OP_BARRIER_DONE] = "BARRIER_DONE",
+	[RPS_OP_HEARTBEAT] = "HEARTBEAT",
+	[RPS_OP_NODE_DEAD] = "NODE_DEAD",
+	[RPS_OP_SHUTDOWN] = "SHUTDOWN",
+	[RPS_OP_STATUS] = "STATUS",
+};
+
+/* Ops whose payload may carry data after the fixed part. */
+static int op_has_data(uint8_t op)
+{
+	switch (op) {
+	case RPS_OP_HELLO_ACK:
+	case RPS_OP_PUSH:
+	case RPS_OP_PULL_RESP:
+	case RPS_OP_CLOCK:
+	case RPS_OP_ERROR:
+	case RPS_OP_MAP:
+	case RPS_OP_STATUS:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int rps_proto_fixed_len(uint8_t op)
+{
+	switch (op) {
+	case RPS_OP_HELLO:
+		return (int)sizeof(struct rps_hello);
+	case RPS_OP_HELLO_ACK:
+		return (int)sizeof(struct rps_hello_ack);
+	case RPS_OP_DECLARE:
+		return (int)sizeof(struct rps_declare);
+	case RPS_OP_DECLARE_ACK:
+		return (int)sizeof(struct rps_declare_ack);
+	case RPS_OP_PUSH:
+		return (int)sizeof(struct rps_push);
+	case RPS_OP_PULL:
+	case RPS_OP_PULL_RESP:
+		return (int)sizeof(struct rps_pull);
+	case RPS_OP_CLOCK:
+		return (int)sizeof(struct rps_clock);
+	case RPS_OP_REGISTER:
+		return (int)sizeof(struct rps_register);
+	case RPS_OP_MAP:
+		return (int)sizeof(struct rps_map);
+	case RPS_OP_HEARTBEAT:
+		return (int)sizeof(struct rps_heartbeat);
+	case RPS_OP_NODE_DEAD:
+		return (int)sizeof(struct rps_node);
+	case RPS_OP_PUSH_ACK:
+	case RPS_OP_ERROR:
+	case RPS_OP_BARRIER:
+	case RPS_OP_BARRIER_DONE:
+	case RPS_OP_SHUTDOWN:
+	case RPS_OP_STATUS:
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+const char *rps_proto_op_name(uint8_t op)
+{
+	if (op >= RPS_OP_MAX || !op_names[op])
+		return "UNKNOWN";
+	return op_names[op];
+}
+
+void rps_proto_hdr_init(struct rps_frame_hdr *h, uint8_t op, uint32_t len, uint32_t req_id)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = RPS_PROTO_MAGIC;
+	h->version = RPS_PROTO_VERSION;
+	h->op = op;
+	h->len = len;
+	h->req_id = req_id;
+}
+
+int rps_proto_hdr_check(const struct rps_frame_hdr *h, uint64_t max_len, const char **why_p)
+{
+	int fixed;
+
+	if (h->magic != RPS_PROTO_MAGIC) {
+		*why_p = "bad magic";
+		return -EPROTO;
+	}
+	if (h->version != RPS_PROTO_VERSION) {
+		*why_p = "unsupported protocol version";
+		return -EPROTO;
+	}
+	fixed = rps_proto_fixed_len(h->op);
+	if (fixed < 0) {
+		*why_p = "unknown op";
+		return -EPROTO;
+	}
+	if (h->len < (uint32_t)fixed) {
+		*why_p = "frame shorter than its op's fixed part";
+		return -EPROTO;
+	}
+	if (h->len > max_len) {
+		*why_p = "frame larger than the limit";
+		return -EMSGSIZE;
+	}
+	if (!op_has_data(h->op) && h->len != (uint32_t)fixed) {
+		*why_p = "frame longer than its op's fixed part";
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* len == fixed + elem * n, computed without overflow. */
+static int len_is(uint32_t len, uint64_t fixed, uint64_t elem, uint64_t n)
+{
+	return (uint64_t)len == fixed + elem * n;
+}
+
+int rps_proto_payload_check(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	switch (h->op) {
+	case RPS_OP_HELLO_ACK: {
+		struct rps_hello_ack a;
+
+		memcpy(&a, payload, sizeof(a));
+		if (a.num_shards > RPS_MAX_SHARDS) {
+			*why_p = "hello ack: too many shards";
+			return -EPROTO;
+		}
+		if (!len_is(h->len, sizeof(a), sizeof(struct rps_shard_desc), a.num_shards)) {
+			*why_p = "hello ack: length does not match num_shards";
+			return -EPROTO;
+		}
+		return 0;
+	}
+	case RPS_OP_DECLARE: {
+		struct rps_declare d;
+
+		memcpy(&d, payload, sizeof(d));
+		if (d.shard >= RPS_MAX_SHARDS) {
+			*why_p = "declare: shard out of range";
+			return -EPROTO;
+		}
+		if (d.nelems > UINT64_MAX / 8) {
+			*why_p = "declare: element count out of range";
+			return -EPROTO;
+		}
+		return 0;
+	}
+	case RPS_OP_PUSH: {
+		struct rps_push p;
+
+		memcpy(&p, payload, sizeof(p));
+		if (!len_is(h->len, sizeof(p), sizeof(float), p.count)) {
+			*why_p = "push: length does not match count";
+			return -EPROTO;
+		}
+		if (p.shard >= RPS_MAX_SHARDS) {
+			*why_p = "push: shard out of range";
+			return -EPROTO;
+		}
+		if (p.offset > UINT64_MAX - p.count) {
+			*why_p = "push: offset + count overflows";
+			return -EPROTO;
+		}
+		return 0;
+	}
+	case RPS_OP_PULL:
+	case RPS_OP_PULL_RESP: {
+		struct rps_pull p;
+
+		memcpy(&p, payload, sizeof(p));
+		if (h->op == RPS_OP_PULL_RESP &&
+		    !len_is(h->len, sizeof(p), sizeof(float), p.count)) {
+			*why_p = "pull response: length does not match count";
+			return -EPROTO;
+		}
+		/* The response must be a representable frame. */
+		if ((uint64_t)sizeof(p) + 4ull * p.count > UINT32_MAX) {
+			*why_p = "pull: count out of range";
+			return -EPROTO;
+		}
+		if (p.shard >= RPS_MAX_SHARDS) {
+			*why_p = "pull: shard out of range";
+			return -EPROTO;
+		}
+		if (p.offset > UINT64_MAX - p.count) {
+			*why_p = "pull: offset + count overflows";
+			return -EPROTO;
+		}
+		return 0;
+	}
+	case RPS_OP_CLOCK: {
+		struct rps_clock c;
+
+		memcpy(&c, payload, sizeof(c));
+		if (c.num_shards > RPS_MAX_SHARDS) {
+			*why_p = "clock: too many shards";
+			return -EPROTO;
+		}
+		if (!len_is(h->len, sizeof(c), sizeof(uint32_t), c.num_shards)) {
+			*why_p = "clock: length does not match num_shards";
+			return -EPROTO;
+		}
+		return 0;
+	}
+	case RPS_OP_REGISTER: {
+		const struct rps_register *r = payload;
+
+		if (r->role > RPS_ROLE_CTL) {
+			*why_p = "register: unknown role";
+			return -EPROTO;
+		}
+		if (!memchr(r->host, 0, sizeof(r->host))) {
+			*why_p = "register: host not terminated";
+			return -EPROTO;
+		}
+		return 0;
+	}
+	case RPS_OP_MAP: {
+		struct rps_map m;
+
+		memcpy(&m, payload, sizeof(m));
+		if (m.num_nodes > RPS_MAX_NODES) {
+			*why_p = "map: too many nodes";
+			return -EPROTO;
+		}
+		if (!len_is(h->len, sizeof(m), sizeof(struct rps_node), m.num_nodes)) {
+			*why_p = "map: length does not match num_nodes";
+			return -EPROTO;
+		}
+		return 0;
+	}
+	case RPS_OP_NODE_DEAD: {
+		const struct rps_node *n = payload;
+
+		if (!memchr(n->host, 0, sizeof(n->host))) {
+			*why_p = "node: host not terminated";
+			return -EPROTO;
+		}
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+/* SHA-256 (FIPS 180-4), only to fold secrets longer than RPS_SECRET_LEN. */
+static const uint32_t sha256_k[64] = {
+	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+	0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+	0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+	0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+	0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+	0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+	0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+	0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+	0xc67178f2,
+};
+
+static uint32_t ror32(uint32_t x, int n)
+{
+	return (x >> n) | (x << (32 - n));
+}
+
+static void sha256_block(uint32_t st[8], const uint8_t b[64])
+{
+	uint32_t w[64], a, bb, c, d, e, f, g, h;
+
+	for (int i = 0; i < 16; i++)
+		w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 |
+		       (uint32_t)b[4 * i + 2] << 8 | b[4 * i + 3];
+	for (int i = 16; i < 64; i++) {
+		uint32_t s0 = ror32(w[i - 15], 7) ^ ror32(w[i - 15], 18) ^ (w[i - 15] >> 3);
+		uint32_t s1 = ror32(w[i - 2], 17) ^ ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
+
+		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+	}
+	a = st[0], bb = st[1], c = st[2], d = st[3], e = st[4], f = st[5], g = st[6], h = st[7];
+	for (int i = 0; i < 64; i++) {
+		uint32_t t1 = h + (ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25)) + ((e & f) ^ (~e & g)) +
+			      sha256_k[i] + w[i];
+		uint32_t t2 = (ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22)) +
+			      ((a & bb) ^ (a & c) ^ (bb & c));
+
+		h = g, g = f, f = e, e = d + t1, d = c, c = bb, bb = a, a = t1 + t2;
+	}
+	st[0] += a, st[1] += bb, st[2] += c, st[3] += d;
+	st[4] += e, st[5] += f, st[6] += g, st[7] += h;
+}
+
+static void sha256(const void *msg, size_t len, uint8_t out[32])
+{
+	uint32_t st[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+			   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+	const uint8_t *p = msg;
+	uint8_t blk[64];
+	size_t left = len, n;
+	uint64_t bits = (uint64_t)len * 8;
+
+	for (; left >= 64; left -= 64, p += 64)
+		sha256_block(st, p);
+	memset(blk, 0, sizeof(blk));
+	memcpy(blk, p, left);
+	blk[left] = 0x80;
+	if (left >= 56) {
+		sha256_block(st, blk);
+		memset(blk, 0, sizeof(blk));
+	}
+	for (n = 0; n < 8; n++)
+		blk[63 - n] = (uint8_t)(bits >> (8 * n));
+	sha256_block(st, blk);
+	for (n = 0; n < 8; n++) {
+		out[4 * n] = (uint8_t)(st[n] >> 24);
+		out[4 * n + 1] = (uint8_t)(st[n] >> 16);
+		out[4 * n + 2] = (uint8_t)(st[n] >> 8);
+		out[4 * n + 3] = (uint8_t)st[n];
+	}
+}
+
+/* The 32 secret bytes a hello carries for `secret` (see the top of the file). */
+static void secret_bytes(const char *secret, uint8_t out[RPS_SECRET_LEN])
+{
+	size_t n = secret ? strlen(secret) : 0;
+
+	memset(out, 0, RPS_SECRET_LEN);
+	if (n > RPS_SECRET_LEN)
+		sha256(secret, n, out);
+	else if (n)
+		memcpy(out, secret, n);
+}
+
+void rps_proto_hello_init(struct rps_hello *h, uint8_t role, uint32_t rank, const char *secret)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = RPS_PROTO_MAGIC;
+	h->version = RPS_PROTO_VERSION;
+	h->role = role;
+	h->rank = rank;
+	secret_bytes(secret, h->secret);
+}
+
+int rps_proto_hello_check(const struct rps_hello *h, const char *secret, const char **why_p)
+{
+	uint8_t want[RPS_SECRET_LEN];
+	volatile uint8_t diff = 0;
+
+	if (h->magic != RPS_PROTO_MAGIC) {
+		*why_p = "hello: bad magic";
+		return -EPROTO;
+	}
+	if (h->version != RPS_PROTO_VERSION) {
+		*why_p = "hello: unsupported protocol version";
+		return -EPROTO;
+	}
+	if (h->role > RPS_ROLE_CTL) {
+		*why_p = "hello: unknown role";
+		return -EPROTO;
+	}
+	secret_bytes(secret, want);
+	/* Constant time: always all 32 bytes, no early exit. */
+	for (int i = 0; i < RPS_SECRET_LEN; i++)
+		diff |= (uint8_t)(h->secret[i] ^ want[i]);
+	memset(want, 0, sizeof(want));
+	if (diff != 0) {
+		*why_p = "wrong secret";
+		return -EACCES;
+	}
+	return 0;
+}

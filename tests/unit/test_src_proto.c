@@ -1,0 +1,338 @@
+/* Wire protocol helpers: sizes, round trips, and every check rejecting what it must. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "src/proto.h"
+
+static void test_fixed_lens(void **state)
+{
+	static const struct {
+		uint8_t op;
+		int len;
+	} want[] = {
+		{ RPS_OP_HELLO, 48 },	  { RPS_OP_HELLO_ACK, 32 }, { RPS_OP_DECLARE, 48 },
+		{ RPS_OP_DECLARE_ACK, 32 }, { RPS_OP_PUSH, 48 },	    { RPS_OP_PUSH_ACK, 0 },
+		{ RPS_OP_PULL, 32 },	  { RPS_OP_PULL_RESP, 32 }, { RPS_OP_CLOCK, 8 },
+		{ RPS_OP_ERROR, 0 },	  { RPS_OP_REGISTER, 80 },  { RPS_OP_MAP, 24 },
+		{ RPS_OP_BARRIER, 0 },	  { RPS_OP_BARRIER_DONE, 0 }, { RPS_OP_HEARTBEAT, 40 },
+		{ RPS_OP_NODE_DEAD, 80 }, { RPS_OP_SHUTDOWN, 0 },   { RPS_OP_STATUS, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		assert_int_equal(rps_proto_fixed_len(want[i].op), want[i].len);
+		assert_string_not_equal(rps_proto_op_name(want[i].op), "UNKNOWN");
+	}
+	assert_int_equal(rps_proto_fixed_len(0), -1);
+	assert_int_equal(rps_proto_fixed_len(11), -1);
+	assert_int_equal(rps_proto_fixed_len(15), -1);
+	assert_int_equal(rps_proto_fixed_len(RPS_OP_MAX), -1);
+	assert_int_equal(rps_proto_fixed_len(255), -1);
+	assert_string_equal(rps_proto_op_name(RPS_OP_PUSH), "PUSH");
+	assert_string_equal(rps_proto_op_name(200), "UNKNOWN");
+}
+
+static void test_hdr_round_trip(void **state)
+{
+	struct rps_frame_hdr h, back;
+	uint8_t wire[sizeof(h)];
+	const char *why = NULL;
+
+	rps_proto_hdr_init(&h, RPS_OP_PUSH, 48 + 4 * 10, 77);
+	memcpy(wire, &h, sizeof(h));
+	/* little-endian on the wire: "RDPS" */
+	assert_memory_equal(wire, "RDPS", 4);
+	assert_int_equal(wire[4], RPS_PROTO_VERSION);
+	assert_int_equal(wire[5], RPS_OP_PUSH);
+	memcpy(&back, wire, sizeof(back));
+	assert_int_equal(back.len, 88);
+	assert_int_equal(back.req_id, 77);
+	assert_int_equal(back.status, 0);
+	assert_int_equal(back.aux, 0);
+	assert_int_equal(back.flags, 0);
+	assert_int_equal(rps_proto_hdr_check(&back, 1 << 20, &why), 0);
+}
+
+static void test_hdr_rejects(void **state)
+{
+	struct rps_frame_hdr h;
+	const char *why;
+
+	rps_proto_hdr_init(&h, RPS_OP_PULL, 32, 1);
+	h.magic = 0x41414141;
+	why = NULL;
+	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), -EPROTO);
+	assert_non_null(why);
+
+	rps_proto_hdr_init(&h, RPS_OP_PULL, 32, 1);
+	h.version = 2;
+	why = NULL;
+	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), -EPROTO);
+	assert_non_null(why);
+
+	rps_proto_hdr_init(&h, 99, 0, 1);
+	why = NULL;
+	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), -EPROTO);
+	assert_non_null(why);
+	rps_proto_hdr_init(&h, 12, 0, 1);
+	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), -EPROTO);
+
+	/* len < fixed */
+	rps_proto_hdr_init(&h, RPS_OP_PUSH, 47, 1);
+	why = NULL;
+	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), -EPROTO);
+	assert_non_null(why);
+
+	/* len > max */
+	rps_proto_hdr_init(&h, RPS_OP_PUSH, 48 + 4 * 1000, 1);
+	why = NULL;
+	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), -EMSGSIZE);
+	assert_non_null(why);
+	assert_int_equal(rps_proto_hdr_check(&h, 48 + 4 * 1000, &why), 0);
+
+	/* data on an op that has none */
+	rps_proto_hdr_init(&h, RPS_OP_PULL, 36, 1);
+	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), -EPROTO);
+	rps_proto_hdr_init(&h, RPS_OP_BARRIER, 1, 1);
+	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), -EPROTO);
+
+	/* text ops take any length up to the limit */
+	rps_proto_hdr_init(&h, RPS_OP_ERROR, 17, 1);
+	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), 0);
+	rps_proto_hdr_init(&h, RPS_OP_STATUS, 0, 1);
+	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), 0);
+}
+
+static void test_push_payload(void **state)
+{
+	struct rps_frame_hdr h;
+	struct rps_push p, back;
+	const char *why;
+
+	memset(&p, 0, sizeof(p));
+	p.key = 0x1122334455667788ull;
+	p.slice = 3;
+	p.shard = 2;
+	p.offset = 100;
+	p.count = 10;
+	p.clock = 5;
+	p.timestamp_ns = 123456789;
+	p.norm = 1.5f;
+	memcpy(&back, &p, sizeof(p));
+	assert_int_equal(back.key, 0x1122334455667788ull);
+	assert_true(back.norm == 1.5f);
+
+	rps_proto_hdr_init(&h, RPS_OP_PUSH, 48 + 40, 1);
+	assert_int_equal(rps_proto_hdr_check(&h, 1 << 20, &why), 0);
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), 0);
+
+	/* count mismatch both ways */
+	h.len = 48 + 36;
+	why = NULL;
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), -EPROTO);
+	assert_non_null(why);
+	h.len = 48 + 44;
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), -EPROTO);
+	/* a count whose 4 * count wraps 32 bits must not match */
+	p.count = 0x40000000u + 10;
+	h.len = 48 + 40;
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), -EPROTO);
+	/* shard out of range */
+	p.count = 10;
+	p.shard = RPS_MAX_SHARDS;
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), -EPROTO);
+	/* offset + count overflow */
+	p.shard = 0;
+	p.offset = UINT64_MAX - 5;
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), -EPROTO);
+}
+
+static void test_pull_payload(void **state)
+{
+	struct rps_frame_hdr h;
+	struct rps_pull p;
+	const char *why;
+
+	memset(&p, 0, sizeof(p));
+	p.count = 16;
+	rps_proto_hdr_init(&h, RPS_OP_PULL, 32, 1);
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), 0);
+	p.count = 0; /* pure clock wait */
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), 0);
+	p.count = UINT32_MAX; /* the answer could never be a frame */
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), -EPROTO);
+
+	p.count = 16;
+	rps_proto_hdr_init(&h, RPS_OP_PULL_RESP, 32 + 64, 1);
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), 0);
+	h.len = 32 + 60;
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), -EPROTO);
+}
+
+static void test_clock_payload(void **state)
+{
+	struct rps_frame_hdr h;
+	struct rps_clock c = { .clock = 3, .num_shards = 4 };
+	const char *why;
+
+	rps_proto_hdr_init(&h, RPS_OP_CLOCK, 8 + 16, 1);
+	assert_int_equal(rps_proto_payload_check(&h, &c, &why), 0);
+	h.len = 8 + 12;
+	why = NULL;
+	assert_int_equal(rps_proto_payload_check(&h, &c, &why), -EPROTO);
+	assert_non_null(why);
+	c.num_shards = RPS_MAX_SHARDS + 1;
+	h.len = 8 + 4 * (RPS_MAX_SHARDS + 1);
+	assert_int_equal(rps_proto_payload_check(&h, &c, &why), -EPROTO);
+	c.num_shards = RPS_MAX_SHARDS;
+	h.len = 8 + 4 * RPS_MAX_SHARDS;
+	assert_int_equal(rps_proto_payload_check(&h, &c, &why), 0);
+}
+
+static void test_ack_map_payload(void **state)
+{
+	struct rps_frame_hdr h;
+	struct rps_hello_ack a = { .num_shards = 3 };
+	struct rps_map m = { .num_nodes = 2 };
+	struct rps_declare d = { .nelems = 100, .shard = 1 };
+	struct rps_register r;
+	struct rps_node n;
+	const char *why;
+
+	rps_proto_hdr_init(&h, RPS_OP_HELLO_ACK, 32 + 3 * 24, 0);
+	assert_int_equal(rps_proto_payload_check(&h, &a, &why), 0);
+	h.len = 32 + 2 * 24;
+	assert_int_equal(rps_proto_payload_check(&h, &a, &why), -EPROTO);
+	a.num_shards = RPS_MAX_SHARDS + 1;
+	h.len = 32 + (RPS_MAX_SHARDS + 1) * 24;
+	assert_int_equal(rps_proto_payload_check(&h, &a, &why), -EPROTO);
+
+	rps_proto_hdr_init(&h, RPS_OP_MAP, 24 + 2 * 80, 0);
+	assert_int_equal(rps_proto_payload_check(&h, &m, &why), 0);
+	h.len = 24 + 80;
+	assert_int_equal(rps_proto_payload_check(&h, &m, &why), -EPROTO);
+	m.num_nodes = RPS_MAX_NODES + 1;
+	h.len = 24 + (RPS_MAX_NODES + 1) * 80;
+	assert_int_equal(rps_proto_payload_check(&h, &m, &why), -EPROTO);
+
+	rps_proto_hdr_init(&h, RPS_OP_DECLARE, 48, 0);
+	assert_int_equal(rps_proto_payload_check(&h, &d, &why), 0);
+	d.shard = RPS_MAX_SHARDS;
+	assert_int_equal(rps_proto_payload_check(&h, &d, &why), -EPROTO);
+	d.shard = 0;
+	d.nelems = UINT64_MAX;
+	assert_int_equal(rps_proto_payload_check(&h, &d, &why), -EPROTO);
+
+	memset(&r, 'x', sizeof(r));
+	r.role = RPS_ROLE_SERVER;
+	rps_proto_hdr_init(&h, RPS_OP_REGISTER, 80, 0);
+	assert_int_equal(rps_proto_payload_check(&h, &r, &why), -EPROTO); /* host unterminated */
+	strcpy(r.host, "10.0.0.1");
+	assert_int_equal(rps_proto_payload_check(&h, &r, &why), 0);
+	r.role = 9;
+	assert_int_equal(rps_proto_payload_check(&h, &r, &why), -EPROTO);
+
+	memset(&n, 'y', sizeof(n));
+	rps_proto_hdr_init(&h, RPS_OP_NODE_DEAD, 80, 0);
+	assert_int_equal(rps_proto_payload_check(&h, &n, &why), -EPROTO);
+	n.host[5] = 0;
+	assert_int_equal(rps_proto_payload_check(&h, &n, &why), 0);
+}
+
+static void test_hello(void **state)
+{
+	struct rps_hello h, back;
+	const char *why;
+	uint8_t zero[RPS_SECRET_LEN] = { 0 };
+
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 7, "s3cret");
+	memcpy(&back, &h, sizeof(h));
+	assert_int_equal(back.magic, RPS_PROTO_MAGIC);
+	assert_int_equal(back.version, RPS_PROTO_VERSION);
+	assert_int_equal(back.role, RPS_ROLE_WORKER);
+	assert_int_equal(back.rank, 7);
+	assert_int_equal(back.channel, 0);
+	assert_memory_equal(back.secret, "s3cret", 6);
+	assert_memory_equal(back.secret + 6, zero, RPS_SECRET_LEN - 6); /* zero padded */
+
+	why = NULL;
+	assert_int_equal(rps_proto_hello_check(&back, "s3cret", &why), 0);
+
+	why = NULL;
+	assert_int_equal(rps_proto_hello_check(&back, "s3creT", &why), -EACCES);
+	assert_non_null(why);
+	assert_int_equal(rps_proto_hello_check(&back, "s3cret2", &why), -EACCES);
+	assert_int_equal(rps_proto_hello_check(&back, "", &why), -EACCES);
+	assert_int_equal(rps_proto_hello_check(&back, NULL, &why), -EACCES);
+
+	/* a difference in the last byte counts too */
+	back.secret[RPS_SECRET_LEN - 1] = 1;
+	assert_int_equal(rps_proto_hello_check(&back, "s3cret", &why), -EACCES);
+
+	memcpy(&back, &h, sizeof(h));
+	back.magic = 0x41414141;
+	assert_int_equal(rps_proto_hello_check(&back, "s3cret", &why), -EPROTO);
+	memcpy(&back, &h, sizeof(h));
+	back.version = 9;
+	assert_int_equal(rps_proto_hello_check(&back, "s3cret", &why), -EPROTO);
+	memcpy(&back, &h, sizeof(h));
+	back.role = 42;
+	assert_int_equal(rps_proto_hello_check(&back, "s3cret", &why), -EPROTO);
+
+	/* empty secret on both ends */
+	rps_proto_hello_init(&h, RPS_ROLE_SERVER, UINT32_MAX, NULL);
+	assert_memory_equal(h.secret, zero, RPS_SECRET_LEN);
+	assert_int_equal(rps_proto_hello_check(&h, "", &why), 0);
+	assert_int_equal(rps_proto_hello_check(&h, "x", &why), -EACCES);
+}
+
+static void test_hello_long_secret(void **state)
+{
+	/* 40 bytes: longer than RPS_SECRET_LEN, hashed (SHA-256) */
+	const char *a = "0123456789012345678901234567890123456789";
+	const char *b = "0123456789012345678901234567890123456788"; /* differs at byte 40 */
+	const char *exact = "01234567890123456789012345678901";       /* exactly 32 */
+	/* SHA-256("abc...") known answer for the 56-byte FIPS 180-2 vector */
+	const char *fips = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+	static const uint8_t fips_digest[32] = {
+		0x24, 0x8d, 0x6a, 0x61, 0xd2, 0x06, 0x38, 0xb8, 0xe5, 0xc0, 0x26,
+		0x93, 0x0c, 0x3e, 0x60, 0x39, 0xa3, 0x3c, 0xe4, 0x59, 0x64, 0xff,
+		0x21, 0x67, 0xf6, 0xec, 0xed, 0xd4, 0x19, 0xdb, 0x06, 0xc1,
+	};
+	struct rps_hello h;
+	const char *why;
+
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0, a);
+	assert_int_equal(rps_proto_hello_check(&h, a, &why), 0);
+	assert_int_equal(rps_proto_hello_check(&h, b, &why), -EACCES);
+	assert_memory_not_equal(h.secret, a, RPS_SECRET_LEN); /* not truncated */
+
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0, exact);
+	assert_memory_equal(h.secret, exact, RPS_SECRET_LEN); /* 32 bytes: sent as is */
+	assert_int_equal(rps_proto_hello_check(&h, exact, &why), 0);
+
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0, fips);
+	assert_memory_equal(h.secret, fips_digest, 32);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_fixed_lens),
+		cmocka_unit_test(test_hdr_round_trip),
+		cmocka_unit_test(test_hdr_rejects),
+		cmocka_unit_test(test_push_payload),
+		cmocka_unit_test(test_pull_payload),
+		cmocka_unit_test(test_clock_payload),
+		cmocka_unit_test(test_ack_map_payload),
+		cmocka_unit_test(test_hello),
+		cmocka_unit_test(test_hello_long_secret),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
