@@ -11,7 +11,10 @@
  *
  * A chunk is  [begin line 64 B][data chunk_bytes][end line 64 B]; the first
  * u64 of each line is the chunk's version. Seqlock over one-sided reads:
- *   writer:  begin = v+1 (odd); data; end = v+2; begin = v+2  (release order)
+ *   writer:  begin = v+1; end = v+1 (both odd); data; end = v+2; begin = v+2
+ *            (release order). end must turn odd BEFORE the data changes: a
+ *            reader that saw the old begin v and then new data must not find
+ *            end == v (see src/store.c).
  *   reader:  reads begin, data, end in address order (one RDMA READ);
  *            clean iff begin == end and even; otherwise re-read the chunk.
  * A slice (part of a tensor) owns consecutive chunks; element e of a slice
@@ -87,7 +90,8 @@ uint64_t rps_store_read(const struct rps_store *s, const struct rps_store_slice 
 
 /* Call fn(data, n, arg) for each chunk-contiguous run of elements
  * [off, off + n) of a slice, in order; the chunk index is passed along so the
- * caller can bracket the run with write_begin/end. */
+ * caller can bracket the run with write_begin/end. elem_off is the run's first
+ * element within the slice (off for the first run). */
 typedef void (*rps_store_run_fn)(uint64_t chunk, float *data, uint64_t elem_off, uint64_t n,
 				 void *arg);
 void rps_store_for_runs(const struct rps_store *s, const struct rps_store_slice *sl,
