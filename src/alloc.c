@@ -14,9 +14,12 @@ void *rps_malloc(size_t size)
 
 void *rps_calloc(size_t n, size_t size)
 {
+	size_t total;
+
 	if (size && n > (size_t)-1 / size)
 		return NULL;
-	return mallocx(n * size ? n * size : 1, MALLOCX_ZERO);
+	total = n * size;
+	return mallocx(total != 0 ? total : 1, MALLOCX_ZERO);
 }
 
 void *rps_realloc(void *ptr, size_t size)
