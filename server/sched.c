@@ -660,8 +660,9 @@ static void on_closed(struct rps_sched *s, struct sched_peer *p, int status)
 	} else if (p->registered) {
 		s->nwaiting[p->reg.role]--;
 		p->registered = 0;
-		RPS_WARN("%s %s (pid %u) went away before the cluster was complete",
-			 role_name(p->reg.role), p->conn->peer, p->reg.pid);
+		RPS_LOG(s->stopping ? RPS_LOG_INFO : RPS_LOG_WARN,
+			"%s %s (pid %u) went away before the cluster was complete",
+			role_name(p->reg.role), p->conn->peer, p->reg.pid);
 		if (s->state == SCHED_WAITING)
 			send_progress(s);
 	}

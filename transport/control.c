@@ -13,7 +13,9 @@
  *
  * Locking: ctl->lock guards the connection pointer, the map and the barrier
  * and heartbeat state. Frames are sent under it (control frames are rare);
- * callbacks run in the control thread without it, on copies.
+ * callbacks run in the control thread without it, on copies. A callback may
+ * call rps_ctl_map / rank / id / status / set_heartbeat, but must not block
+ * in rps_ctl_barrier or call rps_ctl_leave (that joins the control thread).
  */
 #include "transport/control.h"
 
@@ -298,7 +300,11 @@ static void handle_event(struct rps_ctl *ctl, struct rps_tr_event *ev, struct ct
 				ctl->join_status = -ECANCELED;
 			pthread_cond_broadcast(&ctl->cond);
 			pthread_mutex_unlock(&ctl->lock);
-			RPS_INFO("scheduler %s: shutdown", ctl->sched);
+			if (ctl->joined)
+				RPS_INFO("scheduler %s: shutdown", ctl->sched);
+			else
+				RPS_ERR("scheduler %s shut down before the cluster was complete",
+					ctl->sched);
 			if (act)
 				act->shutdown = 1;
 			break;
@@ -707,6 +713,11 @@ void rps_ctl_leave(struct rps_ctl *ctl)
 
 	if (!ctl)
 		return;
+	if (ctl->thread_started && pthread_equal(pthread_self(), ctl->thread)) {
+		RPS_ERR("rps_ctl_leave called from a control callback: ignored (it would "
+			"wait for itself)");
+		return;
+	}
 	pthread_mutex_lock(&ctl->lock);
 	ctl->leaving = 1;
 	if (ctl->conn && send_locked(ctl, RPS_OP_SHUTDOWN, ++ctl->next_req, 0, NULL, 0) == 0) {
