@@ -19,24 +19,15 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "rdmaps sends structs as they lie in memory: little-endian hosts only");
 
 static const char *const op_names[RPS_OP_MAX] = {
-	[RPS_OP_HELLO] = "HELLO",
-	[RPS_OP_HELLO_ACK] = "HELLO_ACK",
-	[RPS_OP_DECLARE] = "DECLARE",
-	[RPS_OP_DECLARE_ACK] = "DECLARE_ACK",
-	[RPS_OP_PUSH] = "PUSH",
-	[RPS_OP_PUSH_ACK] = "PUSH_ACK",
-	[RPS_OP_PULL] = "PULL",
-	[RPS_OP_PULL_RESP] = "PULL_RESP",
-	[RPS_OP_CLOCK] = "CLOCK",
-	[RPS_OP_ERROR] = "ERROR",
-	[RPS_OP_REGISTER] = "REGISTER",
-	[RPS_OP_MAP] = "MAP",
-	[RPS_OP_BARRIER] = "BARRIER",
-	[RPS_OP_BARRIER_DONE] = "BARRIER_DONE",
-	[RPS_OP_HEARTBEAT] = "HEARTBEAT",
-	[RPS_OP_NODE_DEAD] = "NODE_DEAD",
-	[RPS_OP_SHUTDOWN] = "SHUTDOWN",
-	[RPS_OP_STATUS] = "STATUS",
+    [RPS_OP_HELLO] = "HELLO",	      [RPS_OP_HELLO_ACK] = "HELLO_ACK",
+    [RPS_OP_DECLARE] = "DECLARE",     [RPS_OP_DECLARE_ACK] = "DECLARE_ACK",
+    [RPS_OP_PUSH] = "PUSH",	      [RPS_OP_PUSH_ACK] = "PUSH_ACK",
+    [RPS_OP_PULL] = "PULL",	      [RPS_OP_PULL_RESP] = "PULL_RESP",
+    [RPS_OP_CLOCK] = "CLOCK",	      [RPS_OP_ERROR] = "ERROR",
+    [RPS_OP_REGISTER] = "REGISTER",   [RPS_OP_MAP] = "MAP",
+    [RPS_OP_BARRIER] = "BARRIER",     [RPS_OP_BARRIER_DONE] = "BARRIER_DONE",
+    [RPS_OP_HEARTBEAT] = "HEARTBEAT", [RPS_OP_NODE_DEAD] = "NODE_DEAD",
+    [RPS_OP_SHUTDOWN] = "SHUTDOWN",   [RPS_OP_STATUS] = "STATUS",
 };
 
 /* Ops whose payload may carry data after the fixed part. */
@@ -280,16 +271,14 @@ int rps_proto_payload_check(const struct rps_frame_hdr *h, const void *payload, 
 
 /* SHA-256 (FIPS 180-4), only to fold secrets longer than RPS_SECRET_LEN. */
 static const uint32_t sha256_k[64] = {
-	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-	0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-	0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-	0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-	0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-	0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-	0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-	0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-	0xc67178f2,
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 };
 
 static uint32_t ror32(uint32_t x, int n)
@@ -312,10 +301,10 @@ static void sha256_block(uint32_t st[8], const uint8_t b[64])
 	}
 	a = st[0], bb = st[1], c = st[2], d = st[3], e = st[4], f = st[5], g = st[6], h = st[7];
 	for (int i = 0; i < 64; i++) {
-		uint32_t t1 = h + (ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25)) + ((e & f) ^ (~e & g)) +
-			      sha256_k[i] + w[i];
-		uint32_t t2 = (ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22)) +
-			      ((a & bb) ^ (a & c) ^ (bb & c));
+		uint32_t t1 = h + (ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25)) +
+			      ((e & f) ^ (~e & g)) + sha256_k[i] + w[i];
+		uint32_t t2 =
+		    (ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22)) + ((a & bb) ^ (a & c) ^ (bb & c));
 
 		h = g, g = f, f = e, e = d + t1, d = c, c = bb, bb = a, a = t1 + t2;
 	}
@@ -325,8 +314,8 @@ static void sha256_block(uint32_t st[8], const uint8_t b[64])
 
 static void sha256(const void *msg, size_t len, uint8_t out[32])
 {
-	uint32_t st[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-			   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+	uint32_t st[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+			  0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 	const uint8_t *p = msg;
 	uint8_t blk[64];
 	size_t left = len, n;

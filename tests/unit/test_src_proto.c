@@ -16,12 +16,12 @@ static void test_fixed_lens(void **state)
 		uint8_t op;
 		int len;
 	} want[] = {
-		{ RPS_OP_HELLO, 48 },	  { RPS_OP_HELLO_ACK, 32 }, { RPS_OP_DECLARE, 48 },
-		{ RPS_OP_DECLARE_ACK, 32 }, { RPS_OP_PUSH, 48 },	    { RPS_OP_PUSH_ACK, 0 },
-		{ RPS_OP_PULL, 32 },	  { RPS_OP_PULL_RESP, 32 }, { RPS_OP_CLOCK, 8 },
-		{ RPS_OP_ERROR, 0 },	  { RPS_OP_REGISTER, 80 },  { RPS_OP_MAP, 24 },
-		{ RPS_OP_BARRIER, 0 },	  { RPS_OP_BARRIER_DONE, 0 }, { RPS_OP_HEARTBEAT, 40 },
-		{ RPS_OP_NODE_DEAD, 80 }, { RPS_OP_SHUTDOWN, 0 },   { RPS_OP_STATUS, 0 },
+	    {RPS_OP_HELLO, 48},	      {RPS_OP_HELLO_ACK, 32},	{RPS_OP_DECLARE, 48},
+	    {RPS_OP_DECLARE_ACK, 32}, {RPS_OP_PUSH, 48},	{RPS_OP_PUSH_ACK, 0},
+	    {RPS_OP_PULL, 32},	      {RPS_OP_PULL_RESP, 32},	{RPS_OP_CLOCK, 8},
+	    {RPS_OP_ERROR, 0},	      {RPS_OP_REGISTER, 80},	{RPS_OP_MAP, 24},
+	    {RPS_OP_BARRIER, 0},      {RPS_OP_BARRIER_DONE, 0}, {RPS_OP_HEARTBEAT, 40},
+	    {RPS_OP_NODE_DEAD, 80},   {RPS_OP_SHUTDOWN, 0},	{RPS_OP_STATUS, 0},
 	};
 
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -177,7 +177,7 @@ static void test_pull_payload(void **state)
 static void test_clock_payload(void **state)
 {
 	struct rps_frame_hdr h;
-	struct rps_clock c = { .clock = 3, .num_shards = 4 };
+	struct rps_clock c = {.clock = 3, .num_shards = 4};
 	const char *why;
 
 	rps_proto_hdr_init(&h, RPS_OP_CLOCK, 8 + 16, 1);
@@ -197,9 +197,9 @@ static void test_clock_payload(void **state)
 static void test_ack_map_payload(void **state)
 {
 	struct rps_frame_hdr h;
-	struct rps_hello_ack a = { .num_shards = 3 };
-	struct rps_map m = { .num_nodes = 2 };
-	struct rps_declare d = { .nelems = 100, .shard = 1 };
+	struct rps_hello_ack a = {.num_shards = 3};
+	struct rps_map m = {.num_nodes = 2};
+	struct rps_declare d = {.nelems = 100, .shard = 1};
 	struct rps_register r;
 	struct rps_node n;
 	const char *why;
@@ -248,7 +248,7 @@ static void test_hello(void **state)
 {
 	struct rps_hello h, back;
 	const char *why;
-	uint8_t zero[RPS_SECRET_LEN] = { 0 };
+	uint8_t zero[RPS_SECRET_LEN] = {0};
 
 	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 7, "s3cret");
 	memcpy(&back, &h, sizeof(h));
@@ -296,13 +296,13 @@ static void test_hello_long_secret(void **state)
 	/* 40 bytes: longer than RPS_SECRET_LEN, hashed (SHA-256) */
 	const char *a = "0123456789012345678901234567890123456789";
 	const char *b = "0123456789012345678901234567890123456788"; /* differs at byte 40 */
-	const char *exact = "01234567890123456789012345678901";       /* exactly 32 */
+	const char *exact = "01234567890123456789012345678901";	    /* exactly 32 */
 	/* SHA-256("abc...") known answer for the 56-byte FIPS 180-2 vector */
 	const char *fips = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
 	static const uint8_t fips_digest[32] = {
-		0x24, 0x8d, 0x6a, 0x61, 0xd2, 0x06, 0x38, 0xb8, 0xe5, 0xc0, 0x26,
-		0x93, 0x0c, 0x3e, 0x60, 0x39, 0xa3, 0x3c, 0xe4, 0x59, 0x64, 0xff,
-		0x21, 0x67, 0xf6, 0xec, 0xed, 0xd4, 0x19, 0xdb, 0x06, 0xc1,
+	    0x24, 0x8d, 0x6a, 0x61, 0xd2, 0x06, 0x38, 0xb8, 0xe5, 0xc0, 0x26,
+	    0x93, 0x0c, 0x3e, 0x60, 0x39, 0xa3, 0x3c, 0xe4, 0x59, 0x64, 0xff,
+	    0x21, 0x67, 0xf6, 0xec, 0xed, 0xd4, 0x19, 0xdb, 0x06, 0xc1,
 	};
 	struct rps_hello h;
 	const char *why;
@@ -323,15 +323,11 @@ static void test_hello_long_secret(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fixed_lens),
-		cmocka_unit_test(test_hdr_round_trip),
-		cmocka_unit_test(test_hdr_rejects),
-		cmocka_unit_test(test_push_payload),
-		cmocka_unit_test(test_pull_payload),
-		cmocka_unit_test(test_clock_payload),
-		cmocka_unit_test(test_ack_map_payload),
-		cmocka_unit_test(test_hello),
-		cmocka_unit_test(test_hello_long_secret),
+	    cmocka_unit_test(test_fixed_lens),	      cmocka_unit_test(test_hdr_round_trip),
+	    cmocka_unit_test(test_hdr_rejects),	      cmocka_unit_test(test_push_payload),
+	    cmocka_unit_test(test_pull_payload),      cmocka_unit_test(test_clock_payload),
+	    cmocka_unit_test(test_ack_map_payload),   cmocka_unit_test(test_hello),
+	    cmocka_unit_test(test_hello_long_secret),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,215 @@
+/* TCP transport: private state shared by the files of transport/tcp.
+ *
+ * Threads
+ * - One poller thread (the caller of poll()) owns epoll, the receive state
+ *   machines, the event queue, the hello list and the buffer pool's free lists.
+ *   It is the only thread that closes sockets and frees connections.
+ * - Any thread may post_send (under the connection's slock), release a token
+ *   (lock-free push onto the pool's return list), close a connection (marks it,
+ *   shuts the socket down and hands it to the poller through a lock-free list)
+ *   or wake the poller.
+ * - Completions found outside the poller (SEND_DONE of a frame written at
+ *   once by a sender thread) are kept per connection under slock; the
+ *   connection is put once on a lock-free "has completions" list that the
+ *   poller drains. The eventfd is written only when the poller sleeps.
+ */
+#ifndef RPS_TCP_H
+#define RPS_TCP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "transport/transport.h"
+
+#define TCP_FIXED_MAX	       80	     /* largest fixed part of any op */
+#define TCP_STAGE_BYTES	       (64u * 1024)  /* per-connection receive staging buffer */
+#define TCP_DIRECT_MIN	       4096u	     /* data at least this big is read in place */
+#define TCP_RX_BUDGET	       (4u << 20)    /* bytes read from one connection per wake-up */
+#define TCP_SQ_MAX	       (64ull << 20) /* queued send bytes before post_send waits */
+#define TCP_IOV_MAX	       1024	     /* iovecs in one post_send (header included) */
+#define TCP_IOV_BATCH	       64	     /* iovecs gathered per flush syscall */
+#define TCP_ERR_TEXT_MAX       256	     /* reason text in ERROR frames we send */
+#define TCP_DEFAULT_TIMEOUT_MS 10000
+#define TCP_DEFAULT_MAX_MSG    (64ull << 20)
+#define TCP_MAX_LISTENERS      8
+
+/* Receive buffer pool: class 0 holds no data (the fixed part only, for
+ * zero-copy receives and data-less frames); class k >= 1 holds
+ * 2^(TCP_POOL_MIN_SHIFT + k - 1) bytes. Larger frames get a buffer of their
+ * own that is freed on release. */
+#define TCP_POOL_MIN_SHIFT   8
+#define TCP_POOL_CLASSES     20		   /* up to 64 MiB */
+#define TCP_POOL_CLASS_BYTES (32ull << 20) /* cached bytes per class (at least 4 buffers) */
+
+enum tcp_kind {
+	TCP_K_CONN = 1,
+	TCP_K_LISTENER,
+	TCP_K_WAKE,
+};
+
+struct tcp_buf {
+	struct tcp_buf *next; /* free list / return list */
+	uint8_t *data;	      /* cap bytes, 64-byte aligned */
+	size_t cap;
+	int cls; /* size class, -1 when not pooled */
+	_Alignas(16) uint8_t fixed[TCP_FIXED_MAX];
+};
+
+struct tcp_pool {
+	struct tcp_buf *free[TCP_POOL_CLASSES]; /* poller only */
+	uint32_t nfree[TCP_POOL_CLASSES];
+	_Atomic(struct tcp_buf *) returned; /* any thread pushes, poller takes all */
+	atomic_ullong created;		    /* buffers ever allocated */
+};
+
+struct tcp_done {
+	uint64_t ctx;
+	int status;
+};
+
+/* A queued (partly) unsent frame. */
+struct tcp_sreq {
+	struct tcp_sreq *next;
+	uint64_t ctx;
+	uint64_t left; /* bytes still to write */
+	int iovcnt;
+	int idx;		  /* first iovec not fully written (advanced in place) */
+	struct rps_frame_hdr hdr; /* copy of the header when part of it is unsent */
+	struct iovec iov[];
+};
+
+enum tcp_phase {
+	TCP_PH_HELLO = 1, /* accepted, waiting for the peer's HELLO */
+	TCP_PH_OPEN,
+};
+
+enum tcp_rx_state {
+	TCP_RX_HDR = 0,
+	TCP_RX_FIXED,
+	TCP_RX_DATA,
+};
+
+struct tcp_conn {
+	int kind; /* TCP_K_CONN: epoll data.ptr points here */
+	struct rps_conn base;
+	struct tcp_transport *tt;
+
+	/* Poller only. */
+	int phase;
+	int failed; /* tcp_conn_fail ran */
+	int rx_state;
+	struct rps_frame_hdr rx_hdr;
+	uint32_t rx_fixed_len;
+	uint64_t rx_data_len;
+	uint64_t rx_got;
+	uint8_t *rx_dst;
+	struct tcp_buf *rx_buf;
+	_Alignas(16) uint8_t rx_fixed[TCP_FIXED_MAX];
+	uint8_t *stage;
+	size_t stage_pos, stage_len;
+	uint64_t hello_deadline; /* ns, TCP_PH_HELLO */
+	struct tcp_conn *hnext, *hprev;
+
+	/* Under slock. */
+	pthread_mutex_t slock;
+	pthread_cond_t scond; /* room in the send queue, or dead */
+	int fd;		      /* -1 once the poller closed it */
+	int dead;	      /* no more sends */
+	int user_closed;      /* close() was called: no more events */
+	int wr_err;	      /* a write failed; the poller will see the reset */
+	int out_armed;	      /* EPOLLOUT requested */
+	int nsenders;	      /* threads waiting inside post_send */
+	struct tcp_sreq *sq_head, *sq_tail;
+	uint64_t sq_bytes;
+	struct tcp_done *done;
+	uint32_t done_n, done_cap;
+	int done_listed; /* on tt->done_head */
+
+	struct tcp_conn *done_next;	/* tt->done_head */
+	struct tcp_conn *close_next;	/* tt->close_head, deferred list */
+	struct tcp_conn *anext, *aprev; /* tt->conns, under tt->lock */
+};
+
+struct tcp_listener {
+	int kind; /* TCP_K_LISTENER */
+	int fd;
+	uint16_t port;
+};
+
+struct tcp_evq {
+	struct rps_tr_event *ev;
+	size_t head, tail, cap;
+};
+
+struct tcp_transport {
+	struct rps_transport base;
+	int ep;
+	int wfd;       /* eventfd */
+	int wake_kind; /* TCP_K_WAKE: epoll data.ptr of wfd */
+	char *secret;
+	uint64_t max_msg;
+	int timeout_ms; /* connect, hello, send backpressure */
+
+	pthread_mutex_t lock; /* conns, listeners */
+	struct tcp_conn *conns;
+	struct tcp_listener *listeners[TCP_MAX_LISTENERS];
+	int nlisteners;
+
+	_Atomic(struct tcp_conn *) done_head;
+	_Atomic(struct tcp_conn *) close_head;
+	atomic_int sleeping;	 /* poller is (about to be) in epoll_wait */
+	atomic_int wake_pending; /* eventfd written, not yet drained */
+	atomic_int user_wake;	 /* wake() called */
+
+	/* Poller only. */
+	struct tcp_conn *deferred; /* closed, waiting for senders to leave */
+	struct tcp_conn *hello_head, *hello_tail;
+	struct tcp_evq evq;
+	uint8_t ack[RPS_TR_ACK_MAX];
+	struct tcp_pool pool;
+};
+
+/* tcp_pool.c */
+void tcp_pool_init(struct tcp_pool *p);
+void tcp_pool_fini(struct tcp_pool *p);
+struct tcp_buf *tcp_pool_get(struct tcp_pool *p, size_t size); /* poller only */
+void tcp_pool_put(struct tcp_pool *p, struct tcp_buf *b);      /* any thread */
+
+/* tcp.c: the thread that last called poll() on a transport (one per instance). */
+extern _Thread_local struct tcp_transport *tcp_polling;
+
+/* tcp_io.c */
+int tcp_evq_push(struct tcp_transport *tt, const struct rps_tr_event *ev);
+void tcp_kick(struct tcp_transport *tt);
+int tcp_post_send(struct rps_conn *bc, const struct rps_frame_hdr *hdr, const struct iovec *iov,
+		  int iovcnt, uint64_t ctx);
+/* post_send without the max_msg bound, ctx 0 (HELLO_ACK). */
+int tcp_send_internal(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const struct iovec *iov,
+		      int iovcnt);
+/* ERROR frame (status, reason text), best effort, only if nothing is queued. */
+void tcp_send_error(struct tcp_conn *c, int status, const char *why);
+/* Poller: the socket is readable. <0: the connection failed (and, in the hello
+ * phase, is freed: do not touch it again). */
+int tcp_rx(struct tcp_conn *c);
+/* Poller: the socket is writable. */
+void tcp_out(struct tcp_conn *c);
+/* Poller: the connection is over. Logs "closing <peer>: <why>" unless fmt is
+ * NULL, sends an ERROR frame first if send_error, closes the socket, fails
+ * queued zero-copy sends, emits CLOSED (open, not closed by the user) or
+ * frees the connection (hello phase). */
+void tcp_conn_fail(struct tcp_conn *c, int status, int send_error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void tcp_drain_done(struct tcp_transport *tt);
+
+/* tcp.c */
+/* Poller: the peer's HELLO arrived (c->rx_fixed). 0 accepted, <0 refused
+ * (the connection is freed). */
+int tcp_hello_in(struct tcp_conn *c);
+void tcp_conn_free(struct tcp_conn *c);
+
+/* For tests: buffers the pool ever allocated. */
+uint64_t rps_tcp_pool_created(struct rps_transport *t);
+
+#endif
