@@ -1,0 +1,242 @@
+/* Worker planning: frame splitting sizes and RDMA read plans. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "src/store.h"
+#include "worker/plan.h"
+
+static void test_frame_elems(void **state)
+{
+	(void)state;
+	/* PUSH: 48-byte fixed part, 4 bytes an element */
+	assert_int_equal(rps_wplan_push_elems(48 + 4 * 100, 0), 100);
+	assert_int_equal(rps_wplan_push_elems(48 + 4 * 100 + 3, 0), 100);
+	assert_int_equal(rps_wplan_push_elems(48 + 3, 0), 0);
+	assert_int_equal(rps_wplan_push_elems(48, 0), 0);
+	assert_int_equal(rps_wplan_push_elems(10, 0), 0);
+	/* PULL_RESP: 32-byte fixed part */
+	assert_int_equal(rps_wplan_pull_elems(32 + 4 * 7, 0), 7);
+	/* a frame limit (RDMA receive buffer) counts the 24-byte header too */
+	assert_int_equal(rps_wplan_push_elems(1 << 20, 4096), (4096 - 24 - 48) / 4);
+	assert_int_equal(rps_wplan_push_elems(100, 4096), (100 - 48) / 4);
+	assert_int_equal(rps_wplan_pull_elems(64 << 20, 8192), (8192 - 24 - 32) / 4);
+	assert_int_equal(rps_wplan_push_elems(1 << 20, 24), 0);
+	/* count is a u32 on the wire */
+	assert_int_equal(rps_wplan_push_elems(UINT64_MAX, 0), UINT32_MAX);
+}
+
+static void test_frames_of_slice(void **state)
+{
+	uint64_t off, cnt, sum = 0;
+
+	(void)state;
+	assert_int_equal(rps_wplan_nframes(0, 10), 1);
+	assert_int_equal(rps_wplan_nframes(1, 10), 1);
+	assert_int_equal(rps_wplan_nframes(10, 10), 1);
+	assert_int_equal(rps_wplan_nframes(11, 10), 2);
+	assert_int_equal(rps_wplan_nframes(300000, 262132), 2);
+	/* frames tile the slice exactly, the last one short */
+	for (uint64_t i = 0; i < rps_wplan_nframes(1003, 100); i++) {
+		rps_wplan_frame(1003, 100, i, &off, &cnt);
+		assert_int_equal(off, sum);
+		assert_true(cnt > 0 && cnt <= 100);
+		sum += cnt;
+	}
+	assert_int_equal(sum, 1003);
+	rps_wplan_frame(1003, 100, 10, &off, &cnt);
+	assert_int_equal(off, 1000);
+	assert_int_equal(cnt, 3);
+}
+
+#define CB 256u /* chunk bytes in these tests: 64 elements */
+#define EPC (CB / 4)
+#define STRIDE (CB + 128u)
+
+/* one object with gaps, so no two buffers are adjacent by accident (the
+ * planner merges sges that are contiguous in memory) */
+static struct {
+	float dst[EPC * 80];
+	char gap1[64];
+	char lines[RPS_RPLAN_LINES * 64];
+	char gap2[64];
+	char junk[CB];
+} mem;
+#define dst mem.dst
+#define lines mem.lines
+#define junk mem.junk
+
+/* Reconstruct what a plan reads: walk the sges against the remote layout
+ * and check every remote byte lands where it must. */
+static void check_plan(const struct rps_rplan *p, uint64_t lo, int nch, const struct rps_tr_sge *sge,
+		       int nsge, uint64_t raddr)
+{
+	uint64_t r = raddr - p->raddr0; /* remote offset within the slice's chunks */
+	int i = 0;
+	uint32_t used_in_sge = 0;
+
+	assert_int_equal(r, lo * STRIDE);
+	for (int c = 0; c < nch; c++) {
+		uint64_t chunk = lo + (uint64_t)c;
+		uint64_t e0 = chunk * EPC;
+		uint64_t used = p->nelems - e0 < EPC ? p->nelems - e0 : EPC;
+		struct {
+			char *where;
+			uint32_t len;
+		} want[4] = {
+			{ lines + c * RPS_RPLAN_LINES, 64 },
+			{ (char *)(dst + e0), (uint32_t)(used * 4) },
+			{ junk, (uint32_t)((EPC - used) * 4) },
+			{ lines + c * RPS_RPLAN_LINES + 64, 64 },
+		};
+
+		for (int k = 0; k < 4; k++) {
+			if (!want[k].len)
+				continue;
+			assert_true(i < nsge);
+			/* the piece must continue sge i at its current position */
+			assert_ptr_equal((char *)sge[i].addr + used_in_sge, want[k].where);
+			assert_true(sge[i].len - used_in_sge >= want[k].len);
+			used_in_sge += want[k].len;
+			if (used_in_sge == sge[i].len) {
+				i++;
+				used_in_sge = 0;
+			}
+		}
+	}
+	assert_int_equal(i, nsge);
+	assert_int_equal(used_in_sge, 0);
+}
+
+static void test_read_plan_whole_chunks(void **state)
+{
+	struct rps_rplan p = { .raddr0 = 0x10000, .chunk_bytes = CB, .nelems = EPC * 10 };
+	struct rps_tr_sge sge[200];
+	uint64_t raddr;
+	int nsge, n;
+
+	(void)state;
+	assert_int_equal(rps_rplan_nchunks(&p), 10);
+	/* plenty of sges: all 10 chunks in one READ; end line i + begin line
+	 * i + 1 share an sge, so 1 + 2 * 10 sges */
+	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 200, &nsge, &raddr);
+	assert_int_equal(n, 10);
+	assert_int_equal(nsge, 21);
+	assert_int_equal(raddr, 0x10000);
+	check_plan(&p, 0, n, sge, nsge, raddr);
+	/* 30 sges: (30 - 1) / 2 = 14 chunks would fit; only 10 exist */
+	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 30, &nsge, &raddr);
+	assert_int_equal(n, 10);
+	/* 7 sges: 3 chunks (1 + 2 * 3) */
+	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 7, &nsge, &raddr);
+	assert_int_equal(n, 3);
+	assert_int_equal(nsge, 7);
+	check_plan(&p, 0, n, sge, nsge, raddr);
+	/* from chunk 8, limited by max_chunks */
+	n = rps_rplan_build(&p, 8, 1, dst, lines, junk, sge, 200, &nsge, &raddr);
+	assert_int_equal(n, 1);
+	assert_int_equal(nsge, 3);
+	assert_int_equal(raddr, 0x10000 + 8 * STRIDE);
+	check_plan(&p, 8, n, sge, nsge, raddr);
+	/* 2 sges cannot hold one chunk (3 needed) */
+	assert_int_equal(rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 2, &nsge, &raddr),
+			 -EINVAL);
+	/* past the end */
+	assert_int_equal(rps_rplan_build(&p, 10, 64, dst, lines, junk, sge, 200, &nsge, &raddr),
+			 -EINVAL);
+}
+
+static void test_read_plan_partial_last(void **state)
+{
+	struct rps_rplan p = { .raddr0 = 0x2000, .chunk_bytes = CB, .nelems = EPC * 3 + 5 };
+	struct rps_tr_sge sge[200];
+	uint64_t raddr;
+	int nsge, n;
+
+	(void)state;
+	assert_int_equal(rps_rplan_nchunks(&p), 4);
+	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 200, &nsge, &raddr);
+	assert_int_equal(n, 4);
+	/* 1 + 2 * 4 + the junk tail */
+	assert_int_equal(nsge, 10);
+	check_plan(&p, 0, n, sge, nsge, raddr);
+	/* the tail goes to junk with exactly the unused bytes */
+	assert_ptr_equal(sge[8].addr, junk);
+	assert_int_equal(sge[8].len, (EPC - 5) * 4);
+	/* with 4 sges only the partial chunk alone fits (begin, data, junk, end) */
+	n = rps_rplan_build(&p, 3, 64, dst, lines, junk, sge, 4, &nsge, &raddr);
+	assert_int_equal(n, 1);
+	assert_int_equal(nsge, 4);
+	check_plan(&p, 3, n, sge, nsge, raddr);
+	/* 9 sges from 0: 3 whole chunks take 7; the partial one needs 3 more */
+	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 9, &nsge, &raddr);
+	assert_int_equal(n, 3);
+	assert_int_equal(nsge, 7);
+	check_plan(&p, 0, n, sge, nsge, raddr);
+	/* one element only */
+	p.nelems = 1;
+	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 4, &nsge, &raddr);
+	assert_int_equal(n, 1);
+	assert_int_equal(nsge, 4);
+	assert_int_equal(sge[1].len, 4);
+	assert_int_equal(sge[2].len, CB - 4);
+	check_plan(&p, 0, n, sge, nsge, raddr);
+}
+
+static void test_read_plan_cap(void **state)
+{
+	struct rps_rplan p = { .raddr0 = 0, .chunk_bytes = CB, .nelems = EPC * 80 };
+	struct rps_tr_sge sge[300];
+	uint64_t raddr;
+	int nsge, n;
+
+	(void)state;
+	/* never more than RPS_RPLAN_MAX_CHUNKS chunks in one READ (torn mask) */
+	n = rps_rplan_build(&p, 0, 1000, dst, lines, junk, sge, 300, &nsge, &raddr);
+	assert_int_equal(n, RPS_RPLAN_MAX_CHUNKS);
+	check_plan(&p, 0, n, sge, nsge, raddr);
+	/* the last 16 chunks from 64 */
+	n = rps_rplan_build(&p, 64, 1000, dst, lines, junk, sge, 300, &nsge, &raddr);
+	assert_int_equal(n, 16);
+	assert_int_equal(raddr, 64ull * STRIDE);
+}
+
+static void set_lines(int c, uint64_t b, uint64_t e)
+{
+	memcpy(lines + c * RPS_RPLAN_LINES, &b, 8);
+	memcpy(lines + c * RPS_RPLAN_LINES + 64, &e, 8);
+}
+
+static void test_torn(void **state)
+{
+	(void)state;
+	memset(lines, 0, sizeof(lines));
+	assert_int_equal(rps_rplan_torn(lines, 64), 0);
+	set_lines(0, 2, 2);     /* clean */
+	set_lines(1, 3, 3);     /* odd: being written */
+	set_lines(2, 4, 2);     /* versions differ: torn */
+	set_lines(3, 5, 4);
+	set_lines(63, 7, 8);
+	assert_int_equal(rps_rplan_torn(lines, 4), 0xeull);
+	assert_int_equal(rps_rplan_torn(lines, 64), 0xeull | (1ull << 63));
+	assert_int_equal(rps_rplan_torn(lines, 1), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_frame_elems),
+		cmocka_unit_test(test_frames_of_slice),
+		cmocka_unit_test(test_read_plan_whole_chunks),
+		cmocka_unit_test(test_read_plan_partial_last),
+		cmocka_unit_test(test_read_plan_cap),
+		cmocka_unit_test(test_torn),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

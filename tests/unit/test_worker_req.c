@@ -1,0 +1,354 @@
+/* Worker requests: fan-out into pieces, completion accounting, first error,
+ * id/ctx lookups and staleness, connection failure, callbacks, waits. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "worker/req.h"
+
+static struct rps_wcore core;
+static int fini_calls;
+
+static void count_fini(void *arg, struct rps_piece *p)
+{
+	(void)arg;
+	assert_true(p->kind != 0); /* still intact when the hook runs */
+	fini_calls++;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	rps_wcore_init(&core);
+	core.piece_fini = count_fini;
+	fini_calls = 0;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	rps_wcore_fini(&core);
+	return 0;
+}
+
+static struct rps_piece *alloc(struct rps_req *r, uint8_t kind, uint8_t waits)
+{
+	struct rps_piece *p;
+
+	pthread_mutex_lock(&core.lock);
+	p = rps_piece_alloc_locked(&core, r, kind, waits);
+	pthread_mutex_unlock(&core.lock);
+	assert_non_null(p);
+	return p;
+}
+
+static void clear(struct rps_piece *p, unsigned mask, int status)
+{
+	pthread_mutex_lock(&core.lock);
+	rps_piece_clear_locked(&core, p, mask, status);
+	pthread_mutex_unlock(&core.lock);
+}
+
+static int test_done(struct rps_req *r, int *done)
+{
+	return rps_req_test(r, done);
+}
+
+static void test_fanout_completes_after_last_piece(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *p[3];
+	int done = -1;
+
+	(void)state;
+	assert_non_null(r);
+	p[0] = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	p[1] = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	p[2] = alloc(r, RPS_PK_PUSH, RPS_PW_RESP | RPS_PW_SEND);
+	assert_int_equal(r->remaining, 4); /* 3 pieces + the guard */
+	/* pieces finishing before the request is sealed do not complete it */
+	clear(p[0], RPS_PW_RESP, 0);
+	clear(p[1], RPS_PW_RESP, 0);
+	assert_int_equal(r->done, 0);
+	rps_wreq_seal(r);
+	assert_int_equal(r->done, 0);
+	/* a zero-copy push needs both its ack and its SEND_DONE */
+	clear(p[2], RPS_PW_RESP, 0);
+	assert_int_equal(r->done, 0);
+	assert_int_equal(fini_calls, 2);
+	assert_int_equal(test_done(r, &done), 0);
+	assert_int_equal(done, 0);
+	clear(p[2], RPS_PW_SEND, 0);
+	assert_int_equal(fini_calls, 3);
+	pthread_mutex_lock(&core.lock);
+	assert_int_equal(rps_wcore_pieces_locked(&core), 0);
+	assert_int_equal(core.pieces_total, 3);
+	pthread_mutex_unlock(&core.lock);
+	assert_int_equal(test_done(r, &done), 0);
+	assert_int_equal(done, 1);
+}
+
+static void test_first_error_wins(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *a = alloc(r, RPS_PK_PUSH, RPS_PW_RESP | RPS_PW_SEND);
+	struct rps_piece *b = alloc(r, RPS_PK_PUSH, RPS_PW_RESP);
+	struct rps_piece *c = alloc(r, RPS_PK_PUSH, RPS_PW_RESP);
+
+	(void)state;
+	rps_wreq_seal(r);
+	clear(c, RPS_PW_RESP, 0);
+	/* a's error is recorded first but a finishes only with its SEND_DONE */
+	clear(a, RPS_PW_RESP, -EIO);
+	clear(b, RPS_PW_RESP, -ENOENT);
+	clear(a, RPS_PW_SEND, 0);
+	assert_int_equal(rps_req_wait(r, 0), -EIO); /* the first error seen */
+
+	r = rps_wreq_new(&core, NULL, NULL);
+	a = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	b = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	rps_wreq_seal(r);
+	clear(a, RPS_PW_RESP, -EINVAL);
+	clear(b, RPS_PW_RESP, -ENOENT);
+	assert_int_equal(rps_req_wait(r, 0), -EINVAL);
+
+	/* an error on the request itself (nothing could be sent) */
+	r = rps_wreq_new(&core, NULL, NULL);
+	pthread_mutex_lock(&core.lock);
+	rps_wreq_fail_locked(r, -ENOMEM);
+	pthread_mutex_unlock(&core.lock);
+	rps_wreq_seal(r);
+	assert_int_equal(rps_req_wait(r, 0), -ENOMEM);
+}
+
+static void test_empty_request(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	int done = 0;
+
+	(void)state;
+	rps_wreq_seal(r);
+	assert_int_equal(rps_req_test(r, &done), 0);
+	assert_int_equal(done, 1);
+}
+
+static void test_ids_and_staleness(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *p = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	uint32_t id = rps_piece_reqid(p);
+	uint64_t ctx = rps_piece_ctx(p, 3);
+	struct rps_piece *q;
+
+	(void)state;
+	assert_true(ctx != 0);
+	assert_int_equal(rps_ctx_sub(ctx), 3);
+	assert_ptr_equal(rps_piece_by_reqid(&core, id), p);
+	assert_ptr_equal(rps_piece_by_ctx(&core, ctx), p);
+	assert_null(rps_piece_by_ctx(&core, 0));
+	assert_null(rps_piece_by_reqid(&core, id ^ (1u << 30)));
+	assert_null(rps_piece_by_reqid(&core, RPS_REQID_SLOT_MASK)); /* no such block */
+	clear(p, RPS_PW_RESP, 0);
+	/* finished: its ids are stale at once */
+	assert_null(rps_piece_by_reqid(&core, id));
+	assert_null(rps_piece_by_ctx(&core, ctx));
+	/* the slot is reused (LIFO) with a new generation */
+	q = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	assert_ptr_equal(q, p);
+	assert_true(rps_piece_reqid(q) != id);
+	assert_null(rps_piece_by_reqid(&core, id));
+	assert_ptr_equal(rps_piece_by_reqid(&core, rps_piece_reqid(q)), q);
+	clear(q, RPS_PW_ALL, 0);
+	/* clearing a finished piece again is harmless */
+	clear(q, RPS_PW_ALL, -EIO);
+	rps_wreq_seal(r);
+	assert_int_equal(rps_req_wait(r, 0), 0);
+}
+
+static void test_pool_grows(void **state)
+{
+	enum { N = 3000 }; /* three blocks */
+	static struct rps_piece *p[N];
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+
+	(void)state;
+	for (int i = 0; i < N; i++)
+		p[i] = alloc(r, RPS_PK_PUSH, RPS_PW_RESP);
+	for (int i = 0; i < N; i++) {
+		assert_ptr_equal(rps_piece_by_reqid(&core, rps_piece_reqid(p[i])), p[i]);
+		for (int j = i + 1; j < i + 3 && j < N; j++)
+			assert_true(p[i]->slot != p[j]->slot);
+	}
+	assert_true(core.nblocks >= 3);
+	rps_wreq_seal(r);
+	for (int i = 0; i < N; i++)
+		clear(p[i], RPS_PW_RESP, 0);
+	assert_int_equal(rps_req_wait(r, 0), 0);
+	assert_int_equal(core.pieces_inuse, 0);
+}
+
+static void test_fail_conn(void **state)
+{
+	int a_, b_;
+	struct rps_wconn *A = (struct rps_wconn *)&a_, *B = (struct rps_wconn *)&b_;
+	struct rps_req *r1 = rps_wreq_new(&core, NULL, NULL);
+	struct rps_req *r2 = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *p;
+	int done = 0;
+
+	(void)state;
+	p = alloc(r1, RPS_PK_PUSH, RPS_PW_RESP | RPS_PW_SEND);
+	p->conn = A;
+	p = alloc(r1, RPS_PK_PULL, RPS_PW_RESP);
+	p->conn = B;
+	p = alloc(r2, RPS_PK_PULL, RPS_PW_RESP);
+	p->conn = A;
+	struct rps_piece *onb = p = alloc(r2, RPS_PK_PULL, RPS_PW_RESP);
+	p->conn = B;
+	rps_wreq_seal(r1);
+	rps_wreq_seal(r2);
+	pthread_mutex_lock(&core.lock);
+	assert_int_equal(rps_wcore_fail_conn_locked(&core, A, -ECONNRESET), 2);
+	pthread_mutex_unlock(&core.lock);
+	/* r1 still waits for its piece on B */
+	assert_int_equal(rps_req_test(r1, &done), 0);
+	assert_int_equal(done, 0);
+	pthread_mutex_lock(&core.lock);
+	assert_int_equal(rps_wcore_fail_conn_locked(&core, B, -EHOSTDOWN), 2);
+	pthread_mutex_unlock(&core.lock);
+	(void)onb;
+	assert_int_equal(rps_req_wait(r1, 0), -ECONNRESET);
+	assert_int_equal(rps_req_wait(r2, 0), -ECONNRESET);
+	assert_int_equal(core.pieces_inuse, 0);
+}
+
+static int cb_calls, cb_status;
+static void *cb_arg;
+
+static void done_cb(int status, void *arg)
+{
+	cb_calls++;
+	cb_status = status;
+	cb_arg = arg;
+}
+
+static void test_callback_runs_on_drain(void **state)
+{
+	int tag;
+	struct rps_req *r = rps_wreq_new(&core, done_cb, &tag);
+	struct rps_piece *p = alloc(r, RPS_PK_PUSH, RPS_PW_RESP);
+
+	(void)state;
+	cb_calls = 0;
+	rps_wreq_seal(r);
+	clear(p, RPS_PW_RESP, -EACCES);
+	assert_int_equal(cb_calls, 0); /* callbacks only run when drained */
+	assert_int_equal(rps_wcore_drain(&core), 1);
+	assert_int_equal(cb_calls, 1);
+	assert_int_equal(cb_status, -EACCES);
+	assert_ptr_equal(cb_arg, &tag);
+	assert_int_equal(rps_wcore_drain(&core), 0);
+	/* a handle API call on a callback request is refused */
+	r = rps_wreq_new(&core, done_cb, NULL);
+	assert_int_equal(rps_req_wait(r, 0), -EINVAL);
+	rps_wreq_seal(r);
+	assert_int_equal(rps_wcore_drain(&core), 1);
+	assert_int_equal(cb_calls, 2);
+	assert_int_equal(cb_status, 0);
+}
+
+static int woken;
+static void wake_fn(void *arg)
+{
+	(void)arg;
+	woken++;
+}
+
+static void test_wake_when_queued_off_progress(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, done_cb, NULL);
+
+	(void)state;
+	core.wake = wake_fn;
+	woken = 0;
+	rps_wreq_seal(r); /* completes here: not the progress thread, so wake */
+	assert_int_equal(woken, 1);
+	rps_wcore_drain(&core);
+	core.wake = NULL;
+}
+
+static void test_wait_timeout_and_orphan(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *p = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+
+	(void)state;
+	rps_wreq_seal(r);
+	assert_int_equal(rps_req_wait(r, 20), -ETIMEDOUT);
+	assert_int_equal(rps_wcore_quiesce(&core, 10), -ETIMEDOUT);
+	/* still alive: wait again after it completes */
+	clear(p, RPS_PW_RESP, -EPIPE);
+	assert_int_equal(rps_req_wait(r, 20), -EPIPE);
+	assert_int_equal(rps_wcore_quiesce(&core, 10), 0);
+
+	/* internal waits orphan the request on timeout; it is freed on drain */
+	r = rps_wreq_new(&core, NULL, NULL);
+	p = alloc(r, RPS_PK_DECLARE, RPS_PW_RESP);
+	rps_wreq_seal(r);
+	assert_int_equal(rps_wreq_wait_internal(r, 10), -ETIMEDOUT);
+	assert_int_equal(r->orphan, 1);
+	clear(p, RPS_PW_RESP, 0);
+	assert_int_equal(rps_wcore_drain(&core), 1);
+}
+
+static struct rps_piece *bg_piece;
+static void *complete_later(void *arg)
+{
+	struct timespec ts = { 0, 30 * 1000000L };
+
+	(void)arg;
+	nanosleep(&ts, NULL);
+	clear(bg_piece, RPS_PW_RESP, 0);
+	return NULL;
+}
+
+static void test_wait_forever_wakes(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	pthread_t t;
+
+	(void)state;
+	bg_piece = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	rps_wreq_seal(r);
+	pthread_create(&t, NULL, complete_later, NULL);
+	assert_int_equal(rps_req_wait(r, -1), 0);
+	pthread_join(t, NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_fanout_completes_after_last_piece, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_first_error_wins, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_empty_request, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ids_and_staleness, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pool_grows, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fail_conn, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_callback_runs_on_drain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wake_when_queued_off_progress, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_wait_timeout_and_orphan, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wait_forever_wakes, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

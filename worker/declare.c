@@ -1,0 +1,206 @@
+/* Declare: create keys' slices on their shards, learn where they live. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/alloc.h"
+#include "src/log.h"
+#include "worker/worker_int.h"
+
+#define PIECE_BATCH 64
+
+struct decl_item {
+	rps_key_t key;
+	size_t len;
+	size_t idx;
+};
+
+static int item_cmp(const void *a, const void *b)
+{
+	const struct decl_item *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Entries of keys to create: NULL where the key is known already or repeats
+ * an earlier one of the call. -EEXIST where the lengths disagree. */
+static int plan_entries(struct rps_worker *w, const rps_key_t *keys, const size_t *lens, size_t n,
+			struct rps_wkey **ents)
+{
+	struct decl_item *it = rps_malloc(n * sizeof(*it));
+	int rc = 0;
+
+	if (!it)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		it[i].key = keys[i];
+		it[i].len = lens[i];
+		it[i].idx = i;
+	}
+	qsort(it, n, sizeof(*it), item_cmp);
+	for (size_t i = 0; i < n && !rc; i++) {
+		const struct rps_wkey *old;
+
+		if (i && it[i].key == it[i - 1].key) {
+			if (it[i].len != it[i - 1].len) {
+				RPS_ERR("declare: key %llu given twice, with %zu and %zu elements",
+					(unsigned long long)it[i].key, it[i - 1].len, it[i].len);
+				rc = -EEXIST;
+			}
+			continue;
+		}
+		old = rps_keytab_find(&w->keys, it[i].key);
+		if (old) {
+			if (old->nelems != it[i].len) {
+				RPS_ERR("declare: key %llu exists with %llu elements, not %zu",
+					(unsigned long long)it[i].key,
+					(unsigned long long)old->nelems, it[i].len);
+				rc = -EEXIST;
+			}
+			continue;
+		}
+		ents[it[i].idx] = rps_wkey_new(&w->km, it[i].key, it[i].len);
+		if (!ents[it[i].idx])
+			rc = -ENOMEM;
+	}
+	rps_free(it);
+	return rc;
+}
+
+static void free_entries(struct rps_wkey **ents, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		rps_free(ents[i]);
+	rps_free(ents);
+}
+
+static void decl_flush(struct rps_worker *w, struct rps_piece **batch, int nb)
+{
+	for (int i = 0; i < nb; i++)
+		rps_wpost_piece(w, batch[i]);
+}
+
+static void send_declares(struct rps_worker *w, struct rps_req *req, struct rps_wkey **ents,
+			  size_t n, const struct rps_init *init)
+{
+	struct rps_piece *batch[PIECE_BATCH];
+	int nb = 0;
+
+	pthread_mutex_lock(&w->core.lock);
+	for (size_t i = 0; i < n; i++) {
+		struct rps_wkey *k = ents[i];
+
+		for (uint32_t s = 0; k && s < k->nslices; s++) {
+			struct rps_wslice *sl = &k->slices[s];
+			struct rps_piece *p;
+
+			if (nb == PIECE_BATCH) {
+				pthread_mutex_unlock(&w->core.lock);
+				decl_flush(w, batch, nb);
+				nb = 0;
+				pthread_mutex_lock(&w->core.lock);
+			}
+			p = rps_piece_alloc_locked(&w->core, req, RPS_PK_DECLARE, RPS_PW_RESP);
+			if (!p) {
+				rps_wreq_fail_locked(req, -ENOMEM);
+				goto out;
+			}
+			p->conn = rps_wshard_get(w, sl->server, sl->shard)->conn;
+			p->server = sl->server;
+			p->shard = sl->shard;
+			memset(&p->u.decl.fixed, 0, sizeof(p->u.decl.fixed));
+			p->u.decl.fixed.key = k->key;
+			p->u.decl.fixed.slice = s;
+			p->u.decl.fixed.shard = sl->shard;
+			p->u.decl.fixed.nelems = sl->nelems;
+			if (init) {
+				p->u.decl.fixed.init_kind = (uint32_t)init->kind;
+				p->u.decl.fixed.init_a = init->a;
+				p->u.decl.fixed.init_b = init->b;
+				p->u.decl.fixed.seed = init->seed;
+			} else {
+				p->u.decl.fixed.init_kind = RPS_INIT_DEFAULT;
+			}
+			p->u.decl.out = sl;
+			batch[nb++] = p;
+		}
+	}
+out:
+	pthread_mutex_unlock(&w->core.lock);
+	decl_flush(w, batch, nb);
+}
+
+int rps_worker_declare(struct rps_worker *w, const rps_key_t *keys, const size_t *lens, size_t n,
+		       const struct rps_init *init)
+{
+	struct rps_wkey **ents;
+	struct rps_req *req;
+	size_t todo = 0;
+	int rc;
+
+	if (!w)
+		return -EINVAL;
+	if (!n)
+		return 0;
+	if (!keys || !lens)
+		return -EINVAL;
+	if (init && (init->kind < RPS_INIT_DEFAULT || init->kind > RPS_INIT_PUSH))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (!lens[i])
+			return -EINVAL;
+	ents = rps_calloc(n, sizeof(*ents));
+	if (!ents)
+		return -ENOMEM;
+	rc = plan_entries(w, keys, lens, n, ents);
+	if (rc)
+		goto out_free;
+	for (size_t i = 0; i < n; i++)
+		todo += ents[i] != NULL;
+	if (!todo)
+		goto out_free;
+
+	req = rps_wreq_new(&w->core, NULL, NULL);
+	if (!req) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	rps_wsubmit_enter(w);
+	send_declares(w, req, ents, n, init);
+	rps_wsubmit_leave(w);
+	rps_wreq_seal(req);
+	rc = rps_wreq_wait_internal(req, w->timeout_ms);
+	if (rc == -ETIMEDOUT) {
+		/* late acks may still write into the entries: keep them alive */
+		RPS_ERR("declare: no answer from the servers within %d ms", w->timeout_ms);
+		for (size_t i = 0; i < n; i++) {
+			if (ents[i])
+				rps_worker_keep(w, ents[i]); /* on -ENOMEM: leaked, never freed early */
+			ents[i] = NULL;
+		}
+		goto out_free;
+	}
+	if (rc)
+		goto out_free;
+	for (size_t i = 0; i < n; i++) {
+		const struct rps_wkey *old = NULL;
+		int r;
+
+		if (!ents[i])
+			continue;
+		r = rps_keytab_insert(&w->keys, ents[i], &old);
+		if (r == -EEXIST && old->nelems == ents[i]->nelems) {
+			rps_free(ents[i]); /* another thread declared it meanwhile */
+		} else if (r) {
+			rps_free(ents[i]);
+			if (!rc)
+				rc = r;
+		}
+		ents[i] = NULL;
+	}
+out_free:
+	free_entries(ents, n);
+	return rc;
+}

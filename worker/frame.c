@@ -1,0 +1,204 @@
+/* Frames of the worker: posting a piece, matching the server's answer. */
+#include <errno.h>
+#include <string.h>
+
+#include "src/log.h"
+#include "src/util.h"
+#include "worker/worker_int.h"
+
+void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
+{
+	struct rps_wconn *wc = p->conn;
+	uint32_t id = rps_piece_reqid(p);
+	const struct rps_frame_hdr *hp;
+	struct rps_frame_hdr h;
+	struct iovec iov[2];
+	uint64_t ctx = 0;
+	int cnt = 1;
+	int rc;
+	/* frames sent by copy (ctx 0) go from the stack, not from the piece */
+	union {
+		struct rps_declare d;
+		struct rps_pull pl;
+	} copy;
+
+	rc = rps_wconn_dead(wc);
+	if (rc)
+		goto err;
+	switch (p->kind) {
+	case RPS_PK_DECLARE:
+		copy.d = p->u.decl.fixed;
+		rps_proto_hdr_init(&h, RPS_OP_DECLARE, sizeof(copy.d), id);
+		iov[0].iov_base = &copy.d;
+		iov[0].iov_len = sizeof(copy.d);
+		hp = &h;
+		break;
+	case RPS_PK_PULL:
+		copy.pl = p->u.pull.fixed;
+		rps_proto_hdr_init(&h, RPS_OP_PULL, sizeof(copy.pl), id);
+		iov[0].iov_base = &copy.pl;
+		iov[0].iov_len = sizeof(copy.pl);
+		hp = &h;
+		break;
+	case RPS_PK_PUSH:
+		/* zero copy: the piece (header, fixed part) and the caller's data
+		 * stay put until SEND_DONE */
+		rps_proto_hdr_init(&p->u.push.hdr, RPS_OP_PUSH,
+				   (uint32_t)(sizeof(p->u.push.fixed) +
+					      (uint64_t)p->u.push.fixed.count * sizeof(float)),
+				   id);
+		iov[0].iov_base = &p->u.push.fixed;
+		iov[0].iov_len = sizeof(p->u.push.fixed);
+		iov[1].iov_base = (void *)p->u.push.data;
+		iov[1].iov_len = (size_t)p->u.push.fixed.count * sizeof(float);
+		cnt = p->u.push.fixed.count ? 2 : 1;
+		ctx = rps_piece_ctx(p, 0);
+		hp = &p->u.push.hdr;
+		break;
+	default:
+		rc = -EINVAL;
+		goto err;
+	}
+	rc = w->tr->ops->post_send(wc->c, hp, iov, cnt, ctx);
+	if (!rc)
+		return;
+	if (rc != -ECONNRESET)
+		RPS_ERR("server %u channel %u: send %s: %s", wc->srv->rank, wc->channel,
+			rps_proto_op_name(hp->op), rps_strerror(rc));
+err:
+	pthread_mutex_lock(&w->core.lock);
+	if (rps_piece_by_reqid(&w->core, id) == p && p->kind) {
+		if (p->kind == RPS_PK_PUSH) {
+			struct rps_wshard *sh = rps_wshard_get(w, p->server, p->shard);
+
+			/* the frame never left: do not count it in the CLOCK */
+			if (p->u.push.fixed.clock == atomic_load(&w->clock) && sh->pushes)
+				sh->pushes--;
+		}
+		rps_piece_clear_locked(&w->core, p, RPS_PW_ALL, rc);
+	}
+	rps_wcore_unlock(&w->core);
+}
+
+static struct rps_piece *match(struct rps_worker *w, struct rps_wconn *wc, uint32_t req_id,
+			       uint8_t kind, uint8_t op)
+{
+	struct rps_piece *p = rps_piece_by_reqid(&w->core, req_id);
+
+	if (!p || p->kind != kind || p->conn != wc || !(p->waits & RPS_PW_RESP)) {
+		RPS_DEBUG("server %u: stale %s for request %#x", wc->srv->rank,
+			  rps_proto_op_name(op), req_id);
+		return NULL;
+	}
+	return p;
+}
+
+static void clock_seen_max(_Atomic uint32_t *a, uint32_t v)
+{
+	uint32_t cur = atomic_load(a);
+
+	while (cur < v && !atomic_compare_exchange_weak(a, &cur, v))
+		;
+}
+
+void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct rps_tr_event *ev)
+{
+	const struct rps_frame_hdr *h = &ev->hdr;
+	struct rps_piece *p;
+	int st = h->status;
+
+	switch (h->op) {
+	case RPS_OP_DECLARE_ACK: {
+		const struct rps_declare_ack *a = ev->fixed;
+
+		p = match(w, wc, h->req_id, RPS_PK_DECLARE, h->op);
+		if (!p)
+			return;
+		if (!st) {
+			const struct rps_declare *d = &p->u.decl.fixed;
+
+			if (!a || a->key != d->key || a->slice != d->slice ||
+			    a->nelems != d->nelems) {
+				RPS_ERR("server %u: declare ack does not match key %llu slice %u",
+					wc->srv->rank, (unsigned long long)d->key, d->slice);
+				st = -EPROTO;
+			} else {
+				p->u.decl.out->store_off = a->offset;
+			}
+		}
+		rps_piece_clear_locked(&w->core, p, RPS_PW_RESP, st);
+		return;
+	}
+	case RPS_OP_PUSH_ACK:
+		p = match(w, wc, h->req_id, RPS_PK_PUSH, h->op);
+		if (p)
+			rps_piece_clear_locked(&w->core, p, RPS_PW_RESP, st);
+		return;
+	case RPS_OP_PULL_RESP: {
+		const struct rps_pull *f = ev->fixed;
+		const struct rps_pull *mine;
+		uint64_t bytes;
+
+		p = match(w, wc, h->req_id, RPS_PK_PULL, h->op);
+		if (!p)
+			return;
+		mine = &p->u.pull.fixed;
+		bytes = (uint64_t)mine->count * sizeof(float);
+		if (!st) {
+			clock_seen_max(&rps_wshard_get(w, p->server, p->shard)->clock_seen, h->aux);
+			if (!f || f->key != mine->key || f->slice != mine->slice ||
+			    f->offset != mine->offset || f->count != mine->count) {
+				RPS_ERR("server %u: pull answer does not match key %llu slice %u",
+					wc->srv->rank, (unsigned long long)mine->key, mine->slice);
+				st = -EPROTO;
+			} else if (bytes && ev->data != (void *)p->u.pull.dest) {
+				/* the transport did not honour recv_dest: copy */
+				if (!ev->data || ev->data_len != bytes)
+					st = -EPROTO;
+				else
+					memcpy(p->u.pull.dest, ev->data, bytes);
+			}
+			if (!st)
+				atomic_fetch_add_explicit(&w->stat_bytes_in, bytes,
+							  memory_order_relaxed);
+		}
+		rps_piece_clear_locked(&w->core, p, RPS_PW_RESP, st);
+		return;
+	}
+	case RPS_OP_ERROR: {
+		int len = (int)RPS_MIN(ev->data_len, (size_t)200);
+
+		RPS_ERR("server %u channel %u: error %s: %.*s", wc->srv->rank, wc->channel,
+			rps_strerror(st ? st : -EPROTO), len, ev->data ? (const char *)ev->data : "");
+		p = rps_piece_by_reqid(&w->core, h->req_id);
+		if (h->req_id && p && p->kind && p->conn == wc && (p->waits & RPS_PW_RESP))
+			rps_piece_clear_locked(&w->core, p, RPS_PW_RESP, st ? st : -EPROTO);
+		return;
+	}
+	default:
+		RPS_WARN("server %u: unexpected %s frame", wc->srv->rank, rps_proto_op_name(h->op));
+		return;
+	}
+}
+
+void *rps_wrecv_dest(void *arg, struct rps_conn *c, const struct rps_frame_hdr *h,
+		     const void *fixed)
+{
+	struct rps_worker *w = arg;
+	const struct rps_pull *f = fixed;
+	struct rps_piece *p;
+
+	/* Runs inside poll() on the progress thread, the only thread that
+	 * finishes a piece whose frame went out: p stays valid meanwhile. */
+	if (h->op != RPS_OP_PULL_RESP || h->status || !f)
+		return NULL;
+	p = rps_piece_by_reqid(&w->core, h->req_id);
+	if (!p || p->kind != RPS_PK_PULL || !p->conn || p->conn->c != c || !p->u.pull.dest ||
+	    !(p->waits & RPS_PW_RESP))
+		return NULL;
+	if (f->key != p->u.pull.fixed.key || f->slice != p->u.pull.fixed.slice ||
+	    f->offset != p->u.pull.fixed.offset || f->count != p->u.pull.fixed.count ||
+	    h->len != sizeof(*f) + (uint64_t)f->count * sizeof(float))
+		return NULL;
+	return p->u.pull.dest;
+}

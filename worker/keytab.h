@@ -1,0 +1,68 @@
+/* The worker's table of declared keys: key -> {nelems, per slice: server,
+ * shard, element offset, store offset}. Filled by rps_worker_declare once
+ * every slice was acknowledged; read by every push and pull.
+ *
+ * Lookups take no lock: the table is an open-addressing array of entry
+ * pointers published with release stores; growing it publishes a new array
+ * and keeps the old one until the table is freed (entries are never removed).
+ * Inserts serialise on a mutex.
+ */
+#ifndef RPS_WORKER_KEYTAB_H
+#define RPS_WORKER_KEYTAB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdmaps/types.h>
+
+#include "src/keymap.h"
+
+struct rps_wslice {
+	uint32_t server;
+	uint32_t shard;
+	uint64_t offset;    /* first element of the slice within the tensor */
+	uint64_t nelems;    /* elements of the slice */
+	uint64_t store_off; /* DECLARE_ACK: byte offset of the slice in the shard store */
+};
+
+struct rps_wkey {
+	rps_key_t key;
+	uint64_t nelems;
+	uint32_t nslices;
+	struct rps_wslice slices[];
+};
+
+struct rps_keytab_arr;
+
+struct rps_keytab {
+	_Atomic(struct rps_keytab_arr *) arr;
+	struct rps_keytab_arr *retired; /* older arrays, freed with the table */
+	pthread_mutex_t lock;
+	size_t count;
+};
+
+int rps_keytab_init(struct rps_keytab *t);
+/* Frees the arrays and every entry. */
+void rps_keytab_fini(struct rps_keytab *t);
+size_t rps_keytab_count(struct rps_keytab *t);
+/* NULL if the key was never inserted. Thread-safe, lock-free. */
+const struct rps_wkey *rps_keytab_find(const struct rps_keytab *t, rps_key_t key);
+/* Insert k (the table owns it on success). If the key is present already,
+ * returns -EEXIST, leaves k to the caller and sets *old_p (if not NULL). */
+int rps_keytab_insert(struct rps_keytab *t, struct rps_wkey *k, const struct rps_wkey **old_p);
+
+/* A new entry with its slices located by the key map (store_off = 0).
+ * NULL on -ENOMEM. Free with rps_free. */
+struct rps_wkey *rps_wkey_new(const struct rps_keymap *m, rps_key_t key, uint64_t nelems);
+
+/* Local validation of a batched push/pull before anything is sent:
+ * -EINVAL for NULL arrays (n > 0), a NULL buffer or a length that is not the
+ * declared one; -ENOENT for a key not declared through this worker.
+ * With n == 0 every pointer may be NULL. On error *bad_p (if not NULL) is the
+ * index of the offending key. */
+int rps_keytab_check(const struct rps_keytab *t, const rps_key_t *keys, const size_t *lens,
+		     size_t n, const void *buf, size_t *bad_p);
+
+#endif

@@ -1,0 +1,655 @@
+/* The RDMA pull path: no PULL frame, no server CPU.
+ *
+ * Per slice (one piece, kind RPS_PK_RPULL):
+ * 1. CLOCK: unless the shard's clock words last seen already satisfy the
+ *    consistency condition for min_clock, READ the clock word (BSP/SSP: the
+ *    shard clock at RPS_STORE_CLOCK_OFF; ASP: worker_clock[my rank]) and
+ *    re-read it, with a growing delay (5 us .. 1 ms), until it holds.
+ * 2. DATA: READ the slice's chunks, up to RPS_RD_WINDOW READs in flight,
+ *    each covering as many consecutive chunks as max_read_sge allows
+ *    (worker/plan.h): version lines into registered scratch, data straight
+ *    into the caller's buffer, a partial last chunk's tail into junk.
+ * 3. On each READ_DONE check every chunk's lines (rps_store_image_clean);
+ *    re-read runs of torn chunks only, until all are clean.
+ * All state changes happen under core.lock; READs are posted after it is
+ * dropped (read_remote may take its time).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "src/alloc.h"
+#include "src/log.h"
+#include "src/store.h"
+#include "src/util.h"
+#include "worker/worker_int.h"
+
+#define SUB_CLOCK 0xf0
+#define SUB_HDR 0xf1
+#define SCRATCH_REGIONS 64
+#define SCRATCH_BLOCKS 256 /* blocks per region */
+#define RPOST_MAX_SGE ((int)(2 + 2 * RPS_RPLAN_MAX_CHUNKS))
+#define BACKOFF_MIN_US 5
+#define BACKOFF_MAX_US 1000
+
+static _Atomic uint64_t torn_retries_total;
+
+uint64_t rps_worker_stat_torn_retries(void)
+{
+	return atomic_load(&torn_retries_total);
+}
+
+/* ---- registered scratch ---- */
+
+struct scratch_region {
+	char *mem;
+	size_t len;
+	struct rps_tr_mr mr;
+	int registered;
+};
+
+struct rps_scratch {
+	uint32_t per_read; /* chunks one READ slot may cover */
+	size_t blk;        /* per_read * RPS_RPLAN_LINES */
+	char *junk;
+	size_t junk_len;
+	struct rps_tr_mr junk_mr;
+	int junk_registered;
+	struct scratch_region reg[SCRATCH_REGIONS];
+	int nreg;
+	char **free;
+	size_t nfree, cap;
+};
+
+static void *alloc_registered(struct rps_worker *w, size_t len, struct rps_tr_mr *mr,
+			      int *registered_p)
+{
+	void *mem = rps_aligned_alloc(4096, len);
+
+	*registered_p = 0;
+	if (!mem)
+		return NULL;
+	memset(mem, 0, len);
+	/* registered once; if that fails the transport's own cache registers it */
+	if (w->tr->ops->reg_mem(w->tr, mem, len, RPS_TR_ACCESS_LOCAL, mr) == 0)
+		*registered_p = 1;
+	else
+		RPS_WARN("rdma pull: registering %zu bytes of scratch failed", len);
+	return mem;
+}
+
+static int scratch_grow_locked(struct rps_worker *w)
+{
+	struct rps_scratch *sc = w->scratch;
+	struct scratch_region *r;
+	size_t need;
+
+	if (sc->nreg == SCRATCH_REGIONS)
+		return -ENOMEM;
+	need = sc->nfree + SCRATCH_BLOCKS;
+	if (need > sc->cap) {
+		char **nf = rps_realloc(sc->free, need * sizeof(*nf));
+
+		if (!nf)
+			return -ENOMEM;
+		sc->free = nf;
+		sc->cap = need;
+	}
+	r = &sc->reg[sc->nreg];
+	r->len = sc->blk * SCRATCH_BLOCKS;
+	r->mem = alloc_registered(w, r->len, &r->mr, &r->registered);
+	if (!r->mem)
+		return -ENOMEM;
+	sc->nreg++;
+	for (size_t i = 0; i < SCRATCH_BLOCKS; i++)
+		sc->free[sc->nfree++] = r->mem + i * sc->blk;
+	return 0;
+}
+
+static char *scratch_get_locked(struct rps_worker *w)
+{
+	struct rps_scratch *sc = w->scratch;
+
+	if (!sc->nfree && scratch_grow_locked(w))
+		return NULL;
+	return sc->free[--sc->nfree];
+}
+
+static void scratch_put_locked(struct rps_worker *w, char *b)
+{
+	struct rps_scratch *sc = w->scratch;
+
+	if (b && sc->nfree < sc->cap)
+		sc->free[sc->nfree++] = b;
+}
+
+int rps_wrdma_init(struct rps_worker *w)
+{
+	struct rps_scratch *sc = rps_calloc(1, sizeof(*sc));
+	int max_sge = RPS_MIN(w->tr->max_read_sge, RPOST_MAX_SGE);
+	int rc;
+
+	if (!sc)
+		return -ENOMEM;
+	/* n whole chunks take 1 + 2n sges (an end line and the next begin
+	 * line share one); a partial last chunk one more */
+	sc->per_read = (uint32_t)RPS_MAX(1, (max_sge - 2) / 2);
+	if (sc->per_read > RPS_RPLAN_MAX_CHUNKS)
+		sc->per_read = RPS_RPLAN_MAX_CHUNKS;
+	sc->blk = (size_t)sc->per_read * RPS_RPLAN_LINES;
+	for (uint32_t i = 0; i < w->num_servers; i++)
+		sc->junk_len = RPS_MAX(sc->junk_len, (size_t)w->servers[i].chunk_bytes);
+	w->scratch = sc;
+	sc->junk = alloc_registered(w, sc->junk_len, &sc->junk_mr, &sc->junk_registered);
+	if (!sc->junk) {
+		rc = -ENOMEM;
+		goto err;
+	}
+	pthread_mutex_lock(&w->core.lock);
+	rc = scratch_grow_locked(w);
+	pthread_mutex_unlock(&w->core.lock);
+	if (rc)
+		goto err;
+	return 0;
+err:
+	rps_wrdma_fini(w);
+	return rc;
+}
+
+void rps_wrdma_fini(struct rps_worker *w)
+{
+	struct rps_scratch *sc = w->scratch;
+
+	if (!sc)
+		return;
+	for (int i = 0; i < sc->nreg; i++) {
+		if (sc->reg[i].registered)
+			w->tr->ops->dereg_mem(w->tr, &sc->reg[i].mr);
+		rps_free(sc->reg[i].mem);
+	}
+	if (sc->junk_registered)
+		w->tr->ops->dereg_mem(w->tr, &sc->junk_mr);
+	rps_free(sc->junk);
+	rps_free(sc->free);
+	rps_free(sc);
+	w->scratch = NULL;
+}
+
+/* ---- consistency ---- */
+
+int rps_wclock_ok(struct rps_worker *w, struct rps_wshard *sh, uint32_t min_clock)
+{
+	if (!min_clock)
+		return 1;
+	switch (w->consistency) {
+	case RPS_BSP:
+		return atomic_load(&sh->clock_seen) >= min_clock;
+	case RPS_SSP:
+		return (uint64_t)atomic_load(&sh->clock_seen) + w->staleness >= min_clock;
+	case RPS_ASP:
+	default:
+		return atomic_load(&sh->wclock_seen) >= min_clock;
+	}
+}
+
+static void seen_max(_Atomic uint32_t *a, uint64_t v64)
+{
+	uint32_t v = v64 > UINT32_MAX ? UINT32_MAX : (uint32_t)v64;
+	uint32_t cur = atomic_load(a);
+
+	while (cur < v && !atomic_compare_exchange_weak(a, &cur, v))
+		;
+}
+
+/* ---- posting ---- */
+
+struct rpost {
+	struct rps_wconn *wc;
+	uint64_t raddr;
+	uint32_t rkey;
+	uint64_t ctx;
+	int nsge;
+	struct rps_tr_sge sge[RPOST_MAX_SGE];
+};
+
+struct rposts {
+	int n;
+	struct rpost p[RPS_RD_WINDOW + 1];
+};
+
+static struct rpost *rpost_new(struct rposts *out, struct rps_piece *p, uint8_t sub)
+{
+	struct rpost *r = &out->p[out->n++];
+
+	r->wc = p->conn;
+	r->rkey = p->u.rp.rkey;
+	r->ctx = rps_piece_ctx(p, sub);
+	r->nsge = 0;
+	return r;
+}
+
+static void step_locked(struct rps_worker *w, struct rps_piece *p, struct rposts *out);
+
+/* A READ could not be posted: account it as done with an error. */
+static void post_failed(struct rps_worker *w, uint64_t ctx, int rc, struct rposts *out)
+{
+	struct rps_piece *p;
+	uint8_t sub = rps_ctx_sub(ctx);
+
+	pthread_mutex_lock(&w->core.lock);
+	p = rps_piece_by_ctx(&w->core, ctx);
+	if (p && (p->kind == RPS_PK_RPULL || p->kind == RPS_PK_RHDR) && p->u.rp.outstanding) {
+		p->u.rp.outstanding--;
+		if (sub < RPS_RD_WINDOW)
+			p->u.rp.rd[sub].busy = 0;
+		if (!p->status)
+			p->status = rc;
+		step_locked(w, p, out); /* failed: posts nothing, finishes when idle */
+	}
+	rps_wcore_unlock(&w->core);
+}
+
+static void do_posts(struct rps_worker *w, struct rposts *out)
+{
+	for (int i = 0; i < out->n; i++) {
+		struct rpost *r = &out->p[i];
+		int rc = rps_wconn_dead(r->wc);
+
+		if (!rc)
+			rc = w->tr->ops->read_remote(r->wc->c, r->sge, r->nsge, r->raddr, r->rkey,
+						     r->ctx);
+		if (rc) {
+			struct rposts none = { 0 };
+
+			if (rc != -ECONNRESET && rc != -EHOSTDOWN)
+				RPS_ERR("server %u channel %u: rdma read: %s", r->wc->srv->rank,
+					r->wc->channel, rps_strerror(rc));
+			post_failed(w, r->ctx, rc, &none);
+		}
+	}
+	out->n = 0;
+}
+
+static int max_sge(const struct rps_worker *w)
+{
+	return RPS_MIN(w->tr->max_read_sge, RPOST_MAX_SGE);
+}
+
+/* Post the next READ of slot i, if it has one. 0 or -errno (build failed). */
+static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rposts *out)
+{
+	struct rps_rpull *rp = &p->u.rp;
+	struct rps_rd *rd = &rp->rd[i];
+	struct rpost *r;
+	uint64_t lo, maxc;
+	char *lines;
+	int n;
+
+	if (!rd->lines || rd->busy)
+		return 0;
+	if (rd->torn) {
+		uint32_t b = (uint32_t)__builtin_ctzll(rd->torn);
+		uint64_t rest = ~(rd->torn >> b);
+
+		lo = rd->lo + b;
+		maxc = rest ? (uint64_t)__builtin_ctzll(rest) : 64 - b;
+		lines = rd->lines + (size_t)b * RPS_RPLAN_LINES;
+		rd->run_lo = b;
+	} else if (rp->next < rp->nchunks) {
+		lo = rp->next;
+		maxc = w->scratch->per_read;
+		lines = rd->lines;
+		rd->lo = lo;
+		rd->run_lo = 0;
+	} else {
+		return 0;
+	}
+	r = rpost_new(out, p, (uint8_t)i);
+	n = rps_rplan_build(&rp->plan, lo, maxc, rp->dest, lines, w->scratch->junk, r->sge,
+			    max_sge(w), &r->nsge, &r->raddr);
+	if (n < 0) {
+		out->n--;
+		return n;
+	}
+	if (rd->torn) {
+		rp->torn_retries += (uint64_t)n;
+		atomic_fetch_add_explicit(&torn_retries_total, (uint64_t)n, memory_order_relaxed);
+		atomic_fetch_add_explicit(&w->stat_torn, (uint64_t)n, memory_order_relaxed);
+	} else {
+		rd->n = (uint32_t)n;
+		rp->next += (uint64_t)n;
+	}
+	rd->run_n = (uint32_t)n;
+	rd->busy = 1;
+	rp->outstanding++;
+	return 0;
+}
+
+static void step_locked(struct rps_worker *w, struct rps_piece *p, struct rposts *out)
+{
+	struct rps_rpull *rp = &p->u.rp;
+	struct rps_wshard *sh = rps_wshard_get(w, p->server, p->shard);
+	int idle = 1;
+
+	if (p->status) {
+		if (!rp->outstanding && !rp->retry_at)
+			rps_piece_clear_locked(&w->core, p, RPS_PW_READ, 0);
+		return;
+	}
+	if (rp->phase == RPS_RP_HDR) {
+		struct rpost *r;
+
+		if (rp->outstanding)
+			return;
+		if (rp->next) { /* header read and checked */
+			rps_piece_clear_locked(&w->core, p, RPS_PW_READ, 0);
+			return;
+		}
+		r = rpost_new(out, p, SUB_HDR);
+		r->sge[0].addr = rp->rd[0].lines;
+		r->sge[0].len = sizeof(struct rps_store_hdr);
+		r->nsge = 1;
+		r->raddr = sh->desc.addr;
+		rp->outstanding++;
+		return;
+	}
+	if (rp->phase == RPS_RP_CLOCK) {
+		if (!rps_wclock_ok(w, sh, rp->min_clock)) {
+			if (!rp->outstanding && !rp->retry_at) {
+				struct rpost *r = rpost_new(out, p, SUB_CLOCK);
+
+				r->sge[0].addr = rp->rd[0].lines;
+				r->sge[0].len = sizeof(uint64_t);
+				r->nsge = 1;
+				r->raddr = rp->clock_raddr;
+				rp->outstanding++;
+			}
+			return;
+		}
+		rp->phase = RPS_RP_DATA;
+	}
+	for (int i = 0; i < RPS_RD_WINDOW; i++) {
+		int rc = slot_step(w, p, i, out);
+
+		if (rc) {
+			RPS_ERR("rdma pull: no read plan for server %u shard %u: %s", p->server,
+				p->shard, rps_strerror(rc));
+			p->status = rc;
+			break;
+		}
+		if (rp->rd[i].busy || rp->rd[i].torn)
+			idle = 0;
+	}
+	if (p->status) {
+		if (!rp->outstanding)
+			rps_piece_clear_locked(&w->core, p, RPS_PW_READ, 0);
+		return;
+	}
+	if (idle && !rp->outstanding && rp->next >= rp->nchunks)
+		rps_piece_clear_locked(&w->core, p, RPS_PW_READ, 0);
+}
+
+/* ---- pieces ---- */
+
+void rps_wrdma_piece_release_locked(struct rps_worker *w, struct rps_piece *p)
+{
+	struct rps_rpull *rp = &p->u.rp;
+
+	if (rp->retry_at) {
+		for (struct rps_piece **pp = &w->retry_head; *pp; pp = &(*pp)->next) {
+			if (*pp == p) {
+				*pp = p->next;
+				break;
+			}
+		}
+		rp->retry_at = 0;
+	}
+	for (int i = 0; i < RPS_RD_WINDOW; i++) {
+		if (rp->rd[i].lines && w->scratch)
+			scratch_put_locked(w, rp->rd[i].lines);
+		rp->rd[i].lines = NULL;
+	}
+}
+
+static int setup_slice(struct rps_worker *w, struct rps_piece *p, const struct rps_wslice *sl)
+{
+	struct rps_wserver *srv = &w->servers[p->server];
+	struct rps_wshard *sh = &srv->shards[p->shard];
+	struct rps_rpull *rp = &p->u.rp;
+	uint64_t rel, mod, end;
+
+	rp->plan.chunk_bytes = srv->chunk_bytes;
+	rp->plan.nelems = sl->nelems;
+	if (!sh->stride || sl->store_off < sh->data_off)
+		return -EPROTO;
+	rel = sl->store_off - sh->data_off;
+	mod = rel % sh->stride;
+	/* the ack may name the begin line or the data of the first chunk */
+	if (mod == RPS_STORE_LINE)
+		rel -= RPS_STORE_LINE;
+	else if (mod)
+		return -EPROTO;
+	rp->plan.raddr0 = sh->desc.addr + sh->data_off + rel;
+	rp->nchunks = rps_rplan_nchunks(&rp->plan);
+	end = sh->data_off + rel + rp->nchunks * sh->stride;
+	if (end > sh->desc.size)
+		return -EPROTO;
+	return 0;
+}
+
+int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server, uint32_t shard,
+		     const struct rps_wslice *sl, float *dest, uint32_t min_clock)
+{
+	struct rps_wshard *sh = rps_wshard_get(w, server, shard);
+	struct rposts out = { 0 };
+	struct rps_piece *p;
+	struct rps_rpull *rp;
+	uint64_t slots;
+	int rc = 0;
+
+	pthread_mutex_lock(&w->core.lock);
+	p = rps_piece_alloc_locked(&w->core, req, RPS_PK_RPULL, RPS_PW_READ);
+	if (!p) {
+		rps_wreq_fail_locked(req, -ENOMEM);
+		pthread_mutex_unlock(&w->core.lock);
+		return -ENOMEM;
+	}
+	p->conn = sh->conn;
+	p->server = server;
+	p->shard = shard;
+	rp = &p->u.rp;
+	memset(rp, 0, sizeof(*rp));
+	rp->dest = dest;
+	rp->rkey = sh->desc.rkey;
+	rp->min_clock = min_clock;
+	rp->phase = RPS_RP_CLOCK;
+	if (w->consistency == RPS_ASP)
+		rp->clock_raddr = sh->desc.addr + RPS_STORE_WCLOCK_OFF + 8ull * w->rank;
+	else
+		rp->clock_raddr = sh->desc.addr + RPS_STORE_CLOCK_OFF;
+	if (dest && sl) {
+		rc = setup_slice(w, p, sl);
+		if (rc) {
+			RPS_ERR("rdma pull: slice at store offset %llu does not fit shard %u/%u",
+				(unsigned long long)sl->store_off, server, shard);
+			p->status = rc;
+		}
+	}
+	slots = rp->nchunks ? (rp->nchunks + w->scratch->per_read - 1) / w->scratch->per_read : 1;
+	slots = RPS_MIN(slots, (uint64_t)RPS_RD_WINDOW);
+	for (uint64_t i = 0; i < slots && !p->status; i++) {
+		rp->rd[i].lines = scratch_get_locked(w);
+		if (!rp->rd[i].lines)
+			p->status = rc = -ENOMEM;
+	}
+	step_locked(w, p, &out);
+	pthread_mutex_unlock(&w->core.lock);
+	do_posts(w, &out);
+	return rc;
+}
+
+static void schedule_retry_locked(struct rps_worker *w, struct rps_piece *p)
+{
+	struct rps_rpull *rp = &p->u.rp;
+
+	rp->backoff_us = rp->backoff_us ? RPS_MIN(rp->backoff_us * 2, (uint32_t)BACKOFF_MAX_US)
+					: BACKOFF_MIN_US;
+	rp->retry_at = rps_now_ns() + (uint64_t)rp->backoff_us * 1000u;
+	p->next = w->retry_head;
+	w->retry_head = p;
+}
+
+static int parse_hdr(struct rps_worker *w, struct rps_piece *p)
+{
+	struct rps_wserver *srv = &w->servers[p->server];
+	struct rps_wshard *sh = &srv->shards[p->shard];
+	struct rps_store_hdr h;
+
+	memcpy(&h, p->u.rp.rd[0].lines, sizeof(h));
+	if (h.magic != RPS_STORE_MAGIC || h.chunk_bytes != srv->chunk_bytes ||
+	    h.chunk_stride != (uint64_t)h.chunk_bytes + 2 * RPS_STORE_LINE ||
+	    h.data_off % RPS_STORE_LINE || h.data_off < RPS_STORE_WCLOCK_OFF ||
+	    h.data_off >= sh->desc.size) {
+		RPS_ERR("server %u shard %u: store header magic %#llx chunk %u stride %llu "
+			"data at %llu: not a store this worker can read",
+			srv->rank, p->shard, (unsigned long long)h.magic, h.chunk_bytes,
+			(unsigned long long)h.chunk_stride, (unsigned long long)h.data_off);
+		return -EPROTO;
+	}
+	sh->data_off = h.data_off;
+	sh->stride = h.chunk_stride;
+	return 0;
+}
+
+void rps_wrdma_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
+{
+	struct rposts out = { 0 };
+	struct rps_piece *p;
+	struct rps_rpull *rp;
+	uint8_t sub = rps_ctx_sub(ev->ctx);
+
+	pthread_mutex_lock(&w->core.lock);
+	p = rps_piece_by_ctx(&w->core, ev->ctx);
+	if (!p || (p->kind != RPS_PK_RPULL && p->kind != RPS_PK_RHDR) ||
+	    !(p->waits & RPS_PW_READ) || !p->u.rp.outstanding) {
+		pthread_mutex_unlock(&w->core.lock);
+		return;
+	}
+	rp = &p->u.rp;
+	rp->outstanding--;
+	if (sub < RPS_RD_WINDOW)
+		rp->rd[sub].busy = 0;
+	if (ev->status) {
+		if (!p->status)
+			p->status = ev->status;
+	} else if (sub == SUB_HDR) {
+		int rc = parse_hdr(w, p);
+
+		if (rc)
+			p->status = rc;
+		rp->next = 1;
+	} else if (sub == SUB_CLOCK) {
+		struct rps_wshard *sh = rps_wshard_get(w, p->server, p->shard);
+		uint64_t v;
+
+		memcpy(&v, rp->rd[0].lines, sizeof(v));
+		seen_max(w->consistency == RPS_ASP ? &sh->wclock_seen : &sh->clock_seen, v);
+		if (!rps_wclock_ok(w, sh, rp->min_clock))
+			schedule_retry_locked(w, p);
+		else
+			rp->backoff_us = 0;
+	} else if (sub < RPS_RD_WINDOW) {
+		struct rps_rd *rd = &rp->rd[sub];
+		uint64_t run = rd->run_n >= 64 ? ~0ull : ((1ull << rd->run_n) - 1);
+		uint64_t torn = rps_rplan_torn(rd->lines + (size_t)rd->run_lo * RPS_RPLAN_LINES,
+					       rd->run_n);
+
+		rd->torn = (rd->torn & ~(run << rd->run_lo)) | (torn << rd->run_lo);
+	}
+	step_locked(w, p, &out);
+	pthread_mutex_unlock(&w->core.lock);
+	do_posts(w, &out);
+}
+
+int rps_wrdma_timers(struct rps_worker *w)
+{
+	struct rps_piece *due = NULL, **tail = &due;
+	uint64_t now = rps_now_ns(), next = UINT64_MAX;
+
+	pthread_mutex_lock(&w->core.lock);
+	for (struct rps_piece **pp = &w->retry_head; *pp;) {
+		struct rps_piece *p = *pp;
+
+		if (p->u.rp.retry_at <= now) {
+			*pp = p->next;
+			p->u.rp.retry_at = 0;
+			p->next = NULL;
+			*tail = p;
+			tail = &p->next;
+		} else {
+			next = RPS_MIN(next, p->u.rp.retry_at);
+			pp = &p->next;
+		}
+	}
+	pthread_mutex_unlock(&w->core.lock);
+	while (due) {
+		struct rposts out = { 0 };
+		struct rps_piece *p = due;
+
+		due = p->next; /* before step: a finished piece's link is reused */
+		pthread_mutex_lock(&w->core.lock);
+		p->next = NULL;
+		if (p->kind == RPS_PK_RPULL)
+			step_locked(w, p, &out);
+		pthread_mutex_unlock(&w->core.lock);
+		do_posts(w, &out);
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	now = rps_now_ns();
+	if (next <= now + 1000000u)
+		return 0; /* under a millisecond: poll without sleeping */
+	return (int)((next - now) / 1000000u);
+}
+
+int rps_wrdma_read_headers(struct rps_worker *w)
+{
+	struct rps_req *req = rps_wreq_new(&w->core, NULL, NULL);
+	int rc;
+
+	if (!req)
+		return -ENOMEM;
+	rps_wsubmit_enter(w);
+	for (uint32_t i = 0; i < w->num_servers; i++) {
+		for (uint32_t j = 0; j < w->servers[i].nshards; j++) {
+			struct rps_wshard *sh = rps_wshard_get(w, i, j);
+			struct rposts out = { 0 };
+			struct rps_piece *p;
+
+			pthread_mutex_lock(&w->core.lock);
+			p = rps_piece_alloc_locked(&w->core, req, RPS_PK_RHDR, RPS_PW_READ);
+			if (!p) {
+				rps_wreq_fail_locked(req, -ENOMEM);
+				pthread_mutex_unlock(&w->core.lock);
+				break;
+			}
+			p->conn = sh->conn;
+			p->server = i;
+			p->shard = j;
+			memset(&p->u.rp, 0, sizeof(p->u.rp));
+			p->u.rp.rkey = sh->desc.rkey;
+			p->u.rp.phase = RPS_RP_HDR;
+			p->u.rp.rd[0].lines = scratch_get_locked(w);
+			if (!p->u.rp.rd[0].lines)
+				p->status = -ENOMEM;
+			step_locked(w, p, &out);
+			pthread_mutex_unlock(&w->core.lock);
+			do_posts(w, &out);
+		}
+	}
+	rps_wsubmit_leave(w);
+	rps_wreq_seal(req);
+	rc = rps_wreq_wait_internal(req, w->timeout_ms);
+	if (rc)
+		RPS_ERR("rdma pull: reading the shards' store headers: %s", rps_strerror(rc));
+	return rc;
+}

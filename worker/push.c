@@ -1,0 +1,343 @@
+/* Push: gradients out as PUSH frames; clocks; the BSP pre-push wait. */
+#include <errno.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "src/alloc.h"
+#include "src/log.h"
+#include "src/util.h"
+#include "worker/worker_int.h"
+
+#define PIECE_BATCH 64 /* pieces built under one lock acquisition */
+
+static void push_flush(struct rps_worker *w, struct rps_piece **batch, int nb)
+{
+	for (int i = 0; i < nb; i++) {
+		struct rps_piece *p = batch[i];
+		uint32_t count = p->u.push.fixed.count;
+
+		p->u.push.fixed.timestamp_ns = rps_wall_ns();
+		p->u.push.fixed.norm = count ? cblas_snrm2((int)count, p->u.push.data, 1) : 0.0f;
+		atomic_fetch_add_explicit(&w->stat_pushes, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&w->stat_bytes_out, (uint64_t)count * sizeof(float),
+					  memory_order_relaxed);
+		rps_wpost_piece(w, p);
+	}
+}
+
+int rps_wpush_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
+		     const float *grads, const size_t *lens, size_t n)
+{
+	struct rps_piece *batch[PIECE_BATCH];
+	const float *base = grads;
+	uint32_t clk = atomic_load(&w->clock); /* stable: clock_rw is held */
+	int nb = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&w->core.lock);
+	for (size_t i = 0; i < n; base += lens[i], i++) {
+		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
+
+		if (!k) { /* validated by the caller; a table cannot lose keys */
+			rc = -ENOENT;
+			break;
+		}
+		for (uint32_t s = 0; s < k->nslices && !rc; s++) {
+			const struct rps_wslice *sl = &k->slices[s];
+			struct rps_wserver *srv = &w->servers[sl->server];
+			struct rps_wshard *sh = &srv->shards[sl->shard];
+			uint64_t nfr = rps_wplan_nframes(sl->nelems, srv->push_elems);
+
+			for (uint64_t f = 0; f < nfr; f++) {
+				struct rps_piece *p;
+				uint64_t off, cnt;
+
+				if (nb == PIECE_BATCH) {
+					pthread_mutex_unlock(&w->core.lock);
+					push_flush(w, batch, nb);
+					nb = 0;
+					pthread_mutex_lock(&w->core.lock);
+				}
+				p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PUSH,
+							   RPS_PW_RESP | RPS_PW_SEND);
+				if (!p) {
+					rc = -ENOMEM;
+					break;
+				}
+				rps_wplan_frame(sl->nelems, srv->push_elems, f, &off, &cnt);
+				p->conn = sh->conn;
+				p->server = sl->server;
+				p->shard = sl->shard;
+				memset(&p->u.push.fixed, 0, sizeof(p->u.push.fixed));
+				p->u.push.fixed.key = k->key;
+				p->u.push.fixed.slice = s;
+				p->u.push.fixed.shard = sl->shard;
+				p->u.push.fixed.offset = off;
+				p->u.push.fixed.count = (uint32_t)cnt;
+				p->u.push.fixed.clock = clk;
+				p->u.push.data = base + sl->offset + off;
+				sh->pushes++;
+				batch[nb++] = p;
+			}
+		}
+		if (rc)
+			break;
+	}
+	if (rc)
+		rps_wreq_fail_locked(req, rc);
+	pthread_mutex_unlock(&w->core.lock);
+	push_flush(w, batch, nb);
+	return rc;
+}
+
+/* ---- BSP: wait for the shards' clock before pushing into it ---- */
+
+struct wait_target {
+	rps_key_t key;
+	uint32_t slice;
+	uint32_t server;
+	uint32_t shard;
+};
+
+/* Shards the keys push to that are not known to have reached clock c. */
+static int bsp_targets(struct rps_worker *w, const rps_key_t *keys, size_t n, uint32_t c,
+		       struct wait_target **t_p, size_t *nt_p)
+{
+	struct wait_target *t = NULL;
+	size_t nt = 0, cap = 0;
+	uint32_t tag;
+
+	pthread_mutex_lock(&w->core.lock);
+	tag = ++w->wait_tag;
+	for (size_t i = 0; i < n; i++) {
+		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
+
+		for (uint32_t s = 0; k && s < k->nslices; s++) {
+			const struct rps_wslice *sl = &k->slices[s];
+			struct rps_wshard *sh = rps_wshard_get(w, sl->server, sl->shard);
+
+			if (atomic_load(&sh->clock_seen) >= c || sh->wait_tag == tag)
+				continue;
+			sh->wait_tag = tag;
+			if (nt == cap) {
+				size_t nc = cap ? cap * 2 : 16;
+				struct wait_target *nt2 = rps_realloc(t, nc * sizeof(*t));
+
+				if (!nt2) {
+					pthread_mutex_unlock(&w->core.lock);
+					rps_free(t);
+					return -ENOMEM;
+				}
+				t = nt2;
+				cap = nc;
+			}
+			t[nt].key = k->key;
+			t[nt].slice = s;
+			t[nt].server = sl->server;
+			t[nt].shard = sl->shard;
+			nt++;
+		}
+	}
+	pthread_mutex_unlock(&w->core.lock);
+	*t_p = t;
+	*nt_p = nt;
+	return 0;
+}
+
+/* Wait until each target shard's clock reached c: a count-0 PULL with
+ * min_clock c (frames), or reading the shard's clock word (RDMA). */
+static int bsp_wait(struct rps_worker *w, const struct wait_target *t, size_t nt, uint32_t c)
+{
+	struct rps_req *req = rps_wreq_new(&w->core, NULL, NULL);
+	int rc = 0;
+
+	if (!req)
+		return -ENOMEM;
+	rps_wsubmit_enter(w);
+	for (size_t i = 0; i < nt && !rc; i++) {
+		struct rps_wshard *sh = rps_wshard_get(w, t[i].server, t[i].shard);
+		struct rps_piece *p;
+
+		if (w->use_read) {
+			rc = rps_wrdma_submit(w, req, t[i].server, t[i].shard, NULL, NULL, c);
+			continue;
+		}
+		pthread_mutex_lock(&w->core.lock);
+		p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PULL, RPS_PW_RESP);
+		if (!p) {
+			rps_wreq_fail_locked(req, -ENOMEM);
+			pthread_mutex_unlock(&w->core.lock);
+			rc = -ENOMEM;
+			break;
+		}
+		p->conn = sh->conn;
+		p->server = t[i].server;
+		p->shard = t[i].shard;
+		memset(&p->u.pull.fixed, 0, sizeof(p->u.pull.fixed));
+		p->u.pull.fixed.key = t[i].key;
+		p->u.pull.fixed.slice = t[i].slice;
+		p->u.pull.fixed.shard = t[i].shard;
+		p->u.pull.fixed.min_clock = c;
+		p->u.pull.dest = NULL;
+		pthread_mutex_unlock(&w->core.lock);
+		rps_wpost_piece(w, p);
+	}
+	rps_wsubmit_leave(w);
+	rps_wreq_seal(req);
+	/* No timeout: a straggler may legitimately take long; a dead server
+	 * completes the wait with an error (CLOSED or the scheduler). */
+	rc = rps_wreq_wait_internal(req, -1);
+	if (rc)
+		RPS_ERR("waiting for the shards to reach clock %u before pushing: %s", c,
+			rps_strerror(rc));
+	return rc;
+}
+
+int rps_wpush_begin(struct rps_worker *w, const rps_key_t *keys, size_t n)
+{
+	for (;;) {
+		struct wait_target *t = NULL;
+		size_t nt = 0;
+		uint32_t c;
+		int rc;
+
+		pthread_rwlock_rdlock(&w->clock_rw);
+		c = atomic_load(&w->clock);
+		if (w->consistency != RPS_BSP || c == 0)
+			return 0;
+		rc = bsp_targets(w, keys, n, c, &t, &nt);
+		if (rc) {
+			pthread_rwlock_unlock(&w->clock_rw);
+			return rc;
+		}
+		if (!nt)
+			return 0; /* every shard is at c already, lock held */
+		/* wait without the lock: rps_worker_clock must not block on us */
+		pthread_rwlock_unlock(&w->clock_rw);
+		rc = bsp_wait(w, t, nt, c);
+		rps_free(t);
+		if (rc)
+			return rc;
+		/* the clock may have moved meanwhile: check again under the lock */
+	}
+}
+
+/* ---- clock ---- */
+
+int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
+{
+	struct {
+		struct rps_clock c;
+		uint32_t pushes[RPS_MAX_SHARDS];
+	} f;
+	uint64_t counters[4];
+	uint32_t c;
+	int first = 0;
+
+	pthread_rwlock_wrlock(&w->clock_rw); /* no push is being built now */
+	c = atomic_load(&w->clock);
+	rps_wsubmit_enter(w);
+	for (uint32_t i = 0; i < w->num_servers; i++) {
+		struct rps_wserver *s = &w->servers[i];
+		struct rps_frame_hdr h;
+		struct iovec iov;
+		uint32_t len = (uint32_t)(sizeof(f.c) + s->nshards * sizeof(uint32_t));
+
+		f.c.clock = c;
+		f.c.num_shards = s->nshards;
+		pthread_mutex_lock(&w->core.lock);
+		for (uint32_t j = 0; j < s->nshards; j++) {
+			f.pushes[j] = s->shards[j].pushes;
+			s->shards[j].pushes = 0;
+		}
+		pthread_mutex_unlock(&w->core.lock);
+		rps_proto_hdr_init(&h, RPS_OP_CLOCK, len, 0);
+		iov.iov_base = &f;
+		iov.iov_len = len;
+		/* TCP: the one connection, after this clock's pushes on it.
+		 * RDMA: the same frame on every shard's connection, each after
+		 * that shard's pushes (RC keeps order per queue pair); a shard
+		 * takes its own pushes[shard] from the copy on its channel. */
+		for (uint32_t j = 0; j < s->nconns; j++) {
+			struct rps_wconn *wc = &s->conns[j];
+			int rc = rps_wconn_dead(wc);
+
+			if (!rc)
+				rc = w->tr->ops->post_send(wc->c, &h, &iov, 1, 0);
+			if (rc) {
+				if (rc != -ECONNRESET && rc != -EHOSTDOWN && rc != -ENOTCONN)
+					RPS_ERR("server %u channel %u: send clock %u: %s", s->rank,
+						j, c, rps_strerror(rc));
+				if (!first)
+					first = rc;
+			}
+		}
+	}
+	rps_wsubmit_leave(w);
+	atomic_store(&w->clock, c + 1);
+	pthread_rwlock_unlock(&w->clock_rw);
+	if (w->ctl) {
+		counters[0] = atomic_load(&w->stat_pushes);
+		counters[1] = atomic_load(&w->stat_pulls);
+		counters[2] = atomic_load(&w->stat_bytes_out);
+		counters[3] = atomic_load(&w->stat_bytes_in);
+		rps_ctl_set_heartbeat(w->ctl, c + 1, counters);
+	}
+	if (new_clock_p)
+		*new_clock_p = c + 1;
+	return first;
+}
+
+int rps_worker_clock(struct rps_worker *w)
+{
+	if (!w)
+		return -EINVAL;
+	return rps_wclock_send(w, NULL);
+}
+
+/* ---- public push ---- */
+
+static int push_common(struct rps_worker *w, const rps_key_t *keys, const float *grads,
+		       const size_t *lens, size_t n, rps_done_cb cb, void *arg,
+		       struct rps_req **req_p)
+{
+	struct rps_req *req;
+	int rc;
+
+	if (!w || (!cb && !req_p))
+		return -EINVAL;
+	rc = rps_keytab_check(&w->keys, keys, lens, n, grads, NULL);
+	if (rc)
+		return rc;
+	rc = rps_wpush_begin(w, keys, n);
+	if (rc)
+		return rc;
+	req = rps_wreq_new(&w->core, cb, arg);
+	if (!req) {
+		rps_wpush_end(w);
+		return -ENOMEM;
+	}
+	rps_wsubmit_enter(w);
+	rps_wpush_submit(w, req, keys, grads, lens, n);
+	rps_wsubmit_leave(w);
+	rps_wpush_end(w);
+	if (req_p)
+		*req_p = req;
+	rps_wreq_seal(req);
+	return 0;
+}
+
+int rps_worker_push(struct rps_worker *w, const rps_key_t *keys, const float *grads,
+		    const size_t *lens, size_t n, struct rps_req **req_p)
+{
+	return push_common(w, keys, grads, lens, n, NULL, NULL, req_p);
+}
+
+int rps_worker_push_cb(struct rps_worker *w, const rps_key_t *keys, const float *grads,
+		       const size_t *lens, size_t n, rps_done_cb cb, void *arg)
+{
+	if (!cb)
+		return -EINVAL;
+	return push_common(w, keys, grads, lens, n, cb, arg, NULL);
+}

@@ -1,0 +1,437 @@
+#include "worker/req.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "src/alloc.h"
+#include "src/log.h"
+#include "src/util.h"
+
+int rps_wcore_init(struct rps_wcore *core)
+{
+	pthread_condattr_t ca;
+
+	memset(core, 0, sizeof(*core));
+	atomic_init(&core->have_progress, 0);
+	for (uint32_t i = 0; i < RPS_PIECE_MAX_BLOCKS; i++)
+		atomic_init(&core->blocks[i], NULL);
+	pthread_mutex_init(&core->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&core->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return 0;
+}
+
+void rps_wcore_fini(struct rps_wcore *core)
+{
+	for (uint32_t i = 0; i < core->nblocks; i++)
+		rps_free(atomic_load(&core->blocks[i]));
+	for (uint32_t i = 0; i < core->nreq_blocks; i++)
+		rps_free(core->req_blocks[i]);
+	rps_free(core->req_blocks);
+	pthread_cond_destroy(&core->cv);
+	pthread_mutex_destroy(&core->lock);
+	memset(core, 0, sizeof(*core));
+}
+
+static int on_progress_thread(const struct rps_wcore *core)
+{
+	return atomic_load(&((struct rps_wcore *)core)->have_progress) &&
+	       pthread_equal(pthread_self(), core->progress);
+}
+
+void rps_wcore_unlock(struct rps_wcore *core)
+{
+	int kick = core->drain_head && !on_progress_thread(core);
+
+	pthread_mutex_unlock(&core->lock);
+	if (kick && core->wake)
+		core->wake(core->wake_arg);
+}
+
+/* ---- pieces ---- */
+
+static int piece_grow_locked(struct rps_wcore *core)
+{
+	struct rps_piece *b;
+	uint32_t bi = core->nblocks;
+
+	if (bi >= RPS_PIECE_MAX_BLOCKS)
+		return -ENOMEM;
+	b = rps_calloc(RPS_PIECE_BLOCK, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	for (uint32_t i = RPS_PIECE_BLOCK; i-- > 0;) {
+		b[i].slot = bi * RPS_PIECE_BLOCK + i;
+		atomic_init(&b[i].gen, 0);
+		b[i].next = core->free_pieces;
+		core->free_pieces = &b[i];
+	}
+	atomic_store_explicit(&core->blocks[bi], b, memory_order_release);
+	core->nblocks++;
+	return 0;
+}
+
+static struct rps_piece *piece_at(struct rps_wcore *core, uint32_t slot)
+{
+	uint32_t bi = slot / RPS_PIECE_BLOCK;
+	struct rps_piece *b;
+
+	if (bi >= RPS_PIECE_MAX_BLOCKS)
+		return NULL;
+	b = atomic_load_explicit(&core->blocks[bi], memory_order_acquire);
+	return b ? &b[slot % RPS_PIECE_BLOCK] : NULL;
+}
+
+struct rps_piece *rps_piece_by_reqid(struct rps_wcore *core, uint32_t req_id)
+{
+	struct rps_piece *p = piece_at(core, req_id & RPS_REQID_SLOT_MASK);
+	uint32_t gen;
+
+	if (!p)
+		return NULL;
+	gen = atomic_load_explicit(&p->gen, memory_order_acquire);
+	if (((gen << RPS_REQID_SLOT_BITS) | p->slot) != req_id)
+		return NULL;
+	return p;
+}
+
+struct rps_piece *rps_piece_by_ctx(struct rps_wcore *core, uint64_t ctx)
+{
+	struct rps_piece *p;
+	uint32_t gen;
+
+	if (!(ctx >> 63))
+		return NULL;
+	p = piece_at(core, (uint32_t)(ctx & 0xffffffu));
+	if (!p)
+		return NULL;
+	gen = atomic_load_explicit(&p->gen, memory_order_acquire);
+	if ((gen & 0x7fffffffu) != (uint32_t)((ctx >> 32) & 0x7fffffffu))
+		return NULL;
+	return p;
+}
+
+struct rps_piece *rps_piece_alloc_locked(struct rps_wcore *core, struct rps_req *req,
+					 uint8_t kind, uint8_t waits)
+{
+	struct rps_piece *p;
+
+	if (!core->free_pieces && piece_grow_locked(core))
+		return NULL;
+	p = core->free_pieces;
+	core->free_pieces = p->next;
+	p->next = NULL;
+	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+	p->kind = kind;
+	p->waits = waits;
+	p->status = 0;
+	p->req = req;
+	p->conn = NULL;
+	p->server = p->shard = 0;
+	if (req)
+		req->remaining++;
+	core->pieces_inuse++;
+	core->pieces_total++;
+	return p;
+}
+
+uint64_t rps_wcore_pieces_locked(struct rps_wcore *core)
+{
+	return core->pieces_inuse;
+}
+
+static void req_complete_locked(struct rps_req *req);
+
+static void req_put_locked(struct rps_req *req)
+{
+	if (--req->remaining == 0)
+		req_complete_locked(req);
+}
+
+void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigned mask,
+			    int status)
+{
+	struct rps_req *req;
+
+	if (!p->kind)
+		return; /* already finished */
+	if (status && !p->status) {
+		p->status = status;
+		if (p->req && !p->req->status)
+			p->req->status = status; /* the first error seen, not finished */
+	}
+	p->waits &= (uint8_t)~mask;
+	if (p->waits)
+		return;
+	if (core->piece_fini)
+		core->piece_fini(core->piece_fini_arg, p);
+	req = p->req;
+	if (req && p->status && !req->status)
+		req->status = p->status;
+	p->kind = 0;
+	p->req = NULL;
+	p->conn = NULL;
+	/* a new generation at once, so late answers for this piece are stale */
+	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+	p->next = core->free_pieces;
+	core->free_pieces = p;
+	core->pieces_inuse--;
+	if (req)
+		req_put_locked(req);
+}
+
+int rps_wcore_fail_conn_locked(struct rps_wcore *core, const struct rps_wconn *c, int status)
+{
+	int n = 0;
+
+	for (uint32_t bi = 0; bi < core->nblocks; bi++) {
+		struct rps_piece *b = atomic_load_explicit(&core->blocks[bi], memory_order_relaxed);
+
+		for (uint32_t i = 0; i < RPS_PIECE_BLOCK; i++) {
+			struct rps_piece *p = &b[i];
+
+			if (p->kind && p->conn == c) {
+				if (p->kind == RPS_PK_RPULL || p->kind == RPS_PK_RHDR)
+					p->u.rp.outstanding = 0;
+				rps_piece_clear_locked(core, p, RPS_PW_ALL, status);
+				n++;
+			}
+		}
+	}
+	return n;
+}
+
+/* ---- requests ---- */
+
+static int req_grow_locked(struct rps_wcore *core)
+{
+	struct rps_req *b;
+
+	if (core->nreq_blocks == core->req_blocks_cap) {
+		uint32_t cap = core->req_blocks_cap ? core->req_blocks_cap * 2 : 16;
+		void **nb = rps_realloc(core->req_blocks, cap * sizeof(*nb));
+
+		if (!nb)
+			return -ENOMEM;
+		core->req_blocks = nb;
+		core->req_blocks_cap = cap;
+	}
+	b = rps_calloc(RPS_REQ_BLOCK, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	core->req_blocks[core->nreq_blocks++] = b;
+	for (uint32_t i = RPS_REQ_BLOCK; i-- > 0;) {
+		b[i].next = core->free_reqs;
+		core->free_reqs = &b[i];
+	}
+	return 0;
+}
+
+struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void *arg)
+{
+	struct rps_req *r;
+
+	if (!core->free_reqs && req_grow_locked(core))
+		return NULL;
+	r = core->free_reqs;
+	core->free_reqs = r->next;
+	memset(r, 0, sizeof(*r));
+	r->core = core;
+	r->remaining = 1; /* the guard */
+	r->cb = cb;
+	r->arg = arg;
+	core->reqs_inflight++;
+	return r;
+}
+
+struct rps_req *rps_wreq_new(struct rps_wcore *core, rps_done_cb cb, void *arg)
+{
+	struct rps_req *r;
+
+	pthread_mutex_lock(&core->lock);
+	r = rps_wreq_new_locked(core, cb, arg);
+	pthread_mutex_unlock(&core->lock);
+	return r;
+}
+
+static void req_free_locked(struct rps_req *r)
+{
+	struct rps_wcore *core = r->core;
+
+	r->core = NULL;
+	r->next = core->free_reqs;
+	core->free_reqs = r;
+}
+
+static void req_complete_locked(struct rps_req *req)
+{
+	struct rps_wcore *core = req->core;
+
+	req->done = 1;
+	core->reqs_inflight--;
+	if (req->cb || req->orphan) {
+		req->queued = 1;
+		req->next = NULL;
+		if (core->drain_tail)
+			core->drain_tail->next = req;
+		else
+			core->drain_head = req;
+		core->drain_tail = req;
+	}
+	pthread_cond_broadcast(&core->cv);
+}
+
+void rps_wreq_fail_locked(struct rps_req *req, int status)
+{
+	if (status && !req->status)
+		req->status = status;
+}
+
+void rps_wreq_seal_locked(struct rps_req *req)
+{
+	req_put_locked(req);
+}
+
+void rps_wreq_seal(struct rps_req *req)
+{
+	struct rps_wcore *core = req->core;
+
+	pthread_mutex_lock(&core->lock);
+	req_put_locked(req);
+	rps_wcore_unlock(core);
+}
+
+int rps_wcore_drain(struct rps_wcore *core)
+{
+	struct rps_req *list;
+	int n = 0;
+
+	pthread_mutex_lock(&core->lock);
+	list = core->drain_head;
+	core->drain_head = core->drain_tail = NULL;
+	pthread_mutex_unlock(&core->lock);
+	for (struct rps_req *r = list; r; r = r->next) {
+		if (r->cb)
+			r->cb(r->status, r->arg);
+		n++;
+	}
+	if (!list)
+		return 0;
+	pthread_mutex_lock(&core->lock);
+	while (list) {
+		struct rps_req *r = list;
+
+		list = r->next;
+		req_free_locked(r);
+	}
+	pthread_mutex_unlock(&core->lock);
+	return n;
+}
+
+static void deadline_after(struct timespec *ts, int timeout_ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += timeout_ms / 1000;
+	ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/* Wait under the lock until req is done. 0 or -ETIMEDOUT. */
+static int wait_done_locked(struct rps_req *req, int timeout_ms)
+{
+	struct rps_wcore *core = req->core;
+	struct timespec ts;
+
+	if (timeout_ms >= 0)
+		deadline_after(&ts, timeout_ms);
+	while (!req->done) {
+		if (timeout_ms < 0) {
+			pthread_cond_wait(&core->cv, &core->lock);
+		} else if (pthread_cond_timedwait(&core->cv, &core->lock, &ts) == ETIMEDOUT) {
+			if (!req->done)
+				return -ETIMEDOUT;
+		}
+	}
+	return 0;
+}
+
+int rps_wreq_wait_internal(struct rps_req *req, int timeout_ms)
+{
+	struct rps_wcore *core = req->core;
+	int rc;
+
+	pthread_mutex_lock(&core->lock);
+	rc = wait_done_locked(req, timeout_ms);
+	if (rc) {
+		req->orphan = 1; /* the progress thread frees it when it completes */
+	} else {
+		rc = req->status;
+		req_free_locked(req);
+	}
+	pthread_mutex_unlock(&core->lock);
+	return rc;
+}
+
+int rps_wcore_quiesce(struct rps_wcore *core, int timeout_ms)
+{
+	struct timespec ts;
+	int rc = 0;
+
+	if (timeout_ms >= 0)
+		deadline_after(&ts, timeout_ms);
+	pthread_mutex_lock(&core->lock);
+	while (core->reqs_inflight) {
+		if (timeout_ms < 0) {
+			pthread_cond_wait(&core->cv, &core->lock);
+		} else if (pthread_cond_timedwait(&core->cv, &core->lock, &ts) == ETIMEDOUT) {
+			rc = core->reqs_inflight ? -ETIMEDOUT : 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&core->lock);
+	return rc;
+}
+
+/* ---- public: handles ---- */
+
+int rps_req_wait(struct rps_req *req, int timeout_ms)
+{
+	struct rps_wcore *core;
+	int rc;
+
+	if (!req || !req->core || req->cb)
+		return -EINVAL;
+	core = req->core;
+	pthread_mutex_lock(&core->lock);
+	rc = wait_done_locked(req, timeout_ms);
+	if (!rc) {
+		rc = req->status;
+		req_free_locked(req);
+	}
+	pthread_mutex_unlock(&core->lock);
+	return rc;
+}
+
+int rps_req_test(struct rps_req *req, int *done_p)
+{
+	struct rps_wcore *core;
+	int rc = 0;
+
+	if (!req || !req->core || req->cb || !done_p)
+		return -EINVAL;
+	core = req->core;
+	pthread_mutex_lock(&core->lock);
+	*done_p = req->done;
+	if (req->done) {
+		rc = req->status;
+		req_free_locked(req);
+	}
+	pthread_mutex_unlock(&core->lock);
+	return rc;
+}

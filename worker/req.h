@@ -1,0 +1,214 @@
+/* Requests and their pieces.
+ *
+ * A request (struct rps_req, the public handle) fans out into pieces: one
+ * per frame sent (DECLARE, PUSH, PULL) or per slice read over RDMA. The
+ * request completes when its last piece completed; its status is the first
+ * error of any piece.
+ *
+ * Pieces come from a pool that grows in blocks and never shrinks, so the
+ * steady state allocates nothing. A piece is found again from the wire by
+ * its slot and generation: req_id (32 bits, echoed by the server) and the
+ * transport's 64-bit ctx (SEND_DONE, READ_DONE) both encode them, so an
+ * answer for a piece that was failed and reused meanwhile is recognised as
+ * stale and dropped.
+ *
+ * A piece is finished when nothing it waits for is outstanding (p->waits):
+ * the response frame, the SEND_DONE of a zero-copy send (the caller's buffer
+ * is in the transport's hands until then), the RDMA READs it posted.
+ *
+ * Locking: core->lock guards the pools, every piece's waits/status and
+ * every request's counters. A request holds one extra reference (the
+ * guard) while its submitter is still adding pieces, so it cannot complete
+ * half-built; rps_wreq_seal drops it.
+ * Callbacks and the freeing of orphaned internal requests run on the
+ * progress thread (rps_wcore_drain); other threads queue them and wake it.
+ */
+#ifndef RPS_WORKER_REQ_H
+#define RPS_WORKER_REQ_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <rdmaps/worker.h>
+
+#include "src/proto.h"
+#include "worker/keytab.h"
+#include "worker/plan.h"
+
+struct rps_wconn;
+
+enum rps_piece_kind {
+	RPS_PK_DECLARE = 1, /* DECLARE -> DECLARE_ACK */
+	RPS_PK_PUSH,        /* PUSH (zero copy) -> PUSH_ACK */
+	RPS_PK_PULL,        /* PULL -> PULL_RESP (count 0: clock wait) */
+	RPS_PK_RPULL,       /* RDMA: clock reads, then chunk reads of one slice */
+	RPS_PK_RHDR,        /* RDMA: read a shard's store header */
+};
+
+/* What a piece still waits for. */
+#define RPS_PW_RESP 1u /* a response frame */
+#define RPS_PW_SEND 2u /* SEND_DONE of its zero-copy send */
+#define RPS_PW_READ 4u /* RDMA READs (u.rp.outstanding) */
+#define RPS_PW_ALL 7u
+
+/* RDMA read path state of one slice. */
+#define RPS_RD_WINDOW 4 /* READs in flight per slice */
+enum rps_rp_phase { RPS_RP_CLOCK = 0, RPS_RP_DATA, RPS_RP_HDR };
+
+struct rps_rd {
+	uint64_t lo;     /* first slice chunk of this read slot */
+	uint32_t n;      /* chunks it covers */
+	uint8_t busy;    /* a READ of this slot is outstanding */
+	uint32_t run_lo; /* outstanding re-read: chunks [lo + run_lo, + run_n) */
+	uint32_t run_n;
+	uint64_t torn;   /* chunks (bit i = lo + i) still to re-read */
+	char *lines;     /* scratch: RPS_RPLAN_LINES per chunk (registered) */
+};
+
+struct rps_rpull {
+	struct rps_rplan plan;
+	float *dest;          /* element 0 of the slice in the caller's buffer */
+	uint32_t rkey;
+	uint64_t nchunks;     /* 0: a pure clock wait */
+	uint64_t next;        /* next chunk not yet given to a read slot */
+	uint32_t min_clock;
+	uint64_t clock_raddr; /* the clock word this pull waits on */
+	uint8_t phase;        /* enum rps_rp_phase */
+	uint8_t outstanding;  /* READs posted, not yet done */
+	uint32_t backoff_us;  /* clock re-read delay */
+	uint64_t retry_at;    /* rps_now_ns() of the next clock read, 0 = none */
+	uint64_t torn_retries;
+	struct rps_rd rd[RPS_RD_WINDOW];
+};
+
+struct rps_piece {
+	uint32_t slot;
+	_Atomic uint32_t gen;  /* bumped on every allocation */
+	uint8_t kind;          /* enum rps_piece_kind; 0 = free */
+	uint8_t waits;         /* RPS_PW_* outstanding */
+	int status;            /* first error */
+	struct rps_req *req;
+	struct rps_wconn *conn;
+	uint32_t server;
+	uint32_t shard;
+	struct rps_piece *next; /* free list, retry list */
+	union {
+		struct {
+			struct rps_frame_hdr hdr;
+			struct rps_push fixed;
+			const float *data;
+		} push;
+		struct {
+			struct rps_pull fixed;
+			float *dest;
+		} pull;
+		struct {
+			struct rps_declare fixed;
+			struct rps_wslice *out;
+		} decl;
+		struct rps_rpull rp;
+	} u;
+};
+
+struct rps_req {
+	struct rps_wcore *core;
+	int remaining;   /* pieces not finished + the guard while being built */
+	int status;      /* first error */
+	uint8_t done;
+	uint8_t orphan;  /* nobody will wait: free on completion */
+	uint8_t queued;  /* on the drain queue */
+	rps_done_cb cb;
+	void *arg;
+	struct rps_req *next;
+};
+
+#define RPS_PIECE_BLOCK 1024u
+#define RPS_PIECE_MAX_BLOCKS 4096u /* 4M pieces: req_id keeps 22 bits of slot */
+#define RPS_REQ_BLOCK 256u
+
+struct rps_wcore {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;       /* a request completed, or pieces freed */
+	_Atomic(struct rps_piece *) blocks[RPS_PIECE_MAX_BLOCKS];
+	uint32_t nblocks;
+	struct rps_piece *free_pieces;
+	uint64_t pieces_inuse;
+	uint64_t pieces_total;   /* pieces ever allocated (tests, statistics) */
+	struct rps_req *free_reqs;
+	void **req_blocks;       /* for freeing */
+	uint32_t nreq_blocks, req_blocks_cap;
+	uint64_t reqs_inflight;  /* requests not yet complete */
+	struct rps_req *drain_head, *drain_tail; /* completed cb / orphan requests */
+	pthread_t progress;      /* thread that runs callbacks (set by itself) */
+	_Atomic int have_progress;
+	void (*wake)(void *arg); /* make the progress thread drain */
+	void *wake_arg;
+	/* called under the lock when a piece finishes, before it is freed */
+	void (*piece_fini)(void *arg, struct rps_piece *p);
+	void *piece_fini_arg;
+};
+
+int rps_wcore_init(struct rps_wcore *core);
+void rps_wcore_fini(struct rps_wcore *core);
+/* Unlock; if completions were queued and we are not the progress thread, wake it. */
+void rps_wcore_unlock(struct rps_wcore *core);
+/* Progress thread: run queued callbacks, free orphans. Returns how many. */
+int rps_wcore_drain(struct rps_wcore *core);
+
+/* ---- ids ---- */
+#define RPS_REQID_SLOT_BITS 22u
+#define RPS_REQID_SLOT_MASK ((1u << RPS_REQID_SLOT_BITS) - 1)
+static inline uint32_t rps_piece_reqid(const struct rps_piece *p)
+{
+	uint32_t gen = atomic_load_explicit(&((struct rps_piece *)p)->gen, memory_order_relaxed);
+
+	return (gen << RPS_REQID_SLOT_BITS) | p->slot;
+}
+/* ctx: bit 63 set (never 0), gen in 62..32, sub in 31..24, slot in 23..0 */
+static inline uint64_t rps_piece_ctx(const struct rps_piece *p, uint8_t sub)
+{
+	uint32_t gen = atomic_load_explicit(&((struct rps_piece *)p)->gen, memory_order_relaxed);
+
+	return (1ull << 63) | ((uint64_t)(gen & 0x7fffffffu) << 32) | ((uint64_t)sub << 24) |
+	       (p->slot & 0xffffffu);
+}
+static inline uint8_t rps_ctx_sub(uint64_t ctx)
+{
+	return (uint8_t)(ctx >> 24);
+}
+/* The live piece a req_id / ctx names, or NULL (stale, garbage). Lock-free;
+ * the caller checks the piece's fields under the lock before trusting it. */
+struct rps_piece *rps_piece_by_reqid(struct rps_wcore *core, uint32_t req_id);
+struct rps_piece *rps_piece_by_ctx(struct rps_wcore *core, uint64_t ctx);
+
+/* ---- under core->lock ---- */
+/* NULL only when the pool is at its maximum (-ENOMEM) or memory is out. */
+struct rps_piece *rps_piece_alloc_locked(struct rps_wcore *core, struct rps_req *req,
+					 uint8_t kind, uint8_t waits);
+/* Clear `mask` of p's waits, record status (first error wins); when nothing
+ * is left, free the piece and account it to its request. */
+void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigned mask,
+			    int status);
+/* Fail every live piece whose conn is c (all waits cleared). Returns how many. */
+int rps_wcore_fail_conn_locked(struct rps_wcore *core, const struct rps_wconn *c, int status);
+/* Live pieces. */
+uint64_t rps_wcore_pieces_locked(struct rps_wcore *core);
+
+/* ---- requests ---- */
+/* A new request holding the guard reference. cb NULL: a handle for
+ * rps_req_wait/test. NULL on -ENOMEM. */
+struct rps_req *rps_wreq_new(struct rps_wcore *core, rps_done_cb cb, void *arg);
+struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void *arg);
+/* Record an error on the request without a piece (first error wins). */
+void rps_wreq_fail_locked(struct rps_req *req, int status);
+/* Drop the guard: the request completes once its pieces have. */
+void rps_wreq_seal(struct rps_req *req);
+void rps_wreq_seal_locked(struct rps_req *req);
+/* Wait for an internal request; on timeout it is orphaned (freed when it
+ * completes) and -ETIMEDOUT returned. timeout_ms < 0: forever. */
+int rps_wreq_wait_internal(struct rps_req *req, int timeout_ms);
+/* Wait (timeout_ms < 0: forever) until no request is in flight. 0 or -ETIMEDOUT. */
+int rps_wcore_quiesce(struct rps_wcore *core, int timeout_ms);
+
+#endif

@@ -1,0 +1,572 @@
+/* Worker lifecycle: options, joining the cluster, the progress thread. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rdmaps/worker.h>
+
+#include "src/alloc.h"
+#include "src/log.h"
+#include "src/util.h"
+#include "worker/worker_int.h"
+
+#define RPS_WORKER_DEFAULT_TIMEOUT_MS 30000
+#define PROGRESS_EVENTS 64
+#define PROGRESS_IDLE_MS 200 /* bound on a poll, even when nothing is due */
+
+void rps_worker_opts_init(struct rps_worker_opts *opts)
+{
+	const struct rps_config *cfg = rps_config_get();
+
+	memset(opts, 0, sizeof(*opts));
+	if (!cfg)
+		return;
+	opts->scheduler = cfg->scheduler;
+	opts->transport = cfg->transport;
+	opts->secret = cfg->secret;
+	opts->timeout_ms = cfg->timeout_ms;
+}
+
+void rps_worker_wake(struct rps_worker *w)
+{
+	if (w->tr && w->progress_started)
+		w->tr->ops->wake(w->tr);
+}
+
+static void core_wake(void *arg)
+{
+	rps_worker_wake(arg);
+}
+
+static void core_piece_fini(void *arg, struct rps_piece *p)
+{
+	if (p->kind == RPS_PK_RPULL || p->kind == RPS_PK_RHDR)
+		rps_wrdma_piece_release_locked(arg, p);
+}
+
+/* ---- progress thread ---- */
+
+static void handle_closed(struct rps_worker *w, const struct rps_tr_event *ev)
+{
+	struct rps_wconn *wc = ev->conn ? ev->conn->user : NULL;
+
+	if (!wc)
+		return;
+	if (ev->status && ev->status != -ECONNRESET)
+		RPS_INFO("server %u channel %u closed: %s", wc->srv->rank, wc->channel,
+			 rps_strerror(ev->status));
+	/* what the caller sees is the documented -ECONNRESET, whatever the cause */
+	rps_wconn_mark_dead(w, wc, -ECONNRESET);
+}
+
+static void handle_events(struct rps_worker *w, struct rps_tr_event *ev, int n)
+{
+	int locked = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct rps_tr_event *e = &ev[i];
+		struct rps_wconn *wc = e->conn ? e->conn->user : NULL;
+
+		switch (e->type) {
+		case RPS_TR_EV_RECV:
+			if (!locked) {
+				pthread_mutex_lock(&w->core.lock);
+				locked = 1;
+			}
+			if (wc)
+				rps_wrecv_locked(w, wc, e);
+			if (e->token)
+				w->tr->ops->release(w->tr, e->token);
+			break;
+		case RPS_TR_EV_SEND_DONE: {
+			struct rps_piece *p = rps_piece_by_ctx(&w->core, e->ctx);
+
+			if (!locked) {
+				pthread_mutex_lock(&w->core.lock);
+				locked = 1;
+			}
+			if (p && p->kind == RPS_PK_PUSH && (p->waits & RPS_PW_SEND))
+				rps_piece_clear_locked(&w->core, p, RPS_PW_SEND, e->status);
+			break;
+		}
+		case RPS_TR_EV_READ_DONE:
+			if (locked) {
+				pthread_mutex_unlock(&w->core.lock);
+				locked = 0;
+			}
+			rps_wrdma_read_done(w, e);
+			break;
+		case RPS_TR_EV_CLOSED:
+			if (locked) {
+				pthread_mutex_unlock(&w->core.lock);
+				locked = 0;
+			}
+			handle_closed(w, e);
+			break;
+		case RPS_TR_EV_ACCEPTED:
+		default:
+			RPS_DEBUG("unexpected transport event %d", (int)e->type);
+			break;
+		}
+	}
+	if (locked)
+		pthread_mutex_unlock(&w->core.lock);
+}
+
+static void *progress_main(void *arg)
+{
+	struct rps_worker *w = arg;
+	struct rps_tr_event ev[PROGRESS_EVENTS];
+	int errors = 0;
+
+	w->core.progress = pthread_self();
+	atomic_store(&w->core.have_progress, 1);
+
+	while (!atomic_load(&w->stop)) {
+		int timeout = PROGRESS_IDLE_MS;
+		int t, n;
+
+		if (rps_wconn_reap(w))
+			timeout = 1;
+		if (w->use_read) {
+			t = rps_wrdma_timers(w);
+			if (t >= 0 && t < timeout)
+				timeout = t;
+		}
+		n = w->tr->ops->poll(w->tr, ev, PROGRESS_EVENTS, timeout);
+		if (n < 0) {
+			if (n != -EINTR && n != -EAGAIN && errors++ < 3)
+				RPS_ERR("transport poll: %s", rps_strerror(n));
+			if (n != -EINTR && n != -EAGAIN) {
+				struct timespec ts = { 0, 1000000 };
+
+				nanosleep(&ts, NULL);
+			}
+			continue;
+		}
+		if (n > 0)
+			handle_events(w, ev, n);
+		rps_wcore_drain(&w->core);
+	}
+	return NULL;
+}
+
+/* ---- control callbacks (control thread) ---- */
+
+static void on_dead(void *arg, const struct rps_node *node)
+{
+	struct rps_worker *w = arg;
+
+	if (node->role != RPS_ROLE_SERVER || !w->servers)
+		return;
+	for (uint32_t i = 0; i < w->num_servers; i++) {
+		struct rps_wserver *s = &w->servers[i];
+
+		if (s->node_id != node->id && s->rank != node->rank)
+			continue;
+		RPS_WARN("server %u (%s:%u) declared dead by the scheduler", s->rank, s->host,
+			 s->port);
+		for (uint32_t j = 0; s->conns && j < s->nconns; j++)
+			rps_wconn_mark_dead(w, &s->conns[j], -EHOSTDOWN);
+	}
+}
+
+static void on_shutdown(void *arg)
+{
+	(void)arg;
+	RPS_INFO("scheduler asks the cluster to shut down");
+}
+
+static void on_map(void *arg, const struct rps_map *map, const struct rps_node *nodes)
+{
+	(void)arg;
+	(void)nodes;
+	RPS_DEBUG("cluster map epoch %u: %u servers, %u workers", map->epoch, map->num_servers,
+		  map->num_workers);
+}
+
+/* ---- create / destroy ---- */
+
+static int worker_alloc(struct rps_worker **w_p)
+{
+	struct rps_worker *w = rps_calloc(1, sizeof(*w));
+	int rc;
+
+	if (!w)
+		return -ENOMEM;
+	rps_wcore_init(&w->core);
+	rc = rps_keytab_init(&w->keys);
+	if (rc) {
+		rps_wcore_fini(&w->core);
+		rps_free(w);
+		return rc;
+	}
+	{
+		pthread_rwlockattr_t ra;
+
+		pthread_rwlockattr_init(&ra);
+		pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&w->clock_rw, &ra);
+		pthread_rwlockattr_destroy(&ra);
+	}
+	atomic_init(&w->clock, 0);
+	atomic_init(&w->submitters, 0);
+	atomic_init(&w->dead_pending, 0);
+	atomic_init(&w->stop, 0);
+	w->core.wake = core_wake;
+	w->core.wake_arg = w;
+	w->core.piece_fini = core_piece_fini;
+	w->core.piece_fini_arg = w;
+	*w_p = w;
+	return 0;
+}
+
+int rps_worker_keep(struct rps_worker *w, void *ptr)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&w->core.lock);
+	if (w->ngrave == w->grave_cap) {
+		size_t cap = w->grave_cap ? w->grave_cap * 2 : 16;
+		void **g = rps_realloc(w->grave, cap * sizeof(*g));
+
+		if (g) {
+			w->grave = g;
+			w->grave_cap = cap;
+		}
+	}
+	if (w->ngrave < w->grave_cap)
+		w->grave[w->ngrave++] = ptr;
+	else
+		rc = -ENOMEM;
+	pthread_mutex_unlock(&w->core.lock);
+	return rc;
+}
+
+static void worker_free(struct rps_worker *w)
+{
+	for (size_t i = 0; i < w->ngrave; i++)
+		rps_free(w->grave[i]);
+	rps_free(w->grave);
+	if (w->servers) {
+		for (uint32_t i = 0; i < w->num_servers; i++) {
+			rps_free(w->servers[i].conns);
+			rps_free(w->servers[i].shards);
+		}
+		rps_free(w->servers);
+	}
+	rps_keytab_fini(&w->keys);
+	rps_wcore_fini(&w->core);
+	pthread_rwlock_destroy(&w->clock_rw);
+	rps_free(w);
+}
+
+static int build_keymap(struct rps_worker *w)
+{
+	const struct rps_config *cfg = w->cfg;
+	int mode = rps_keymap_mode_parse(cfg->key_map[0] ? cfg->key_map : "hash");
+	uint64_t slice_elems = cfg->slice_bytes / sizeof(float);
+	int rc;
+
+	if (mode < 0) {
+		RPS_ERR("key_map %s: expected hash or range", cfg->key_map);
+		return -EINVAL;
+	}
+	if (!slice_elems)
+		slice_elems = UINT64_MAX / 2; /* no slicing */
+	rc = rps_keymap_init(&w->km, (enum rps_keymap_mode)mode, w->num_servers,
+			     w->shards_per_server, cfg->key_range, slice_elems);
+	if (rc)
+		RPS_ERR("key map (%s, %u servers, %u shards, key_range %llu, slice %llu B): %s",
+			cfg->key_map, w->num_servers, w->shards_per_server,
+			(unsigned long long)cfg->key_range, (unsigned long long)cfg->slice_bytes,
+			rps_strerror(rc));
+	return rc;
+}
+
+int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **worker_p)
+{
+	struct rps_worker_opts dflt;
+	struct rps_ctl_join_opts jo;
+	struct rps_tr_params tp;
+	struct rps_node *nodes = NULL;
+	struct rps_map map;
+	struct rps_worker *w;
+	int nnodes, rc;
+
+	if (!worker_p)
+		return -EINVAL;
+	if (!opts) {
+		rps_worker_opts_init(&dflt);
+		opts = &dflt;
+	}
+	rc = worker_alloc(&w);
+	if (rc)
+		return rc;
+	w->cfg = rps_config_get();
+	if (!w->cfg) {
+		RPS_ERR("worker: no configuration");
+		rc = -EINVAL;
+		goto err_free;
+	}
+	snprintf(w->transport_name, sizeof(w->transport_name), "%s",
+		 opts->transport ? opts->transport : w->cfg->transport);
+	snprintf(w->secret, sizeof(w->secret), "%s", opts->secret ? opts->secret : w->cfg->secret);
+	snprintf(w->scheduler, sizeof(w->scheduler), "%s",
+		 opts->scheduler ? opts->scheduler : w->cfg->scheduler);
+	w->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : w->cfg->timeout_ms;
+	if (w->timeout_ms <= 0)
+		w->timeout_ms = RPS_WORKER_DEFAULT_TIMEOUT_MS;
+	if (!w->scheduler[0]) {
+		RPS_ERR("worker: no scheduler address (RDMAPS_SCHEDULER=host:port)");
+		rc = -EINVAL;
+		goto err_free;
+	}
+
+	memset(&jo, 0, sizeof(jo));
+	jo.scheduler = w->scheduler;
+	jo.secret = w->secret;
+	jo.role = RPS_ROLE_WORKER;
+	jo.transport = !strcmp(w->transport_name, "rdma") ? 1 : 0;
+	jo.host = w->cfg->host;
+	jo.port = 0;
+	jo.want_rank = UINT32_MAX;
+	jo.timeout_ms = w->timeout_ms;
+	jo.heartbeat_ms = w->cfg->heartbeat_ms;
+	jo.on_dead = on_dead;
+	jo.on_shutdown = on_shutdown;
+	jo.on_map = on_map;
+	jo.arg = w;
+	rc = rps_ctl_join(&jo, &w->ctl);
+	if (rc) {
+		RPS_ERR("worker: join %s: %s", w->scheduler, rps_strerror(rc));
+		goto err_free;
+	}
+	nodes = rps_calloc(RPS_MAX_NODES, sizeof(*nodes));
+	if (!nodes) {
+		rc = -ENOMEM;
+		goto err_leave;
+	}
+	nnodes = rps_ctl_map(w->ctl, &map, nodes, RPS_MAX_NODES);
+	if (nnodes < 0) {
+		rc = nnodes;
+		goto err_leave;
+	}
+	w->rank = rps_ctl_rank(w->ctl);
+	w->num_workers = map.num_workers;
+	w->num_servers = map.num_servers;
+	rps_log_set_ident("worker", (int)w->rank);
+	if (!w->num_servers) {
+		RPS_ERR("worker: the cluster has no server");
+		rc = -EINVAL;
+		goto err_leave;
+	}
+
+	memset(&tp, 0, sizeof(tp));
+	tp.secret = w->secret;
+	tp.max_msg = w->cfg->max_msg;
+	tp.timeout_ms = w->timeout_ms;
+	tp.device = w->cfg->device[0] ? w->cfg->device : NULL;
+	tp.cfg = w->cfg;
+	tp.arg = w;
+	tp.recv_dest = rps_wrecv_dest;
+	rc = rps_transport_create(w->transport_name, &tp, &w->tr);
+	if (rc)
+		goto err_leave;
+	w->channels = !!(w->tr->caps & RPS_TR_CAP_CHANNELS);
+	rc = rps_wconn_connect_all(w, nodes, nnodes);
+	if (rc)
+		goto err_conns;
+	rc = build_keymap(w);
+	if (rc)
+		goto err_conns;
+	w->use_read = (w->tr->caps & RPS_TR_CAP_READ) && w->tr->max_read_sge >= RPS_RPLAN_MIN_SGE;
+	for (uint32_t i = 0; w->use_read && i < w->num_servers; i++) {
+		struct rps_wserver *s = &w->servers[i];
+
+		for (uint32_t j = 0; j < s->nshards; j++)
+			if (!s->shards[j].desc.addr || !s->shards[j].desc.size)
+				w->use_read = 0;
+		if (s->chunk_bytes < 64 || s->chunk_bytes % 64)
+			w->use_read = 0;
+	}
+	if ((w->tr->caps & RPS_TR_CAP_READ) && !w->use_read)
+		RPS_WARN("transport %s reads remote memory, but the servers' stores are not "
+			 "readable (or max_read_sge %d < %d): pulls go by frames",
+			 w->transport_name, w->tr->max_read_sge, RPS_RPLAN_MIN_SGE);
+	if (w->use_read) {
+		rc = rps_wrdma_init(w);
+		if (rc)
+			goto err_conns;
+	}
+
+	w->progress_started = 1; /* wake() may be called from now on */
+	rc = pthread_create(&w->progress, NULL, progress_main, w);
+	if (rc) {
+		rc = -rc;
+		RPS_ERR("worker: progress thread: %s", strerror(-rc));
+		w->progress_started = 0;
+		goto err_rdma;
+	}
+	if (w->use_read) {
+		rc = rps_wrdma_read_headers(w);
+		if (rc)
+			goto err_thread;
+	}
+	rps_free(nodes);
+	RPS_INFO("worker %u of %u: %u servers x %u shards over %s (%s pulls, %s)", w->rank,
+		 w->num_workers, w->num_servers, w->shards_per_server, w->transport_name,
+		 w->use_read ? "rdma read" : "frame",
+		 w->consistency == RPS_BSP   ? "bsp"
+		 : w->consistency == RPS_SSP ? "ssp"
+					     : "asp");
+	*worker_p = w;
+	return 0;
+
+err_thread:
+	atomic_store(&w->stop, 1);
+	w->tr->ops->wake(w->tr);
+	pthread_join(w->progress, NULL);
+	atomic_store(&w->core.have_progress, 0);
+	w->progress_started = 0;
+err_rdma:
+	rps_wconn_close_all(w);
+	pthread_mutex_lock(&w->core.lock);
+	for (uint32_t i = 0; i < w->num_servers; i++)
+		for (uint32_t j = 0; w->servers[i].conns && j < w->servers[i].nconns; j++)
+			rps_wcore_fail_conn_locked(&w->core, &w->servers[i].conns[j], -ECANCELED);
+	pthread_mutex_unlock(&w->core.lock);
+	rps_wcore_drain(&w->core);
+	if (w->use_read)
+		rps_wrdma_fini(w);
+	goto err_tr;
+err_conns:
+	rps_wconn_close_all(w);
+err_tr:
+	rps_transport_destroy(w->tr);
+	w->tr = NULL;
+err_leave:
+	rps_free(nodes);
+	rps_ctl_leave(w->ctl);
+	w->ctl = NULL;
+err_free:
+	worker_free(w);
+	return rc;
+}
+
+void rps_worker_destroy(struct rps_worker *w)
+{
+	int rc;
+
+	if (!w)
+		return;
+	rc = rps_wcore_quiesce(&w->core, w->tr ? w->timeout_ms : 0);
+	if (rc)
+		RPS_WARN("worker: requests still in flight after %d ms; failing them",
+			 w->timeout_ms);
+	if (w->ctl) {
+		rps_ctl_leave(w->ctl);
+		w->ctl = NULL;
+	}
+	if (w->progress_started) {
+		atomic_store(&w->stop, 1);
+		w->tr->ops->wake(w->tr);
+		pthread_join(w->progress, NULL);
+		atomic_store(&w->core.have_progress, 0);
+		w->progress_started = 0;
+	}
+	if (w->tr)
+		rps_wconn_close_all(w);
+	/* nothing can answer any more: whatever is left fails */
+	pthread_mutex_lock(&w->core.lock);
+	for (uint32_t i = 0; w->servers && i < w->num_servers; i++)
+		for (uint32_t j = 0; w->servers[i].conns && j < w->servers[i].nconns; j++)
+			rps_wcore_fail_conn_locked(&w->core, &w->servers[i].conns[j], -ECANCELED);
+	pthread_mutex_unlock(&w->core.lock);
+	rps_wcore_drain(&w->core);
+	if (w->use_read)
+		rps_wrdma_fini(w);
+	if (w->tr)
+		rps_transport_destroy(w->tr);
+	worker_free(w);
+}
+
+/* ---- offline worker (unit tests) ---- */
+
+int rps_worker_create_offline(const struct rps_keymap *km, struct rps_worker **worker_p)
+{
+	struct rps_worker *w;
+	int rc;
+
+	rc = worker_alloc(&w);
+	if (rc)
+		return rc;
+	w->km = *km;
+	w->num_servers = km->num_servers;
+	w->num_workers = 1;
+	w->shards_per_server = km->shards_per_server;
+	snprintf(w->transport_name, sizeof(w->transport_name), "none");
+	w->timeout_ms = 1000;
+	w->servers = rps_calloc(w->num_servers, sizeof(*w->servers));
+	if (!w->servers)
+		goto err_nomem;
+	for (uint32_t i = 0; i < w->num_servers; i++) {
+		struct rps_wserver *s = &w->servers[i];
+
+		s->rank = i;
+		s->nshards = km->shards_per_server;
+		s->max_msg = 1u << 20;
+		s->push_elems = rps_wplan_push_elems(s->max_msg, 0);
+		s->pull_elems = rps_wplan_pull_elems(s->max_msg, 0);
+		s->nconns = 1;
+		s->conns = rps_calloc(1, sizeof(*s->conns));
+		s->shards = rps_calloc(s->nshards, sizeof(*s->shards));
+		if (!s->conns || !s->shards)
+			goto err_nomem;
+		s->conns[0].srv = s;
+		atomic_init(&s->conns[0].dead, 0);
+		for (uint32_t j = 0; j < s->nshards; j++)
+			s->shards[j].conn = &s->conns[0];
+	}
+	*worker_p = w;
+	return 0;
+err_nomem:
+	worker_free(w);
+	return -ENOMEM;
+}
+
+/* ---- small public calls ---- */
+
+int rps_worker_rank(const struct rps_worker *w)
+{
+	return w ? (int)w->rank : -EINVAL;
+}
+
+int rps_worker_num_workers(const struct rps_worker *w)
+{
+	return w ? (int)w->num_workers : -EINVAL;
+}
+
+int rps_worker_num_servers(const struct rps_worker *w)
+{
+	return w ? (int)w->num_servers : -EINVAL;
+}
+
+const char *rps_worker_transport(const struct rps_worker *w)
+{
+	return w ? w->transport_name : "";
+}
+
+uint32_t rps_worker_clock_value(const struct rps_worker *w)
+{
+	return w ? atomic_load(&((struct rps_worker *)w)->clock) : 0;
+}
+
+int rps_worker_barrier(struct rps_worker *w)
+{
+	if (!w)
+		return -EINVAL;
+	if (!w->ctl)
+		return -ENOTCONN;
+	return rps_ctl_barrier(w->ctl, 0, -1);
+}

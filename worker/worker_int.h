@@ -1,0 +1,220 @@
+/* The worker library's internals, shared by worker/ sources and the unit tests.
+ *
+ * Threads
+ * - Callers (any number of application threads) validate locally, build
+ *   pieces under core.lock (one acquisition per batch of pieces) and post
+ *   frames / RDMA READs themselves, outside the lock.
+ * - The progress thread polls the transport, matches answers to pieces,
+ *   drives the RDMA read state machines, closes dead connections and runs
+ *   completion callbacks.
+ * - The control thread (transport/control.c) reports dead nodes; the worker
+ *   marks their connections dead and lets the progress thread fail them.
+ *
+ * Dead connections. A connection is closed (and every piece on it failed)
+ * only by the progress thread and only while no caller is between "checked
+ * that the connection is alive" and "posted on it": callers bracket their
+ * posts with rps_wsubmit_enter/leave (one atomic counter), and the progress
+ * thread closes only when that counter is 0 (seq_cst on both sides, so a
+ * caller either sees the dead flag or is seen by the closer).
+ */
+#ifndef RPS_WORKER_INT_H
+#define RPS_WORKER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <rdmaps/worker.h>
+
+#include "src/config.h"
+#include "src/keymap.h"
+#include "src/proto.h"
+#include "transport/control.h"
+#include "transport/transport.h"
+#include "worker/keytab.h"
+#include "worker/plan.h"
+#include "worker/req.h"
+
+struct rps_wserver;
+
+struct rps_wconn {
+	struct rps_conn *c;       /* NULL: never connected (offline worker) */
+	struct rps_wserver *srv;
+	uint32_t channel;         /* hello.channel: shard over RDMA, 0 over TCP */
+	_Atomic int dead;         /* 0, or -errno why it is dead */
+	int closed;               /* progress thread: close() done, pieces failed */
+};
+
+struct rps_wshard {
+	struct rps_shard_desc desc; /* from HELLO_ACK */
+	struct rps_wconn *conn;     /* connection carrying this shard's frames */
+	/* RDMA store geometry, from the store header (read once at connect) */
+	uint64_t data_off;
+	uint64_t stride;
+	/* clocks seen: PULL_RESP hdr.aux, or the store's clock words (RDMA) */
+	_Atomic uint32_t clock_seen;  /* shard clock (min over workers) */
+	_Atomic uint32_t wclock_seen; /* worker_clock[my rank] */
+	/* under core.lock */
+	uint32_t pushes;         /* PUSH frames sent during the current clock */
+	uint32_t wait_tag;       /* BSP wait: last wait that included this shard */
+};
+
+struct rps_wserver {
+	uint32_t rank;
+	uint32_t node_id;
+	char host[64];
+	uint16_t port;
+	uint32_t nshards;
+	uint32_t consistency;
+	uint32_t staleness;
+	uint32_t chunk_bytes;
+	uint64_t max_msg;         /* the server's frame payload limit */
+	uint64_t push_elems;      /* elements per PUSH frame to this server */
+	uint64_t pull_elems;      /* elements per PULL_RESP from this server */
+	uint32_t nconns;
+	struct rps_wconn *conns;  /* 1 (TCP) or nshards (RDMA, channel = shard) */
+	struct rps_wshard *shards;
+};
+
+struct rps_scratch; /* registered scratch pool of the RDMA read path */
+
+struct rps_worker {
+	struct rps_wcore core;
+	const struct rps_config *cfg;
+	char transport_name[16];
+	char secret[64];
+	char scheduler[RPS_STR_MAX];
+	int timeout_ms;
+
+	struct rps_ctl *ctl;
+	struct rps_transport *tr;
+	uint32_t rank;
+	uint32_t num_workers;
+	uint32_t num_servers;
+	uint32_t shards_per_server;
+	struct rps_wserver *servers;
+	struct rps_keymap km;
+	struct rps_keytab keys;
+	enum rps_consistency consistency;
+	uint32_t staleness;
+	int use_read;            /* pulls by RDMA READ (RPS_TR_CAP_READ) */
+	int channels;            /* one connection per shard (RPS_TR_CAP_CHANNELS) */
+
+	_Atomic uint32_t clock;  /* the current clock c */
+	/* Pushes are built under the read side, rps_worker_clock runs under the
+	 * write side: a push's frames all carry, and are all counted in, the
+	 * clock that was current when it was called. */
+	pthread_rwlock_t clock_rw;
+	uint32_t wait_tag;       /* under core.lock: dedupes shards in a BSP wait */
+
+	_Atomic long submitters; /* callers between alive-check and post */
+	_Atomic int dead_pending;/* some connection was marked dead */
+	_Atomic int stop;
+	int progress_started;
+	pthread_t progress;
+
+	/* RDMA read path (progress thread and callers, under core.lock) */
+	struct rps_scratch *scratch;
+	struct rps_piece *retry_head; /* clock re-reads waiting for their time */
+
+	/* memory that late answers may still write into, freed at destroy */
+	void **grave;
+	size_t ngrave, grave_cap;
+
+	/* statistics */
+	_Atomic uint64_t stat_pushes, stat_pulls, stat_bytes_out, stat_bytes_in;
+	_Atomic uint64_t stat_torn;
+};
+
+/* ---- connections (conn.c) ---- */
+int rps_wconn_connect_all(struct rps_worker *w, const struct rps_node *nodes, int nnodes);
+void rps_wconn_close_all(struct rps_worker *w);
+/* Mark a connection dead (any thread); the progress thread closes it. */
+void rps_wconn_mark_dead(struct rps_worker *w, struct rps_wconn *wc, int status);
+/* Progress thread: close dead connections nobody is posting on; fail their
+ * pieces. Returns 1 if some are still waiting for callers to leave. */
+int rps_wconn_reap(struct rps_worker *w);
+static inline int rps_wconn_dead(const struct rps_wconn *wc)
+{
+	int d = atomic_load((_Atomic int *)&wc->dead);
+
+	if (d)
+		return d;
+	return wc->c ? 0 : -ENOTCONN;
+}
+static inline void rps_wsubmit_enter(struct rps_worker *w)
+{
+	atomic_fetch_add(&w->submitters, 1);
+}
+static inline void rps_wsubmit_leave(struct rps_worker *w)
+{
+	atomic_fetch_sub(&w->submitters, 1);
+}
+static inline struct rps_wshard *rps_wshard_get(struct rps_worker *w, uint32_t server,
+						uint32_t shard)
+{
+	return &w->servers[server].shards[shard];
+}
+
+/* ---- progress (worker.c) ---- */
+void rps_worker_wake(struct rps_worker *w);
+/* Keep ptr (rps_malloc'ed) until destroy: an orphaned request may still
+ * write into it. 0, or -ENOMEM (then the caller must leak it). */
+int rps_worker_keep(struct rps_worker *w, void *ptr);
+
+/* ---- frames (push.c, pull.c, declare.c) ---- */
+/* Post a piece's frame (the piece is set up, waits set). On failure the
+ * piece is failed under the lock. Caller is inside rps_wsubmit_enter. */
+void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p);
+/* Progress thread, under core.lock: an answer frame for a piece. */
+void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct rps_tr_event *ev);
+/* recv_dest callback of the transport. */
+void *rps_wrecv_dest(void *arg, struct rps_conn *c, const struct rps_frame_hdr *h,
+		     const void *fixed);
+
+/* Append the pull pieces of n keys to req (clock min_clock). Caller is
+ * inside rps_wsubmit_enter; posts them. */
+int rps_wpull_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
+		     float *vals, const size_t *lens, size_t n, uint32_t min_clock);
+/* Append the push pieces of n keys to req, at the current clock. Caller
+ * holds clock_rw for reading and is inside rps_wsubmit_enter. */
+int rps_wpush_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
+		     const float *grads, const size_t *lens, size_t n);
+/* Wait as BSP requires, then return with clock_rw held for reading: every
+ * shard the keys push to has reached the current clock (a push of clock c
+ * must not reach a shard still accumulating c - 1). No-op wait under ASP/SSP. */
+int rps_wpush_begin(struct rps_worker *w, const rps_key_t *keys, size_t n);
+static inline void rps_wpush_end(struct rps_worker *w)
+{
+	pthread_rwlock_unlock(&w->clock_rw);
+}
+/* Send CLOCK to every server and advance the clock; *new_clock_p (may be
+ * NULL) receives the new clock. First send error, the clock advances anyway. */
+int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p);
+
+/* ---- RDMA read path (pull_rdma.c) ---- */
+int rps_wrdma_init(struct rps_worker *w);
+void rps_wrdma_fini(struct rps_worker *w);
+/* Read every shard's store header (geometry); at create. */
+int rps_wrdma_read_headers(struct rps_worker *w);
+/* One RDMA pull piece for a slice (nchunks 0 when dest == NULL: clock wait). */
+int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server, uint32_t shard,
+		     const struct rps_wslice *sl, float *dest, uint32_t min_clock);
+/* Progress thread: READ_DONE; timers. Returns the poll timeout to use (ms,
+ * -1 none). */
+void rps_wrdma_read_done(struct rps_worker *w, const struct rps_tr_event *ev);
+int rps_wrdma_timers(struct rps_worker *w);
+/* Is the consistency condition for min_clock already known to hold? */
+int rps_wclock_ok(struct rps_worker *w, struct rps_wshard *sh, uint32_t min_clock);
+/* Piece teardown for read pieces (returns scratch). Under core.lock. */
+void rps_wrdma_piece_release_locked(struct rps_worker *w, struct rps_piece *p);
+
+/* Torn chunks re-read by the RDMA pull path, process-wide (for tests). */
+uint64_t rps_worker_stat_torn_retries(void);
+
+/* An in-process worker without scheduler or network, for unit tests:
+ * num_servers servers of shards shards, keys mapped by km. Every send fails
+ * with -ENOTCONN; local validation runs as in a real worker. */
+int rps_worker_create_offline(const struct rps_keymap *km, struct rps_worker **worker_p);
+
+#endif
