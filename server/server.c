@@ -1,0 +1,1121 @@
+/* The server: options, set-up, the network thread and its glue to the
+ * transport and the control channel (include/rdmaps/server.h).
+ *
+ * The network thread (the caller of rps_server_run) polls the data
+ * transport and dispatches frames: DECLARE, PUSH and CLOCK become typed
+ * entries of the target shard's priority ring (the update thread is the only
+ * writer of its shard); PULLs are answered from here when their consistency
+ * condition holds and parked on the shard otherwise. */
+#include "server/server_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "src/alloc.h"
+#include "src/config.h"
+#include "src/log.h"
+#include "src/util.h"
+#include "transport/control.h"
+
+#define RPS_SRV_POLL_MS 100
+#define RPS_SRV_EVENTS 64
+
+struct rps_server {
+	struct rps_server_opts opts; /* strings below are our copies */
+	char *scheduler;
+	char *transport;
+	char *host;
+	char *secret;
+	const struct rps_config *cfg;
+	uint32_t nworkers;            /* configured (RDMAPS_NUM_WORKERS) */
+	uint32_t chunk_bytes;
+	uint64_t max_msg;
+	int heartbeat_ms;
+
+	struct rps_transport *tr;
+	uint16_t port;
+	int nshards;
+	int shards_ready;             /* initialised */
+	struct rps_shard *shards;
+	int ncores;
+	int *cores;
+
+	atomic_uint rank;             /* UINT32_MAX until joined */
+	atomic_uint map_workers;      /* from the cluster map, 0 until joined */
+	atomic_int stop;
+	int running;
+	struct rps_ctl *ctl;
+
+	/* network thread */
+	struct rps_srv_pool reqs;
+	struct rps_srv_bufpool net_bufs;
+	struct rps_srv_conn *conns;
+	_Atomic(struct rps_srv_conn *) close_stack;
+
+	/* counters for heartbeats */
+	atomic_ullong n_push, n_pull, bytes_in, bytes_out;
+};
+
+/* ---- options ------------------------------------------------------------------ */
+
+void rps_server_opts_init(struct rps_server_opts *o)
+{
+	const struct rps_config *cfg = rps_config_get();
+	int v;
+
+	memset(o, 0, sizeof(*o));
+	o->scheduler = cfg->scheduler;
+	o->transport = cfg->transport;
+	o->host = cfg->host;
+	o->port = (uint16_t)cfg->port;
+	o->secret = cfg->secret;
+	o->shards = cfg->shards;
+	if (cfg->update_cores[0]) {
+		v = rps_config_parse_cores(cfg->update_cores, o->cores, RPS_MAX_CORES);
+		if (v < 0) {
+			RPS_WARN("update_cores \"%s\": not a core list, using all online cores",
+				 cfg->update_cores);
+			v = 0;
+		}
+		o->ncores = v;
+	}
+	o->shard_bytes = cfg->shard_bytes;
+	o->ring_size = cfg->ring_size;
+
+	rps_optim_opts_default(&o->optim);
+	v = rps_optim_kind_parse(cfg->optimizer);
+	if (v < 0)
+		RPS_ERR("optimizer \"%s\": expected sgd, momentum, nesterov, adagrad or adam",
+			cfg->optimizer);
+	o->optim.kind = (enum rps_optim_kind)v;
+	o->optim.lr = (float)cfg->lr;
+	o->optim.momentum = (float)cfg->momentum;
+	o->optim.beta1 = (float)cfg->beta1;
+	o->optim.beta2 = (float)cfg->beta2;
+	o->optim.eps = (float)cfg->eps;
+	o->optim.weight_decay = (float)cfg->weight_decay;
+	o->optim.clip_norm = (float)cfg->clip_norm;
+	v = rps_optim_schedule_parse(cfg->lr_schedule);
+	if (v < 0)
+		RPS_ERR("lr_schedule \"%s\": expected constant, step, exp or cosine",
+			cfg->lr_schedule);
+	o->optim.schedule = (enum rps_lr_schedule)v;
+	o->optim.step_size = cfg->lr_step;
+	o->optim.gamma = (float)cfg->lr_gamma;
+	o->optim.total_steps = cfg->lr_total;
+	o->optim.lr_min = (float)cfg->lr_min;
+	o->optim.staleness_lr = cfg->staleness_lr;
+
+	v = rps_ring_policy_parse(cfg->priority);
+	if (v < 0)
+		RPS_ERR("priority \"%s\": expected fifo, freshest, staleness or magnitude",
+			cfg->priority);
+	o->priority = (enum rps_priority_policy)v;
+	v = rps_server_consistency_parse(cfg->consistency);
+	if (v < 0)
+		RPS_ERR("consistency \"%s\": expected asp, bsp or ssp", cfg->consistency);
+	o->consistency = (enum rps_consistency)v;
+	o->staleness = cfg->staleness > 0 ? (uint32_t)cfg->staleness : 0;
+	o->init.seed = cfg->seed;
+	if (rps_server_init_parse(cfg->init, &o->init) < 0) {
+		RPS_ERR("init \"%s\": expected zeros, const:V, uniform:A,B, normal:MEAN,STD or push",
+			cfg->init);
+		o->init.kind = (enum rps_init_kind)-1;
+	}
+	o->timeout_ms = cfg->timeout_ms;
+}
+
+static int opts_check(const struct rps_server_opts *o, const struct rps_config *cfg)
+{
+	if (o->shards < 1 || o->shards > RPS_MAX_SHARDS) {
+		RPS_ERR("shards %d: must be 1..%d", o->shards, RPS_MAX_SHARDS);
+		return -EINVAL;
+	}
+	if ((int)o->consistency < RPS_ASP || o->consistency > RPS_SSP) {
+		RPS_ERR("bad consistency model");
+		return -EINVAL;
+	}
+	if ((int)o->priority < RPS_PRIO_FIFO || o->priority > RPS_PRIO_CALLBACK ||
+	    (o->priority == RPS_PRIO_CALLBACK && !o->priority_fn)) {
+		RPS_ERR("bad priority policy");
+		return -EINVAL;
+	}
+	if ((int)o->init.kind < RPS_INIT_DEFAULT || o->init.kind > RPS_INIT_PUSH) {
+		RPS_ERR("bad initialiser");
+		return -EINVAL;
+	}
+	if (o->init.kind == RPS_INIT_DEFAULT) {
+		RPS_ERR("the server's initialiser cannot be 'default'");
+		return -EINVAL;
+	}
+	if ((int)o->optim.kind < RPS_OPT_SGD || o->optim.kind > RPS_OPT_ADAM ||
+	    (int)o->optim.schedule < RPS_LR_CONSTANT || o->optim.schedule > RPS_LR_COSINE ||
+	    rps_optim_opts_check(&o->optim)) {
+		RPS_ERR("bad optimizer settings (optimizer %d, lr %g, schedule %d)",
+			(int)o->optim.kind, o->optim.lr, (int)o->optim.schedule);
+		return -EINVAL;
+	}
+	if (!o->shard_bytes || !o->ring_size) {
+		RPS_ERR("shard_bytes and ring_size must be > 0");
+		return -EINVAL;
+	}
+	if (o->ncores < 0 || o->ncores > RPS_MAX_CORES) {
+		RPS_ERR("ncores %d: must be 0..%d", o->ncores, RPS_MAX_CORES);
+		return -EINVAL;
+	}
+	if (cfg->num_workers < 1 || cfg->num_workers > RPS_MAX_WORKERS) {
+		RPS_ERR("num_workers %d: must be 1..%d", cfg->num_workers, RPS_MAX_WORKERS);
+		return -EINVAL;
+	}
+	if (!cfg->chunk_bytes || cfg->chunk_bytes % 64 || cfg->chunk_bytes > UINT32_MAX) {
+		RPS_ERR("chunk_bytes %llu: must be a multiple of 64",
+			(unsigned long long)cfg->chunk_bytes);
+		return -EINVAL;
+	}
+	if (cfg->max_msg < sizeof(struct rps_push) + sizeof(float)) {
+		RPS_ERR("max_msg %llu: too small", (unsigned long long)cfg->max_msg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- connections ------------------------------------------------------------- */
+
+static inline void conn_get(struct rps_srv_conn *sc)
+{
+	atomic_fetch_add_explicit(&sc->refs, 1, memory_order_relaxed);
+}
+
+/* The last reference queues the connection for the network thread, which
+ * closes it (so close() never races the events of one poll batch). */
+static void conn_put(struct rps_server *srv, struct rps_srv_conn *sc)
+{
+	struct rps_srv_conn *head;
+
+	if (atomic_fetch_sub_explicit(&sc->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	head = atomic_load_explicit(&srv->close_stack, memory_order_relaxed);
+	do {
+		sc->close_next = head;
+	} while (!atomic_compare_exchange_weak_explicit(&srv->close_stack, &head, sc,
+							memory_order_release, memory_order_relaxed));
+	srv->tr->ops->wake(srv->tr);
+}
+
+static void conn_unlink(struct rps_server *srv, struct rps_srv_conn *sc)
+{
+	if (sc->prev)
+		sc->prev->next = sc->next;
+	else if (srv->conns == sc)
+		srv->conns = sc->next;
+	if (sc->next)
+		sc->next->prev = sc->prev;
+	sc->prev = sc->next = NULL;
+}
+
+static void close_drain(struct rps_server *srv)
+{
+	struct rps_srv_conn *sc = atomic_exchange_explicit(&srv->close_stack, NULL,
+							     memory_order_acquire);
+
+	while (sc) {
+		struct rps_srv_conn *n = sc->close_next;
+
+		conn_unlink(srv, sc);
+		sc->conn->user = NULL;
+		srv->tr->ops->close(sc->conn);
+		rps_free(sc);
+		sc = n;
+	}
+}
+
+static void free_reqs(struct rps_server *srv, struct rps_srv_req *r)
+{
+	while (r) {
+		struct rps_srv_req *n = r->next;
+
+		if (r->sc)
+			conn_put(srv, r->sc);
+		rps_srv_pool_put(r);
+		r = n;
+	}
+}
+
+/* Stop taking frames from a connection: its parked pulls go, its queued
+ * pushes finish (their acks fail quietly) and the last reference closes it. */
+static void conn_drop(struct rps_server *srv, struct rps_srv_conn *sc)
+{
+	if (!sc->net_ref)
+		return;
+	atomic_store(&sc->closed, 1);
+	for (int s = 0; s < srv->nshards; s++)
+		free_reqs(srv, rps_shard_pull_unpark(&srv->shards[s], sc));
+	sc->net_ref = 0;
+	conn_put(srv, sc);
+}
+
+/* A protocol error: say why (ERROR frame), log it, drop the connection. */
+static void conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int status,
+		      const char *why)
+{
+	struct rps_frame_hdr h;
+	struct iovec iov = { (void *)why, strlen(why) };
+
+	RPS_WARN("closing %s: %s", sc->conn->peer, why);
+	rps_proto_hdr_init(&h, RPS_OP_ERROR, (uint32_t)iov.iov_len, 0);
+	h.status = status;
+	srv->tr->ops->post_send(sc->conn, &h, &iov, 1, 0);
+	conn_drop(srv, sc);
+}
+
+/* ---- answers ---------------------------------------------------------------------- */
+
+static void send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op,
+		       uint32_t req_id, int status, const void *fixed, size_t len)
+{
+	struct rps_frame_hdr h;
+	struct iovec iov = { (void *)fixed, len };
+	int rc;
+
+	if (atomic_load_explicit(&sc->closed, memory_order_relaxed))
+		return;
+	rps_proto_hdr_init(&h, op, (uint32_t)len, req_id);
+	h.status = status;
+	rc = srv->tr->ops->post_send(sc->conn, &h, len ? &iov : NULL, len ? 1 : 0, 0);
+	if (rc)
+		RPS_DEBUG("%s to %s: %s", rps_proto_op_name(op), sc->conn->peer,
+			  strerror(-rc));
+	else
+		atomic_fetch_add_explicit(&srv->bytes_out, sizeof(h) + len,
+					  memory_order_relaxed);
+}
+
+/* Answer a pull whose condition holds: a consistent copy of the piece in a
+ * pooled buffer, sent zero copy, the buffer back to its pool on SEND_DONE. */
+static void pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct rps_shard *sh,
+		      struct rps_srv_conn *sc, uint32_t req_id, const struct rps_pull *p,
+		      const struct rps_slice_meta *m)
+{
+	size_t len = sizeof(*p) + (size_t)p->count * sizeof(float);
+	struct rps_frame_hdr h;
+	struct iovec iov;
+	char *buf;
+	int rc;
+
+	if (atomic_load_explicit(&sc->closed, memory_order_relaxed))
+		return;
+	rps_proto_hdr_init(&h, RPS_OP_PULL_RESP, (uint32_t)len, req_id);
+	h.aux = (uint32_t)rps_store_clock(&sh->store);
+	buf = rps_srv_bufpool_get(bp, len);
+	if (!buf) {
+		RPS_WARN("pull of %u elements from %s: no send buffer", p->count, sc->conn->peer);
+		send_small(srv, sc, RPS_OP_PULL_RESP, req_id, -ENOMEM, p, sizeof(*p));
+		return;
+	}
+	memcpy(buf, p, sizeof(*p));
+	if (p->count)
+		rps_shard_read(sh, m, p->offset, p->count, (float *)(buf + sizeof(*p)));
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	conn_get(sc);
+	rc = srv->tr->ops->post_send(sc->conn, &h, &iov, 1, (uint64_t)(uintptr_t)buf);
+	if (rc) {
+		RPS_DEBUG("pull answer to %s: %s", sc->conn->peer, strerror(-rc));
+		rps_srv_pool_put(buf);
+		conn_put(srv, sc);
+		return;
+	}
+	atomic_fetch_add_explicit(&srv->bytes_out, sizeof(h) + len, memory_order_relaxed);
+}
+
+/* rps_shard_io: what update threads say back. */
+static void io_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status)
+{
+	struct rps_server *srv = arg;
+
+	if (req->token)
+		srv->tr->ops->release(srv->tr, req->token);
+	if (req->sc) {
+		send_small(srv, req->sc, RPS_OP_PUSH_ACK, req->req_id, status, NULL, 0);
+		conn_put(srv, req->sc);
+	}
+	rps_srv_pool_put(req);
+}
+
+static void io_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
+			    const struct rps_declare_ack *ack)
+{
+	struct rps_server *srv = arg;
+	struct rps_declare_ack a;
+
+	if (status || !ack) {
+		memset(&a, 0, sizeof(a));
+		a.key = req->u.decl.key;
+		a.slice = req->u.decl.slice;
+		a.shard = req->u.decl.shard;
+		a.nelems = req->u.decl.nelems;
+		ack = &a;
+		if (status != -EEXIST)
+			RPS_WARN("declare of key %llu slice %u (%llu elements) from worker %u: %s",
+				 (unsigned long long)a.key, a.slice, (unsigned long long)a.nelems,
+				 req->worker, strerror(-status));
+	}
+	if (req->sc) {
+		send_small(srv, req->sc, RPS_OP_DECLARE_ACK, req->req_id, status, ack,
+			   sizeof(*ack));
+		conn_put(srv, req->sc);
+	}
+	rps_srv_pool_put(req);
+}
+
+static void io_pull_answer(void *arg, struct rps_shard *sh, struct rps_srv_req *req)
+{
+	struct rps_server *srv = arg;
+
+	if (req->sc) {
+		pull_send(srv, &sh->bufs, sh, req->sc, req->req_id, &req->u.pull, req->meta);
+		conn_put(srv, req->sc);
+	}
+	rps_srv_pool_put(req);
+}
+
+static const struct rps_shard_io server_io = {
+	.push_done = io_push_done,
+	.declare_done = io_declare_done,
+	.pull_answer = io_pull_answer,
+};
+
+/* ---- frames (network thread) --------------------------------------------------- */
+
+/* Into the shard's ring; a full ring blocks the network thread (TCP back
+ * pressure), never drops. -ECANCELED when the server stops meanwhile. */
+static int enqueue(struct rps_server *srv, struct rps_shard *sh, const struct rps_ring_entry *e)
+{
+	int rc = rps_ring_push(sh->ring, e);
+
+	while (rc == -EAGAIN || rc == -ETIMEDOUT) {
+		if (atomic_load_explicit(&srv->stop, memory_order_relaxed))
+			return -ECANCELED;
+		rc = rps_ring_push_wait(sh->ring, e, RPS_SRV_POLL_MS);
+	}
+	return rc ? -ECANCELED : 0;
+}
+
+static struct rps_srv_req *req_new(struct rps_server *srv, struct rps_srv_conn *sc,
+				   uint32_t op, uint32_t req_id)
+{
+	struct rps_srv_req *req = rps_srv_pool_get(&srv->reqs);
+
+	if (!req)
+		return NULL;
+	memset(req, 0, sizeof(*req));
+	req->op = op;
+	req->req_id = req_id;
+	req->sc = sc;
+	req->worker = sc->rank;
+	conn_get(sc);
+	return req;
+}
+
+static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
+		       const struct rps_tr_event *ev)
+{
+	const struct rps_declare *d = ev->fixed;
+	struct rps_srv_req *req;
+	struct rps_ring_entry e;
+	struct rps_shard *sh;
+
+	if (d->shard >= (uint32_t)srv->nshards) {
+		struct rps_declare_ack a = { .key = d->key, .slice = d->slice, .shard = d->shard };
+
+		send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -EINVAL, &a, sizeof(a));
+		return;
+	}
+	sh = &srv->shards[d->shard];
+	req = req_new(srv, sc, RPS_REQ_DECLARE, ev->hdr.req_id);
+	if (!req) {
+		struct rps_declare_ack a = { .key = d->key, .slice = d->slice, .shard = d->shard };
+
+		send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -ENOMEM, &a, sizeof(a));
+		return;
+	}
+	req->u.decl = *d;
+	rps_shard_push_entry(sh, req, &e);
+	if (enqueue(srv, sh, &e))
+		io_declare_done(srv, sh, req, -ECANCELED, NULL);
+}
+
+/* Returns 1 if the token was kept (travels with the push). */
+static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	const struct rps_push *p = ev->fixed;
+	struct rps_srv_req *req;
+	struct rps_ring_entry e;
+	struct rps_shard *sh;
+	int kept = 0;
+
+	if (ev->data_len != (size_t)p->count * sizeof(float)) {
+		conn_fail(srv, sc, -EPROTO, "push data length disagrees with its count");
+		return 0;
+	}
+	atomic_fetch_add_explicit(&srv->n_push, 1, memory_order_relaxed);
+	if (p->shard >= (uint32_t)srv->nshards) {
+		send_small(srv, sc, RPS_OP_PUSH_ACK, ev->hdr.req_id, -EINVAL, NULL, 0);
+		return 0;
+	}
+	sh = &srv->shards[p->shard];
+	req = req_new(srv, sc, RPS_REQ_PUSH, ev->hdr.req_id);
+	if (!req) {
+		RPS_ERR("push from %s: out of memory, clock %u of worker %u cannot complete",
+			sc->conn->peer, p->clock, sc->rank);
+		send_small(srv, sc, RPS_OP_PUSH_ACK, ev->hdr.req_id, -ENOMEM, NULL, 0);
+		return 0;
+	}
+	req->u.push = *p;
+	req->status = rps_shard_push_check(sh, p, &req->meta);
+	if (!req->status) {
+		/* the gradient stays in the transport's buffer until applied */
+		req->token = ev->token;
+		req->data = ev->data;
+		kept = 1;
+	} else {
+		/* refused now, but the worker counted it: the update thread counts
+		 * it for the clock and answers with the status */
+		RPS_DEBUG("push of key %llu slice %u [%llu, +%u) from %s: %s",
+			  (unsigned long long)p->key, p->slice, (unsigned long long)p->offset,
+			  p->count, sc->conn->peer, strerror(-req->status));
+	}
+	rps_shard_push_entry(sh, req, &e);
+	if (enqueue(srv, sh, &e))
+		io_push_done(srv, sh, req, -ECANCELED); /* releases a kept token */
+	return kept;
+}
+
+static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	const struct rps_pull *p = ev->fixed;
+	struct rps_slice_meta *m = NULL;
+	struct rps_srv_req *req;
+	struct rps_shard *sh;
+	int rc;
+
+	atomic_fetch_add_explicit(&srv->n_pull, 1, memory_order_relaxed);
+	if (p->shard >= (uint32_t)srv->nshards) {
+		send_small(srv, sc, RPS_OP_PULL_RESP, ev->hdr.req_id, -EINVAL, p, sizeof(*p));
+		return;
+	}
+	sh = &srv->shards[p->shard];
+	rc = rps_shard_pull_check(sh, p, &m);
+	if (rc) {
+		send_small(srv, sc, RPS_OP_PULL_RESP, ev->hdr.req_id, rc, p, sizeof(*p));
+		return;
+	}
+	if (rps_shard_pull_ready(sh, p->min_clock, sc->rank)) {
+		pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
+		return;
+	}
+	req = req_new(srv, sc, RPS_REQ_PULL, ev->hdr.req_id);
+	if (!req) {
+		send_small(srv, sc, RPS_OP_PULL_RESP, ev->hdr.req_id, -ENOMEM, p, sizeof(*p));
+		return;
+	}
+	req->u.pull = *p;
+	req->meta = m;
+	if (rps_shard_pull_park(sh, req)) {
+		/* the clock moved meanwhile */
+		pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
+		free_reqs(srv, req);
+	}
+}
+
+static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	const struct rps_clock *c = ev->fixed;
+	const uint8_t *pushes = ev->data;
+	int lo = 0, hi = srv->nshards;
+	char why[96];
+
+	if (c->num_shards != (uint32_t)srv->nshards ||
+	    ev->data_len != (size_t)c->num_shards * sizeof(uint32_t)) {
+		snprintf(why, sizeof(why), "clock %u for %u shards, this server has %d", c->clock,
+			 c->num_shards, srv->nshards);
+		conn_fail(srv, sc, -EPROTO, why);
+		return;
+	}
+	/* With channels (RDMA) the same CLOCK comes on every shard's connection,
+	 * after that shard's pushes: each copy counts for its own shard only. */
+	if (srv->tr->caps & RPS_TR_CAP_CHANNELS) {
+		lo = sc->conn->hello.channel;
+		hi = lo + 1;
+	}
+	for (int s = lo; s < hi; s++) {
+		struct rps_ring_entry e;
+		uint32_t n;
+
+		memcpy(&n, pushes + (size_t)s * sizeof(n), sizeof(n));
+		memset(&e, 0, sizeof(e));
+		e.type = RPS_ENT_CLOCK;
+		e.shard = (uint32_t)s;
+		e.info.worker = sc->rank;
+		e.info.clock = c->clock;
+		e.info.timestamp_ns = UINT64_MAX;
+		e.info.norm = INFINITY;
+		e.u64 = n;
+		if (enqueue(srv, &srv->shards[s], &e))
+			return;
+	}
+}
+
+static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
+{
+	struct rps_srv_conn *sc = ev->conn->user;
+	const char *why = NULL;
+	int kept = 0;
+
+	if (!sc || atomic_load_explicit(&sc->closed, memory_order_relaxed)) {
+		srv->tr->ops->release(srv->tr, ev->token);
+		return;
+	}
+	atomic_fetch_add_explicit(&srv->bytes_in, sizeof(ev->hdr) + ev->hdr.len,
+				  memory_order_relaxed);
+	if (rps_proto_payload_check(&ev->hdr, ev->fixed, &why)) {
+		conn_fail(srv, sc, -EPROTO, why ? why : "malformed frame");
+		srv->tr->ops->release(srv->tr, ev->token);
+		return;
+	}
+	switch (ev->hdr.op) {
+	case RPS_OP_PUSH:
+		kept = on_push(srv, sc, ev);
+		break;
+	case RPS_OP_PULL:
+		on_pull(srv, sc, ev);
+		break;
+	case RPS_OP_CLOCK:
+		on_clock(srv, sc, ev);
+		break;
+	case RPS_OP_DECLARE:
+		on_declare(srv, sc, ev);
+		break;
+	default: {
+		char buf[64];
+
+		snprintf(buf, sizeof(buf), "unexpected %s frame from a worker",
+			 rps_proto_op_name(ev->hdr.op));
+		conn_fail(srv, sc, -EPROTO, buf);
+		break;
+	}
+	}
+	if (!kept)
+		srv->tr->ops->release(srv->tr, ev->token);
+}
+
+static void on_accepted(struct rps_server *srv, struct rps_conn *c)
+{
+	struct rps_srv_conn *sc = rps_calloc(1, sizeof(*sc));
+
+	if (!sc) {
+		RPS_ERR("connection from %s: out of memory", c->peer);
+		srv->tr->ops->close(c);
+		return;
+	}
+	sc->conn = c;
+	sc->owner = srv;
+	sc->rank = c->hello.rank;
+	atomic_init(&sc->refs, 1);
+	atomic_init(&sc->closed, 0);
+	sc->net_ref = 1;
+	sc->next = srv->conns;
+	if (srv->conns)
+		srv->conns->prev = sc;
+	srv->conns = sc;
+	c->user = sc;
+	RPS_INFO("worker %u connected from %s (channel %u)", sc->rank, c->peer, c->hello.channel);
+}
+
+static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
+{
+	struct rps_srv_conn *sc = ev->conn->user;
+
+	if (!sc) {
+		srv->tr->ops->close(ev->conn);
+		return;
+	}
+	if (!sc->net_ref)
+		return; /* we dropped it already; the last reference closes it */
+	if (ev->status && ev->status != -ECONNRESET)
+		RPS_WARN("connection of worker %u from %s lost: %s", sc->rank, ev->conn->peer,
+			 strerror(-ev->status));
+	else
+		RPS_INFO("worker %u at %s disconnected", sc->rank, ev->conn->peer);
+	conn_drop(srv, sc);
+}
+
+static void dispatch(struct rps_server *srv, const struct rps_tr_event *ev)
+{
+	switch (ev->type) {
+	case RPS_TR_EV_RECV:
+		on_recv(srv, ev);
+		break;
+	case RPS_TR_EV_SEND_DONE:
+		/* only pull answers are sent zero copy */
+		if (ev->ctx) {
+			rps_srv_pool_put((void *)(uintptr_t)ev->ctx);
+			if (ev->conn && ev->conn->user)
+				conn_put(srv, ev->conn->user);
+		}
+		break;
+	case RPS_TR_EV_ACCEPTED:
+		on_accepted(srv, ev->conn);
+		break;
+	case RPS_TR_EV_CLOSED:
+		on_closed(srv, ev);
+		break;
+	case RPS_TR_EV_READ_DONE:
+	default:
+		break;
+	}
+}
+
+/* ---- transport and control callbacks ----------------------------------------- */
+
+static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
+		    size_t *ack_len_p, const char **why_p)
+{
+	struct rps_server *srv = arg;
+	struct rps_hello_ack *a = ack;
+	struct rps_shard_desc *d = (struct rps_shard_desc *)(a + 1);
+	uint32_t nw = atomic_load(&srv->map_workers);
+
+	if (!nw)
+		nw = srv->nworkers;
+	if (h->role != RPS_ROLE_WORKER) {
+		*why_p = "only workers connect to a server";
+		return -EPROTO;
+	}
+	if (h->rank >= nw) {
+		*why_p = "worker rank beyond the number of workers";
+		return -EINVAL;
+	}
+	if (h->channel >= (uint32_t)srv->nshards) {
+		*why_p = "channel beyond the server's shards";
+		return -EINVAL;
+	}
+	memset(a, 0, sizeof(*a));
+	a->server_rank = atomic_load(&srv->rank);
+	a->num_shards = (uint32_t)srv->nshards;
+	a->num_workers = nw;
+	a->consistency = srv->opts.consistency;
+	a->staleness = srv->opts.staleness;
+	a->chunk_bytes = srv->chunk_bytes;
+	a->max_msg = srv->max_msg;
+	for (int s = 0; s < srv->nshards; s++) {
+		const struct rps_shard *sh = &srv->shards[s];
+
+		memset(&d[s], 0, sizeof(d[s]));
+		if (srv->tr->caps & RPS_TR_CAP_READ) {
+			d[s].addr = sh->mr.remote_addr;
+			d[s].size = sh->store.size;
+			d[s].rkey = sh->mr.rkey;
+		}
+	}
+	*ack_len_p = sizeof(*a) + (size_t)srv->nshards * sizeof(*d);
+	return 0;
+}
+
+static void queue_dead(struct rps_server *srv, uint32_t w)
+{
+	for (int s = 0; s < srv->nshards; s++) {
+		struct rps_ring_entry e;
+		int rc;
+
+		memset(&e, 0, sizeof(e));
+		e.type = RPS_ENT_DEAD;
+		e.shard = (uint32_t)s;
+		e.info.worker = w;
+		e.info.timestamp_ns = UINT64_MAX;
+		e.info.norm = INFINITY;
+		do {
+			rc = rps_ring_push_wait(srv->shards[s].ring, &e, RPS_SRV_POLL_MS);
+		} while (rc == -ETIMEDOUT && !atomic_load(&srv->stop));
+	}
+}
+
+static void on_dead(void *arg, const struct rps_node *node)
+{
+	struct rps_server *srv = arg;
+
+	if (node->role != RPS_ROLE_WORKER) {
+		RPS_INFO("node %u (role %u, rank %u) at %.64s:%u is dead", node->id, node->role,
+			 node->rank, node->host, node->port);
+		return;
+	}
+	RPS_WARN("worker %u at %.64s is dead: clocks no longer wait for it", node->rank,
+		 node->host);
+	queue_dead(srv, node->rank);
+}
+
+static void on_shutdown(void *arg)
+{
+	struct rps_server *srv = arg;
+
+	RPS_INFO("shutdown requested by the scheduler");
+	rps_server_stop(srv);
+}
+
+/* ---- life cycle ---------------------------------------------------------------------- */
+
+static int cores_setup(struct rps_server *srv)
+{
+	const struct rps_server_opts *o = &srv->opts;
+
+	if (o->ncores > 0) {
+		srv->cores = rps_calloc((size_t)o->ncores, sizeof(int));
+		if (!srv->cores)
+			return -ENOMEM;
+		memcpy(srv->cores, o->cores, (size_t)o->ncores * sizeof(int));
+		srv->ncores = o->ncores;
+		return 0;
+	}
+	/* every core this process may run on */
+	cpu_set_t set;
+	int n = 0;
+
+	if (sched_getaffinity(0, sizeof(set), &set)) {
+		RPS_WARN("sched_getaffinity: %m: update threads left unpinned");
+		srv->ncores = 0;
+		return 0;
+	}
+	srv->cores = rps_calloc(CPU_SETSIZE, sizeof(int));
+	if (!srv->cores)
+		return -ENOMEM;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set))
+			srv->cores[n++] = c;
+	srv->ncores = n;
+	return 0;
+}
+
+static void cores_desc(const struct rps_server *srv, char *buf, size_t len)
+{
+	size_t off = 0;
+
+	buf[0] = 0;
+	if (!srv->ncores) {
+		snprintf(buf, len, "unpinned");
+		return;
+	}
+	for (int s = 0; s < srv->nshards && off < len; s++) {
+		int c = srv->shards[s].core;
+
+		off += (size_t)snprintf(buf + off, len - off, "%s%d", s ? "," : "", c);
+	}
+}
+
+int rps_server_create(const struct rps_server_opts *opts, struct rps_server **server_p)
+{
+	const struct rps_config *cfg = rps_config_get();
+	struct rps_server_opts def;
+	struct rps_tr_params tp;
+	struct rps_server *srv;
+	char cores[256], stale[32];
+	int rc;
+
+	if (!opts) {
+		rps_server_opts_init(&def);
+		opts = &def;
+	}
+	rc = opts_check(opts, cfg);
+	if (rc)
+		return rc;
+	srv = rps_calloc(1, sizeof(*srv));
+	if (!srv)
+		return -ENOMEM;
+	srv->opts = *opts;
+	srv->cfg = cfg;
+	srv->scheduler = rps_strdup(opts->scheduler ? opts->scheduler : cfg->scheduler);
+	srv->transport = rps_strdup(opts->transport && opts->transport[0] ? opts->transport
+									   : cfg->transport);
+	srv->host = rps_strdup(opts->host && opts->host[0] ? opts->host : "0.0.0.0");
+	srv->secret = rps_strdup(opts->secret ? opts->secret : cfg->secret);
+	if (!srv->scheduler || !srv->transport || !srv->host || !srv->secret) {
+		rc = -ENOMEM;
+		goto err_srv;
+	}
+	srv->nworkers = (uint32_t)cfg->num_workers;
+	srv->chunk_bytes = (uint32_t)cfg->chunk_bytes;
+	srv->max_msg = cfg->max_msg;
+	srv->heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 1000;
+	srv->nshards = opts->shards;
+	atomic_init(&srv->rank, UINT32_MAX);
+	atomic_init(&srv->map_workers, 0);
+	atomic_init(&srv->stop, 0);
+	atomic_init(&srv->close_stack, NULL);
+	atomic_init(&srv->n_push, 0);
+	atomic_init(&srv->n_pull, 0);
+	atomic_init(&srv->bytes_in, 0);
+	atomic_init(&srv->bytes_out, 0);
+	rps_srv_pool_init(&srv->reqs, sizeof(struct rps_srv_req));
+	rps_srv_bufpool_init(&srv->net_bufs, srv->max_msg);
+
+	memset(&tp, 0, sizeof(tp));
+	tp.secret = srv->secret;
+	tp.max_msg = srv->max_msg;
+	tp.timeout_ms = opts->timeout_ms;
+	tp.nchannels = (uint32_t)srv->nshards;
+	tp.device = cfg->device[0] ? cfg->device : NULL;
+	tp.cfg = cfg;
+	tp.arg = srv;
+	tp.on_hello = on_hello;
+	tp.recv_dest = NULL;
+	rc = rps_transport_create(srv->transport, &tp, &srv->tr);
+	if (rc)
+		goto err_srv;
+
+	srv->shards = rps_calloc((size_t)srv->nshards, sizeof(*srv->shards));
+	if (!srv->shards) {
+		rc = -ENOMEM;
+		goto err_tr;
+	}
+	for (int s = 0; s < srv->nshards; s++) {
+		struct rps_shard_params sp = {
+			.idx = (uint32_t)s,
+			.nworkers = srv->nworkers,
+			.shard_bytes = opts->shard_bytes,
+			.chunk_bytes = srv->chunk_bytes,
+			.ring_size = opts->ring_size,
+			.priority = opts->priority,
+			.priority_fn = opts->priority_fn,
+			.priority_arg = opts->priority_arg,
+			.consistency = opts->consistency,
+			.staleness = opts->staleness,
+			.optim = opts->optim,
+			.init = opts->init,
+			.max_msg = srv->max_msg,
+		};
+		struct rps_shard *sh = &srv->shards[s];
+
+		rc = rps_shard_init(sh, &sp, &server_io, srv);
+		if (rc)
+			goto err_shards;
+		srv->shards_ready++;
+		rc = srv->tr->ops->reg_mem(srv->tr, sh->store.base, sh->store.size,
+					   RPS_TR_ACCESS_REMOTE_READ, &sh->mr);
+		if (rc) {
+			RPS_ERR("shard %d: register %zu bytes with %s: %s", s, sh->store.size,
+				srv->transport, strerror(-rc));
+			goto err_shards;
+		}
+		sh->mr_ok = 1;
+	}
+	rc = srv->tr->ops->listen(srv->tr, srv->host, opts->port, &srv->port);
+	if (rc) {
+		RPS_ERR("listen on %s:%u: %s", srv->host, opts->port, strerror(-rc));
+		goto err_shards;
+	}
+	rc = cores_setup(srv);
+	if (rc)
+		goto err_shards;
+	for (int s = 0; s < srv->nshards; s++) {
+		rc = rps_shard_start(&srv->shards[s],
+				     srv->ncores ? srv->cores[s % srv->ncores] : -1);
+		if (rc)
+			goto err_threads;
+	}
+	cores_desc(srv, cores, sizeof(cores));
+	snprintf(stale, sizeof(stale), " (staleness %u)", opts->staleness);
+	RPS_INFO("rdmaps-server: transport %s on %s:%u, %d shards of %zu bytes, update cores %s, "
+		 "optimizer %s (lr %g), consistency %s%s, %u workers, allocator %s",
+		 srv->transport, srv->host, srv->port, srv->nshards, opts->shard_bytes, cores,
+		 rps_optim_kind_name(opts->optim.kind), opts->optim.lr,
+		 rps_server_consistency_name(opts->consistency),
+		 opts->consistency == RPS_SSP ? stale : "", srv->nworkers, rps_allocator_name());
+	*server_p = srv;
+	return 0;
+
+err_threads:
+	for (int s = 0; s < srv->nshards; s++)
+		rps_shard_stop(&srv->shards[s]);
+err_shards:
+	for (int s = 0; s < srv->shards_ready; s++)
+		if (srv->shards[s].mr_ok)
+			srv->tr->ops->dereg_mem(srv->tr, &srv->shards[s].mr);
+err_tr:
+	rps_transport_destroy(srv->tr);
+	for (int s = 0; s < srv->shards_ready; s++)
+		rps_shard_fini(&srv->shards[s]);
+	rps_free(srv->shards);
+	rps_free(srv->cores);
+err_srv:
+	rps_srv_bufpool_fini(&srv->net_bufs);
+	rps_srv_pool_fini(&srv->reqs);
+	rps_free(srv->scheduler);
+	rps_free(srv->transport);
+	rps_free(srv->host);
+	rps_free(srv->secret);
+	rps_free(srv);
+	return rc;
+}
+
+static void heartbeat(struct rps_server *srv)
+{
+	uint64_t counters[4];
+	uint64_t min = UINT64_MAX;
+
+	for (int s = 0; s < srv->nshards; s++) {
+		uint64_t c = rps_store_clock(&srv->shards[s].store);
+
+		if (c < min)
+			min = c;
+	}
+	counters[0] = atomic_load_explicit(&srv->n_push, memory_order_relaxed);
+	counters[1] = atomic_load_explicit(&srv->n_pull, memory_order_relaxed);
+	counters[2] = atomic_load_explicit(&srv->bytes_in, memory_order_relaxed);
+	counters[3] = atomic_load_explicit(&srv->bytes_out, memory_order_relaxed);
+	rps_ctl_set_heartbeat(srv->ctl, (uint32_t)RPS_MIN(min, UINT32_MAX), counters);
+}
+
+/* The address workers are told to connect to. */
+static const char *advertised_host(const struct rps_server *srv)
+{
+	if (!strcmp(srv->host, "0.0.0.0") || !strcmp(srv->host, "::"))
+		return "127.0.0.1";
+	return srv->host;
+}
+
+int rps_server_run(struct rps_server *srv)
+{
+	struct rps_ctl_join_opts jo;
+	struct rps_tr_event ev[RPS_SRV_EVENTS];
+	struct rps_map map;
+	uint64_t next_hb;
+	uint32_t rank;
+	int rc = 0;
+
+	if (srv->running)
+		return -EBUSY;
+	srv->running = 1;
+	if (!srv->scheduler[0]) {
+		RPS_ERR("no scheduler address: set RDMAPS_SCHEDULER or --scheduler");
+		return -EINVAL;
+	}
+	if (strcmp(advertised_host(srv), srv->host))
+		RPS_WARN("listening on %s: advertising 127.0.0.1 to workers (set --host)",
+			 srv->host);
+	memset(&jo, 0, sizeof(jo));
+	jo.scheduler = srv->scheduler;
+	jo.secret = srv->secret;
+	jo.role = RPS_ROLE_SERVER;
+	jo.transport = strcmp(srv->transport, "rdma") ? 0 : 1;
+	jo.host = advertised_host(srv);
+	jo.port = srv->port;
+	jo.want_rank = UINT32_MAX;
+	jo.timeout_ms = srv->opts.timeout_ms;
+	jo.heartbeat_ms = srv->heartbeat_ms;
+	jo.on_dead = on_dead;
+	jo.on_shutdown = on_shutdown;
+	jo.arg = srv;
+	rc = rps_ctl_join(&jo, &srv->ctl);
+	if (rc) {
+		RPS_ERR("cannot join the scheduler at %s: %s", srv->scheduler, rps_strerror(rc));
+		srv->ctl = NULL;
+		return rc;
+	}
+	rank = rps_ctl_rank(srv->ctl);
+	rps_log_set_ident("server", (int)rank);
+	memset(&map, 0, sizeof(map));
+	rps_ctl_map(srv->ctl, &map, NULL, 0);
+	if (map.num_workers > srv->nworkers) {
+		RPS_ERR("the cluster has %u workers, this server was set up for %u "
+			"(RDMAPS_NUM_WORKERS)",
+			map.num_workers, srv->nworkers);
+		rc = -EINVAL;
+		goto out_leave;
+	}
+	atomic_store(&srv->map_workers, map.num_workers ? map.num_workers : srv->nworkers);
+	for (uint32_t w = map.num_workers; map.num_workers && w < srv->nworkers; w++)
+		queue_dead(srv, w); /* never coming */
+	atomic_store(&srv->rank, rank);
+	RPS_INFO("joined as server %u of %u with %u workers", rank, map.num_servers,
+		 atomic_load(&srv->map_workers));
+
+	next_hb = rps_now_ns() + (uint64_t)srv->heartbeat_ms * 1000000ull;
+	while (!atomic_load(&srv->stop)) {
+		int n = srv->tr->ops->poll(srv->tr, ev, RPS_SRV_EVENTS, RPS_SRV_POLL_MS);
+
+		if (n < 0 && n != -EINTR && n != -EAGAIN) {
+			RPS_ERR("poll %s: %s", srv->transport, strerror(-n));
+			rc = n;
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			dispatch(srv, &ev[i]);
+		close_drain(srv);
+		if (rps_now_ns() >= next_hb) {
+			heartbeat(srv);
+			next_hb = rps_now_ns() + (uint64_t)srv->heartbeat_ms * 1000000ull;
+		}
+	}
+	RPS_INFO("stopping: %llu pushes, %llu pulls served",
+		 (unsigned long long)atomic_load(&srv->n_push),
+		 (unsigned long long)atomic_load(&srv->n_pull));
+out_leave:
+	rps_ctl_leave(srv->ctl);
+	srv->ctl = NULL;
+	return rc;
+}
+
+void rps_server_stop(struct rps_server *srv)
+{
+	if (!srv)
+		return;
+	atomic_store(&srv->stop, 1);
+	if (srv->tr)
+		srv->tr->ops->wake(srv->tr);
+}
+
+void rps_server_destroy(struct rps_server *srv)
+{
+	struct rps_srv_conn *sc;
+
+	if (!srv)
+		return;
+	atomic_store(&srv->stop, 1);
+	/* update threads drain their rings: queued pushes are applied and acked */
+	for (int s = 0; s < srv->nshards; s++)
+		rps_shard_stop(&srv->shards[s]);
+	for (int s = 0; s < srv->nshards; s++)
+		free_reqs(srv, rps_shard_pull_unpark(&srv->shards[s], NULL));
+	close_drain(srv);
+	/* what is left holds references for sends that will not complete now */
+	sc = srv->conns;
+	while (sc) {
+		struct rps_srv_conn *n = sc->next;
+
+		sc->conn->user = NULL;
+		srv->tr->ops->close(sc->conn);
+		rps_free(sc);
+		sc = n;
+	}
+	srv->conns = NULL;
+	for (int s = 0; s < srv->nshards; s++)
+		if (srv->shards[s].mr_ok)
+			srv->tr->ops->dereg_mem(srv->tr, &srv->shards[s].mr);
+	rps_transport_destroy(srv->tr);
+	srv->tr = NULL;
+	for (int s = 0; s < srv->shards_ready; s++)
+		rps_shard_fini(&srv->shards[s]);
+	if (srv->ctl)
+		rps_ctl_leave(srv->ctl);
+	rps_srv_bufpool_fini(&srv->net_bufs);
+	rps_srv_pool_fini(&srv->reqs);
+	rps_free(srv->shards);
+	rps_free(srv->cores);
+	rps_free(srv->scheduler);
+	rps_free(srv->transport);
+	rps_free(srv->host);
+	rps_free(srv->secret);
+	rps_free(srv);
+}

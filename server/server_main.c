@@ -1,0 +1,116 @@
+/* rdmaps-server: one server process of an rdmaps cluster.
+ *
+ *   rdmaps-server [--flags] [--config] [--help]
+ *
+ * Settings come from built-in defaults, then RDMAPS_* variables, then flags
+ * (--shards 4, --consistency=bsp, ...). --config prints them and exits.
+ * SIGINT / SIGTERM stop the server cleanly. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rdmaps/server.h>
+
+#include "src/config.h"
+#include "src/log.h"
+
+static struct rps_server *the_server;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	rps_server_stop(the_server);
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: rdmaps-server [--flags] [--config] [--help]\n"
+		"\n"
+		"Serve shards of an rdmaps parameter server. Every setting is a flag\n"
+		"(--shard-bytes 64M or --shard-bytes=64M) and an environment variable\n"
+		"(RDMAPS_SHARD_BYTES); flags win over the environment.\n"
+		"\n"
+		"  --config   print every setting, its value and where it came from, and exit\n"
+		"  --help     this text\n"
+		"\n"
+		"settings:\n");
+	rps_config_usage(out);
+}
+
+int main(int argc, char **argv)
+{
+	struct rps_server_opts opts;
+	struct rps_server *srv;
+	struct rps_config cfg;
+	struct sigaction sa;
+	int dump = 0;
+	int level;
+	int rc;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			usage(stdout);
+			return 0;
+		}
+	}
+	rc = rps_config_init(&cfg);
+	if (rc) {
+		fprintf(stderr, "rdmaps-server: bad configuration in the environment: %s\n",
+			rps_strerror(rc));
+		return 2;
+	}
+	rc = rps_config_parse_args(&cfg, &argc, argv, &dump);
+	if (rc) {
+		fprintf(stderr, "rdmaps-server: bad arguments (try --help)\n");
+		return 2;
+	}
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--")) {
+			fprintf(stderr, "rdmaps-server: unexpected argument '%s' (try --help)\n",
+				argv[i]);
+			return 2;
+		}
+	}
+	snprintf(cfg.role, sizeof(cfg.role), "server");
+	rps_config_set_global(&cfg);
+	if (dump) {
+		rps_config_dump(&cfg, stdout);
+		return 0;
+	}
+	level = rps_log_level_parse(cfg.log_level);
+	if (level >= 0)
+		rps_log_set_level(level);
+	rps_log_set_ident("server", -1);
+
+	rps_server_opts_init(&opts);
+	rc = rps_server_create(&opts, &srv);
+	if (rc) {
+		fprintf(stderr, "rdmaps-server: cannot start: %s\n", rps_strerror(rc));
+		return 1;
+	}
+	the_server = srv;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+
+	rc = rps_server_run(srv);
+
+	sa.sa_handler = SIG_DFL;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	the_server = NULL;
+	rps_server_destroy(srv);
+	if (rc) {
+		fprintf(stderr, "rdmaps-server: %s\n", rps_strerror(rc));
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,407 @@
+/* A shard: its store, key table, priority ring, clocks and update thread,
+ * and the creation of slices (DECLARE) with their initial values. */
+#include "server/server_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/alloc.h"
+#include "src/log.h"
+#include "src/util.h"
+
+/* ---- initialisers ---------------------------------------------------------- */
+
+int rps_server_init_parse(const char *s, struct rps_init *init_p)
+{
+	struct rps_init in = { .seed = init_p->seed };
+	char *end;
+
+	if (!strcmp(s, "zeros") || !strcmp(s, "zero")) {
+		in.kind = RPS_INIT_ZEROS;
+	} else if (!strcmp(s, "push")) {
+		in.kind = RPS_INIT_PUSH;
+	} else if (!strncmp(s, "const:", 6)) {
+		in.kind = RPS_INIT_CONST;
+		in.a = strtof(s + 6, &end);
+		if (end == s + 6 || *end)
+			return -EINVAL;
+	} else if (!strncmp(s, "uniform:", 8) || !strncmp(s, "normal:", 7)) {
+		const char *p = strchr(s, ':') + 1;
+
+		in.kind = s[0] == 'u' ? RPS_INIT_UNIFORM : RPS_INIT_NORMAL;
+		in.a = strtof(p, &end);
+		if (end == p || *end != ',')
+			return -EINVAL;
+		p = end + 1;
+		in.b = strtof(p, &end);
+		if (end == p || *end)
+			return -EINVAL;
+		if (in.kind == RPS_INIT_UNIFORM && !(in.b >= in.a))
+			return -EINVAL;
+		if (in.kind == RPS_INIT_NORMAL && !(in.b >= 0))
+			return -EINVAL;
+	} else {
+		return -EINVAL;
+	}
+	*init_p = in;
+	return 0;
+}
+
+/* Uniform in [0, 1) from 24 random bits. */
+static inline float unit_f(uint64_t h)
+{
+	return (float)(h >> 40) * (1.0f / 16777216.0f);
+}
+
+float rps_server_init_value(const struct rps_init *init, uint64_t key, uint32_t slice,
+			    uint64_t e)
+{
+	uint64_t base = rps_hash64(init->seed ^ rps_hash64(key ^ rps_hash64(slice + 1ull)));
+
+	switch (init->kind) {
+	case RPS_INIT_CONST:
+		return init->a;
+	case RPS_INIT_UNIFORM:
+		return init->a + (init->b - init->a) * unit_f(rps_hash64(base + e));
+	case RPS_INIT_NORMAL: {
+		/* Box-Muller: u1 in (0, 1], u2 in [0, 1) */
+		double u1 = ((rps_hash64(base + 2 * e) >> 11) + 1) * (1.0 / 9007199254740992.0);
+		double u2 = (rps_hash64(base + 2 * e + 1) >> 11) * (1.0 / 9007199254740992.0);
+		double z = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+
+		return (float)(init->a + init->b * z);
+	}
+	default:
+		return 0.0f;
+	}
+}
+
+int rps_server_consistency_parse(const char *s)
+{
+	if (!strcmp(s, "asp"))
+		return RPS_ASP;
+	if (!strcmp(s, "bsp"))
+		return RPS_BSP;
+	if (!strcmp(s, "ssp"))
+		return RPS_SSP;
+	return -EINVAL;
+}
+
+const char *rps_server_consistency_name(enum rps_consistency c)
+{
+	switch (c) {
+	case RPS_ASP:
+		return "asp";
+	case RPS_BSP:
+		return "bsp";
+	case RPS_SSP:
+		return "ssp";
+	}
+	return "?";
+}
+
+/* ---- slices ------------------------------------------------------------------ */
+
+static void meta_free(struct rps_slice_meta *m)
+{
+	rps_optim_state_free(&m->opt);
+	rps_free(m->acc);
+	rps_free(m->assigned_map);
+	rps_free(m);
+}
+
+static void fill_ack(const struct rps_slice_meta *m, struct rps_declare_ack *ack)
+{
+	memset(ack, 0, sizeof(*ack));
+	ack->key = m->key;
+	ack->slice = m->slice;
+	ack->shard = m->shard;
+	ack->offset = m->data_off;
+	ack->nelems = m->nelems;
+}
+
+/* Write the initial values, chunk by chunk under the seqlock. */
+static void slice_fill(struct rps_shard *sh, struct rps_slice_meta *m, const struct rps_init *in)
+{
+	uint32_t epc = sh->store.epc;
+	uint64_t e = 0;
+
+	while (e < m->nelems) {
+		uint64_t c = m->sl.first_chunk + e / epc;
+		uint64_t i = e % epc;
+		uint64_t n = RPS_MIN(epc - i, m->nelems - e);
+		float *w = rps_store_chunk_data(&sh->store, c) + i;
+
+		rps_store_write_begin(&sh->store, c);
+		switch (in->kind) {
+		case RPS_INIT_UNIFORM:
+		case RPS_INIT_NORMAL:
+			for (uint64_t k = 0; k < n; k++)
+				w[k] = rps_server_init_value(in, m->key, m->slice, e + k);
+			break;
+		case RPS_INIT_CONST:
+			for (uint64_t k = 0; k < n; k++)
+				w[k] = in->a;
+			break;
+		default:
+			memset(w, 0, n * sizeof(float));
+			break;
+		}
+		rps_store_write_end(&sh->store, c);
+		e += n;
+	}
+}
+
+int rps_shard_declare(struct rps_shard *sh, const struct rps_declare *d,
+		      struct rps_declare_ack *ack_p)
+{
+	struct rps_slice_meta *m = rps_srv_keytab_lookup(&sh->tab, d->key, d->slice);
+	struct rps_init in;
+	int rc;
+
+	if (m) {
+		if (m->nelems != d->nelems)
+			return -EEXIST;
+		fill_ack(m, ack_p);
+		return 0;
+	}
+	if (d->init_kind > RPS_INIT_PUSH)
+		return -EINVAL;
+	if (d->init_kind == RPS_INIT_DEFAULT) {
+		in = sh->p.init;
+	} else {
+		in.kind = d->init_kind;
+		in.a = d->init_a;
+		in.b = d->init_b;
+		in.seed = d->seed;
+	}
+	if (d->nelems > (uint64_t)sh->store.nchunks * sh->store.epc)
+		return -ENOSPC;
+
+	m = rps_calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->key = d->key;
+	m->slice = d->slice;
+	m->shard = sh->p.idx;
+	m->nelems = d->nelems;
+	rc = rps_optim_state_init(&m->opt, &sh->p.optim, d->nelems);
+	if (rc)
+		goto err_meta;
+	if (sh->p.consistency == RPS_BSP && d->nelems) {
+		m->acc = rps_aligned_alloc(RPS_CACHELINE, d->nelems * sizeof(float));
+		if (!m->acc) {
+			rc = -ENOMEM;
+			goto err_meta;
+		}
+		memset(m->acc, 0, d->nelems * sizeof(float));
+	}
+	if (in.kind == RPS_INIT_PUSH && d->nelems) {
+		m->assigned_map = rps_calloc((d->nelems + 7) / 8, 1);
+		if (!m->assigned_map) {
+			rc = -ENOMEM;
+			goto err_meta;
+		}
+		m->pending_init = 1;
+	}
+	if (rps_srv_keytab_count(&sh->tab) >= sh->tab.max) {
+		rc = -ENOSPC;
+		goto err_meta;
+	}
+	rc = rps_store_alloc(&sh->store, d->nelems, &m->sl);
+	if (rc)
+		goto err_meta;
+	m->data_off = rps_store_chunk_off(&sh->store, m->sl.first_chunk) + RPS_STORE_LINE;
+	slice_fill(sh, m, &in);
+	rc = rps_srv_keytab_insert(&sh->tab, m); /* publishes it */
+	if (rc)
+		goto err_meta; /* cannot happen: checked above; the chunks stay reserved */
+	fill_ack(m, ack_p);
+	RPS_DEBUG("shard %u: key %llu slice %u declared, %llu elements at offset %llu", sh->p.idx,
+		  (unsigned long long)m->key, m->slice, (unsigned long long)m->nelems,
+		  (unsigned long long)m->data_off);
+	return 0;
+
+err_meta:
+	meta_free(m);
+	if (rc == -ENOSPC)
+		RPS_WARN("shard %u full: cannot declare key %llu slice %u of %llu elements",
+			 sh->p.idx, (unsigned long long)d->key, d->slice,
+			 (unsigned long long)d->nelems);
+	return rc;
+}
+
+void rps_shard_read(const struct rps_shard *sh, const struct rps_slice_meta *m, uint64_t off,
+		    uint64_t n, float *dst)
+{
+	rps_store_read(&sh->store, &m->sl, off, n, dst);
+}
+
+/* ---- life cycle ---------------------------------------------------------------- */
+
+int rps_shard_init(struct rps_shard *sh, const struct rps_shard_params *p,
+		   const struct rps_shard_io *io, void *io_arg)
+{
+	uint64_t maxslices;
+	size_t nw;
+	int rc;
+
+	memset(sh, 0, sizeof(*sh));
+	sh->p = *p;
+	sh->io = io;
+	sh->io_arg = io_arg;
+	sh->core = -1;
+	sh->optim_noclip = p->optim;
+	sh->optim_noclip.clip_norm = 0;
+	if (!p->nworkers || p->nworkers > RPS_MAX_WORKERS || !p->ring_size) {
+		RPS_ERR("shard %u: bad parameters (%u workers, ring of %zu)", p->idx, p->nworkers,
+			p->ring_size);
+		return -EINVAL;
+	}
+	atomic_init(&sh->nparked, 0);
+	atomic_init(&sh->pushes_applied, 0);
+	atomic_init(&sh->pulls_parked, 0);
+
+	rc = rps_store_init(&sh->store, p->idx, p->shard_bytes, p->chunk_bytes);
+	if (rc) {
+		RPS_ERR("shard %u: store of %zu bytes in chunks of %u: %s", p->idx,
+			p->shard_bytes, p->chunk_bytes, strerror(-rc));
+		return rc;
+	}
+	maxslices = sh->store.nchunks ? sh->store.nchunks : 1;
+	rc = rps_srv_keytab_init(&sh->tab, maxslices);
+	if (rc)
+		goto err_store;
+	rc = rps_ring_create(p->ring_size, p->priority, p->priority_fn, p->priority_arg, &sh->ring);
+	if (rc) {
+		RPS_ERR("shard %u: ring of %zu entries: %s", p->idx, p->ring_size, strerror(-rc));
+		goto err_tab;
+	}
+
+	/* A clock c can be counted only while clocks wc..c-1 each still have an
+	 * entry in the ring, so ring_size + 2 clocks ahead is enough. */
+	sh->win = 64;
+	while (sh->win < p->ring_size + 2 && sh->win < (1u << 20))
+		sh->win <<= 1;
+	nw = p->nworkers;
+	sh->wclock = rps_calloc(nw, sizeof(*sh->wclock));
+	sh->live = rps_calloc(nw, 1);
+	sh->applied = rps_calloc(nw * sh->win, sizeof(uint32_t));
+	sh->expected = rps_malloc(nw * sh->win * sizeof(uint32_t));
+	if (!sh->wclock || !sh->live || !sh->applied || !sh->expected) {
+		rc = -ENOMEM;
+		goto err_clocks;
+	}
+	memset(sh->live, 1, nw);
+	for (size_t i = 0; i < nw * sh->win; i++)
+		sh->expected[i] = RPS_CLOCK_NONE;
+	rc = pthread_mutex_init(&sh->park_lock, NULL);
+	if (rc) {
+		rc = -rc;
+		goto err_clocks;
+	}
+	rps_srv_bufpool_init(&sh->bufs, p->max_msg);
+	rps_store_set_clock(&sh->store, 0);
+	for (uint32_t w = 0; w < p->nworkers; w++)
+		rps_store_set_worker_clock(&sh->store, w, 0);
+	return 0;
+
+err_clocks:
+	rps_free(sh->wclock);
+	rps_free(sh->live);
+	rps_free(sh->applied);
+	rps_free(sh->expected);
+	rps_ring_destroy(sh->ring);
+err_tab:
+	rps_srv_keytab_fini(&sh->tab, NULL);
+err_store:
+	rps_store_fini(&sh->store);
+	return rc;
+}
+
+void rps_shard_fini(struct rps_shard *sh)
+{
+	if (!sh->ring)
+		return;
+	rps_srv_keytab_fini(&sh->tab, meta_free);
+	rps_ring_destroy(sh->ring);
+	sh->ring = NULL;
+	rps_store_fini(&sh->store);
+	rps_free(sh->wclock);
+	rps_free(sh->live);
+	rps_free(sh->applied);
+	rps_free(sh->expected);
+	pthread_mutex_destroy(&sh->park_lock);
+	rps_srv_bufpool_fini(&sh->bufs);
+}
+
+static void *update_thread(void *arg)
+{
+	struct rps_shard *sh = arg;
+	struct rps_ring_entry e;
+
+	for (;;) {
+		int rc = rps_ring_pop_wait(sh->ring, &e, 1000);
+
+		if (rc == -ETIMEDOUT)
+			continue;
+		if (rc)
+			break; /* closed and drained */
+		rps_shard_handle(sh, &e);
+	}
+	return NULL;
+}
+
+int rps_shard_start(struct rps_shard *sh, int core)
+{
+	char name[16];
+	int rc;
+
+	rc = pthread_create(&sh->thread, NULL, update_thread, sh);
+	if (rc) {
+		RPS_ERR("shard %u: update thread: %s", sh->p.idx, strerror(rc));
+		return -rc;
+	}
+	sh->thread_ok = 1;
+	snprintf(name, sizeof(name), "rps-upd-%u", sh->p.idx);
+	pthread_setname_np(sh->thread, name);
+	if (core >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(core, &set);
+		rc = pthread_setaffinity_np(sh->thread, sizeof(set), &set);
+		if (rc) {
+			RPS_WARN("shard %u: pin update thread to core %d: %s (left unpinned)",
+				 sh->p.idx, core, strerror(rc));
+		} else {
+			sh->core = core;
+			RPS_INFO("shard %u: update thread pinned to core %d", sh->p.idx, core);
+		}
+	}
+	return 0;
+}
+
+void rps_shard_stop(struct rps_shard *sh)
+{
+	struct rps_srv_req *r;
+
+	if (sh->ring)
+		rps_ring_close(sh->ring);
+	if (sh->thread_ok) {
+		pthread_join(sh->thread, NULL);
+		sh->thread_ok = 0;
+	}
+	r = sh->deferred;
+	sh->deferred = sh->deferred_tail = NULL;
+	while (r) {
+		struct rps_srv_req *n = r->next;
+
+		sh->io->push_done(sh->io_arg, sh, r, -ECANCELED);
+		r = n;
+	}
+}

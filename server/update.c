@@ -1,0 +1,367 @@
+/* The update thread's work: applying pushes (ASP/SSP), summing them (BSP),
+ * first assignments (RPS_INIT_PUSH), and the clocks.
+ *
+ * Clocks (docs/protocol.md): a shard counts, per worker and clock, the pushes
+ * it applied (BSP: accumulated) and learns from CLOCK how many there were.
+ * Worker w is done with clock c when both agree; then worker_clock[w] = c + 1
+ * and clock = min over live workers. Counts are kept in a window of `win`
+ * clocks per worker starting at worker_clock[w].
+ *
+ * BSP: the shard accumulates one clock at a time. A push for a later clock
+ * (which a well-behaved worker never sends) waits on the deferred list. When
+ * every live worker is done with clock c, each dirty slice's sum is applied
+ * once with step = c and the clock becomes c + 1.
+ */
+#include "server/server_int.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "src/alloc.h"
+#include "src/log.h"
+#include "src/util.h"
+
+/* ---- validation and ring entries (network thread) --------------------------- */
+
+int rps_shard_push_check(const struct rps_shard *sh, const struct rps_push *p,
+			 struct rps_slice_meta **meta_p)
+{
+	struct rps_slice_meta *m = rps_srv_keytab_lookup(&sh->tab, p->key, p->slice);
+
+	if (!m)
+		return -ENOENT;
+	if (p->offset > m->nelems || p->count > m->nelems - p->offset)
+		return -EINVAL;
+	*meta_p = m;
+	return 0;
+}
+
+void rps_shard_push_entry(const struct rps_shard *sh, struct rps_srv_req *req,
+			  struct rps_ring_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->shard = sh->p.idx;
+	e->ptr = req;
+	e->ptr2 = req->sc;
+	e->info.worker = req->worker;
+	if (req->op == RPS_REQ_PUSH) {
+		const struct rps_push *p = &req->u.push;
+		uint64_t clock = rps_store_clock(&sh->store);
+
+		e->type = RPS_ENT_PUSH;
+		e->info.key = p->key;
+		e->info.clock = p->clock;
+		e->info.staleness = clock > p->clock ? (uint32_t)(clock - p->clock) : 0;
+		e->info.timestamp_ns = p->timestamp_ns;
+		e->info.norm = p->norm;
+		e->info.nelems = p->count;
+	} else {
+		/* control entries: as fresh and as urgent as anything */
+		e->type = RPS_ENT_DECLARE;
+		e->info.key = req->u.decl.key;
+		e->info.timestamp_ns = UINT64_MAX;
+		e->info.norm = INFINITY;
+	}
+}
+
+/* ---- applying (update thread) ------------------------------------------------ */
+
+/* Scale g so that ||g|| <= clip_norm over the whole piece (the optimizer's own
+ * clipping would act per chunk run). */
+static void clip_piece(const struct rps_shard *sh, float *g, uint64_t n)
+{
+	float c = sh->p.optim.clip_norm;
+	float nrm;
+
+	if (!(c > 0) || !n)
+		return;
+	nrm = cblas_snrm2((int)n, g, 1);
+	if (nrm > c)
+		cblas_sscal((int)n, c / nrm, g, 1);
+}
+
+/* One optimizer step on elements [off, off + n) of a slice, g[0..n), run by
+ * chunk run, each under its chunk's seqlock. */
+static void step_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off, uint64_t n,
+		      float *g, uint64_t step, uint32_t staleness)
+{
+	uint32_t epc = sh->store.epc;
+	uint64_t e = off, end = off + n;
+
+	clip_piece(sh, g, n);
+	while (e < end) {
+		uint64_t c = m->sl.first_chunk + e / epc;
+		uint64_t i = e % epc;
+		uint64_t len = RPS_MIN(epc - i, end - e);
+		float *w = rps_store_chunk_data(&sh->store, c) + i;
+
+		rps_store_write_begin(&sh->store, c);
+		rps_optim_apply(&sh->optim_noclip, w, g + (e - off), m->opt.m ? m->opt.m + e : NULL,
+				m->opt.v ? m->opt.v + e : NULL, len, step, staleness);
+		rps_store_write_end(&sh->store, c);
+		e += len;
+	}
+}
+
+/* RPS_INIT_PUSH: the piece's values become the parameters. */
+static void assign_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off, uint64_t n,
+			const float *g)
+{
+	uint32_t epc = sh->store.epc;
+	uint64_t e = off, end = off + n;
+
+	while (e < end) {
+		uint64_t c = m->sl.first_chunk + e / epc;
+		uint64_t i = e % epc;
+		uint64_t len = RPS_MIN(epc - i, end - e);
+
+		rps_store_write_begin(&sh->store, c);
+		memcpy(rps_store_chunk_data(&sh->store, c) + i, g + (e - off), len * sizeof(float));
+		rps_store_write_end(&sh->store, c);
+		e += len;
+	}
+	for (e = off; e < end; e++) {
+		uint8_t bit = (uint8_t)(1u << (e & 7));
+
+		if (!(m->assigned_map[e >> 3] & bit)) {
+			m->assigned_map[e >> 3] |= bit;
+			m->assigned++;
+		}
+	}
+	if (m->assigned == m->nelems) {
+		m->pending_init = 0;
+		rps_free(m->assigned_map);
+		m->assigned_map = NULL;
+		RPS_DEBUG("shard %u: key %llu slice %u assigned by its first pushes", sh->p.idx,
+			  (unsigned long long)m->key, m->slice);
+	}
+}
+
+static void apply_push(struct rps_shard *sh, struct rps_srv_req *req)
+{
+	const struct rps_push *p = &req->u.push;
+	struct rps_slice_meta *m = req->meta;
+
+	if (!p->count)
+		return;
+	if (m->pending_init) {
+		assign_runs(sh, m, p->offset, p->count, req->data);
+	} else if (sh->p.consistency == RPS_BSP) {
+		cblas_saxpy((int)p->count, 1.0f, req->data, 1, m->acc + p->offset, 1);
+		if (!m->dirty) {
+			m->dirty = 1;
+			m->dirty_next = sh->dirty;
+			sh->dirty = m;
+		}
+	} else {
+		uint64_t step = m->elems_applied / (m->nelems ? m->nelems : 1);
+		uint32_t stale = sh->clock > p->clock ? (uint32_t)(sh->clock - p->clock) : 0;
+
+		step_runs(sh, m, p->offset, p->count, req->data, step, stale);
+		m->elems_applied += p->count;
+		m->opt.step = m->elems_applied / (m->nelems ? m->nelems : 1);
+	}
+	atomic_fetch_add_explicit(&sh->pushes_applied, 1, memory_order_relaxed);
+}
+
+/* BSP: apply the sums of clock c once each. */
+static void apply_dirty(struct rps_shard *sh, uint64_t c)
+{
+	struct rps_slice_meta *m = sh->dirty;
+
+	sh->dirty = NULL;
+	while (m) {
+		struct rps_slice_meta *n = m->dirty_next;
+
+		step_runs(sh, m, 0, m->nelems, m->acc, c, 0);
+		memset(m->acc, 0, m->nelems * sizeof(float));
+		m->opt.step = c + 1;
+		m->dirty = 0;
+		m->dirty_next = NULL;
+		m = n;
+	}
+}
+
+/* ---- clocks ---------------------------------------------------------------------- */
+
+static void shard_advance(struct rps_shard *sh)
+{
+	uint64_t min = UINT64_MAX;
+
+	for (uint32_t w = 0; w < sh->p.nworkers; w++)
+		if (sh->live[w] && sh->wclock[w] < min)
+			min = sh->wclock[w];
+	if (min == UINT64_MAX || min <= sh->clock)
+		return; /* no live worker, or no progress */
+	if (sh->p.consistency == RPS_BSP) {
+		while (sh->clock < min) {
+			apply_dirty(sh, sh->clock);
+			sh->clock++;
+		}
+		sh->redo = 1;
+	} else {
+		sh->clock = min;
+	}
+	rps_store_set_clock(&sh->store, sh->clock);
+	sh->changed = 1;
+	RPS_TRACE("shard %u: clock %llu", sh->p.idx, (unsigned long long)sh->clock);
+}
+
+static void worker_progress(struct rps_shard *sh, uint32_t w)
+{
+	uint32_t mask = sh->win - 1;
+	uint64_t wc = sh->wclock[w];
+	size_t base = (size_t)w * sh->win;
+
+	for (;;) {
+		size_t slot = base + (wc & mask);
+
+		if (sh->expected[slot] == RPS_CLOCK_NONE || sh->applied[slot] < sh->expected[slot])
+			break;
+		sh->expected[slot] = RPS_CLOCK_NONE;
+		sh->applied[slot] = 0;
+		wc++;
+	}
+	if (wc == sh->wclock[w])
+		return;
+	sh->wclock[w] = wc;
+	rps_store_set_worker_clock(&sh->store, w, wc);
+	sh->changed = 1;
+	shard_advance(sh);
+}
+
+/* Slot of (w, clock) in the window, or NULL (with a warning) if outside. */
+static uint32_t *clock_slot(struct rps_shard *sh, uint32_t *arr, uint32_t w, uint32_t clock,
+			    const char *what)
+{
+	uint64_t wc = sh->wclock[w];
+
+	if (clock < wc) {
+		RPS_WARN("shard %u: %s from worker %u for clock %u, which it already finished "
+			 "(clock %llu)",
+			 sh->p.idx, what, w, clock, (unsigned long long)wc);
+		return NULL;
+	}
+	if (clock - wc >= sh->win) {
+		RPS_WARN("shard %u: %s from worker %u for clock %u, %llu clocks ahead: not counted",
+			 sh->p.idx, what, w, clock, (unsigned long long)(clock - wc));
+		return NULL;
+	}
+	return &arr[(size_t)w * sh->win + (clock & (sh->win - 1))];
+}
+
+static void handle_push(struct rps_shard *sh, struct rps_srv_req *req)
+{
+	const struct rps_push *p = &req->u.push;
+	uint32_t w = req->worker;
+	uint32_t *slot;
+	int status = req->status;
+
+	if (sh->p.consistency == RPS_BSP && p->clock > sh->clock && w < sh->p.nworkers &&
+	    sh->live[w]) {
+		/* a push for a later clock: keep it until the shard gets there */
+		req->next = NULL;
+		if (sh->deferred_tail)
+			sh->deferred_tail->next = req;
+		else
+			sh->deferred = req;
+		sh->deferred_tail = req;
+		return;
+	}
+	if (!status) {
+		if (sh->p.consistency == RPS_BSP && p->clock < sh->clock)
+			RPS_WARN("shard %u: push of key %llu from worker %u for clock %u, shard at "
+				 "%llu: summed into the current clock",
+				 sh->p.idx, (unsigned long long)p->key, w, p->clock,
+				 (unsigned long long)sh->clock);
+		apply_push(sh, req);
+	}
+	if (w < sh->p.nworkers) {
+		slot = clock_slot(sh, sh->applied, w, p->clock, "push");
+		if (slot)
+			(*slot)++;
+	}
+	sh->io->push_done(sh->io_arg, sh, req, status);
+	if (w < sh->p.nworkers)
+		worker_progress(sh, w);
+}
+
+static void handle_clock(struct rps_shard *sh, uint32_t w, uint32_t clock, uint64_t pushes)
+{
+	uint32_t *slot;
+
+	if (w >= sh->p.nworkers)
+		return;
+	slot = clock_slot(sh, sh->expected, w, clock, "clock");
+	if (!slot)
+		return;
+	*slot = pushes >= RPS_CLOCK_NONE ? RPS_CLOCK_NONE - 1 : (uint32_t)pushes;
+	worker_progress(sh, w);
+}
+
+static void handle_dead(struct rps_shard *sh, uint32_t w)
+{
+	if (w >= sh->p.nworkers || !sh->live[w])
+		return;
+	sh->live[w] = 0;
+	RPS_INFO("shard %u: worker %u dead, clock %llu no longer waits for it", sh->p.idx, w,
+		 (unsigned long long)sh->clock);
+	shard_advance(sh);
+	sh->redo = 1; /* its deferred pushes are no longer held back */
+}
+
+/* BSP: retry deferred pushes after the clock moved. */
+static void retry_deferred(struct rps_shard *sh)
+{
+	while (sh->redo && sh->deferred) {
+		struct rps_srv_req *r = sh->deferred;
+
+		sh->redo = 0;
+		sh->deferred = sh->deferred_tail = NULL;
+		while (r) {
+			struct rps_srv_req *n = r->next;
+
+			handle_push(sh, r);
+			r = n;
+		}
+	}
+	sh->redo = 0;
+}
+
+void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
+{
+	switch (e->type) {
+	case RPS_ENT_PUSH:
+		handle_push(sh, e->ptr);
+		break;
+	case RPS_ENT_DECLARE: {
+		struct rps_srv_req *req = e->ptr;
+		struct rps_declare_ack ack;
+		int rc = rps_shard_declare(sh, &req->u.decl, &ack);
+
+		sh->io->declare_done(sh->io_arg, sh, req, rc, rc ? NULL : &ack);
+		break;
+	}
+	case RPS_ENT_CLOCK:
+		handle_clock(sh, e->info.worker, e->info.clock, e->u64);
+		break;
+	case RPS_ENT_DEAD:
+		handle_dead(sh, e->info.worker);
+		break;
+	default:
+		RPS_ERR("shard %u: ring entry of unknown type %u dropped", sh->p.idx, e->type);
+		break;
+	}
+	if (sh->redo)
+		retry_deferred(sh);
+	if (sh->changed) {
+		sh->changed = 0;
+		/* pairs with the fence in rps_shard_pull_park: either we see the
+		 * parked pull, or the parker sees the new clocks */
+		atomic_thread_fence(memory_order_seq_cst);
+		if (atomic_load_explicit(&sh->nparked, memory_order_relaxed))
+			rps_shard_pull_release(sh);
+	}
+}
