@@ -260,9 +260,12 @@ void rps_wconn_mark_dead(struct rps_worker *w, struct rps_wconn *wc, int status)
 
 	if (!status)
 		status = -ECONNRESET;
-	if (atomic_compare_exchange_strong(&wc->dead, &zero, status))
-		RPS_WARN("server %u (%s:%u) channel %u: connection lost: %s", wc->srv->rank,
-			 wc->srv->host, wc->srv->port, wc->channel, rps_strerror(status));
+	if (atomic_compare_exchange_strong(&wc->dead, &zero, status)) {
+		int lvl = atomic_load(&w->leaving) ? RPS_LOG_DEBUG : RPS_LOG_WARN;
+
+		RPS_LOG(lvl, "server %u (%s:%u) channel %u: connection lost: %s", wc->srv->rank,
+			wc->srv->host, wc->srv->port, wc->channel, rps_strerror(status));
+	}
 	atomic_store(&w->dead_pending, 1);
 	rps_worker_wake(w);
 }

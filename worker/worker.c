@@ -162,9 +162,10 @@ static void on_dead(void *arg, const struct rps_node *node)
 	for (uint32_t i = 0; i < w->num_servers; i++) {
 		struct rps_wserver *s = &w->servers[i];
 
-		if (s->node_id != node->id && s->rank != node->rank)
+		if (s->node_id != node->id)
 			continue;
-		RPS_WARN("server %u (%s:%u) declared dead by the scheduler", s->rank, s->host,
+		/* a server that leaves cleanly is gone as well (-EHOSTDOWN) */
+		RPS_WARN("server %u (%s:%u) is gone (scheduler notice)", s->rank, s->host,
 			 s->port);
 		for (uint32_t j = 0; s->conns && j < s->nconns; j++)
 			rps_wconn_mark_dead(w, &s->conns[j], -EHOSTDOWN);
@@ -213,6 +214,7 @@ static int worker_alloc(struct rps_worker **w_p)
 	atomic_init(&w->submitters, 0);
 	atomic_init(&w->dead_pending, 0);
 	atomic_init(&w->stop, 0);
+	atomic_init(&w->leaving, 0);
 	w->core.wake = core_wake;
 	w->core.wake_arg = w;
 	w->core.piece_fini = core_piece_fini;
@@ -464,6 +466,7 @@ void rps_worker_destroy(struct rps_worker *w)
 	if (rc)
 		RPS_WARN("worker: requests still in flight after %d ms; failing them",
 			 w->timeout_ms);
+	atomic_store(&w->leaving, 1);
 	if (w->ctl) {
 		rps_ctl_leave(w->ctl);
 		w->ctl = NULL;

@@ -110,6 +110,7 @@ struct rps_worker {
 	_Atomic long submitters; /* callers between alive-check and post */
 	_Atomic int dead_pending;/* some connection was marked dead */
 	_Atomic int stop;
+	_Atomic int leaving;     /* destroy began: lost connections are expected */
 	int progress_started;
 	pthread_t progress;
 
