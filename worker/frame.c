@@ -122,7 +122,7 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 				RPS_ERR("server %u: declare ack does not match key %llu slice %u",
 					wc->srv->rank, (unsigned long long)d->key, d->slice);
 				st = -EPROTO;
-			} else {
+			} else if (p->u.decl.out) { /* NULL: detached by an abort */
 				p->u.decl.out->store_off = a->offset;
 			}
 		}
@@ -151,7 +151,7 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 				RPS_ERR("server %u: pull answer does not match key %llu slice %u",
 					wc->srv->rank, (unsigned long long)mine->key, mine->slice);
 				st = -EPROTO;
-			} else if (bytes && ev->data != (void *)p->u.pull.dest) {
+			} else if (bytes && p->u.pull.dest && ev->data != (void *)p->u.pull.dest) {
 				/* the transport did not honour recv_dest: copy */
 				if (!ev->data || ev->data_len != bytes)
 					st = -EPROTO;
@@ -200,5 +200,6 @@ void *rps_wrecv_dest(void *arg, struct rps_conn *c, const struct rps_frame_hdr *
 	    f->offset != p->u.pull.fixed.offset || f->count != p->u.pull.fixed.count ||
 	    h->len != sizeof(*f) + (uint64_t)f->count * sizeof(float))
 		return NULL;
+	p->u.pull.receiving = 1; /* an abort must not detach it now */
 	return p->u.pull.dest;
 }

@@ -65,6 +65,7 @@ static int pull_frames(struct rps_worker *w, struct rps_req *req, const rps_key_
 				p->u.pull.fixed.count = (uint32_t)cnt;
 				p->u.pull.fixed.min_clock = min_clock;
 				p->u.pull.dest = base + sl->offset + off;
+				p->u.pull.receiving = 0;
 				batch[nb++] = p;
 			}
 		}

@@ -180,6 +180,7 @@ static int bsp_wait(struct rps_worker *w, const struct wait_target *t, size_t nt
 		p->u.pull.fixed.shard = t[i].shard;
 		p->u.pull.fixed.min_clock = c;
 		p->u.pull.dest = NULL;
+		p->u.pull.receiving = 0;
 		pthread_mutex_unlock(&w->core.lock);
 		rps_wpost_piece(w, p);
 	}

@@ -44,7 +44,7 @@ static int on_progress_thread(const struct rps_wcore *core)
 
 void rps_wcore_unlock(struct rps_wcore *core)
 {
-	int kick = core->drain_head && !on_progress_thread(core);
+	int kick = (core->drain_head || core->abort_pending) && !on_progress_thread(core);
 
 	pthread_mutex_unlock(&core->lock);
 	if (kick && core->wake)
@@ -162,6 +162,10 @@ void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigne
 		p->status = status;
 		if (p->req && !p->req->status)
 			p->req->status = status; /* the first error seen, not finished */
+		if (p->req && !p->req->aborted && rps_status_is_conn(status)) {
+			p->req->aborted = 1;
+			core->abort_pending = 1;
+		}
 	}
 	p->waits &= (uint8_t)~mask;
 	if (p->waits)
@@ -202,6 +206,55 @@ int rps_wcore_fail_conn_locked(struct rps_wcore *core, const struct rps_wconn *c
 		}
 	}
 	return n;
+}
+
+int rps_piece_detach_locked(struct rps_wcore *core, struct rps_piece *p)
+{
+	struct rps_req *req = p->req;
+
+	if (!p->kind || !req || !req->aborted)
+		return 0;
+	switch (p->kind) {
+	case RPS_PK_PULL:
+		if (p->u.pull.receiving)
+			return 0; /* data is landing in the caller's buffer right now */
+		p->u.pull.dest = NULL;
+		break;
+	case RPS_PK_PUSH:
+		if (p->waits & RPS_PW_SEND)
+			return 0; /* the transport still reads the caller's gradients */
+		break;
+	case RPS_PK_DECLARE:
+		p->u.decl.out = NULL;
+		break;
+	case RPS_PK_RPULL:
+	case RPS_PK_RHDR:
+		if (!p->status)
+			p->status = -ECANCELED; /* post no more READs */
+		if (p->u.rp.outstanding)
+			return 0; /* finishes at its last READ_DONE */
+		rps_piece_clear_locked(core, p, RPS_PW_ALL, 0);
+		return 1;
+	default:
+		return 0;
+	}
+	p->req = NULL;
+	req_put_locked(req);
+	return 1;
+}
+
+void rps_wcore_abort_scan_locked(struct rps_wcore *core)
+{
+	if (!core->abort_pending)
+		return;
+	core->abort_pending = 0;
+	for (uint32_t bi = 0; bi < core->nblocks; bi++) {
+		struct rps_piece *b = atomic_load_explicit(&core->blocks[bi], memory_order_relaxed);
+
+		for (uint32_t i = 0; i < RPS_PIECE_BLOCK; i++)
+			if (b[i].kind && b[i].req && b[i].req->aborted)
+				rps_piece_detach_locked(core, &b[i]);
+	}
 }
 
 /* ---- requests ---- */

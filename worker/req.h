@@ -101,7 +101,8 @@ struct rps_piece {
 		} push;
 		struct {
 			struct rps_pull fixed;
-			float *dest;
+			float *dest;       /* NULL once detached (answer discarded) */
+			uint8_t receiving; /* recv_dest gave dest out: data is landing */
 		} pull;
 		struct {
 			struct rps_declare fixed;
@@ -115,6 +116,7 @@ struct rps_req {
 	struct rps_wcore *core;
 	int remaining;   /* pieces not finished + the guard while being built */
 	int status;      /* first error */
+	uint8_t aborted; /* a connection failed under it: finish without the rest */
 	uint8_t done;
 	uint8_t orphan;  /* nobody will wait: free on completion */
 	uint8_t queued;  /* on the drain queue */
@@ -140,6 +142,7 @@ struct rps_wcore {
 	uint32_t nreq_blocks, req_blocks_cap;
 	uint64_t reqs_inflight;  /* requests not yet complete */
 	struct rps_req *drain_head, *drain_tail; /* completed cb / orphan requests */
+	int abort_pending;       /* some request was aborted: rps_wcore_abort_scan */
 	pthread_t progress;      /* thread that runs callbacks (set by itself) */
 	_Atomic int have_progress;
 	void (*wake)(void *arg); /* make the progress thread drain */
@@ -194,6 +197,26 @@ void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigne
 int rps_wcore_fail_conn_locked(struct rps_wcore *core, const struct rps_wconn *c, int status);
 /* Live pieces. */
 uint64_t rps_wcore_pieces_locked(struct rps_wcore *core);
+
+/* Abort. When a piece fails because its connection is gone (-ECONNRESET,
+ * -EHOSTDOWN, -ECANCELED, -ENOTCONN) its request is marked aborted: its
+ * other pieces may be parked on healthy servers (a BSP pull waiting for a
+ * clock that will not come), and the request must not hang on them. The
+ * progress thread then detaches every piece of an aborted request that no
+ * longer touches the caller's memory: a PULL whose answer is not landing
+ * (its answer will be discarded), a PUSH whose SEND_DONE came, a DECLARE; an
+ * RDMA pull with no READ in flight is finished, one with READs stops posting
+ * and finishes at its last READ_DONE. A detached piece lives on without a
+ * request until its answer or its connection's end frees it.
+ * Progress thread only (it alone reads a PULL's dest after posting). */
+static inline int rps_status_is_conn(int st)
+{
+	return st == -ECONNRESET || st == -EHOSTDOWN || st == -ECANCELED || st == -ENOTCONN;
+}
+/* Detach p from its aborted request if it is safe now. 1 if detached. */
+int rps_piece_detach_locked(struct rps_wcore *core, struct rps_piece *p);
+/* Detach what can be of every aborted request. */
+void rps_wcore_abort_scan_locked(struct rps_wcore *core);
 
 /* ---- requests ---- */
 /* A new request holding the guard reference. cb NULL: a handle for

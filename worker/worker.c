@@ -85,8 +85,11 @@ static void handle_events(struct rps_worker *w, struct rps_tr_event *ev, int n)
 				pthread_mutex_lock(&w->core.lock);
 				locked = 1;
 			}
-			if (p && p->kind == RPS_PK_PUSH && (p->waits & RPS_PW_SEND))
+			if (p && p->kind == RPS_PK_PUSH && (p->waits & RPS_PW_SEND)) {
 				rps_piece_clear_locked(&w->core, p, RPS_PW_SEND, e->status);
+				if (p->kind && p->req && p->req->aborted)
+					rps_piece_detach_locked(&w->core, p);
+			}
 			break;
 		}
 		case RPS_TR_EV_READ_DONE:
@@ -146,6 +149,9 @@ static void *progress_main(void *arg)
 		}
 		if (n > 0)
 			handle_events(w, ev, n);
+		pthread_mutex_lock(&w->core.lock);
+		rps_wcore_abort_scan_locked(&w->core);
+		pthread_mutex_unlock(&w->core.lock);
 		rps_wcore_drain(&w->core);
 	}
 	return NULL;

@@ -230,6 +230,79 @@ static void test_fail_conn(void **state)
 	assert_int_equal(core.pieces_inuse, 0);
 }
 
+static void test_abort_detaches_parked_pieces(void **state)
+{
+	int a_, b_;
+	struct rps_wconn *A = (struct rps_wconn *)&a_, *B = (struct rps_wconn *)&b_;
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	float dest[4];
+	struct rps_piece *pa, *pull_b, *landing_b, *push_b;
+	int done = 0;
+
+	(void)state;
+	pa = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	pa->conn = A;
+	pull_b = alloc(r, RPS_PK_PULL, RPS_PW_RESP); /* parked on a healthy server */
+	pull_b->conn = B;
+	pull_b->u.pull.dest = dest;
+	pull_b->u.pull.receiving = 0;
+	landing_b = alloc(r, RPS_PK_PULL, RPS_PW_RESP); /* its data is arriving */
+	landing_b->conn = B;
+	landing_b->u.pull.dest = dest + 2;
+	landing_b->u.pull.receiving = 1;
+	push_b = alloc(r, RPS_PK_PUSH, RPS_PW_RESP | RPS_PW_SEND);
+	push_b->conn = B;
+	rps_wreq_seal(r);
+
+	/* an error of the server's own (a key) does not abort */
+	pthread_mutex_lock(&core.lock);
+	rps_wcore_abort_scan_locked(&core);
+	assert_int_equal(r->aborted, 0);
+	/* connection A dies */
+	assert_int_equal(rps_wcore_fail_conn_locked(&core, A, -ECONNRESET), 1);
+	assert_int_equal(r->aborted, 1);
+	assert_int_equal(core.abort_pending, 1);
+	rps_wcore_abort_scan_locked(&core);
+	/* the parked pull is detached: its answer will be thrown away */
+	assert_null(pull_b->req);
+	assert_null(pull_b->u.pull.dest);
+	assert_int_equal(pull_b->kind, RPS_PK_PULL);
+	/* not the one landing, nor the push whose data the transport still has */
+	assert_ptr_equal(landing_b->req, r);
+	assert_ptr_equal(push_b->req, r);
+	pthread_mutex_unlock(&core.lock);
+	assert_int_equal(rps_req_test(r, &done), 0);
+	assert_int_equal(done, 0);
+	/* SEND_DONE: now the push can go too */
+	pthread_mutex_lock(&core.lock);
+	rps_piece_clear_locked(&core, push_b, RPS_PW_SEND, 0);
+	assert_int_equal(rps_piece_detach_locked(&core, push_b), 1);
+	pthread_mutex_unlock(&core.lock);
+	/* the landing pull completes normally: the request is done, with the error */
+	clear(landing_b, RPS_PW_RESP, 0);
+	assert_int_equal(rps_req_wait(r, 0), -ECONNRESET);
+	/* detached pieces finish later without a request */
+	assert_int_equal(core.pieces_inuse, 2);
+	clear(pull_b, RPS_PW_RESP, 0);
+	clear(push_b, RPS_PW_RESP, 0);
+	assert_int_equal(core.pieces_inuse, 0);
+}
+
+static void test_key_error_does_not_abort(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *a = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	struct rps_piece *b = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+
+	(void)state;
+	rps_wreq_seal(r);
+	clear(a, RPS_PW_RESP, -ENOENT);
+	assert_int_equal(r->aborted, 0);
+	assert_int_equal(core.abort_pending, 0);
+	clear(b, RPS_PW_RESP, 0);
+	assert_int_equal(rps_req_wait(r, 0), -ENOENT);
+}
+
 static int cb_calls, cb_status;
 static void *cb_arg;
 
@@ -343,6 +416,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ids_and_staleness, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pool_grows, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_conn, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_abort_detaches_parked_pieces, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_key_error_does_not_abort, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_callback_runs_on_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wake_when_queued_off_progress, setup,
 						teardown),
