@@ -43,6 +43,9 @@ uint32_t rps_ctl_id(const struct rps_ctl *ctl);
 int rps_ctl_barrier(struct rps_ctl *ctl, uint32_t group, int timeout_ms);
 /* Figures reported with each heartbeat. */
 void rps_ctl_set_heartbeat(struct rps_ctl *ctl, uint32_t clock, const uint64_t counters[4]);
+/* Health of the control channel: 0, -EHOSTDOWN if the scheduler connection
+ * was lost, -ESHUTDOWN after a SHUTDOWN from the scheduler. */
+int rps_ctl_status(const struct rps_ctl *ctl);
 /* Tell the scheduler we leave (clean exit), stop the thread, free. */
 void rps_ctl_leave(struct rps_ctl *ctl);
 

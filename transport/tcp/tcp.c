@@ -608,7 +608,11 @@ static int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 	}
 	freeaddrinfo(res);
 	if (fd < 0) {
-		RPS_ERR("connect %s: %s", peer, strerror(-rc));
+		/* callers retry a peer that is not up yet: that is not an error */
+		if (rc == -ECONNREFUSED)
+			RPS_DEBUG("connect %s: %s", peer, strerror(-rc));
+		else
+			RPS_ERR("connect %s: %s", peer, strerror(-rc));
 		return rc;
 	}
 	set_nodelay(fd);
