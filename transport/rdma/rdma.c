@@ -1,0 +1,332 @@
+/* The RDMA transport (verbs + librdmacm): the ops table, create/destroy,
+ * poll() and wake(). The rest: rdma_dev.c (device, SRQs), rdma_cm.c
+ * (listen/connect), rdma_conn.c (connections, teardown), rdma_data.c (data
+ * path), rdma_mr.c (registration, MR cache). Deployment: docs/rdma.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "src/alloc.h"
+#include "src/config.h"
+#include "src/log.h"
+#include "src/util.h"
+#include "transport/rdma/rdma_int.h"
+
+#define SLOW_EVERY_NS 1000000ull /* CM and async events, teardown: every 1 ms */
+#define EPOLL_CAP_MS 100
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport **t_p)
+{
+	const struct rps_config *cfg = p->cfg;
+	struct rps_rdma_transport *t;
+	uint64_t est;
+	int rc;
+
+	t = rps_calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->base.ops = &rps_rdma_ops;
+	t->base.params = *p;
+	snprintf(t->secret, sizeof(t->secret), "%s", p->secret ? p->secret : "");
+	if (p->device && p->device[0])
+		snprintf(t->device, sizeof(t->device), "%s", p->device);
+	else if (cfg && cfg->device[0])
+		snprintf(t->device, sizeof(t->device), "%s", cfg->device);
+	t->base.params.secret = t->secret;
+	t->base.params.device = t->device;
+
+	t->buf_bytes = (uint32_t)RPS_MIN(RPS_MAX(cfg && cfg->rdma_buf_bytes ? cfg->rdma_buf_bytes
+									: 65536u,
+						 1024u),
+					 1u << 30);
+	t->recv_bufs = (uint32_t)(cfg && cfg->rdma_recv_bufs > 0 ? cfg->rdma_recv_bufs : 256);
+	t->credits = (uint32_t)(cfg && cfg->rdma_credits > 0 ? cfg->rdma_credits : 64);
+	if (t->credits < 2) {
+		RPS_WARN("rdma: RDMAPS_RDMA_CREDITS=%u raised to 2 (credit frames need a window "
+			 "of at least 2)",
+			 t->credits);
+		t->credits = 2;
+	}
+	t->max_rd = cfg && cfg->rdma_max_rd > 0 ? cfg->rdma_max_rd : 16;
+	t->event_mode = cfg ? cfg->rdma_event_mode : 0;
+	t->timeout_ms = p->timeout_ms > 0 ? p->timeout_ms
+			: cfg && cfg->timeout_ms > 0 ? cfg->timeout_ms
+						     : 10000;
+	t->max_msg = p->max_msg ? p->max_msg : cfg && cfg->max_msg ? cfg->max_msg : UINT32_MAX;
+	t->expect_peers = cfg && cfg->num_workers > 0 ? (uint32_t)cfg->num_workers : 4;
+	t->expect_out = cfg && cfg->num_servers > 0
+				? (uint32_t)cfg->num_servers * (uint32_t)RPS_MAX(cfg->shards, 1)
+				: 4;
+	t->nsrqs = RPS_MAX(p->nchannels, 1u);
+	t->base.caps = RPS_TR_CAP_READ | RPS_TR_CAP_CHANNELS;
+	t->base.max_frame = t->buf_bytes;
+	t->base.max_read_sge = RDMA_MAX_SGE;
+	t->efd = -1;
+	t->epfd = -1;
+	atomic_store(&t->st_low_water, -1);
+	pthread_mutex_init(&t->setup_lock, NULL);
+	pthread_mutex_init(&t->prog_lock, NULL);
+	pthread_mutex_init(&t->close_lock, NULL);
+	pthread_mutex_init(&t->mrc_lock, NULL);
+
+	rc = -ENOMEM;
+	t->srqs = rps_calloc(t->nsrqs, sizeof(*t->srqs));
+	if (!t->srqs)
+		goto err_free;
+	t->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (t->efd < 0) {
+		rc = -errno;
+		RPS_ERR("rdma: eventfd: %m");
+		goto err_free;
+	}
+	rc = rps_rdma_devices_probe(t);
+	if (rc)
+		goto err_free;
+	/* the pools a listener (per shard) or a client (one) registers */
+	est = (uint64_t)(p->nchannels ? t->nsrqs : 1) * t->recv_bufs * t->buf_bytes +
+	      (uint64_t)RPS_MIN(t->credits + 1, 32u) * t->buf_bytes;
+	rc = rps_rdma_memlock_check(t, est, "the RDMA buffer pools");
+	if (rc)
+		goto err_dev;
+	t->cm_ch = rdma_create_event_channel();
+	if (!t->cm_ch) {
+		rc = errno == ENODEV || errno == ENOENT ? -ENODEV : (errno ? -errno : -EIO);
+		if (rc == -ENODEV)
+			RPS_ERR("no RDMA device (see docs/softroce.md): rdma_cm is not available");
+		else
+			RPS_ERR("rdma: rdma_create_event_channel: %m");
+		goto err_dev;
+	}
+	if (fcntl(t->cm_ch->fd, F_SETFL, fcntl(t->cm_ch->fd, F_GETFL) | O_NONBLOCK) < 0) {
+		rc = -errno;
+		goto err_ch;
+	}
+	if (t->event_mode) {
+		struct epoll_event ee = { .events = EPOLLIN };
+		struct rps_rdma_dev *d = atomic_load(&t->dev);
+
+		t->epfd = epoll_create1(EPOLL_CLOEXEC);
+		if (t->epfd < 0) {
+			rc = -errno;
+			RPS_ERR("rdma: epoll_create1: %m");
+			goto err_ch;
+		}
+		ee.data.u32 = 0;
+		epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->efd, &ee);
+		ee.data.u32 = 1;
+		epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->cm_ch->fd, &ee);
+		if (d) { /* created before epfd existed */
+			ee.data.u32 = 2;
+			epoll_ctl(t->epfd, EPOLL_CTL_ADD, d->cch->fd, &ee);
+			ee.data.u32 = 3;
+			epoll_ctl(t->epfd, EPOLL_CTL_ADD, d->ctx->async_fd, &ee);
+		}
+	}
+	*t_p = &t->base;
+	return 0;
+
+err_ch:
+	rdma_destroy_event_channel(t->cm_ch);
+err_dev:
+	rps_rdma_dev_destroy(t);
+err_free:
+	if (t->efd >= 0)
+		close(t->efd);
+	rps_free(t->srqs);
+	rps_free(t);
+	return rc;
+}
+
+static void rps_rdma_destroy(struct rps_transport *tr)
+{
+	struct rps_rdma_transport *t = rps_rdma_t(tr);
+
+	rps_rdma_teardown_all(t);
+	if (t->lid)
+		rdma_destroy_id(t->lid);
+	for (uint32_t i = 0; i < t->nsrqs; i++)
+		rps_rdma_srq_destroy(t->srqs[i]);
+	rps_rdma_srq_destroy(t->csrq);
+	rps_rdma_mrc_destroy(t);
+	rps_rdma_dev_destroy(t);
+	rdma_destroy_event_channel(t->cm_ch);
+	if (t->epfd >= 0)
+		close(t->epfd);
+	close(t->efd);
+	rps_free(t->evq.ev);
+	rps_free(t->qpmap);
+	rps_free(t->srqs);
+	pthread_mutex_destroy(&t->setup_lock);
+	pthread_mutex_destroy(&t->prog_lock);
+	pthread_mutex_destroy(&t->close_lock);
+	pthread_mutex_destroy(&t->mrc_lock);
+	rps_free(t);
+}
+
+/* Pending events into ev[], skipping those of closed connections. */
+static int drain(struct rps_rdma_transport *t, struct rps_tr_event *ev, int max)
+{
+	int n = 0;
+
+	while (n < max && rps_rdma_evq_pop(t, &ev[n])) {
+		struct rps_rdma_conn *c = ev[n].conn ? rps_rdma_c(ev[n].conn) : NULL;
+
+		if (c && atomic_load(&c->user_closed)) {
+			if (ev[n].type == RPS_TR_EV_RECV)
+				rps_rdma_release(&t->base, ev[n].token);
+			continue;
+		}
+		n++;
+	}
+	return n;
+}
+
+static void drain_efd(struct rps_rdma_transport *t)
+{
+	uint64_t v;
+
+	if (read(t->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		RPS_DEBUG("rdma: eventfd read: %m");
+}
+
+static int rps_rdma_poll(struct rps_transport *tr, struct rps_tr_event *ev, int max, int timeout_ms)
+{
+	struct rps_rdma_transport *t = rps_rdma_t(tr);
+	uint64_t start = rps_now_ns();
+	uint64_t deadline = timeout_ms > 0 ? start + (uint64_t)timeout_ms * 1000000ull : 0;
+	int slow_due = 0, n;
+
+	if (max <= 0)
+		return 0;
+	for (;;) {
+		uint64_t now = rps_now_ns();
+		struct rps_rdma_dev *d;
+
+		pthread_mutex_lock(&t->prog_lock);
+		n = drain(t, ev, max);
+		if (n < max) {
+			rps_rdma_progress_cq(t);
+			n += drain(t, ev + n, max - n);
+		}
+		if (slow_due || atomic_load(&t->closing_n) || now - t->last_slow_ns >= SLOW_EVERY_NS) {
+			slow_due = 0;
+			t->last_slow_ns = now;
+			if (!t->event_mode)
+				drain_efd(t);
+			rps_rdma_slow_path(t);
+			n += drain(t, ev + n, max - n);
+		}
+		if (n > 0 || atomic_exchange(&t->woken, 0) || timeout_ms == 0 ||
+		    (deadline && now >= deadline)) {
+			pthread_mutex_unlock(&t->prog_lock);
+			return n;
+		}
+		d = atomic_load(&t->dev);
+		if (!t->event_mode) {
+			pthread_mutex_unlock(&t->prog_lock);
+			for (int i = 0; i < 64; i++)
+				cpu_relax();
+			continue;
+		}
+		/* event mode: arm, look once more, then sleep */
+		if (d && ibv_req_notify_cq(d->cq, 0))
+			RPS_ERR("rdma: ibv_req_notify_cq failed");
+		if (d && rps_rdma_progress_cq(t) > 0) {
+			n = drain(t, ev, max);
+			if (n > 0) {
+				pthread_mutex_unlock(&t->prog_lock);
+				return n;
+			}
+		}
+		atomic_store(&t->poll_sleeping, 1);
+		pthread_mutex_unlock(&t->prog_lock);
+		{
+			struct epoll_event ee[4];
+			int ms = EPOLL_CAP_MS, k;
+
+			if (deadline) {
+				uint64_t left = deadline > now ? deadline - now : 0;
+
+				ms = (int)RPS_MIN(left / 1000000 + 1, (uint64_t)EPOLL_CAP_MS);
+			}
+			k = epoll_wait(t->epfd, ee, 4, ms);
+			atomic_store(&t->poll_sleeping, 0);
+			for (int i = 0; i < k; i++) {
+				switch (ee[i].data.u32) {
+				case 0:
+					drain_efd(t);
+					break;
+				case 2: {
+					struct ibv_cq *cq;
+					void *cctx;
+
+					while (d && !ibv_get_cq_event(d->cch, &cq, &cctx))
+						ibv_ack_cq_events(cq, 1);
+					break;
+				}
+				default:
+					slow_due = 1;
+					break;
+				}
+			}
+			if (k == 0)
+				slow_due = 1;
+		}
+	}
+}
+
+static void rps_rdma_wake(struct rps_transport *tr)
+{
+	struct rps_rdma_transport *t = rps_rdma_t(tr);
+	uint64_t one = 1;
+
+	atomic_store(&t->woken, 1);
+	if (write(t->efd, &one, sizeof(one)) < 0)
+		RPS_DEBUG("rdma: eventfd write: %m");
+}
+
+void rps_rdma_get_stats(struct rps_transport *tr, struct rps_rdma_stats *st_p)
+{
+	struct rps_rdma_transport *t = rps_rdma_t(tr);
+
+	memset(st_p, 0, sizeof(*st_p));
+	st_p->frames_sent = atomic_load(&t->st_frames_sent);
+	st_p->frames_recv = atomic_load(&t->st_frames_recv);
+	st_p->ctrl_sent = atomic_load(&t->st_ctrl_sent);
+	st_p->ctrl_recv = atomic_load(&t->st_ctrl_recv);
+	st_p->credit_waits = atomic_load(&t->st_credit_waits);
+	st_p->reads = atomic_load(&t->st_reads);
+	st_p->mr_cache_hits = atomic_load(&t->st_mrc_hits);
+	st_p->mr_cache_regs = atomic_load(&t->st_mrc_regs);
+	st_p->mr_tmp_regs = atomic_load(&t->st_tmp_regs);
+	st_p->srq_low_water = atomic_load(&t->st_low_water);
+	st_p->conns = atomic_load(&t->st_conns);
+}
+
+const struct rps_transport_ops rps_rdma_ops = {
+	.name = "rdma",
+	.create = rps_rdma_create,
+	.destroy = rps_rdma_destroy,
+	.listen = rps_rdma_listen,
+	.connect = rps_rdma_connect,
+	.post_send = rps_rdma_post_send,
+	.read_remote = rps_rdma_read_remote,
+	.poll = rps_rdma_poll,
+	.release = rps_rdma_release,
+	.reg_mem = rps_rdma_reg_mem,
+	.dereg_mem = rps_rdma_dereg_mem,
+	.close = rps_rdma_close,
+	.wake = rps_rdma_wake,
+};

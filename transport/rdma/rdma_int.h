@@ -1,0 +1,301 @@
+/* Internals of the RDMA transport, shared by transport/rdma/ (all .c files).
+ *
+ * Threads and locks
+ * - t->prog_lock (mutex) serialises completion processing (progress_cq), the
+ *   pending-event queue, the qpn -> conn map and the slow path (CM events,
+ *   async events, teardown). poll() holds it while it works; threads that
+ *   wait (post_send, read_remote, connect) try-lock it to make progress.
+ *   CM events, async events and teardown run only in poll() (slow path).
+ * - c->lock (spinlock) guards a connection's send side: send-queue slots,
+ *   send buffers, credit counters. Held for one post.
+ * - SRQ reservations and the MR cache use atomics (+ a mutex for MR cache
+ *   writers only).
+ *
+ * Credits (per direction, cumulative 32-bit counters)
+ *   the receiver reserves window = grant + 1 WQEs of its SRQ for the peer;
+ *   the sender may have `grant` data frames in flight, plus one credit-only
+ *   frame: in flight = sent - peer_freed. The receiver counts `freed` (frames
+ *   whose WQE was re-posted: data frames at release(), credit frames at once)
+ *   and sends it as the immediate data of every frame going back; when
+ *   freed - reported reaches ctrl_thresh (>= 2, so credit frames never
+ *   ping-pong) and no frame is going back, it sends a zero-length credit frame.
+ */
+#ifndef RPS_RDMA_INT_H
+#define RPS_RDMA_INT_H
+
+#include <infiniband/verbs.h>
+#include <pthread.h>
+#include <rdma/rdma_cma.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "transport/rdma/rdma.h"
+#include "transport/transport.h"
+
+#define RDMA_HDR_LEN ((uint32_t)sizeof(struct rps_frame_hdr))
+#define RDMA_MAX_SGE 30
+#define RDMA_READ_SLOTS 64     /* RDMA READs posted per connection */
+#define RDMA_MRC_SIZE 256      /* MR cache entries */
+#define RDMA_POLL_BATCH 32
+#define RDMA_DRAIN_TIMEOUT_NS (3ull * 1000000000ull)
+
+enum rps_rdma_wr_kind {
+	WR_RECV = 1, /* struct rps_rdma_rbuf */
+	WR_SEND,     /* struct rps_rdma_slot ... */
+	WR_CTRL,
+	WR_READ,
+	WR_DRAIN,
+};
+
+struct rps_rdma_transport;
+struct rps_rdma_conn;
+
+/* One pre-registered receive buffer; wr_id of its WQE and the RECV token. */
+struct rps_rdma_rbuf {
+	uint8_t kind; /* WR_RECV */
+	struct rps_rdma_srq *srq;
+	struct rps_rdma_conn *conn; /* while a consumer holds it (holds a conn ref) */
+	char *buf;
+};
+
+/* A shared receive queue: one per channel (shard) on the listening side,
+ * one for all outgoing connections. */
+struct rps_rdma_srq {
+	struct rps_rdma_transport *t;
+	struct ibv_srq *srq;
+	struct ibv_mr *mr;
+	char *mem;
+	struct rps_rdma_rbuf *bufs;
+	uint32_t nbufs;
+	int channel;               /* -1: client side */
+	_Atomic uint32_t reserved; /* WQEs promised to peers (sum of windows) */
+	_Atomic int32_t posted;    /* WQEs posted now */
+};
+
+/* A send-queue entry of a connection; wr_id of its work request. */
+struct rps_rdma_slot {
+	uint8_t kind;  /* WR_SEND, WR_CTRL, WR_READ, WR_DRAIN */
+	uint8_t has_buf;
+	struct rps_rdma_conn *c;
+	uint64_t ctx;
+	struct ibv_mr **tmp_mr; /* READ into memory the MR cache could not take */
+	int ntmp;
+};
+
+enum rps_rdma_conn_state {
+	C_CONNECTING = 1, /* client, until HELLO_ACK */
+	C_ACCEPTING,      /* listener, until ESTABLISHED */
+	C_UP,
+	C_DEAD,           /* QP flushed or being flushed */
+};
+
+struct rps_rdma_conn {
+	struct rps_conn base;
+	struct rps_rdma_transport *t;
+	struct rdma_cm_id *id;
+	struct ibv_qp *qp;
+	uint32_t qpn;
+	struct rps_rdma_srq *srq;
+	uint32_t window;      /* WQEs reserved in srq for this peer */
+	_Atomic int refs;     /* 1 (the connection) + RECV tokens out */
+	_Atomic int state;
+	int reason;           /* first error: the CLOSED status */
+	_Atomic int user_closed;
+	int handed;           /* the owner knows it (prog_lock) */
+	int closed_sent;      /* CLOSED queued (prog_lock) */
+	int on_close_list;    /* (close_lock) */
+	int in_map;           /* (prog_lock) */
+	int disconnected;     /* rdma_disconnect called (prog_lock) */
+	int drain_posted;     /* (prog_lock) */
+	_Atomic int drained;
+	uint64_t drain_deadline;
+	uint8_t max_rd;       /* reads in flight the peer takes */
+
+	/* send side (lock) */
+	pthread_spinlock_t lock;
+	uint32_t grant;       /* data frames the peer lets us have in flight */
+	uint32_t peer_window; /* grant + 1 */
+	uint32_t peer_buf;    /* the peer's receive buffer */
+	uint32_t sent;
+	_Atomic uint32_t peer_freed;
+	struct rps_rdma_slot *slots;
+	uint32_t nslots;      /* one more than any user of the ring may take */
+	uint32_t sq_head, sq_tail;
+	char *sbuf;
+	struct ibv_mr *smr;
+	uint32_t nsbuf;
+	uint32_t sb_head, sb_tail;
+	uint32_t unsig;
+	uint32_t sig_every;
+
+	/* receive side */
+	_Atomic uint32_t freed;
+	_Atomic uint32_t reported;
+	uint32_t ctrl_thresh;
+	_Atomic int ctrl_pending;
+
+	/* handshake */
+	char *ack;            /* client: HELLO_ACK payload; listener: ack to send */
+	uint32_t ack_len;
+	_Atomic int ack_state; /* client: 0 waiting, 1 arrived, < 0 error */
+
+	struct rps_rdma_conn *close_next;
+	struct rps_rdma_conn *all_next, *all_prev;
+};
+
+struct rps_rdma_dev {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cch;
+	struct ibv_cq *cq;
+	int cq_size;
+	_Atomic int cq_used;
+	struct ibv_device_attr attr;
+	char name[64];
+	int max_sge;
+};
+
+struct rps_rdma_mrc_ent {
+	_Atomic uint64_t gen; /* odd while being changed */
+	uintptr_t start, end;
+	uint32_t lkey;
+	struct ibv_mr *mr;
+	int owned;            /* registered by the cache (else a reg_mem region) */
+};
+
+/* Pending events: a growable ring under prog_lock. */
+struct rps_rdma_evq {
+	struct rps_tr_event *ev;
+	uint32_t cap, head, tail;
+};
+
+struct rps_rdma_transport {
+	struct rps_transport base;
+	char secret[128];
+	char device[64];
+	/* settings (from params.cfg, with defaults) */
+	uint32_t buf_bytes;
+	uint32_t recv_bufs;
+	uint32_t credits;
+	int max_rd;
+	int event_mode;
+	int timeout_ms;
+	uint64_t max_msg;
+	uint32_t expect_peers; /* guess of connections per SRQ, for the grant */
+	uint32_t expect_out;
+
+	pthread_mutex_t setup_lock; /* device, SRQ and listener set-up */
+	_Atomic(struct rps_rdma_dev *) dev;
+	struct rps_rdma_srq **srqs;     /* [nchannels], listening side */
+	uint32_t nsrqs;
+	struct rps_rdma_srq *csrq;      /* outgoing connections */
+	struct rdma_cm_id *lid;
+
+	struct rdma_event_channel *cm_ch;
+	int efd;                    /* eventfd for wake() */
+	int epfd;                   /* event mode */
+	_Atomic int woken;
+	_Atomic int poll_sleeping;
+
+	pthread_mutex_t prog_lock;
+	struct rps_rdma_evq evq;
+	struct rps_rdma_conn **qpmap;   /* open addressing by qpn */
+	uint32_t qpmap_cap, qpmap_n;
+	struct rps_rdma_conn *all;      /* every live conn (prog_lock) */
+	uint64_t last_slow_ns;
+
+	pthread_mutex_t close_lock;
+	struct rps_rdma_conn *closing;
+	_Atomic int closing_n;
+
+	pthread_mutex_t mrc_lock;
+	struct rps_rdma_mrc_ent mrc[RDMA_MRC_SIZE];
+	_Atomic uint32_t mrc_n;
+	int mrc_full_warned;
+
+	_Atomic uint64_t st_frames_sent, st_frames_recv, st_ctrl_sent, st_ctrl_recv,
+		st_credit_waits, st_reads, st_mrc_hits, st_mrc_regs, st_tmp_regs;
+	_Atomic int64_t st_low_water;
+	_Atomic uint32_t st_conns;
+	_Atomic int64_t locked_bytes;
+};
+
+static inline struct rps_rdma_transport *rps_rdma_t(struct rps_transport *t)
+{
+	return (struct rps_rdma_transport *)t;
+}
+
+static inline struct rps_rdma_conn *rps_rdma_c(struct rps_conn *c)
+{
+	return (struct rps_rdma_conn *)c;
+}
+
+/* rdma_dev.c */
+int rps_rdma_devices_probe(struct rps_rdma_transport *t);
+int rps_rdma_dev_ensure(struct rps_rdma_transport *t, struct ibv_context *ctx, const char *why);
+int rps_rdma_dev_by_name(struct rps_rdma_transport *t);
+void rps_rdma_dev_destroy(struct rps_rdma_transport *t);
+int rps_rdma_memlock_check(struct rps_rdma_transport *t, uint64_t bytes, const char *what);
+void rps_rdma_locked_add(struct rps_rdma_transport *t, int64_t bytes);
+int rps_rdma_srq_create(struct rps_rdma_transport *t, int channel, struct rps_rdma_srq **srq_p);
+void rps_rdma_srq_destroy(struct rps_rdma_srq *s);
+int rps_rdma_srq_post(struct rps_rdma_srq *s, struct rps_rdma_rbuf *b);
+int rps_rdma_srq_reserve(struct rps_rdma_srq *s, uint32_t want, uint32_t min, uint32_t *got_p);
+void rps_rdma_srq_unreserve(struct rps_rdma_srq *s, uint32_t n);
+int rps_rdma_cq_reserve(struct rps_rdma_dev *d, int n);
+void rps_rdma_cq_unreserve(struct rps_rdma_dev *d, int n);
+int rps_rdma_gid_ipv4(struct rps_rdma_dev *d, uint8_t port, struct sockaddr_in *sin_p);
+const char *rps_rdma_wc_reason(enum ibv_wc_status st, int *err_p);
+
+/* rdma_conn.c */
+int rps_rdma_conn_setup(struct rps_rdma_transport *t, struct rps_rdma_conn *c, struct rdma_cm_id *id,
+		    struct rps_rdma_srq *srq, uint32_t window);
+void rps_rdma_conn_free_res(struct rps_rdma_conn *c);
+void rps_rdma_conn_put(struct rps_rdma_conn *c);
+void rps_rdma_conn_fail(struct rps_rdma_conn *c, int status, const char *why);
+void rps_rdma_conn_drained(struct rps_rdma_conn *c);
+void rps_rdma_all_add(struct rps_rdma_transport *t, struct rps_rdma_conn *c);
+void rps_rdma_all_del(struct rps_rdma_transport *t, struct rps_rdma_conn *c);
+void rps_rdma_qpmap_add(struct rps_rdma_transport *t, struct rps_rdma_conn *c);
+void rps_rdma_qpmap_del(struct rps_rdma_transport *t, struct rps_rdma_conn *c);
+struct rps_rdma_conn *rps_rdma_qpmap_get(struct rps_rdma_transport *t, uint32_t qpn);
+void rps_rdma_peer_name(struct rdma_cm_id *id, char *buf, size_t len);
+void rps_rdma_slow_path(struct rps_rdma_transport *t);
+void rps_rdma_teardown_all(struct rps_rdma_transport *t);
+void rps_rdma_close(struct rps_conn *conn);
+
+/* rdma_cm.c */
+int rps_rdma_listen(struct rps_transport *tr, const char *host, uint16_t port, uint16_t *port_p);
+int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
+		 const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
+		 int timeout_ms, struct rps_conn **conn_p);
+void rps_rdma_cm_events(struct rps_rdma_transport *t);
+extern _Atomic int rps_rdma_rnr_retry;
+
+/* rdma_data.c */
+int rps_rdma_post_send(struct rps_conn *conn, const struct rps_frame_hdr *hdr,
+		   const struct iovec *iov, int iovcnt, uint64_t ctx);
+int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
+		     uint64_t raddr, uint32_t rkey, uint64_t ctx);
+void rps_rdma_release(struct rps_transport *tr, void *token);
+int rps_rdma_progress_cq(struct rps_rdma_transport *t);
+void rps_rdma_progress_or_yield(struct rps_rdma_transport *t);
+int rps_rdma_send_frame(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr, const void *payload,
+		    uint32_t len, int timeout_ms);
+int rps_rdma_post_drain(struct rps_rdma_conn *c);
+void rps_rdma_maybe_ctrl(struct rps_rdma_conn *c);
+void rps_rdma_evq_push(struct rps_rdma_transport *t, const struct rps_tr_event *ev);
+int rps_rdma_evq_pop(struct rps_rdma_transport *t, struct rps_tr_event *ev_p);
+void rps_rdma_evq_purge(struct rps_rdma_transport *t, struct rps_rdma_conn *c);
+void rps_rdma_notify_poller(struct rps_rdma_transport *t);
+
+/* rdma_mr.c */
+int rps_rdma_reg_mem(struct rps_transport *tr, void *addr, size_t len, unsigned access,
+		 struct rps_tr_mr *mr_p);
+void rps_rdma_dereg_mem(struct rps_transport *tr, struct rps_tr_mr *mr);
+int rps_rdma_mrc_lkey(struct rps_rdma_transport *t, void *addr, uint32_t len, uint32_t *lkey_p,
+		  struct ibv_mr **tmp_p);
+void rps_rdma_mrc_evict(struct rps_rdma_transport *t, uintptr_t start, uintptr_t end);
+void rps_rdma_mrc_destroy(struct rps_rdma_transport *t);
+
+#endif
