@@ -293,6 +293,17 @@ static void send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t 
 					  memory_order_relaxed);
 }
 
+/* A refused pull: its fixed part echoed with count 0 (a PULL_RESP's length
+ * always matches its count) and the status. */
+static void pull_refuse(struct rps_server *srv, struct rps_srv_conn *sc, uint32_t req_id,
+			const struct rps_pull *p, int status)
+{
+	struct rps_pull f = *p;
+
+	f.count = 0;
+	send_small(srv, sc, RPS_OP_PULL_RESP, req_id, status, &f, sizeof(f));
+}
+
 /* Answer a pull whose condition holds: a consistent copy of the piece in a
  * pooled buffer, sent zero copy, the buffer back to its pool on SEND_DONE. */
 static void pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct rps_shard *sh,
@@ -312,7 +323,7 @@ static void pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct
 	buf = rps_srv_bufpool_get(bp, len);
 	if (!buf) {
 		RPS_WARN("pull of %u elements from %s: no send buffer", p->count, sc->conn->peer);
-		send_small(srv, sc, RPS_OP_PULL_RESP, req_id, -ENOMEM, p, sizeof(*p));
+		pull_refuse(srv, sc, req_id, p, -ENOMEM);
 		return;
 	}
 	memcpy(buf, p, sizeof(*p));
@@ -504,13 +515,16 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 
 	atomic_fetch_add_explicit(&srv->n_pull, 1, memory_order_relaxed);
 	if (p->shard >= (uint32_t)srv->nshards) {
-		send_small(srv, sc, RPS_OP_PULL_RESP, ev->hdr.req_id, -EINVAL, p, sizeof(*p));
+		pull_refuse(srv, sc, ev->hdr.req_id, p, -EINVAL);
 		return;
 	}
 	sh = &srv->shards[p->shard];
 	rc = rps_shard_pull_check(sh, p, &m);
 	if (rc) {
-		send_small(srv, sc, RPS_OP_PULL_RESP, ev->hdr.req_id, rc, p, sizeof(*p));
+		RPS_DEBUG("pull of key %llu slice %u [%llu, +%u) shard %u from %s: %s",
+			  (unsigned long long)p->key, p->slice, (unsigned long long)p->offset,
+			  p->count, p->shard, sc->conn->peer, strerror(-rc));
+		pull_refuse(srv, sc, ev->hdr.req_id, p, rc);
 		return;
 	}
 	if (rps_shard_pull_ready(sh, p->min_clock, sc->rank)) {
@@ -519,7 +533,7 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	}
 	req = req_new(srv, sc, RPS_REQ_PULL, ev->hdr.req_id);
 	if (!req) {
-		send_small(srv, sc, RPS_OP_PULL_RESP, ev->hdr.req_id, -ENOMEM, p, sizeof(*p));
+		pull_refuse(srv, sc, ev->hdr.req_id, p, -ENOMEM);
 		return;
 	}
 	req->u.pull = *p;
@@ -599,6 +613,13 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 	case RPS_OP_DECLARE:
 		on_declare(srv, sc, ev);
 		break;
+	case RPS_OP_ERROR:
+		/* the worker gives up on this connection and says why */
+		RPS_INFO("worker %u at %s: error %s: %.*s", sc->rank, sc->conn->peer,
+			 rps_strerror(ev->hdr.status), (int)RPS_MIN(ev->data_len, (size_t)200),
+			 ev->data ? (const char *)ev->data : "");
+		conn_drop(srv, sc);
+		break;
 	default: {
 		char buf[64];
 
@@ -645,11 +666,9 @@ static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
 	}
 	if (!sc->net_ref)
 		return; /* we dropped it already; the last reference closes it */
-	if (ev->status && ev->status != -ECONNRESET)
-		RPS_WARN("connection of worker %u from %s lost: %s", sc->rank, ev->conn->peer,
-			 strerror(-ev->status));
-	else
-		RPS_INFO("worker %u at %s disconnected", sc->rank, ev->conn->peer);
+	/* the transport logged why */
+	RPS_INFO("worker %u at %s disconnected (%s)", sc->rank, ev->conn->peer,
+		 rps_strerror(ev->status));
 	conn_drop(srv, sc);
 }
 
@@ -752,8 +771,8 @@ static void on_dead(void *arg, const struct rps_node *node)
 			 node->rank, node->host, node->port);
 		return;
 	}
-	RPS_WARN("worker %u at %.64s is dead: clocks no longer wait for it", node->rank,
-		 node->host);
+	/* the control channel said whether it left or was declared dead */
+	RPS_INFO("worker %u (%.64s) gone: clocks no longer wait for it", node->rank, node->host);
 	queue_dead(srv, node->rank);
 }
 
@@ -985,12 +1004,48 @@ static const char *advertised_host(const struct rps_server *srv)
 	return srv->host;
 }
 
+int rps_server_serve(struct rps_server *srv)
+{
+	struct rps_tr_event ev[RPS_SRV_EVENTS];
+	uint64_t next_hb = rps_now_ns() + (uint64_t)srv->heartbeat_ms * 1000000ull;
+	int rc = 0;
+
+	while (!atomic_load(&srv->stop)) {
+		int n = srv->tr->ops->poll(srv->tr, ev, RPS_SRV_EVENTS, RPS_SRV_POLL_MS);
+
+		if (n < 0 && n != -EINTR && n != -EAGAIN && n != -ETIMEDOUT) {
+			RPS_ERR("poll %s: %s", srv->transport, strerror(-n));
+			rc = n;
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			dispatch(srv, &ev[i]);
+		close_drain(srv);
+		if (srv->ctl && rps_now_ns() >= next_hb) {
+			heartbeat(srv);
+			next_hb = rps_now_ns() + (uint64_t)srv->heartbeat_ms * 1000000ull;
+		}
+	}
+	RPS_INFO("stopping: %llu pushes, %llu pulls served",
+		 (unsigned long long)atomic_load(&srv->n_push),
+		 (unsigned long long)atomic_load(&srv->n_pull));
+	return rc;
+}
+
+uint16_t rps_server_port(const struct rps_server *srv)
+{
+	return srv->port;
+}
+
+struct rps_shard *rps_server_shard(struct rps_server *srv, int i)
+{
+	return i >= 0 && i < srv->nshards ? &srv->shards[i] : NULL;
+}
+
 int rps_server_run(struct rps_server *srv)
 {
 	struct rps_ctl_join_opts jo;
-	struct rps_tr_event ev[RPS_SRV_EVENTS];
 	struct rps_map map;
-	uint64_t next_hb;
 	uint32_t rank;
 	int rc = 0;
 
@@ -1041,26 +1096,7 @@ int rps_server_run(struct rps_server *srv)
 	RPS_INFO("joined as server %u of %u with %u workers", rank, map.num_servers,
 		 atomic_load(&srv->map_workers));
 
-	next_hb = rps_now_ns() + (uint64_t)srv->heartbeat_ms * 1000000ull;
-	while (!atomic_load(&srv->stop)) {
-		int n = srv->tr->ops->poll(srv->tr, ev, RPS_SRV_EVENTS, RPS_SRV_POLL_MS);
-
-		if (n < 0 && n != -EINTR && n != -EAGAIN) {
-			RPS_ERR("poll %s: %s", srv->transport, strerror(-n));
-			rc = n;
-			break;
-		}
-		for (int i = 0; i < n; i++)
-			dispatch(srv, &ev[i]);
-		close_drain(srv);
-		if (rps_now_ns() >= next_hb) {
-			heartbeat(srv);
-			next_hb = rps_now_ns() + (uint64_t)srv->heartbeat_ms * 1000000ull;
-		}
-	}
-	RPS_INFO("stopping: %llu pushes, %llu pulls served",
-		 (unsigned long long)atomic_load(&srv->n_push),
-		 (unsigned long long)atomic_load(&srv->n_pull));
+	rc = rps_server_serve(srv);
 out_leave:
 	rps_ctl_leave(srv->ctl);
 	srv->ctl = NULL;

@@ -287,4 +287,11 @@ float rps_server_init_value(const struct rps_init *init, uint64_t key, uint32_t 
 int rps_server_consistency_parse(const char *s);
 const char *rps_server_consistency_name(enum rps_consistency c);
 
+/* ---- the server (server.c) ---- */
+/* The network loop of rps_server_run without the scheduler: poll and dispatch
+ * until rps_server_stop (tests run it in-process). */
+int rps_server_serve(struct rps_server *srv);
+uint16_t rps_server_port(const struct rps_server *srv);
+struct rps_shard *rps_server_shard(struct rps_server *srv, int i);
+
 #endif

@@ -232,12 +232,15 @@ static void worker_progress(struct rps_shard *sh, uint32_t w)
 	shard_advance(sh);
 }
 
-/* Slot of (w, clock) in the window, or NULL (with a warning) if outside. */
+/* Slot of (w, clock) in the window, or NULL (with a warning naming `what`,
+ * none for an old clock if what is NULL) if outside. */
 static uint32_t *clock_slot(struct rps_shard *sh, uint32_t *arr, uint32_t w, uint32_t clock,
 			    const char *what)
 {
 	uint64_t wc = sh->wclock[w];
 
+	if (clock < wc && !what)
+		return NULL;
 	if (clock < wc) {
 		RPS_WARN("shard %u: %s from worker %u for clock %u, which it already finished "
 			 "(clock %llu)",
@@ -246,7 +249,7 @@ static uint32_t *clock_slot(struct rps_shard *sh, uint32_t *arr, uint32_t w, uin
 	}
 	if (clock - wc >= sh->win) {
 		RPS_WARN("shard %u: %s from worker %u for clock %u, %llu clocks ahead: not counted",
-			 sh->p.idx, what, w, clock, (unsigned long long)(clock - wc));
+			 sh->p.idx, what ? what : "push", w, clock, (unsigned long long)(clock - wc));
 		return NULL;
 	}
 	return &arr[(size_t)w * sh->win + (clock & (sh->win - 1))];
@@ -279,7 +282,8 @@ static void handle_push(struct rps_shard *sh, struct rps_srv_req *req)
 		apply_push(sh, req);
 	}
 	if (w < sh->p.nworkers) {
-		slot = clock_slot(sh, sh->applied, w, p->clock, "push");
+		/* a refused push for a finished clock is noise, not news */
+		slot = clock_slot(sh, sh->applied, w, p->clock, status ? NULL : "push");
 		if (slot)
 			(*slot)++;
 	}
@@ -306,7 +310,7 @@ static void handle_dead(struct rps_shard *sh, uint32_t w)
 	if (w >= sh->p.nworkers || !sh->live[w])
 		return;
 	sh->live[w] = 0;
-	RPS_INFO("shard %u: worker %u dead, clock %llu no longer waits for it", sh->p.idx, w,
+	RPS_DEBUG("shard %u: worker %u gone at shard clock %llu", sh->p.idx, w,
 		 (unsigned long long)sh->clock);
 	shard_advance(sh);
 	sh->redo = 1; /* its deferred pushes are no longer held back */

@@ -392,16 +392,14 @@ static void test_bsp_dead_worker(void **state)
 static void init_push_case(struct fixture *f)
 {
 	struct rps_shard *sh = &f->sh;
-	float a[100], b[100], v[100];
+	float a[100], v[100];
 
 	assert_int_equal(t_declare(sh, 9, 0, 100, RPS_INIT_PUSH, 0, 0, NULL), 0);
 	t_read(sh, 9, 0, 0, 100, v);
 	for (int i = 0; i < 100; i++)
 		assert_true(v[i] == 0.0f);
-	for (int i = 0; i < 100; i++) {
+	for (int i = 0; i < 100; i++)
 		a[i] = (float)i;
-		b[i] = 1.0f;
-	}
 	/* the first piece assigns */
 	t_push(sh, 0, 9, 0, 0, 60, 0, a, 1);
 	t_read(sh, 9, 0, 0, 100, v);
