@@ -481,6 +481,29 @@ static void handle_recv(struct rps_rdma_transport *t, const struct ibv_wc *wc, s
 		recv_done_internal(c, b);
 		return;
 	}
+	if (st == C_CONNECTING) {
+		/* the HELLO_ACK: its payload is the owner's (may be empty) */
+		memset(&hdr, 0, sizeof(hdr));
+		if (wc->byte_len >= RDMA_HDR_LEN)
+			memcpy(&hdr, b->buf, RDMA_HDR_LEN);
+		if (hdr.magic != RPS_PROTO_MAGIC || hdr.version != RPS_PROTO_VERSION ||
+		    hdr.op != RPS_OP_HELLO_ACK || hdr.len > RPS_TR_ACK_MAX ||
+		    (uint64_t)hdr.len + RDMA_HDR_LEN != wc->byte_len) {
+			RPS_ERR("closing %s: expected HELLO_ACK (<= %d bytes), got op %u of %u "
+				"bytes",
+				c->base.peer, RPS_TR_ACK_MAX, hdr.op, wc->byte_len);
+			recv_done_internal(c, b);
+			atomic_store(&c->ack_state, -EPROTO);
+			rps_rdma_conn_fail(c, -EPROTO, NULL);
+			return;
+		}
+		memcpy(c->ack, b->buf + RDMA_HDR_LEN, hdr.len);
+		c->ack_len = hdr.len;
+		atomic_store(&c->state, C_UP);
+		recv_done_internal(c, b);
+		atomic_store(&c->ack_state, 1);
+		return;
+	}
 	maxp = RPS_MIN(t->max_msg, (uint64_t)t->buf_bytes - RDMA_HDR_LEN);
 	if (wc->byte_len < RDMA_HDR_LEN) {
 		why = "frame shorter than its header";
@@ -501,25 +524,7 @@ static void handle_recv(struct rps_rdma_transport *t, const struct ibv_wc *wc, s
 		else
 			RPS_ERR("closing %s: %s", c->base.peer, why);
 		recv_done_internal(c, b);
-		if (st == C_CONNECTING)
-			atomic_store(&c->ack_state, rc);
 		rps_rdma_conn_fail(c, rc, NULL);
-		return;
-	}
-	if (st == C_CONNECTING) {
-		if (hdr.op != RPS_OP_HELLO_ACK || hdr.len > RPS_TR_ACK_MAX) {
-			RPS_ERR("closing %s: expected HELLO_ACK (<= %d bytes), got %s of %u bytes",
-				c->base.peer, RPS_TR_ACK_MAX, rps_proto_op_name(hdr.op), hdr.len);
-			recv_done_internal(c, b);
-			atomic_store(&c->ack_state, -EPROTO);
-			rps_rdma_conn_fail(c, -EPROTO, NULL);
-			return;
-		}
-		memcpy(c->ack, b->buf + RDMA_HDR_LEN, hdr.len);
-		c->ack_len = hdr.len;
-		atomic_store(&c->state, C_UP);
-		recv_done_internal(c, b);
-		atomic_store(&c->ack_state, 1);
 		return;
 	}
 	fixed = rps_proto_fixed_len(hdr.op);

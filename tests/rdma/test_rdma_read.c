@@ -1,0 +1,326 @@
+/* RDMA transport: one-sided RDMA READ.
+ * The server (rxe0) registers a 64 KiB region with remote read and hands its
+ * address/rkey out in the HELLO_ACK; the client (rxe1) reads it:
+ * one sge; several sges into separate malloc'd buffers (MR cache); the most
+ * sges the transport allows; 50 repeated reads (no new registration: cache
+ * hits); a read into a reg_mem'd buffer; 20 reads in flight at once.
+ * Then a read outside the region: READ_DONE -EACCES and CLOSED on that
+ * connection, while a second connection keeps reading and sending and the
+ * listener accepts a third. A wrong rkey is refused the same way. */
+#include "test_rdma_util.h"
+
+#define REGION (64 * 1024)
+#define MAXCTX 256
+
+static unsigned char *region;
+static struct rps_tr_mr region_mr;
+
+struct srv {
+	atomic_int accepted, closed, recv;
+};
+
+static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
+		    size_t *ack_len_p, const char **why_p)
+{
+	struct rps_shard_desc d = { .addr = region_mr.remote_addr,
+				    .size = REGION,
+				    .rkey = region_mr.rkey };
+
+	*ack_len_p = make_ack(ack, 1, &d);
+	return 0;
+}
+
+static void srv_event(struct poller *p, struct rps_tr_event *ev)
+{
+	struct srv *s = p->arg;
+
+	switch (ev->type) {
+	case RPS_TR_EV_ACCEPTED:
+		atomic_fetch_add(&s->accepted, 1);
+		break;
+	case RPS_TR_EV_RECV:
+		send_simple(p->t, ev->conn, RPS_OP_BARRIER_DONE, ev->hdr.req_id, 77);
+		p->t->ops->release(p->t, ev->token);
+		atomic_fetch_add(&s->recv, 1);
+		break;
+	case RPS_TR_EV_CLOSED:
+		atomic_fetch_add(&s->closed, 1);
+		p->t->ops->close(ev->conn);
+		break;
+	default:
+		break;
+	}
+}
+
+struct cli {
+	atomic_int done[MAXCTX];
+	int status[MAXCTX];
+	atomic_int acks;
+	struct rps_conn *watch;
+	atomic_int watch_closed;
+	int closed_status;
+	atomic_int events_after_close;
+};
+
+static void cli_event(struct poller *p, struct rps_tr_event *ev)
+{
+	struct cli *c = p->arg;
+
+	if (atomic_load(&c->watch_closed) && ev->conn == c->watch)
+		atomic_fetch_add(&c->events_after_close, 1);
+	switch (ev->type) {
+	case RPS_TR_EV_READ_DONE:
+		if (ev->ctx < MAXCTX) {
+			c->status[ev->ctx] = ev->status;
+			atomic_store(&c->done[ev->ctx], 1);
+		}
+		break;
+	case RPS_TR_EV_RECV:
+		atomic_fetch_add(&c->acks, 1);
+		p->t->ops->release(p->t, ev->token);
+		break;
+	case RPS_TR_EV_CLOSED:
+		if (ev->conn == c->watch) {
+			c->closed_status = ev->status;
+			atomic_store(&c->watch_closed, 1);
+		}
+		p->t->ops->close(ev->conn);
+		break;
+	default:
+		break;
+	}
+}
+
+static struct cli cs;
+
+static int read_wait(struct rps_transport *t, struct rps_conn *c, const struct rps_tr_sge *sg,
+		     int n, uint64_t raddr, uint32_t rkey, uint64_t ctx)
+{
+	int rc;
+
+	atomic_store(&cs.done[ctx], 0);
+	rc = t->ops->read_remote(c, sg, n, raddr, rkey, ctx);
+	if (rc)
+		return rc;
+	if (!wait_flag(&cs.done[ctx], 10))
+		return -ETIMEDOUT;
+	return cs.status[ctx];
+}
+
+static void run(int event_mode)
+{
+	struct tenv e;
+	struct rps_config cfg;
+	struct srv s = { 0 };
+	struct poller ps, pc;
+	struct rps_transport *ts, *tc;
+	struct rps_conn *c1, *c2, *c3;
+	struct rps_shard_desc d;
+	struct rps_rdma_stats st0, st1;
+	char ack[RPS_TR_ACK_MAX];
+	size_t ack_len;
+	uint16_t port;
+	int rc;
+
+	memset(&cs, 0, sizeof(cs));
+	tenv_get(&e);
+	rps_rdma_set_rnr_retry(0);
+	tcfg_init(&cfg, event_mode);
+	ts = tr_create(&cfg, e.dev0, 1, on_hello, &s);
+	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
+	region = aligned_alloc(4096, REGION);
+	REQUIRE(region, "alloc");
+	for (int i = 0; i < REGION; i++)
+		region[i] = (unsigned char)(i * 7 + i / 256);
+	rc = ts->ops->reg_mem(ts, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr);
+	REQUIRE(rc == 0, "reg_mem: %s", strerror(-rc));
+	CHECK(ts->ops->reg_mem(ts, region, REGION, 2u, &(struct rps_tr_mr){ 0 }) == -EINVAL,
+	      "reg_mem with unknown access bits must fail");
+	rc = ts->ops->listen(ts, e.ip0, 0, &port);
+	REQUIRE(rc == 0, "listen: %s", strerror(-rc));
+	poller_start(&ps, ts, srv_event, &s);
+	poller_start(&pc, tc, cli_event, &cs);
+
+	c1 = tr_connect(tc, e.ip0, port, 1, 0, ack, sizeof(ack), &ack_len, &rc);
+	REQUIRE(rc == 0, "connect 1: %s", strerror(-rc));
+	c2 = tr_connect(tc, e.ip0, port, 2, 0, NULL, 0, NULL, &rc);
+	REQUIRE(rc == 0, "connect 2: %s", strerror(-rc));
+	REQUIRE(ack_len == sizeof(struct rps_hello_ack) + sizeof(d), "ack_len %zu", ack_len);
+	memcpy(&d, ack + sizeof(struct rps_hello_ack), sizeof(d));
+	CHECK(d.rkey == region_mr.rkey && d.addr == region_mr.remote_addr, "shard desc");
+
+	/* one sge */
+	{
+		unsigned char *b = malloc(4096);
+		struct rps_tr_sge sg = { b, 4096 };
+
+		rc = read_wait(tc, c1, &sg, 1, d.addr, d.rkey, 1);
+		CHECK(rc == 0, "read 1 sge: %s", strerror(-rc));
+		CHECK(!memcmp(b, region, 4096), "read 1 sge: bytes differ");
+		free(b);
+	}
+	/* three sges into separate buffers, then 50 times more */
+	{
+		unsigned char *b0 = malloc(100), *b1 = malloc(3000), *b2 = malloc(5000);
+		struct rps_tr_sge sg[3] = { { b0, 100 }, { b1, 3000 }, { b2, 5000 } };
+		int bad = 0;
+
+		rc = read_wait(tc, c1, sg, 3, d.addr + 1000, d.rkey, 2);
+		CHECK(rc == 0, "read 3 sges: %s", strerror(-rc));
+		CHECK(!memcmp(b0, region + 1000, 100) && !memcmp(b1, region + 1100, 3000) &&
+			      !memcmp(b2, region + 4100, 5000),
+		      "read 3 sges: bytes differ");
+		rps_rdma_get_stats(tc, &st0);
+		for (int i = 0; i < 50; i++) {
+			uint64_t off = (uint64_t)(i * 811) % (REGION - 8100);
+
+			memset(b1, 0, 3000);
+			rc = read_wait(tc, c1, sg, 3, d.addr + off, d.rkey, 3);
+			if (rc || memcmp(b0, region + off, 100) || memcmp(b1, region + off + 100, 3000) ||
+			    memcmp(b2, region + off + 3100, 5000))
+				bad++;
+		}
+		rps_rdma_get_stats(tc, &st1);
+		CHECK(bad == 0, "%d of 50 repeated reads wrong", bad);
+		CHECK(st1.mr_cache_regs == st0.mr_cache_regs,
+		      "repeated reads registered %llu more regions",
+		      (unsigned long long)(st1.mr_cache_regs - st0.mr_cache_regs));
+		CHECK(st1.mr_cache_hits >= st0.mr_cache_hits + 150, "cache hits %llu -> %llu",
+		      (unsigned long long)st0.mr_cache_hits, (unsigned long long)st1.mr_cache_hits);
+		printf("MR cache: %llu registrations, %llu hits\n",
+		       (unsigned long long)st1.mr_cache_regs, (unsigned long long)st1.mr_cache_hits);
+		free(b0);
+		free(b1);
+		free(b2);
+	}
+	/* as many sges as allowed, 64 bytes each, scattered in one buffer */
+	{
+		int n = tc->max_read_sge;
+		unsigned char *b = calloc(1, 128 * 30);
+		struct rps_tr_sge sg[30];
+		int bad = 0;
+
+		for (int i = 0; i < n; i++)
+			sg[i] = (struct rps_tr_sge){ b + 128 * i, 64 };
+		rc = read_wait(tc, c1, sg, n, d.addr + 256, d.rkey, 4);
+		CHECK(rc == 0, "read %d sges: %s", n, strerror(-rc));
+		for (int i = 0; i < n; i++)
+			bad += memcmp(b + 128 * i, region + 256 + 64 * i, 64) != 0;
+		CHECK(bad == 0, "read %d sges: %d pieces differ", n, bad);
+		rc = tc->ops->read_remote(c1, sg, n + 1, d.addr, d.rkey, 5);
+		CHECK(rc == -EINVAL, "read with %d sges: %d, want -EINVAL", n + 1, rc);
+		free(b);
+	}
+	/* into a reg_mem'd buffer: its own lkey, no cache registration */
+	{
+		unsigned char *b = aligned_alloc(4096, 8192);
+		struct rps_tr_mr mr;
+		struct rps_tr_sge sg = { b + 100, 5000 };
+
+		rc = tc->ops->reg_mem(tc, b, 8192, RPS_TR_ACCESS_LOCAL, &mr);
+		CHECK(rc == 0, "client reg_mem: %s", strerror(-rc));
+		rps_rdma_get_stats(tc, &st0);
+		rc = read_wait(tc, c1, &sg, 1, d.addr + 20000, d.rkey, 6);
+		rps_rdma_get_stats(tc, &st1);
+		CHECK(rc == 0 && !memcmp(b + 100, region + 20000, 5000), "read into reg_mem: %s",
+		      strerror(-rc));
+		CHECK(st1.mr_cache_regs == st0.mr_cache_regs, "reg_mem'd buffer was registered again");
+		tc->ops->dereg_mem(tc, &mr);
+		free(b);
+	}
+	/* 20 reads in flight */
+	{
+		static unsigned char b[20][1024];
+		int bad = 0;
+
+		for (int i = 0; i < 20; i++) {
+			struct rps_tr_sge sg = { b[i], 1024 };
+
+			atomic_store(&cs.done[10 + i], 0);
+			rc = tc->ops->read_remote(c1, &sg, 1, d.addr + 1024 * (uint64_t)i * 3, d.rkey,
+						  10 + (uint64_t)i);
+			CHECK(rc == 0, "read %d in flight: %s", i, strerror(-rc));
+		}
+		for (int i = 0; i < 20; i++) {
+			if (!wait_flag(&cs.done[10 + i], 10) || cs.status[10 + i] ||
+			    memcmp(b[i], region + 1024 * i * 3, 1024))
+				bad++;
+		}
+		CHECK(bad == 0, "%d of 20 concurrent reads failed", bad);
+	}
+
+	/* outside the region: refused, that connection closes, the others stay */
+	cs.watch = c1;
+	{
+		unsigned char b[256];
+		struct rps_tr_sge sg = { b, 256 };
+
+		rc = read_wait(tc, c1, &sg, 1, d.addr + REGION + 4096, d.rkey, 100);
+		CHECK(rc == -EACCES, "read outside the region: %d (%s), want -EACCES", rc,
+		      strerror(-rc));
+		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after the refused read");
+		CHECK(cs.closed_status == -EACCES, "CLOSED status %d, want -EACCES",
+		      cs.closed_status);
+		rc = tc->ops->read_remote(c1, &sg, 1, d.addr, d.rkey, 101);
+		CHECK(rc == -ECONNRESET, "read on the closed connection: %d, want -ECONNRESET", rc);
+	}
+	CHECK(wait_flag(&s.closed, 10), "server saw no CLOSED for the failed connection");
+	{
+		unsigned char b[2048];
+		struct rps_tr_sge sg = { b, 2048 };
+
+		rc = read_wait(tc, c2, &sg, 1, d.addr + 4096, d.rkey, 102);
+		CHECK(rc == 0 && !memcmp(b, region + 4096, 2048),
+		      "second connection: read after the failure: %s", strerror(-rc));
+		rc = send_simple(tc, c2, RPS_OP_BARRIER, 5, 0);
+		CHECK(rc == 0, "second connection: send: %s", strerror(-rc));
+		CHECK(wait_flag(&cs.acks, 10), "second connection: no answer");
+	}
+	c3 = tr_connect(tc, e.ip0, port, 3, 0, NULL, 0, NULL, &rc);
+	CHECK(rc == 0, "third connection after the failure: %s", strerror(-rc));
+	if (c3) {
+		unsigned char b[512];
+		struct rps_tr_sge sg = { b, 512 };
+
+		/* a wrong rkey: refused the same way */
+		cs.watch = c3;
+		atomic_store(&cs.watch_closed, 0);
+		rc = read_wait(tc, c3, &sg, 1, d.addr, d.rkey ^ 0x5a5a00, 103);
+		CHECK(rc == -EACCES, "wrong rkey: %d (%s), want -EACCES", rc, strerror(-rc));
+		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after the wrong rkey");
+	}
+	usleep(100000);
+	CHECK(atomic_load(&cs.events_after_close) == 0, "%d events after CLOSED",
+	      atomic_load(&cs.events_after_close));
+	{
+		unsigned char b[64];
+		struct rps_tr_sge sg = { b, 64 };
+
+		rc = read_wait(tc, c2, &sg, 1, d.addr + 64, d.rkey, 104);
+		CHECK(rc == 0 && !memcmp(b, region + 64, 64), "second connection at the end: %s",
+		      strerror(-rc));
+	}
+
+	poller_stop(&pc);
+	poller_stop(&ps);
+	rps_transport_destroy(tc);
+	ts->ops->dereg_mem(ts, &region_mr);
+	rps_transport_destroy(ts);
+	free(region);
+}
+
+int main(int argc, char **argv)
+{
+	int mode = argc > 1 ? atoi(argv[1]) : -1;
+
+	rps_log_set_ident("test_rdma_read", -1);
+	if (mode < 0 || mode == 1) {
+		printf("== event mode\n");
+		run(1);
+	}
+	if (mode < 0 || mode == 0) {
+		printf("== busy-poll mode\n");
+		run(0);
+	}
+	return tr_finish("test_rdma_read");
+}
