@@ -5,7 +5,14 @@
  * with the right status: wrong secret -EACCES, bad version -EPROTO, on_hello
  * refusal (its status), channel out of range -EINVAL, nothing listening
  * -ECONNREFUSED; a frame each way on the accepted connection afterwards;
- * closing from the client gives the server a CLOSED event. */
+ * closing from the client gives the server a CLOSED event. Set-up errors:
+ * an unknown RDMAPS_DEVICE is -ENODEV; a locked-memory limit too small for
+ * the buffer pools (CAP_IPC_LOCK dropped) is -ENOMEM at create. */
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
 #include "test_rdma_util.h"
 
 struct srv {
@@ -169,11 +176,73 @@ static void run(int event_mode)
 	rps_transport_destroy(ts);
 }
 
+/* In a child (before any verbs use in this process): no CAP_IPC_LOCK, a
+ * 64 KiB memlock limit, pools of 128 KiB -> create must say -ENOMEM. */
+static void check_memlock(void)
+{
+	pid_t pid = fork();
+	int st;
+
+	REQUIRE(pid >= 0, "fork");
+	if (pid == 0) {
+		struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+		struct __user_cap_data_struct d[2];
+		struct rlimit rl = { 64 << 10, 64 << 10 };
+		struct rps_config cfg;
+		struct rps_tr_params p = { 0 };
+		struct rps_transport *t = NULL;
+		struct tenv e;
+		int rc;
+
+		tenv_get(&e);
+		if (syscall(SYS_capget, &h, d) == 0) {
+			d[0].effective &= ~(1u << CAP_IPC_LOCK);
+			d[0].permitted &= ~(1u << CAP_IPC_LOCK);
+			d[0].inheritable &= ~(1u << CAP_IPC_LOCK);
+			syscall(SYS_capset, &h, d);
+		}
+		REQUIRE(setrlimit(RLIMIT_MEMLOCK, &rl) == 0, "setrlimit");
+		tcfg_init(&cfg, 1);
+		p.secret = SECRET;
+		p.nchannels = 1;
+		p.device = e.dev0;
+		p.cfg = &cfg;
+		rc = rps_transport_create("rdma", &p, &t);
+		if (rc != -ENOMEM) {
+			fprintf(stderr, "FAIL: create under a 64 KiB memlock limit: %d, want -ENOMEM\n",
+				rc);
+			exit(1);
+		}
+		exit(0);
+	}
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memlock check failed (status 0x%x)", st);
+}
+
+static void check_nodev(void)
+{
+	struct rps_config cfg;
+	struct rps_tr_params p = { 0 };
+	struct rps_transport *t = NULL;
+	int rc;
+
+	tcfg_init(&cfg, 1);
+	p.secret = SECRET;
+	p.device = "nosuchdev7";
+	p.cfg = &cfg;
+	rc = rps_transport_create("rdma", &p, &t);
+	CHECK(rc == -ENODEV, "create on an unknown device: %d, want -ENODEV", rc);
+}
+
 int main(int argc, char **argv)
 {
 	int mode = argc > 1 ? atoi(argv[1]) : -1;
+	struct tenv e;
 
 	rps_log_set_ident("test_rdma_handshake", -1);
+	tenv_get(&e);
+	check_memlock();
+	check_nodev();
 	if (mode < 0 || mode == 1) {
 		printf("== event mode\n");
 		run(1);

@@ -249,6 +249,35 @@ static void run(int event_mode)
 		CHECK(bad == 0, "%d of 20 concurrent reads failed", bad);
 	}
 
+	/* latency of small reads, for the record (emulated: ratios only) */
+	{
+		static double lat[200];
+		unsigned char b[64];
+		struct rps_tr_sge sg = { b, 64 };
+		double sum = 0;
+
+		for (int i = 0; i < 200; i++) {
+			double t0 = now_s();
+
+			rc = read_wait(tc, c1, &sg, 1, d.addr + 64 * (uint64_t)i, d.rkey, 7);
+			lat[i] = (now_s() - t0) * 1e6;
+			sum += lat[i];
+			if (rc)
+				break;
+		}
+		CHECK(rc == 0, "latency reads: %s", strerror(-rc));
+		for (int i = 1; i < 200; i++)
+			for (int j = i; j > 0 && lat[j] < lat[j - 1]; j--) {
+				double x = lat[j];
+
+				lat[j] = lat[j - 1];
+				lat[j - 1] = x;
+			}
+		printf("64 B RDMA READ through the transport (%s): median %.1f us, average %.1f us, "
+		       "p99 %.1f us\n",
+		       event_mode ? "event mode" : "busy poll", lat[100], sum / 200, lat[198]);
+	}
+
 	/* outside the region: refused, that connection closes, the others stay */
 	cs.watch = c1;
 	{

@@ -273,13 +273,13 @@ int rps_rdma_memlock_check(struct rps_rdma_transport *t, uint64_t bytes, const c
 		return 0;
 	if (have + bytes <= rl.rlim_cur || has_cap_ipc_lock())
 		return 0;
-	RPS_ERR("%s needs %" PRIu64 " KiB of locked memory (%" PRIu64
-		" KiB registered already) but RLIMIT_MEMLOCK is %" PRIu64
-		" KiB: raise it (ulimit -l unlimited; /etc/security/limits.conf "
-		"'* - memlock unlimited'; systemd LimitMEMLOCK=infinity; "
+	RPS_ERR("RLIMIT_MEMLOCK is %" PRIu64 " KiB, too low for %s (%" PRIu64
+		" KiB more locked memory; %" PRIu64
+		" KiB registered already): raise it (ulimit -l unlimited; "
+		"/etc/security/limits.conf '* - memlock unlimited'; systemd LimitMEMLOCK=infinity; "
 		"docker run --ulimit memlock=-1) or lower RDMAPS_RDMA_RECV_BUFS / "
 		"RDMAPS_RDMA_BUF_BYTES",
-		what, bytes >> 10, have >> 10, (uint64_t)rl.rlim_cur >> 10);
+		(uint64_t)rl.rlim_cur >> 10, what, bytes >> 10, have >> 10);
 	return -ENOMEM;
 }
 
