@@ -920,6 +920,17 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		if (rc)
 			goto err_shards;
 		srv->shards_ready++;
+	}
+	/* listen first: it binds the RDMA device the stores are registered with.
+	 * No worker connects before rps_server_run has joined the cluster. */
+	rc = srv->tr->ops->listen(srv->tr, srv->host, opts->port, &srv->port);
+	if (rc) {
+		RPS_ERR("listen on %s:%u: %s", srv->host, opts->port, strerror(-rc));
+		goto err_shards;
+	}
+	for (int s = 0; s < srv->nshards; s++) {
+		struct rps_shard *sh = &srv->shards[s];
+
 		rc = srv->tr->ops->reg_mem(srv->tr, sh->store.base, sh->store.size,
 					   RPS_TR_ACCESS_REMOTE_READ, &sh->mr);
 		if (rc) {
@@ -928,11 +939,6 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 			goto err_shards;
 		}
 		sh->mr_ok = 1;
-	}
-	rc = srv->tr->ops->listen(srv->tr, srv->host, opts->port, &srv->port);
-	if (rc) {
-		RPS_ERR("listen on %s:%u: %s", srv->host, opts->port, strerror(-rc));
-		goto err_shards;
 	}
 	rc = cores_setup(srv);
 	if (rc)
