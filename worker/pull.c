@@ -81,8 +81,12 @@ static int pull_reads(struct rps_worker *w, struct rps_req *req, const rps_key_t
 		      float *vals, const size_t *lens, size_t n, uint32_t min_clock)
 {
 	float *base = vals;
+	size_t total = 0;
 	int rc = 0;
 
+	for (size_t i = 0; i < n; i++)
+		total += lens[i];
+	rps_wrdma_pin_dest(w, vals, total * sizeof(float));
 	for (size_t i = 0; i < n && !rc; base += lens[i], i++) {
 		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
 

@@ -47,7 +47,20 @@ struct scratch_region {
 	int registered;
 };
 
+/* Pull destinations registered whole, once: the transport's MR cache would
+ * otherwise register every chunk's sge span separately. */
+#define PULLBUF_MAX 64
+
+struct pullbuf {
+	uintptr_t start, end;
+	struct rps_tr_mr mr;
+};
+
 struct rps_scratch {
+	pthread_mutex_t pb_lock;
+	struct pullbuf pb[PULLBUF_MAX];
+	int npb;
+	int pb_full_warned;
 	uint32_t per_read; /* chunks one READ slot may cover */
 	size_t blk;        /* per_read * RPS_RPLAN_LINES */
 	char *junk;
@@ -130,6 +143,7 @@ int rps_wrdma_init(struct rps_worker *w)
 
 	if (!sc)
 		return -ENOMEM;
+	pthread_mutex_init(&sc->pb_lock, NULL);
 	/* n whole chunks take 1 + 2n sges (an end line and the next begin
 	 * line share one); a partial last chunk one more */
 	sc->per_read = (uint32_t)RPS_MAX(1, (max_sge - 2) / 2);
@@ -161,6 +175,9 @@ void rps_wrdma_fini(struct rps_worker *w)
 
 	if (!sc)
 		return;
+	for (int i = 0; i < sc->npb; i++)
+		w->tr->ops->dereg_mem(w->tr, &sc->pb[i].mr);
+	pthread_mutex_destroy(&sc->pb_lock);
 	for (int i = 0; i < sc->nreg; i++) {
 		if (sc->reg[i].registered)
 			w->tr->ops->dereg_mem(w->tr, &sc->reg[i].mr);
@@ -172,6 +189,40 @@ void rps_wrdma_fini(struct rps_worker *w)
 	rps_free(sc->free);
 	rps_free(sc);
 	w->scratch = NULL;
+}
+
+void rps_wrdma_pin_dest(struct rps_worker *w, void *addr, size_t len)
+{
+	struct rps_scratch *sc = w->scratch;
+	uintptr_t ps = 4096, s, e;
+	struct pullbuf *b;
+
+	if (!sc || !addr || !len)
+		return;
+	s = (uintptr_t)addr & ~(ps - 1);
+	e = ((uintptr_t)addr + len + ps - 1) & ~(ps - 1);
+	pthread_mutex_lock(&sc->pb_lock);
+	for (int i = 0; i < sc->npb; i++) {
+		if (s >= sc->pb[i].start && e <= sc->pb[i].end) {
+			pthread_mutex_unlock(&sc->pb_lock);
+			return;
+		}
+	}
+	if (sc->npb == PULLBUF_MAX) {
+		if (!sc->pb_full_warned++)
+			RPS_WARN("rdma pull: %d pull buffers registered already; pulls into new "
+				 "buffers register per chunk (reuse pull buffers)",
+				 PULLBUF_MAX);
+		pthread_mutex_unlock(&sc->pb_lock);
+		return;
+	}
+	b = &sc->pb[sc->npb];
+	if (w->tr->ops->reg_mem(w->tr, (void *)s, e - s, RPS_TR_ACCESS_LOCAL, &b->mr) == 0) {
+		b->start = s;
+		b->end = e;
+		sc->npb++;
+	}
+	pthread_mutex_unlock(&sc->pb_lock);
 }
 
 /* ---- consistency ---- */

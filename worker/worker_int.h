@@ -198,6 +198,9 @@ int rps_wrdma_init(struct rps_worker *w);
 void rps_wrdma_fini(struct rps_worker *w);
 /* Read every shard's store header (geometry); at create. */
 int rps_wrdma_read_headers(struct rps_worker *w);
+/* Register a pull destination once (kept until destroy), so that reads into
+ * it hit the transport's MR cache. Best effort. */
+void rps_wrdma_pin_dest(struct rps_worker *w, void *addr, size_t len);
 /* One RDMA pull piece for a slice (nchunks 0 when dest == NULL: clock wait). */
 int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server, uint32_t shard,
 		     const struct rps_wslice *sl, float *dest, uint32_t min_clock);
