@@ -48,6 +48,7 @@ struct rps_server {
 	atomic_int stop;
 	int running;
 	struct rps_ctl *ctl;
+	uint8_t wgone[RPS_MAX_WORKERS]; /* control thread: left or dead */
 
 	/* network thread */
 	struct rps_srv_pool reqs;
@@ -744,14 +745,14 @@ static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, vo
 	return 0;
 }
 
-static void queue_dead(struct rps_server *srv, uint32_t w)
+static void queue_worker(struct rps_server *srv, uint32_t type, uint32_t w)
 {
 	for (int s = 0; s < srv->nshards; s++) {
 		struct rps_ring_entry e;
 		int rc;
 
 		memset(&e, 0, sizeof(e));
-		e.type = RPS_ENT_DEAD;
+		e.type = type;
 		e.shard = (uint32_t)s;
 		e.info.worker = w;
 		e.info.timestamp_ns = UINT64_MAX;
@@ -771,9 +772,29 @@ static void on_dead(void *arg, const struct rps_node *node)
 			 node->rank, node->host, node->port);
 		return;
 	}
+	if (node->rank >= srv->nworkers)
+		return;
 	/* the control channel said whether it left or was declared dead */
 	RPS_INFO("worker %u (%.64s) gone: clocks no longer wait for it", node->rank, node->host);
-	queue_dead(srv, node->rank);
+	srv->wgone[node->rank] = 1;
+	queue_worker(srv, RPS_ENT_DEAD, node->rank);
+}
+
+/* A new map: a worker that took the rank of a dead one is waited for again. */
+static void on_map(void *arg, const struct rps_map *map, const struct rps_node *nodes)
+{
+	struct rps_server *srv = arg;
+
+	for (uint32_t i = 0; nodes && i < map->num_nodes; i++) {
+		const struct rps_node *n = &nodes[i];
+
+		if (n->role != RPS_ROLE_WORKER || !n->alive || n->rank >= srv->nworkers ||
+		    !srv->wgone[n->rank])
+			continue;
+		srv->wgone[n->rank] = 0;
+		RPS_INFO("worker %u rejoined from %.64s", n->rank, n->host);
+		queue_worker(srv, RPS_ENT_REVIVE, n->rank);
+	}
 }
 
 static void on_shutdown(void *arg)
@@ -1077,6 +1098,7 @@ int rps_server_run(struct rps_server *srv)
 	jo.heartbeat_ms = srv->heartbeat_ms;
 	jo.on_dead = on_dead;
 	jo.on_shutdown = on_shutdown;
+	jo.on_map = on_map;
 	jo.arg = srv;
 	rc = rps_ctl_join(&jo, &srv->ctl);
 	if (rc) {
@@ -1097,7 +1119,7 @@ int rps_server_run(struct rps_server *srv)
 	}
 	atomic_store(&srv->map_workers, map.num_workers ? map.num_workers : srv->nworkers);
 	for (uint32_t w = map.num_workers; map.num_workers && w < srv->nworkers; w++)
-		queue_dead(srv, w); /* never coming */
+		queue_worker(srv, RPS_ENT_DEAD, w); /* never coming */
 	atomic_store(&srv->rank, rank);
 	RPS_INFO("joined as server %u of %u with %u workers", rank, map.num_servers,
 		 atomic_load(&srv->map_workers));

@@ -121,6 +121,7 @@ enum rps_srv_ent {
 	RPS_ENT_PUSH,        /* ptr = req, ptr2 = conn */
 	RPS_ENT_CLOCK,       /* info.worker ends info.clock with u64 pushes to this shard */
 	RPS_ENT_DEAD,        /* info.worker is dead: no longer waited for */
+	RPS_ENT_REVIVE,      /* info.worker rejoined: waited for again from the shard's clock */
 };
 
 /* ---- key table (keytab.c) -------------------------------------------------
@@ -214,6 +215,7 @@ struct rps_shard {
 	uint64_t clock;             /* shard clock: min over live workers */
 	uint64_t *wclock;           /* [nworkers] */
 	uint8_t *live;              /* [nworkers] */
+	uint8_t *nwarn;             /* [nworkers]: stale-clock warnings logged */
 	uint32_t win;               /* clocks tracked ahead per worker (power of two) */
 	uint32_t *applied;          /* [nworkers * win]: pushes counted for clock c */
 	uint32_t *expected;         /* [nworkers * win]: from CLOCK, or RPS_CLOCK_NONE */

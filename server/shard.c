@@ -290,9 +290,10 @@ int rps_shard_init(struct rps_shard *sh, const struct rps_shard_params *p,
 	nw = p->nworkers;
 	sh->wclock = rps_calloc(nw, sizeof(*sh->wclock));
 	sh->live = rps_calloc(nw, 1);
+	sh->nwarn = rps_calloc(nw, 1);
 	sh->applied = rps_calloc(nw * sh->win, sizeof(uint32_t));
 	sh->expected = rps_malloc(nw * sh->win * sizeof(uint32_t));
-	if (!sh->wclock || !sh->live || !sh->applied || !sh->expected) {
+	if (!sh->wclock || !sh->live || !sh->nwarn || !sh->applied || !sh->expected) {
 		rc = -ENOMEM;
 		goto err_clocks;
 	}
@@ -313,6 +314,7 @@ int rps_shard_init(struct rps_shard *sh, const struct rps_shard_params *p,
 err_clocks:
 	rps_free(sh->wclock);
 	rps_free(sh->live);
+	rps_free(sh->nwarn);
 	rps_free(sh->applied);
 	rps_free(sh->expected);
 	rps_ring_destroy(sh->ring);
@@ -333,6 +335,7 @@ void rps_shard_fini(struct rps_shard *sh)
 	rps_store_fini(&sh->store);
 	rps_free(sh->wclock);
 	rps_free(sh->live);
+	rps_free(sh->nwarn);
 	rps_free(sh->applied);
 	rps_free(sh->expected);
 	pthread_mutex_destroy(&sh->park_lock);

@@ -23,6 +23,8 @@
 #include "src/log.h"
 #include "src/util.h"
 
+#define RPS_STALE_WARNINGS 3
+
 /* ---- validation and ring entries (network thread) --------------------------- */
 
 int rps_shard_push_check(const struct rps_shard *sh, const struct rps_push *p,
@@ -242,9 +244,15 @@ static uint32_t *clock_slot(struct rps_shard *sh, uint32_t *arr, uint32_t w, uin
 	if (clock < wc && !what)
 		return NULL;
 	if (clock < wc) {
-		RPS_WARN("shard %u: %s from worker %u for clock %u, which it already finished "
-			 "(clock %llu)",
-			 sh->p.idx, what, w, clock, (unsigned long long)wc);
+		/* a worker that rejoined may run through old clocks: say it a few
+		 * times, not for every frame */
+		if (sh->nwarn[w] < RPS_STALE_WARNINGS)
+			RPS_WARN("shard %u: %s from worker %u for clock %u, which it already "
+				 "finished (clock %llu)%s",
+				 sh->p.idx, what, w, clock, (unsigned long long)wc,
+				 sh->nwarn[w] + 1 == RPS_STALE_WARNINGS ? "; no more of these" : "");
+		if (sh->nwarn[w] < RPS_STALE_WARNINGS)
+			sh->nwarn[w]++;
 		return NULL;
 	}
 	if (clock - wc >= sh->win) {
@@ -274,7 +282,8 @@ static void handle_push(struct rps_shard *sh, struct rps_srv_req *req)
 		return;
 	}
 	if (!status) {
-		if (sh->p.consistency == RPS_BSP && p->clock < sh->clock)
+		if (sh->p.consistency == RPS_BSP && p->clock < sh->clock && w < sh->p.nworkers &&
+		    sh->nwarn[w] < RPS_STALE_WARNINGS)
 			RPS_WARN("shard %u: push of key %llu from worker %u for clock %u, shard at "
 				 "%llu: summed into the current clock",
 				 sh->p.idx, (unsigned long long)p->key, w, p->clock,
@@ -316,6 +325,28 @@ static void handle_dead(struct rps_shard *sh, uint32_t w)
 	sh->redo = 1; /* its deferred pushes are no longer held back */
 }
 
+/* A worker took a dead worker's rank: wait for it again, from the shard's
+ * clock on (its pushes for older clocks are applied, not counted). */
+static void handle_revive(struct rps_shard *sh, uint32_t w)
+{
+	size_t base = (size_t)w * sh->win;
+
+	if (w >= sh->p.nworkers || sh->live[w])
+		return;
+	sh->live[w] = 1;
+	sh->nwarn[w] = 0;
+	if (sh->wclock[w] < sh->clock)
+		sh->wclock[w] = sh->clock;
+	for (uint32_t i = 0; i < sh->win; i++) {
+		sh->applied[base + i] = 0;
+		sh->expected[base + i] = RPS_CLOCK_NONE;
+	}
+	rps_store_set_worker_clock(&sh->store, w, sh->wclock[w]);
+	sh->changed = 1;
+	RPS_DEBUG("shard %u: worker %u back at clock %llu", sh->p.idx, w,
+		  (unsigned long long)sh->wclock[w]);
+}
+
 /* BSP: retry deferred pushes after the clock moved. */
 static void retry_deferred(struct rps_shard *sh)
 {
@@ -353,6 +384,9 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 		break;
 	case RPS_ENT_DEAD:
 		handle_dead(sh, e->info.worker);
+		break;
+	case RPS_ENT_REVIVE:
+		handle_revive(sh, e->info.worker);
 		break;
 	default:
 		RPS_ERR("shard %u: ring entry of unknown type %u dropped", sh->p.idx, e->type);

@@ -387,6 +387,35 @@ static void test_bsp_dead_worker(void **state)
 	assert_int_equal(rps_store_clock(&sh->store), 2);
 }
 
+static void test_bsp_rejoin(void **state)
+{
+	struct fixture *f = *state;
+	struct rps_shard *sh = &f->sh;
+	float g[4] = { 1, 1, 1, 1 };
+	float v[4];
+
+	assert_int_equal(t_declare(sh, 1, 0, 4, RPS_INIT_ZEROS, 0, 0, NULL), 0);
+	t_dead(sh, 1);
+	for (uint32_t c = 0; c < 2; c++)
+		t_clock(sh, 0, c, 0);
+	assert_int_equal(rps_store_clock(&sh->store), 2);
+	/* a replacement takes rank 1: waited for again, from clock 2 on */
+	t_revive(sh, 1);
+	assert_int_equal(rps_store_worker_clock(&sh->store, 1), 2);
+	t_clock(sh, 0, 2, 0);
+	assert_int_equal(rps_store_clock(&sh->store), 2);
+	/* it starts at clock 0: old CLOCKs are ignored, old pushes summed now */
+	t_push(sh, 1, 1, 0, 0, 4, 0, g, 1);
+	t_clock(sh, 1, 0, 1);
+	t_clock(sh, 1, 1, 0);
+	assert_int_equal(rps_store_clock(&sh->store), 2);
+	t_clock(sh, 1, 2, 0);
+	assert_int_equal(rps_store_clock(&sh->store), 3);
+	t_read(sh, 1, 0, 0, 4, v);
+	assert_float_equal(v[0], -0.5f, 1e-6);
+	assert_int_equal(f->io.push[0].status, 0);
+}
+
 /* ---- RPS_INIT_PUSH ---- */
 
 static void init_push_case(struct fixture *f)
@@ -508,6 +537,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bsp_step_is_clock, setup_bsp, teardown),
 		cmocka_unit_test_setup_teardown(test_bsp_defer_future_clock, setup_bsp, teardown),
 		cmocka_unit_test_setup_teardown(test_bsp_dead_worker, setup_bsp, teardown),
+		cmocka_unit_test_setup_teardown(test_bsp_rejoin, setup_bsp, teardown),
 		cmocka_unit_test_setup_teardown(test_init_push_asp, setup_asp, teardown),
 		cmocka_unit_test_setup_teardown(test_init_push_bsp, setup_bsp, teardown),
 		cmocka_unit_test_setup_teardown(test_update_thread, setup_asp, teardown),

@@ -195,6 +195,16 @@ T_FN void t_dead(struct rps_shard *sh, uint32_t worker)
 	rps_shard_handle(sh, &e);
 }
 
+T_FN void t_revive(struct rps_shard *sh, uint32_t worker)
+{
+	struct rps_ring_entry e;
+
+	memset(&e, 0, sizeof(e));
+	e.type = RPS_ENT_REVIVE;
+	e.info.worker = worker;
+	rps_shard_handle(sh, &e);
+}
+
 T_FN void t_read(struct rps_shard *sh, uint64_t key, uint32_t slice, uint64_t off, uint64_t n,
 		   float *dst)
 {
