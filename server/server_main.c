@@ -35,7 +35,8 @@ static void usage(FILE *out)
 		"  --config   print every setting, its value and where it came from, and exit\n"
 		"  --help     this text\n"
 		"\n"
-		"settings:\n");
+		"SIGINT / SIGTERM stop the server cleanly (a second one ends it at once).\n"
+		"\n");
 	rps_config_usage(out);
 }
 
@@ -95,10 +96,12 @@ int main(int argc, char **argv)
 	the_server = srv;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESETHAND; /* a second signal ends a server stuck in its join */
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
+	sa.sa_flags = 0;
 	sigaction(SIGPIPE, &sa, NULL);
 
 	rc = rps_server_run(srv);
@@ -109,7 +112,7 @@ int main(int argc, char **argv)
 	the_server = NULL;
 	rps_server_destroy(srv);
 	if (rc) {
-		fprintf(stderr, "rdmaps-server: %s\n", rps_strerror(rc));
+		fprintf(stderr, "rdmaps-server: exiting: %s\n", rps_strerror(rc));
 		return 1;
 	}
 	return 0;
