@@ -113,10 +113,11 @@ static int compare(const float *got, const float *want, const char *what)
 	return bad ? -1 : 0;
 }
 
-static int wait_ok(int rc, struct rps_req *req, const char *what)
+/* req_p is read only after the call that fills it returned rc. */
+static int wait_ok(int rc, struct rps_req **req_p, const char *what)
 {
 	if (rc == 0)
-		rc = rps_req_wait(req, 60000);
+		rc = rps_req_wait(*req_p, 60000);
 	CHECK(rc == 0, "%s: %s", what, rps_strerror(rc));
 	return rc;
 }
@@ -125,14 +126,14 @@ static int pull_all(struct rps_worker *w, float *v)
 {
 	struct rps_req *req = NULL;
 
-	return wait_ok(rps_worker_pull(w, keys, v, lens, NKEYS, &req), req, "pull");
+	return wait_ok(rps_worker_pull(w, keys, v, lens, NKEYS, &req), &req, "pull");
 }
 
 static int push_all(struct rps_worker *w, const float *g)
 {
 	struct rps_req *req = NULL;
 
-	return wait_ok(rps_worker_push(w, keys, g, lens, NKEYS, &req), req, "push");
+	return wait_ok(rps_worker_push(w, keys, g, lens, NKEYS, &req), &req, "push");
 }
 
 static int declare_all(struct rps_worker *w)
@@ -164,7 +165,7 @@ static int run_bsp(struct rps_worker *w)
 			/* the last step as one push-pull */
 			struct rps_req *req = NULL;
 
-			if (wait_ok(rps_worker_pushpull(w, keys, g, v, lens, NKEYS, &req), req,
+			if (wait_ok(rps_worker_pushpull(w, keys, g, v, lens, NKEYS, &req), &req,
 				    "pushpull"))
 				break;
 			expected(want, c + 1);
