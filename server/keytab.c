@@ -49,13 +49,13 @@ void rps_srv_keytab_fini(struct rps_srv_keytab *t, void (*free_fn)(struct rps_sl
 	t->slots = NULL;
 }
 
-struct rps_slice_meta *rps_srv_keytab_lookup(const struct rps_srv_keytab *t, uint64_t key, uint32_t slice)
+struct rps_slice_meta *rps_srv_keytab_lookup(const struct rps_srv_keytab *t, uint64_t key,
+					     uint32_t slice)
 {
 	uint64_t i = keytab_hash(key, slice) & t->mask;
 
 	for (;;) {
-		struct rps_slice_meta *m =
-			atomic_load_explicit(&t->slots[i], memory_order_acquire);
+		struct rps_slice_meta *m = atomic_load_explicit(&t->slots[i], memory_order_acquire);
 
 		if (!m)
 			return NULL;
@@ -72,8 +72,7 @@ int rps_srv_keytab_insert(struct rps_srv_keytab *t, struct rps_slice_meta *m)
 	if (t->count >= t->max)
 		return -ENOSPC;
 	for (;;) {
-		struct rps_slice_meta *o =
-			atomic_load_explicit(&t->slots[i], memory_order_relaxed);
+		struct rps_slice_meta *o = atomic_load_explicit(&t->slots[i], memory_order_relaxed);
 
 		if (!o) {
 			atomic_store_explicit(&t->slots[i], m, memory_order_release);

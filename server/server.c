@@ -21,7 +21,7 @@
 #include "transport/control.h"
 
 #define RPS_SRV_POLL_MS 100
-#define RPS_SRV_EVENTS 64
+#define RPS_SRV_EVENTS	64
 
 struct rps_server {
 	struct rps_server_opts opts; /* strings below are our copies */
@@ -30,7 +30,7 @@ struct rps_server {
 	char *host;
 	char *secret;
 	const struct rps_config *cfg;
-	uint32_t nworkers;            /* configured (RDMAPS_NUM_WORKERS) */
+	uint32_t nworkers; /* configured (RDMAPS_NUM_WORKERS) */
 	uint32_t chunk_bytes;
 	uint64_t max_msg;
 	int heartbeat_ms;
@@ -38,13 +38,13 @@ struct rps_server {
 	struct rps_transport *tr;
 	uint16_t port;
 	int nshards;
-	int shards_ready;             /* initialised */
+	int shards_ready; /* initialised */
 	struct rps_shard *shards;
 	int ncores;
 	int *cores;
 
-	atomic_uint rank;             /* UINT32_MAX until joined */
-	atomic_uint map_workers;      /* from the cluster map, 0 until joined */
+	atomic_uint rank;	 /* UINT32_MAX until joined */
+	atomic_uint map_workers; /* from the cluster map, 0 until joined */
 	atomic_int stop;
 	int running;
 	struct rps_ctl *ctl;
@@ -122,9 +122,10 @@ void rps_server_opts_init(struct rps_server_opts *o)
 	o->staleness = cfg->staleness > 0 ? (uint32_t)cfg->staleness : 0;
 	o->init.seed = cfg->seed;
 	if (rps_server_init_parse(cfg->init, &o->init) < 0) {
-		RPS_ERR("init \"%s\": expected zeros, const:V, uniform:A,B, normal:MEAN,STD or push",
-			cfg->init);
-		o->init.kind = (enum rps_init_kind)-1;
+		RPS_ERR(
+		    "init \"%s\": expected zeros, const:V, uniform:A,B, normal:MEAN,STD or push",
+		    cfg->init);
+		o->init.kind = (enum rps_init_kind)(-1);
 	}
 	o->timeout_ms = cfg->timeout_ms;
 }
@@ -201,8 +202,8 @@ static void conn_put(struct rps_server *srv, struct rps_srv_conn *sc)
 	head = atomic_load_explicit(&srv->close_stack, memory_order_relaxed);
 	do {
 		sc->close_next = head;
-	} while (!atomic_compare_exchange_weak_explicit(&srv->close_stack, &head, sc,
-							memory_order_release, memory_order_relaxed));
+	} while (!atomic_compare_exchange_weak_explicit(
+	    &srv->close_stack, &head, sc, memory_order_release, memory_order_relaxed));
 	srv->tr->ops->wake(srv->tr);
 }
 
@@ -219,8 +220,8 @@ static void conn_unlink(struct rps_server *srv, struct rps_srv_conn *sc)
 
 static void close_drain(struct rps_server *srv)
 {
-	struct rps_srv_conn *sc = atomic_exchange_explicit(&srv->close_stack, NULL,
-							     memory_order_acquire);
+	struct rps_srv_conn *sc =
+	    atomic_exchange_explicit(&srv->close_stack, NULL, memory_order_acquire);
 
 	while (sc) {
 		struct rps_srv_conn *n = sc->close_next;
@@ -259,11 +260,10 @@ static void conn_drop(struct rps_server *srv, struct rps_srv_conn *sc)
 }
 
 /* A protocol error: say why (ERROR frame), log it, drop the connection. */
-static void conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int status,
-		      const char *why)
+static void conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int status, const char *why)
 {
 	struct rps_frame_hdr h;
-	struct iovec iov = { (void *)why, strlen(why) };
+	struct iovec iov = {(void *)why, strlen(why)};
 
 	RPS_WARN("closing %s: %s", sc->conn->peer, why);
 	rps_proto_hdr_init(&h, RPS_OP_ERROR, (uint32_t)iov.iov_len, 0);
@@ -274,11 +274,11 @@ static void conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int statu
 
 /* ---- answers ---------------------------------------------------------------------- */
 
-static void send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op,
-		       uint32_t req_id, int status, const void *fixed, size_t len)
+static void send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op, uint32_t req_id,
+		       int status, const void *fixed, size_t len)
 {
 	struct rps_frame_hdr h;
-	struct iovec iov = { (void *)fixed, len };
+	struct iovec iov = {(void *)fixed, len};
 	int rc;
 
 	if (atomic_load_explicit(&sc->closed, memory_order_relaxed))
@@ -287,11 +287,9 @@ static void send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t 
 	h.status = status;
 	rc = srv->tr->ops->post_send(sc->conn, &h, len ? &iov : NULL, len ? 1 : 0, 0);
 	if (rc)
-		RPS_DEBUG("%s to %s: %s", rps_proto_op_name(op), sc->conn->peer,
-			  strerror(-rc));
+		RPS_DEBUG("%s to %s: %s", rps_proto_op_name(op), sc->conn->peer, strerror(-rc));
 	else
-		atomic_fetch_add_explicit(&srv->bytes_out, sizeof(h) + len,
-					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&srv->bytes_out, sizeof(h) + len, memory_order_relaxed);
 }
 
 /* A refused pull: its fixed part echoed with count 0 (a PULL_RESP's length
@@ -395,9 +393,9 @@ static void io_pull_answer(void *arg, struct rps_shard *sh, struct rps_srv_req *
 }
 
 static const struct rps_shard_io server_io = {
-	.push_done = io_push_done,
-	.declare_done = io_declare_done,
-	.pull_answer = io_pull_answer,
+    .push_done = io_push_done,
+    .declare_done = io_declare_done,
+    .pull_answer = io_pull_answer,
 };
 
 /* ---- frames (network thread) --------------------------------------------------- */
@@ -416,8 +414,8 @@ static int enqueue(struct rps_server *srv, struct rps_shard *sh, const struct rp
 	return rc ? -ECANCELED : 0;
 }
 
-static struct rps_srv_req *req_new(struct rps_server *srv, struct rps_srv_conn *sc,
-				   uint32_t op, uint32_t req_id)
+static struct rps_srv_req *req_new(struct rps_server *srv, struct rps_srv_conn *sc, uint32_t op,
+				   uint32_t req_id)
 {
 	struct rps_srv_req *req = rps_srv_pool_get(&srv->reqs);
 
@@ -441,7 +439,7 @@ static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
 	struct rps_shard *sh;
 
 	if (d->shard >= (uint32_t)srv->nshards) {
-		struct rps_declare_ack a = { .key = d->key, .slice = d->slice, .shard = d->shard };
+		struct rps_declare_ack a = {.key = d->key, .slice = d->slice, .shard = d->shard};
 
 		send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -EINVAL, &a, sizeof(a));
 		return;
@@ -449,7 +447,7 @@ static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
 	sh = &srv->shards[d->shard];
 	req = req_new(srv, sc, RPS_REQ_DECLARE, ev->hdr.req_id);
 	if (!req) {
-		struct rps_declare_ack a = { .key = d->key, .slice = d->slice, .shard = d->shard };
+		struct rps_declare_ack a = {.key = d->key, .slice = d->slice, .shard = d->shard};
 
 		send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -ENOMEM, &a, sizeof(a));
 		return;
@@ -876,8 +874,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	srv->opts = *opts;
 	srv->cfg = cfg;
 	srv->scheduler = rps_strdup(opts->scheduler ? opts->scheduler : cfg->scheduler);
-	srv->transport = rps_strdup(opts->transport && opts->transport[0] ? opts->transport
-									   : cfg->transport);
+	srv->transport =
+	    rps_strdup(opts->transport && opts->transport[0] ? opts->transport : cfg->transport);
 	srv->host = rps_strdup(opts->host && opts->host[0] ? opts->host : "0.0.0.0");
 	srv->secret = rps_strdup(opts->secret ? opts->secret : cfg->secret);
 	if (!srv->scheduler || !srv->transport || !srv->host || !srv->secret) {
@@ -921,19 +919,19 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	}
 	for (int s = 0; s < srv->nshards; s++) {
 		struct rps_shard_params sp = {
-			.idx = (uint32_t)s,
-			.nworkers = srv->nworkers,
-			.shard_bytes = opts->shard_bytes,
-			.chunk_bytes = srv->chunk_bytes,
-			.ring_size = opts->ring_size,
-			.priority = opts->priority,
-			.priority_fn = opts->priority_fn,
-			.priority_arg = opts->priority_arg,
-			.consistency = opts->consistency,
-			.staleness = opts->staleness,
-			.optim = opts->optim,
-			.init = opts->init,
-			.max_msg = srv->max_msg,
+		    .idx = (uint32_t)s,
+		    .nworkers = srv->nworkers,
+		    .shard_bytes = opts->shard_bytes,
+		    .chunk_bytes = srv->chunk_bytes,
+		    .ring_size = opts->ring_size,
+		    .priority = opts->priority,
+		    .priority_fn = opts->priority_fn,
+		    .priority_arg = opts->priority_arg,
+		    .consistency = opts->consistency,
+		    .staleness = opts->staleness,
+		    .optim = opts->optim,
+		    .init = opts->init,
+		    .max_msg = srv->max_msg,
 		};
 		struct rps_shard *sh = &srv->shards[s];
 

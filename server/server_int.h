@@ -36,10 +36,10 @@
 struct rps_srv_pool;
 
 struct rps_srv_pool_obj {
-	struct rps_srv_pool_obj *next;     /* free list / return stack */
+	struct rps_srv_pool_obj *next;	   /* free list / return stack */
 	struct rps_srv_pool_obj *all_next; /* every object of the pool */
 	struct rps_srv_pool *pool;
-	size_t size;                   /* payload bytes */
+	size_t size; /* payload bytes */
 	char pad[32];
 };
 _Static_assert(sizeof(struct rps_srv_pool_obj) == 64, "pool header is one line");
@@ -61,7 +61,7 @@ void rps_srv_pool_put(void *obj);
 
 /* Send buffers in power-of-two size classes from 4 KiB up to max_bytes. */
 #define RPS_BUF_MIN_SHIFT 12
-#define RPS_BUF_CLASSES 24
+#define RPS_BUF_CLASSES	  24
 struct rps_srv_bufpool {
 	struct rps_srv_pool cls[RPS_BUF_CLASSES];
 	int nclasses;
@@ -80,11 +80,11 @@ void *rps_srv_bufpool_get(struct rps_srv_bufpool *bp, size_t bytes);
  * pull and zero-copy send holds one. */
 struct rps_srv_conn {
 	struct rps_conn *conn;
-	void *owner;                   /* struct rps_server */
+	void *owner; /* struct rps_server */
 	atomic_int refs;
-	atomic_int closed;             /* no more frames taken from it */
-	uint32_t rank;                 /* worker rank (hello) */
-	int net_ref;                   /* network thread: still holds its reference */
+	atomic_int closed;		  /* no more frames taken from it */
+	uint32_t rank;			  /* worker rank (hello) */
+	int net_ref;			  /* network thread: still holds its reference */
 	struct rps_srv_conn *prev, *next; /* network thread's list */
 	struct rps_srv_conn *close_next;  /* close stack */
 };
@@ -99,15 +99,15 @@ struct rps_slice_meta;
 
 /* One DECLARE, PUSH or parked PULL on its way through a shard. */
 struct rps_srv_req {
-	struct rps_srv_req *next;      /* parked / deferred lists */
-	struct rps_srv_conn *sc;       /* NULL in tests */
-	void *token;                   /* PUSH: receive token, released when applied */
-	float *data;                   /* PUSH: count floats, usable as scratch */
-	struct rps_slice_meta *meta;   /* PUSH / PULL: validated slice (NULL: none) */
-	uint32_t op;                   /* enum rps_srv_req_op */
+	struct rps_srv_req *next;    /* parked / deferred lists */
+	struct rps_srv_conn *sc;     /* NULL in tests */
+	void *token;		     /* PUSH: receive token, released when applied */
+	float *data;		     /* PUSH: count floats, usable as scratch */
+	struct rps_slice_meta *meta; /* PUSH / PULL: validated slice (NULL: none) */
+	uint32_t op;		     /* enum rps_srv_req_op */
 	uint32_t req_id;
-	uint32_t worker;               /* requester's rank */
-	int32_t status;                /* PUSH refused at validation: only counted */
+	uint32_t worker; /* requester's rank */
+	int32_t status;	 /* PUSH refused at validation: only counted */
 	union {
 		struct rps_declare decl;
 		struct rps_push push;
@@ -118,10 +118,10 @@ struct rps_srv_req {
 /* Ring entry types (struct rps_ring_entry.type). */
 enum rps_srv_ent {
 	RPS_ENT_DECLARE = 1, /* ptr = req, ptr2 = conn */
-	RPS_ENT_PUSH,        /* ptr = req, ptr2 = conn */
-	RPS_ENT_CLOCK,       /* info.worker ends info.clock with u64 pushes to this shard */
-	RPS_ENT_DEAD,        /* info.worker is dead: no longer waited for */
-	RPS_ENT_REVIVE,      /* info.worker rejoined: waited for again from the shard's clock */
+	RPS_ENT_PUSH,	     /* ptr = req, ptr2 = conn */
+	RPS_ENT_CLOCK,	     /* info.worker ends info.clock with u64 pushes to this shard */
+	RPS_ENT_DEAD,	     /* info.worker is dead: no longer waited for */
+	RPS_ENT_REVIVE,	     /* info.worker rejoined: waited for again from the shard's clock */
 };
 
 /* ---- key table (keytab.c) -------------------------------------------------
@@ -134,23 +134,23 @@ struct rps_slice_meta {
 	uint32_t shard;
 	uint64_t nelems;
 	struct rps_store_slice sl;
-	uint64_t data_off;     /* byte offset of element 0 in the store */
+	uint64_t data_off; /* byte offset of element 0 in the store */
 	/* update thread only */
 	struct rps_optim_state opt;
 	uint64_t elems_applied; /* ASP/SSP: elements stepped, step = this / nelems */
-	float *acc;             /* BSP: sum of this clock's pushes */
-	int dirty;              /* BSP: acc holds something for this clock */
+	float *acc;		/* BSP: sum of this clock's pushes */
+	int dirty;		/* BSP: acc holds something for this clock */
 	struct rps_slice_meta *dirty_next;
-	int pending_init;       /* RPS_INIT_PUSH: not yet fully assigned */
+	int pending_init; /* RPS_INIT_PUSH: not yet fully assigned */
 	uint64_t assigned;
-	uint8_t *assigned_map;  /* bit per element assigned */
+	uint8_t *assigned_map; /* bit per element assigned */
 };
 
 struct rps_srv_keytab {
 	_Atomic(struct rps_slice_meta *) *slots;
 	uint64_t mask;
 	uint64_t count;
-	uint64_t max;          /* inserts allowed (load <= 1/2) */
+	uint64_t max; /* inserts allowed (load <= 1/2) */
 };
 
 /* Room for max_entries slices. -ENOMEM. */
@@ -158,7 +158,8 @@ int rps_srv_keytab_init(struct rps_srv_keytab *t, uint64_t max_entries);
 /* Frees the table; each meta is handed to free_fn (may be NULL). */
 void rps_srv_keytab_fini(struct rps_srv_keytab *t, void (*free_fn)(struct rps_slice_meta *m));
 /* Any thread. NULL if absent. */
-struct rps_slice_meta *rps_srv_keytab_lookup(const struct rps_srv_keytab *t, uint64_t key, uint32_t slice);
+struct rps_slice_meta *rps_srv_keytab_lookup(const struct rps_srv_keytab *t, uint64_t key,
+					     uint32_t slice);
 /* The one writer. -EEXIST (same key and slice present), -ENOSPC. */
 int rps_srv_keytab_insert(struct rps_srv_keytab *t, struct rps_slice_meta *m);
 uint64_t rps_srv_keytab_count(const struct rps_srv_keytab *t);
@@ -189,8 +190,8 @@ struct rps_shard_params {
 	enum rps_consistency consistency;
 	uint32_t staleness;
 	struct rps_optim_opts optim;
-	struct rps_init init;       /* for RPS_INIT_DEFAULT */
-	uint64_t max_msg;           /* largest frame payload (pull size limit) */
+	struct rps_init init; /* for RPS_INIT_DEFAULT */
+	uint64_t max_msg;     /* largest frame payload (pull size limit) */
 };
 
 #define RPS_CLOCK_NONE UINT32_MAX
@@ -209,27 +210,27 @@ struct rps_shard {
 
 	pthread_t thread;
 	int thread_ok;
-	int core;                   /* pinned core or -1 */
+	int core; /* pinned core or -1 */
 
 	/* update thread only */
-	uint64_t clock;             /* shard clock: min over live workers */
-	uint64_t *wclock;           /* [nworkers] */
-	uint8_t *live;              /* [nworkers] */
-	uint8_t *nwarn;             /* [nworkers]: stale-clock warnings logged */
-	uint32_t win;               /* clocks tracked ahead per worker (power of two) */
-	uint32_t *applied;          /* [nworkers * win]: pushes counted for clock c */
-	uint32_t *expected;         /* [nworkers * win]: from CLOCK, or RPS_CLOCK_NONE */
+	uint64_t clock;		      /* shard clock: min over live workers */
+	uint64_t *wclock;	      /* [nworkers] */
+	uint8_t *live;		      /* [nworkers] */
+	uint8_t *nwarn;		      /* [nworkers]: stale-clock warnings logged */
+	uint32_t win;		      /* clocks tracked ahead per worker (power of two) */
+	uint32_t *applied;	      /* [nworkers * win]: pushes counted for clock c */
+	uint32_t *expected;	      /* [nworkers * win]: from CLOCK, or RPS_CLOCK_NONE */
 	struct rps_slice_meta *dirty; /* BSP: slices with a sum for the current clock */
 	struct rps_srv_req *deferred, *deferred_tail; /* BSP: pushes for a later clock */
-	int redo;                   /* clock advanced: retry deferred pushes */
-	int changed;                /* a clock moved: parked pulls may be ready */
+	int redo;				      /* clock advanced: retry deferred pushes */
+	int changed;				      /* a clock moved: parked pulls may be ready */
 
 	/* parked pulls: network thread adds, update thread answers */
 	pthread_mutex_t park_lock;
 	struct rps_srv_req *parked, *parked_tail;
 	atomic_uint nparked;
 
-	struct rps_srv_bufpool bufs;    /* update thread's send buffers */
+	struct rps_srv_bufpool bufs; /* update thread's send buffers */
 
 	/* counters */
 	atomic_ullong pushes_applied;
@@ -283,8 +284,7 @@ void rps_shard_read(const struct rps_shard *sh, const struct rps_slice_meta *m, 
  * (seed untouched). -EINVAL. */
 int rps_server_init_parse(const char *s, struct rps_init *init_p);
 /* Value of element e of slice `slice` of key under init (deterministic). */
-float rps_server_init_value(const struct rps_init *init, uint64_t key, uint32_t slice,
-			    uint64_t e);
+float rps_server_init_value(const struct rps_init *init, uint64_t key, uint32_t slice, uint64_t e);
 /* "asp" | "bsp" | "ssp" -> consistency, or -EINVAL. */
 int rps_server_consistency_parse(const char *s);
 const char *rps_server_consistency_name(enum rps_consistency c);

@@ -17,7 +17,7 @@
 
 int rps_server_init_parse(const char *s, struct rps_init *init_p)
 {
-	struct rps_init in = { .seed = init_p->seed };
+	struct rps_init in = {.seed = init_p->seed};
 	char *end;
 
 	if (!strcmp(s, "zeros") || !strcmp(s, "zero")) {
@@ -57,8 +57,7 @@ static inline float unit_f(uint64_t h)
 	return (float)(h >> 40) * (1.0f / 16777216.0f);
 }
 
-float rps_server_init_value(const struct rps_init *init, uint64_t key, uint32_t slice,
-			    uint64_t e)
+float rps_server_init_value(const struct rps_init *init, uint64_t key, uint32_t slice, uint64_t e)
 {
 	uint64_t base = rps_hash64(init->seed ^ rps_hash64(key ^ rps_hash64(slice + 1ull)));
 
@@ -268,8 +267,8 @@ int rps_shard_init(struct rps_shard *sh, const struct rps_shard_params *p,
 
 	rc = rps_store_init(&sh->store, p->idx, p->shard_bytes, p->chunk_bytes);
 	if (rc) {
-		RPS_ERR("shard %u: store of %zu bytes in chunks of %u: %s", p->idx,
-			p->shard_bytes, p->chunk_bytes, strerror(-rc));
+		RPS_ERR("shard %u: store of %zu bytes in chunks of %u: %s", p->idx, p->shard_bytes,
+			p->chunk_bytes, strerror(-rc));
 		return rc;
 	}
 	maxslices = sh->store.nchunks ? sh->store.nchunks : 1;

@@ -250,14 +250,16 @@ static uint32_t *clock_slot(struct rps_shard *sh, uint32_t *arr, uint32_t w, uin
 			RPS_WARN("shard %u: %s from worker %u for clock %u, which it already "
 				 "finished (clock %llu)%s",
 				 sh->p.idx, what, w, clock, (unsigned long long)wc,
-				 sh->nwarn[w] + 1 == RPS_STALE_WARNINGS ? "; no more of these" : "");
+				 sh->nwarn[w] + 1 == RPS_STALE_WARNINGS ? "; no more of these"
+									: "");
 		if (sh->nwarn[w] < RPS_STALE_WARNINGS)
 			sh->nwarn[w]++;
 		return NULL;
 	}
 	if (clock - wc >= sh->win) {
 		RPS_WARN("shard %u: %s from worker %u for clock %u, %llu clocks ahead: not counted",
-			 sh->p.idx, what ? what : "push", w, clock, (unsigned long long)(clock - wc));
+			 sh->p.idx, what ? what : "push", w, clock,
+			 (unsigned long long)(clock - wc));
 		return NULL;
 	}
 	return &arr[(size_t)w * sh->win + (clock & (sh->win - 1))];
@@ -320,7 +322,7 @@ static void handle_dead(struct rps_shard *sh, uint32_t w)
 		return;
 	sh->live[w] = 0;
 	RPS_DEBUG("shard %u: worker %u gone at shard clock %llu", sh->p.idx, w,
-		 (unsigned long long)sh->clock);
+		  (unsigned long long)sh->clock);
 	shard_advance(sh);
 	sh->redo = 1; /* its deferred pushes are no longer held back */
 }

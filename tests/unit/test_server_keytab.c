@@ -73,15 +73,15 @@ static void test_full(void **state)
 		k++;
 	}
 	assert_int_equal(rc, -ENOSPC);
-	assert_true(k >= 10);            /* room for what was asked */
-	assert_true(k <= t.mask + 1);    /* and never a full table (probes end) */
+	assert_true(k >= 10);	      /* room for what was asked */
+	assert_true(k <= t.mask + 1); /* and never a full table (probes end) */
 	for (uint64_t i = 0; i < k; i++)
 		assert_non_null(rps_srv_keytab_lookup(&t, i, 0));
 	assert_null(rps_srv_keytab_lookup(&t, k + 1000, 0));
 	rps_srv_keytab_fini(&t, meta_free);
 }
 
-#define NKEYS 20000
+#define NKEYS	 20000
 #define NREADERS 2
 
 struct race {
@@ -108,7 +108,8 @@ static void *reader(void *arg)
 			k = (x >> 33) % NKEYS;
 			m = rps_srv_keytab_lookup(&r->t, k, (uint32_t)(k & 3));
 			if (m) {
-				if (m->key != k || m->slice != (k & 3) || m->nelems != k * 3 + (k & 3))
+				if (m->key != k || m->slice != (k & 3) ||
+				    m->nelems != k * 3 + (k & 3))
 					atomic_store(&r->bad, 1);
 				seen++;
 			} else if (finished) {
@@ -240,8 +241,8 @@ static void test_bufpool_classes(void **state)
 	assert_null(rps_srv_bufpool_get(&bp, 100001));
 	rps_srv_pool_put(a);
 	rps_srv_pool_put(b);
-	assert_ptr_equal(rps_srv_bufpool_get(&bp, 4096), a);   /* same 4 KiB class */
-	assert_ptr_equal(rps_srv_bufpool_get(&bp, 70000), b);  /* same 128 KiB class */
+	assert_ptr_equal(rps_srv_bufpool_get(&bp, 4096), a);  /* same 4 KiB class */
+	assert_ptr_equal(rps_srv_bufpool_get(&bp, 70000), b); /* same 128 KiB class */
 	assert_ptr_not_equal(rps_srv_bufpool_get(&bp, 5000), a);
 	rps_srv_bufpool_fini(&bp);
 }
@@ -249,12 +250,9 @@ static void test_bufpool_classes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_insert_lookup),
-		cmocka_unit_test(test_full),
-		cmocka_unit_test(test_concurrent_readers),
-		cmocka_unit_test(test_pool_reuse),
-		cmocka_unit_test(test_pool_cross_thread),
-		cmocka_unit_test(test_bufpool_classes),
+	    cmocka_unit_test(test_insert_lookup),      cmocka_unit_test(test_full),
+	    cmocka_unit_test(test_concurrent_readers), cmocka_unit_test(test_pool_reuse),
+	    cmocka_unit_test(test_pool_cross_thread),  cmocka_unit_test(test_bufpool_classes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,7 +19,7 @@
 #include "src/proto.h"
 #include "transport/transport.h"
 
-#define SECRET "net-secret"
+#define SECRET	"net-secret"
 #define WAIT_MS 5000
 
 static struct rps_server *srv;
@@ -87,7 +87,7 @@ static uint32_t client_send(struct client *cl, uint8_t op, const void *fixed, si
 			    const void *data, size_t dlen)
 {
 	struct rps_frame_hdr h;
-	struct iovec iov[2] = { { (void *)fixed, flen }, { (void *)data, dlen } };
+	struct iovec iov[2] = {{(void *)fixed, flen}, {(void *)data, dlen}};
 	uint32_t id = cl->next_id++;
 
 	rps_proto_hdr_init(&h, op, (uint32_t)(flen + dlen), id);
@@ -120,8 +120,8 @@ static int client_wait(struct client *cl, uint32_t req_id, struct resp *r, int t
 				r->closed = 1;
 				found = 1;
 			} else if (ev[i].type == RPS_TR_EV_RECV) {
-				if (!found && (ev[i].hdr.req_id == req_id ||
-					       ev[i].hdr.op == RPS_OP_ERROR)) {
+				if (!found &&
+				    (ev[i].hdr.req_id == req_id || ev[i].hdr.op == RPS_OP_ERROR)) {
 					int fl = rps_proto_fixed_len(ev[i].hdr.op);
 
 					r->hdr = ev[i].hdr;
@@ -147,8 +147,11 @@ static int client_wait(struct client *cl, uint32_t req_id, struct resp *r, int t
 static int declare(struct client *cl, uint64_t key, uint32_t shard, uint64_t nelems,
 		   struct rps_declare_ack *ack_p)
 {
-	struct rps_declare d = { .key = key, .shard = shard, .nelems = nelems,
-				 .init_kind = RPS_INIT_CONST, .init_a = 1.0f };
+	struct rps_declare d = {.key = key,
+				.shard = shard,
+				.nelems = nelems,
+				.init_kind = RPS_INIT_CONST,
+				.init_a = 1.0f};
 	struct resp r;
 	uint32_t id = client_send(cl, RPS_OP_DECLARE, &d, sizeof(d), NULL, 0);
 
@@ -159,17 +162,17 @@ static int declare(struct client *cl, uint64_t key, uint32_t shard, uint64_t nel
 	return r.hdr.status;
 }
 
-static uint32_t push(struct client *cl, uint64_t key, uint32_t shard, uint64_t off,
-		     uint32_t count, uint32_t clock, const float *g)
+static uint32_t push(struct client *cl, uint64_t key, uint32_t shard, uint64_t off, uint32_t count,
+		     uint32_t clock, const float *g)
 {
-	struct rps_push p = { .key = key, .shard = shard, .offset = off, .count = count,
-			      .clock = clock };
+	struct rps_push p = {
+	    .key = key, .shard = shard, .offset = off, .count = count, .clock = clock};
 
 	return client_send(cl, RPS_OP_PUSH, &p, sizeof(p), g, count * sizeof(float));
 }
 
-static int push_wait(struct client *cl, uint64_t key, uint32_t shard, uint64_t off,
-		     uint32_t count, uint32_t clock, const float *g)
+static int push_wait(struct client *cl, uint64_t key, uint32_t shard, uint64_t off, uint32_t count,
+		     uint32_t clock, const float *g)
 {
 	struct resp r;
 	uint32_t id = push(cl, key, shard, off, count, clock, g);
@@ -179,19 +182,19 @@ static int push_wait(struct client *cl, uint64_t key, uint32_t shard, uint64_t o
 	return r.hdr.status;
 }
 
-static uint32_t pull(struct client *cl, uint64_t key, uint32_t shard, uint64_t off,
-		     uint32_t count, uint32_t min_clock)
+static uint32_t pull(struct client *cl, uint64_t key, uint32_t shard, uint64_t off, uint32_t count,
+		     uint32_t min_clock)
 {
-	struct rps_pull p = { .key = key, .shard = shard, .offset = off, .count = count,
-			      .min_clock = min_clock };
+	struct rps_pull p = {
+	    .key = key, .shard = shard, .offset = off, .count = count, .min_clock = min_clock};
 
 	return client_send(cl, RPS_OP_PULL, &p, sizeof(p), NULL, 0);
 }
 
 static void clock_end(struct client *cl, uint32_t clock, uint32_t p0, uint32_t p1)
 {
-	struct rps_clock c = { .clock = clock, .num_shards = 2 };
-	uint32_t pushes[2] = { p0, p1 };
+	struct rps_clock c = {.clock = clock, .num_shards = 2};
+	uint32_t pushes[2] = {p0, p1};
 
 	client_send(cl, RPS_OP_CLOCK, &c, sizeof(c), pushes, sizeof(pushes));
 }
@@ -370,7 +373,7 @@ static void test_caller_errors(void **state)
 {
 	struct client cl;
 	struct resp r;
-	float g[4] = { 9, 9, 9, 9 };
+	float g[4] = {9, 9, 9, 9};
 	uint32_t id;
 
 	(void)state;
@@ -397,8 +400,8 @@ static void test_caller_errors(void **state)
 static void test_protocol_error_closes(void **state)
 {
 	struct client bad, good;
-	struct rps_clock c = { .clock = 0, .num_shards = 3 }; /* the server has 2 */
-	uint32_t pushes[3] = { 0, 0, 0 };
+	struct rps_clock c = {.clock = 0, .num_shards = 3}; /* the server has 2 */
+	uint32_t pushes[3] = {0, 0, 0};
 	struct resp r;
 	uint32_t id;
 
@@ -424,11 +427,11 @@ static void test_protocol_error_closes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_opts_from_config),
-		cmocka_unit_test(test_hello),
-		cmocka_unit_test(test_bsp_round),
-		cmocka_unit_test(test_caller_errors),
-		cmocka_unit_test(test_protocol_error_closes),
+	    cmocka_unit_test(test_opts_from_config),
+	    cmocka_unit_test(test_hello),
+	    cmocka_unit_test(test_bsp_round),
+	    cmocka_unit_test(test_caller_errors),
+	    cmocka_unit_test(test_protocol_error_closes),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

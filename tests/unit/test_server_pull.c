@@ -82,7 +82,7 @@ static void test_pull_check(void **state)
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
 	struct rps_slice_meta *m = (void *)1;
-	struct rps_pull p = { .key = 3, .count = 10 };
+	struct rps_pull p = {.key = 3, .count = 10};
 
 	assert_int_equal(rps_shard_pull_check(sh, &p, &m), -ENOENT);
 	assert_int_equal(t_declare(sh, 3, 0, 2000, RPS_INIT_ZEROS, 0, 0, NULL), 0);
@@ -180,7 +180,7 @@ static void test_park_after_push_bsp(void **state)
 {
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
-	float g[8] = { 1, 1, 1, 1, 1, 1, 1, 1 };
+	float g[8] = {1, 1, 1, 1, 1, 1, 1, 1};
 
 	assert_int_equal(t_declare(sh, 4, 0, 8, RPS_INIT_ZEROS, 0, 0, NULL), 0);
 	assert_int_equal(rps_shard_pull_park(sh, pull_req(0, 4, 8, 1, 9, NULL)), 0);
@@ -230,7 +230,7 @@ static void test_park_race(void **state)
 {
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
-	struct timespec ts = { 0, 100000 };
+	struct timespec ts = {0, 100000};
 	const uint32_t clocks = 300;
 	uint32_t answered_now = 0;
 
@@ -258,14 +258,14 @@ static void test_park_race(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_pull_check, setup_asp, teardown),
-		cmocka_unit_test_setup_teardown(test_ready_bsp, setup_bsp, teardown),
-		cmocka_unit_test_setup_teardown(test_ready_ssp, setup_ssp, teardown),
-		cmocka_unit_test_setup_teardown(test_ready_asp_own_clock, setup_asp, teardown),
-		cmocka_unit_test_setup_teardown(test_park_release, setup_bsp, teardown),
-		cmocka_unit_test_setup_teardown(test_park_after_push_bsp, setup_bsp, teardown),
-		cmocka_unit_test_setup_teardown(test_unpark_conn, setup_bsp, teardown),
-		cmocka_unit_test_setup_teardown(test_park_race, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_pull_check, setup_asp, teardown),
+	    cmocka_unit_test_setup_teardown(test_ready_bsp, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_ready_ssp, setup_ssp, teardown),
+	    cmocka_unit_test_setup_teardown(test_ready_asp_own_clock, setup_asp, teardown),
+	    cmocka_unit_test_setup_teardown(test_park_release, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_park_after_push_bsp, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_unpark_conn, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_park_race, setup_bsp, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

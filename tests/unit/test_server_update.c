@@ -66,8 +66,8 @@ static void test_declare(void **state)
 	assert_true(a1.offset >= 64 + 64 + 8 * RPS_MAX_WORKERS);
 	/* the offset is the data of the first chunk */
 	assert_ptr_equal((char *)sh->store.base + a1.offset,
-			 (char *)rps_store_chunk_data(&sh->store,
-						      rps_srv_keytab_lookup(&sh->tab, 7, 0)->sl.first_chunk));
+			 (char *)rps_store_chunk_data(
+			     &sh->store, rps_srv_keytab_lookup(&sh->tab, 7, 0)->sl.first_chunk));
 	t_read(sh, 7, 0, 0, 200, v); /* 4 chunks of 64 */
 	for (int i = 0; i < 200; i++)
 		assert_true(v[i] == 1.5f);
@@ -103,7 +103,7 @@ static void test_declare_random(void **state)
 	t_read(sh, 11, 0, 0, 300, u);
 	t_read(sh, 12, 0, 0, 300, n);
 	for (int i = 0; i < 300; i++) {
-		struct rps_init in = { RPS_INIT_UNIFORM, -2.0f, 3.0f, 7 };
+		struct rps_init in = {RPS_INIT_UNIFORM, -2.0f, 3.0f, 7};
 
 		assert_true(u[i] >= -2.0f && u[i] < 3.0f);
 		/* deterministic in (seed, key, slice, element) */
@@ -121,7 +121,7 @@ static void test_declare_random(void **state)
 
 static void test_init_parse(void **state)
 {
-	struct rps_init in = { .seed = 42 };
+	struct rps_init in = {.seed = 42};
 
 	(void)state;
 	assert_int_equal(rps_server_init_parse("zeros", &in), 0);
@@ -187,7 +187,7 @@ static void test_asp_clocks(void **state)
 {
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
-	float g[4] = { 1, 1, 1, 1 };
+	float g[4] = {1, 1, 1, 1};
 
 	assert_int_equal(t_declare(sh, 1, 0, 4, RPS_INIT_ZEROS, 0, 0, NULL), 0);
 	/* CLOCK before its pushes: not done until both pushes counted */
@@ -218,7 +218,7 @@ static void test_ssp_staleness(void **state)
 {
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
-	float g[4] = { 1, 1, 1, 1 };
+	float g[4] = {1, 1, 1, 1};
 	float v[4];
 
 	/* staleness_lr: a push s clocks behind the shard gets lr / (1 + s) */
@@ -242,8 +242,8 @@ static void test_refused_push_counts(void **state)
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
 	struct rps_slice_meta *m = NULL;
-	struct rps_push p = { .key = 5, .slice = 0, .offset = 0, .count = 4 };
-	float g[8] = { 0 };
+	struct rps_push p = {.key = 5, .slice = 0, .offset = 0, .count = 4};
+	float g[8] = {0};
 	float v[4];
 
 	assert_int_equal(rps_shard_push_check(sh, &p, &m), -ENOENT);
@@ -256,8 +256,8 @@ static void test_refused_push_counts(void **state)
 	p.count = 0;
 	assert_int_equal(rps_shard_push_check(sh, &p, &m), -EINVAL);
 
-	t_push(sh, 0, 6, 0, 0, 4, 0, g, 10);  /* unknown key */
-	t_push(sh, 0, 5, 0, 2, 4, 0, g, 11);  /* beyond the slice */
+	t_push(sh, 0, 6, 0, 0, 4, 0, g, 10); /* unknown key */
+	t_push(sh, 0, 5, 0, 2, 4, 0, g, 11); /* beyond the slice */
 	assert_int_equal(f->io.push[0].status, -ENOENT);
 	assert_int_equal(f->io.push[1].status, -EINVAL);
 	t_read(sh, 5, 0, 0, 4, v);
@@ -319,7 +319,7 @@ static void test_bsp_step_is_clock(void **state)
 {
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
-	float g[4] = { 1, 1, 1, 1 };
+	float g[4] = {1, 1, 1, 1};
 	float v[4];
 
 	/* step schedule halving every clock: the clock-c sum uses lr * 0.5^c */
@@ -342,7 +342,7 @@ static void test_bsp_defer_future_clock(void **state)
 {
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
-	float g[4] = { 1, 1, 1, 1 };
+	float g[4] = {1, 1, 1, 1};
 	float v[4];
 
 	assert_int_equal(t_declare(sh, 1, 0, 4, RPS_INIT_ZEROS, 0, 0, NULL), 0);
@@ -367,7 +367,7 @@ static void test_bsp_dead_worker(void **state)
 {
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
-	float g[4] = { 1, 1, 1, 1 };
+	float g[4] = {1, 1, 1, 1};
 	float v[4];
 
 	assert_int_equal(t_declare(sh, 1, 0, 4, RPS_INIT_ZEROS, 0, 0, NULL), 0);
@@ -391,7 +391,7 @@ static void test_bsp_rejoin(void **state)
 {
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
-	float g[4] = { 1, 1, 1, 1 };
+	float g[4] = {1, 1, 1, 1};
 	float v[4];
 
 	assert_int_equal(t_declare(sh, 1, 0, 4, RPS_INIT_ZEROS, 0, 0, NULL), 0);
@@ -493,7 +493,7 @@ static void test_update_thread(void **state)
 {
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
-	struct timespec ts = { 0, 1000000 };
+	struct timespec ts = {0, 1000000};
 	float g[16];
 	float v[16];
 	const int n = 500;
@@ -526,21 +526,21 @@ static void test_update_thread(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_declare, setup_asp, teardown),
-		cmocka_unit_test_setup_teardown(test_declare_random, setup_asp, teardown),
-		cmocka_unit_test(test_init_parse),
-		cmocka_unit_test_setup_teardown(test_asp_apply, setup_asp, teardown),
-		cmocka_unit_test_setup_teardown(test_asp_clocks, setup_asp, teardown),
-		cmocka_unit_test_setup_teardown(test_ssp_staleness, setup_asp, teardown),
-		cmocka_unit_test_setup_teardown(test_refused_push_counts, setup_asp, teardown),
-		cmocka_unit_test_setup_teardown(test_bsp_apply_once, setup_bsp, teardown),
-		cmocka_unit_test_setup_teardown(test_bsp_step_is_clock, setup_bsp, teardown),
-		cmocka_unit_test_setup_teardown(test_bsp_defer_future_clock, setup_bsp, teardown),
-		cmocka_unit_test_setup_teardown(test_bsp_dead_worker, setup_bsp, teardown),
-		cmocka_unit_test_setup_teardown(test_bsp_rejoin, setup_bsp, teardown),
-		cmocka_unit_test_setup_teardown(test_init_push_asp, setup_asp, teardown),
-		cmocka_unit_test_setup_teardown(test_init_push_bsp, setup_bsp, teardown),
-		cmocka_unit_test_setup_teardown(test_update_thread, setup_asp, teardown),
+	    cmocka_unit_test_setup_teardown(test_declare, setup_asp, teardown),
+	    cmocka_unit_test_setup_teardown(test_declare_random, setup_asp, teardown),
+	    cmocka_unit_test(test_init_parse),
+	    cmocka_unit_test_setup_teardown(test_asp_apply, setup_asp, teardown),
+	    cmocka_unit_test_setup_teardown(test_asp_clocks, setup_asp, teardown),
+	    cmocka_unit_test_setup_teardown(test_ssp_staleness, setup_asp, teardown),
+	    cmocka_unit_test_setup_teardown(test_refused_push_counts, setup_asp, teardown),
+	    cmocka_unit_test_setup_teardown(test_bsp_apply_once, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_bsp_step_is_clock, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_bsp_defer_future_clock, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_bsp_dead_worker, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_bsp_rejoin, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_init_push_asp, setup_asp, teardown),
+	    cmocka_unit_test_setup_teardown(test_init_push_bsp, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_update_thread, setup_asp, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,7 +16,7 @@
 #include "src/optim.h"
 
 #define T_MAX_EVENTS 256
-#define T_FN static __attribute__((unused))
+#define T_FN	     static __attribute__((unused))
 
 struct t_ack {
 	uint32_t req_id;
@@ -50,7 +50,7 @@ T_FN void t_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, 
 }
 
 T_FN void t_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
-			   const struct rps_declare_ack *ack)
+			 const struct rps_declare_ack *ack)
 {
 	struct t_io *io = arg;
 
@@ -79,9 +79,9 @@ T_FN void t_pull_answer(void *arg, struct rps_shard *sh, struct rps_srv_req *req
 }
 
 static const struct rps_shard_io t_io_ops = {
-	.push_done = t_push_done,
-	.declare_done = t_declare_done,
-	.pull_answer = t_pull_answer,
+    .push_done = t_push_done,
+    .declare_done = t_declare_done,
+    .pull_answer = t_pull_answer,
 };
 
 /* 2 workers, 64 KiB store in chunks of 256 B (64 floats), sgd lr 0.5. */
@@ -104,7 +104,7 @@ T_FN void t_params(struct rps_shard_params *p, enum rps_consistency c)
 }
 
 T_FN int t_declare(struct rps_shard *sh, uint64_t key, uint32_t slice, uint64_t nelems,
-		     uint32_t init_kind, float a, float b, struct rps_declare_ack *ack_p)
+		   uint32_t init_kind, float a, float b, struct rps_declare_ack *ack_p)
 {
 	struct t_io *io = sh->io_arg;
 	struct rps_srv_req *req = calloc(1, sizeof(*req));
@@ -133,8 +133,8 @@ T_FN int t_declare(struct rps_shard *sh, uint64_t key, uint32_t slice, uint64_t 
 
 /* Build a push entry the way the network thread does (validation included). */
 T_FN void t_push_entry(struct rps_shard *sh, uint32_t worker, uint64_t key, uint32_t slice,
-			 uint64_t off, uint32_t count, uint32_t clock, const float *g,
-			 uint32_t req_id, struct rps_ring_entry *e)
+		       uint64_t off, uint32_t count, uint32_t clock, const float *g,
+		       uint32_t req_id, struct rps_ring_entry *e)
 {
 	struct rps_srv_req *req = calloc(1, sizeof(*req));
 
@@ -157,8 +157,8 @@ T_FN void t_push_entry(struct rps_shard *sh, uint32_t worker, uint64_t key, uint
 	rps_shard_push_entry(sh, req, e);
 }
 
-T_FN void t_push(struct rps_shard *sh, uint32_t worker, uint64_t key, uint32_t slice,
-		   uint64_t off, uint32_t count, uint32_t clock, const float *g, uint32_t req_id)
+T_FN void t_push(struct rps_shard *sh, uint32_t worker, uint64_t key, uint32_t slice, uint64_t off,
+		 uint32_t count, uint32_t clock, const float *g, uint32_t req_id)
 {
 	struct rps_ring_entry e;
 
@@ -167,8 +167,7 @@ T_FN void t_push(struct rps_shard *sh, uint32_t worker, uint64_t key, uint32_t s
 	rps_shard_handle(sh, &e);
 }
 
-T_FN void t_clock_entry(uint32_t worker, uint32_t clock, uint32_t pushes,
-			  struct rps_ring_entry *e)
+T_FN void t_clock_entry(uint32_t worker, uint32_t clock, uint32_t pushes, struct rps_ring_entry *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->type = RPS_ENT_CLOCK;
@@ -206,7 +205,7 @@ T_FN void t_revive(struct rps_shard *sh, uint32_t worker)
 }
 
 T_FN void t_read(struct rps_shard *sh, uint64_t key, uint32_t slice, uint64_t off, uint64_t n,
-		   float *dst)
+		 float *dst)
 {
 	struct rps_slice_meta *m = rps_srv_keytab_lookup(&sh->tab, key, slice);
 
