@@ -371,7 +371,10 @@ int rps_shard_start(struct rps_shard *sh, int core)
 	sh->thread_ok = 1;
 	snprintf(name, sizeof(name), "rps-upd-%u", sh->p.idx);
 	pthread_setname_np(sh->thread, name);
-	if (core >= 0) {
+	if (core >= CPU_SETSIZE) {
+		RPS_WARN("shard %u: core %d beyond CPU_SETSIZE: update thread left unpinned",
+			 sh->p.idx, core);
+	} else if (core >= 0) {
 		cpu_set_t set;
 
 		CPU_ZERO(&set);
