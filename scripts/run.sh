@@ -16,6 +16,8 @@ if command -v ibv_devices >/dev/null && [ "$(ibv_devices 2>/dev/null | tail -n +
 fi
 
 mkdir -p results
+# Servers and the scheduler log warnings and errors only, so the progress bar stays readable.
+export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
 # Server-side training settings (every RDMAPS_* variable is documented in docs/options.md).
 export RDMAPS_CONSISTENCY=${RDMAPS_CONSISTENCY:-bsp}
 export RDMAPS_OPTIMIZER=${RDMAPS_OPTIMIZER:-momentum}
