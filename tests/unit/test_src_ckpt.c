@@ -1,6 +1,5 @@
 /* Shard checkpoints: round trip, atomic naming, retention, and refusal of
  * corrupt / mismatched files with fallback to the next older valid one. */
-#include <cmocka.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +13,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include <rdmaps/types.h>
 

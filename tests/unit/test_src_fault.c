@@ -1,6 +1,5 @@
 /* Fault injection: spec parsing (good and bad), decision frequencies,
  * determinism with a seed, kill matching, and the hot-path macros. */
-#include <cmocka.h>
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -9,6 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cmocka.h>
 
 #include "src/fault.h"
 #include "src/log.h"
