@@ -44,8 +44,12 @@ static void stream_event(struct poller *p, struct rps_tr_event *ev)
 		atomic_fetch_add(&s->reads_done, 1);
 		break;
 	case RPS_TR_EV_CLOSED:
-		atomic_store(&s->closed, 1);
-		p->t->ops->close(ev->conn);
+		if (ev->conn == s->c) {
+			/* the streaming thread may still use it: closed after the join */
+			atomic_store(&s->closed, 1);
+		} else {
+			p->t->ops->close(ev->conn);
+		}
 		break;
 	default:
 		break;
@@ -208,6 +212,7 @@ static int child_client(int in, int rank, int expect_close)
 			atomic_load(&s.after_close));
 		return 1;
 	}
+	s.t->ops->close(s.c);
 	poller_stop(&pc);
 	rps_transport_destroy(s.t);
 	return 0;
@@ -280,6 +285,14 @@ static int wait_child(pid_t pid, double secs)
 		if (r == pid)
 			return st;
 		usleep(10000);
+	}
+	if (getenv("RDMA_TEST_GDB")) { /* debugging aid: where is it stuck? */
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "gdb -p %d -batch -ex 'thread apply all bt 15' 2>&1 | "
+			 "grep -E '^#|^Thread' >&2", (int)pid);
+		if (system(cmd) != 0)
+			fprintf(stderr, "gdb failed\n");
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, &st, 0);
@@ -359,6 +372,8 @@ int main(void)
 	CHECK(wait_count(&cl.closed, 1, 30), "C killed: the client saw no CLOSED within 30 s");
 	atomic_store(&cl.stop, 1);
 	pthread_join(th, NULL);
+	if (atomic_load(&cl.closed))
+		tc->ops->close(cl.c);
 	CHECK(cl.send_rc == 0 || cl.send_rc == -ECONNRESET || cl.send_rc == -ETIMEDOUT,
 	      "C: post_send ended with %d", cl.send_rc);
 	usleep(200000);

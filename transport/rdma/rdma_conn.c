@@ -307,7 +307,12 @@ void rps_rdma_conn_fail(struct rps_rdma_conn *c, int status, const char *why)
 
 	if (prev == C_DEAD)
 		return;
+	/* under the send lock: no post slips in after the drain marker */
+	if (c->slots)
+		pthread_spin_lock(&c->lock);
 	atomic_store(&c->state, C_DEAD);
+	if (c->slots)
+		pthread_spin_unlock(&c->lock);
 	c->reason = status ? status : -ECONNRESET;
 	if (why && !atomic_load(&c->user_closed))
 		RPS_ERR("connection to %s (qp 0x%x) closed: %s", c->base.peer, c->qpn, why);

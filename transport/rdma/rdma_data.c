@@ -112,7 +112,9 @@ void rps_rdma_maybe_ctrl(struct rps_rdma_conn *c)
 		return;
 	pthread_spin_lock(&c->lock);
 	f = atomic_load(&c->freed);
-	if (f - atomic_load(&c->reported) < c->ctrl_thresh) {
+	if (atomic_load(&c->state) != C_UP) {
+		atomic_store(&c->ctrl_pending, 0);
+	} else if (f - atomic_load(&c->reported) < c->ctrl_thresh) {
 		atomic_store(&c->ctrl_pending, 0);
 	} else if (c->sent - atomic_load(&c->peer_freed) < c->peer_window &&
 		   sq_used(c) < c->nslots - 1) {
@@ -158,6 +160,11 @@ static int try_send(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 	int rc;
 
 	pthread_spin_lock(&c->lock);
+	if (atomic_load(&c->state) != C_UP) {
+		/* dead: its drain marker may be posted already; nothing after it */
+		pthread_spin_unlock(&c->lock);
+		return -ECONNRESET;
+	}
 	if (c->sent - atomic_load(&c->peer_freed) >= c->grant || sq_used(c) >= c->nslots - 1 ||
 	    c->sb_head - c->sb_tail >= c->nsbuf) {
 		pthread_spin_unlock(&c->lock);
@@ -365,6 +372,11 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 			goto err_tmp;
 		}
 		pthread_spin_lock(&c->lock);
+		if (atomic_load(&c->state) != C_UP) {
+			pthread_spin_unlock(&c->lock);
+			rc = -ECONNRESET;
+			goto err_tmp;
+		}
 		if (sq_used(c) < c->nslots - 1) {
 			s = sq_next(c);
 			s->kind = WR_READ;
