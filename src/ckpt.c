@@ -745,9 +745,16 @@ int rps_ckpt_read(const char *path, uint32_t server_rank, uint32_t shard, uint32
 int rps_ckpt_find(const char *dir, uint32_t server_rank, uint32_t shard, uint32_t num_shards,
 		  struct rps_ckpt_info *info_p)
 {
+	return rps_ckpt_find_max(dir, server_rank, shard, num_shards, UINT64_MAX, info_p);
+}
+
+int rps_ckpt_find_max(const char *dir, uint32_t server_rank, uint32_t shard, uint32_t num_shards,
+		      uint64_t max_clock, struct rps_ckpt_info *info_p)
+{
 	struct ckpt_ent *ents;
 	size_t n;
 	int refused = 0;
+	char upto[48] = "";
 	int rc = list_shard(dir, server_rank, shard, &ents, &n);
 
 	if (rc == -ENOENT || rc == -ENOTDIR) {
@@ -762,7 +769,7 @@ int rps_ckpt_find(const char *dir, uint32_t server_rank, uint32_t shard, uint32_
 	for (size_t i = 0; i < n; i++) {
 		char path[RPS_CKPT_PATH_MAX];
 
-		if (ents[i].kind != 1 ||
+		if (ents[i].kind != 1 || ents[i].clock > max_clock ||
 		    rps_ckpt_path(dir, server_rank, shard, ents[i].clock, path, sizeof(path)))
 			continue;
 		if (rps_ckpt_verify(path, server_rank, shard, num_shards, info_p)) {
@@ -776,11 +783,14 @@ int rps_ckpt_find(const char *dir, uint32_t server_rank, uint32_t shard, uint32_
 		return 0;
 	}
 	rps_free(ents);
+	if (max_clock != UINT64_MAX)
+		snprintf(upto, sizeof(upto), " at clock <= %" PRIu64, max_clock);
 	if (refused)
-		RPS_ERR("no valid checkpoint for server %u shard %u in %s (%d refused)",
-			server_rank, shard, dir, refused);
+		RPS_ERR("no valid checkpoint for server %u shard %u%s in %s (%d refused)",
+			server_rank, shard, upto, dir, refused);
 	else
-		RPS_ERR("no checkpoint for server %u shard %u in %s", server_rank, shard, dir);
+		RPS_ERR("no checkpoint for server %u shard %u%s in %s", server_rank, shard, upto,
+			dir);
 	return -ENOENT;
 }
 

@@ -168,6 +168,12 @@ int rps_ckpt_verify(const char *path, uint32_t server_rank, uint32_t shard, uint
 int rps_ckpt_find(const char *dir, uint32_t server_rank, uint32_t shard, uint32_t num_shards,
 		  struct rps_ckpt_info *info_p);
 
+/* The same, among the files with clock <= max_clock: to put every shard of a
+ * server back at one common clock (find each shard's newest, take the smallest
+ * clock C, then rps_ckpt_find_max(..., C, ...) for each). */
+int rps_ckpt_find_max(const char *dir, uint32_t server_rank, uint32_t shard, uint32_t num_shards,
+		      uint64_t max_clock, struct rps_ckpt_info *info_p);
+
 /* Verify one file, then call fn for each slice (a second pass that checks the
  * checksum again: a file changed in between is -EBADMSG, possibly after some
  * callbacks). fn's non-zero return is returned as is. */

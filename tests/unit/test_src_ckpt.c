@@ -333,6 +333,13 @@ static void test_retention(void **state)
 	assert_int_equal(info.clock, 100);
 	assert_true(exists(0, 0, 70, 0));
 
+	/* newest at or before a clock */
+	assert_int_equal(rps_ckpt_find_max(tdir, 0, 0, 2, 99, &info), 0);
+	assert_int_equal(info.clock, 70);
+	assert_int_equal(rps_ckpt_find_max(tdir, 0, 0, 2, 100, &info), 0);
+	assert_int_equal(info.clock, 100);
+	assert_int_equal(rps_ckpt_find_max(tdir, 0, 0, 2, 69, &info), -ENOENT);
+
 	/* rewriting the same clock replaces it */
 	write_ckpt(0, 0, 2, 100, 0, NULL);
 	assert_true(exists(0, 0, 70, 0));
@@ -533,7 +540,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_large, setup, teardown),
 	};
 
-	if (!getenv("RDMAPS_LOG_LEVEL"))
-		rps_log_set_level(RPS_LOG_ERROR);
+	const char *lvl = getenv("RDMAPS_LOG_LEVEL");
+
+	rps_log_set_level(lvl ? rps_log_level_parse(lvl) : RPS_LOG_ERROR);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

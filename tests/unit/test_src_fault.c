@@ -278,7 +278,8 @@ int main(void)
 	    cmocka_unit_test(test_sleep),
 	};
 
-	if (!getenv("RDMAPS_LOG_LEVEL"))
-		rps_log_set_level(RPS_LOG_ERROR);
+	const char *lvl = getenv("RDMAPS_LOG_LEVEL");
+
+	rps_log_set_level(lvl ? rps_log_level_parse(lvl) : RPS_LOG_ERROR);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

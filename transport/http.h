@@ -1,0 +1,56 @@
+/* A tiny HTTP/1.1 server for Prometheus scrapes (GET /metrics) and similar
+ * read-only pages. Implemented in transport/tcp/http.c (the only place that
+ * touches sockets).
+ *
+ * - rps_http_start binds and listens in the caller (so a busy port is an
+ *   error there), then serves from a thread of its own with a poll() loop;
+ *   nothing it does blocks the caller afterwards.
+ * - One request per connection (Connection: close). GET and HEAD; other
+ *   methods 405. A malformed request line is answered 400 at once; a request
+ *   (line + headers) beyond max_request bytes 431; a connection that does not
+ *   complete its request within timeout_ms gets 408; all are closed after the
+ *   answer and the server keeps serving. At most max_clients connections at a
+ *   time; more wait in the listen backlog.
+ * - The handler runs on the server's thread, one request at a time.
+ */
+#ifndef RPS_HTTP_H
+#define RPS_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RPS_HTTP_TIMEOUT_MS  5000
+#define RPS_HTTP_MAX_REQUEST 8192
+#define RPS_HTTP_MAX_CLIENTS 32
+
+struct rps_http_opts {
+	int timeout_ms;	    /* to receive a request and to send its answer; <= 0: default */
+	size_t max_request; /* bytes of request line + headers; 0: default */
+	int max_clients;    /* connections served at once; <= 0: default */
+};
+
+/* Answer a GET/HEAD of `path` (the target without its ?query, NUL-terminated).
+ * Return 0 with *body_p (rps_malloc'd; the server frees it with rps_free),
+ * *len_p and *ctype_p (a static string; left NULL: "text/plain; charset=utf-8")
+ * for 200; -ENOENT for 404; another negative errno for 500 (nothing set). */
+typedef int (*rps_http_handler_fn)(const char *path, void *arg, char **body_p, size_t *len_p,
+				   const char **ctype_p);
+
+struct rps_http_server;
+
+/* host: address to bind (NULL, "" or "*": every interface); port 0: ephemeral
+ * (see rps_http_port). opts may be NULL. -EADDRINUSE, -EINVAL (host does not
+ * resolve), -ENOMEM, other socket errors; logged. */
+int rps_http_start(const char *host, uint16_t port, const struct rps_http_opts *opts,
+		   rps_http_handler_fn fn, void *arg, struct rps_http_server **srv_p);
+/* The bound port. */
+uint16_t rps_http_port(const struct rps_http_server *srv);
+/* Stop the thread, close every connection, free. NULL is fine. */
+void rps_http_stop(struct rps_http_server *srv);
+
+/* Handler serving "/metrics" from a registry (arg: struct rps_metrics *) as
+ * text/plain; version=0.0.4; 404 for every other path. */
+int rps_http_metrics_handler(const char *path, void *arg, char **body_p, size_t *len_p,
+			     const char **ctype_p);
+
+#endif
