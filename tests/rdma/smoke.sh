@@ -37,8 +37,8 @@ fail() {
 # wait_listen tcp:PORT | cm:PORT: wait until the server listens, on a TCP
 # port (perftest's out-of-band channel) or an rdma_cm port.
 wait_listen() {
-	local i kind=${1%%:*} p=${1#*:}
-	for i in $(seq $((limit * 5))); do
+	local kind=${1%%:*} p=${1#*:}
+	for _ in $(seq $((limit * 5))); do
 		if [ "$kind" = tcp ]; then
 			ss -Hltn "sport = :$p" 2>/dev/null | grep -q . && return 0
 		else
