@@ -575,7 +575,7 @@ static void push_done(struct rps_rdma_transport *t, struct rps_rdma_conn *c, int
 static void handle_slot(struct rps_rdma_transport *t, const struct ibv_wc *wc, struct rps_rdma_slot *slot)
 {
 	struct rps_rdma_conn *c = slot->c;
-	int err = 0, drained = 0, last;
+	int err = 0, drained = 0, last, last_kind = 0;
 	const char *why = NULL;
 
 	if (wc->status != IBV_WC_SUCCESS)
@@ -591,6 +591,7 @@ static void handle_slot(struct rps_rdma_transport *t, const struct ibv_wc *wc, s
 		}
 		last = cur == slot;
 		st = last ? err : 0;
+		last_kind = cur->kind;
 		if (cur->has_buf)
 			c->sb_tail++;
 		switch (cur->kind) {
@@ -616,7 +617,7 @@ static void handle_slot(struct rps_rdma_transport *t, const struct ibv_wc *wc, s
 		c->sq_tail++;
 	} while (!last);
 	pthread_spin_unlock(&c->lock);
-	if (err && slot->kind != WR_DRAIN)
+	if (err && last_kind != WR_DRAIN)
 		rps_rdma_conn_fail(c, err, wc->status == IBV_WC_WR_FLUSH_ERR ? NULL : why);
 	if (drained)
 		rps_rdma_conn_drained(c);
@@ -641,10 +642,12 @@ int rps_rdma_progress_cq(struct rps_rdma_transport *t)
 			break;
 		}
 		for (int i = 0; i < n; i++) {
-			uint8_t kind = *(uint8_t *)(uintptr_t)wc[i].wr_id;
-
-			if (kind == WR_RECV)
-				handle_recv(t, &wc[i], (struct rps_rdma_rbuf *)(uintptr_t)wc[i].wr_id);
+			/* the tag is in wr_id itself: the entry's memory was written by
+			 * the poster, ordered only through the device */
+			if (wc[i].wr_id & RDMA_WRID_RECV)
+				handle_recv(t, &wc[i],
+					    (struct rps_rdma_rbuf *)(uintptr_t)(wc[i].wr_id &
+										 ~RDMA_WRID_RECV));
 			else
 				handle_slot(t, &wc[i], (struct rps_rdma_slot *)(uintptr_t)wc[i].wr_id);
 		}

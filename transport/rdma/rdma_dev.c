@@ -295,7 +295,7 @@ int rps_rdma_srq_post(struct rps_rdma_srq *s, struct rps_rdma_rbuf *b)
 		.length = s->t->buf_bytes,
 		.lkey = s->mr->lkey,
 	};
-	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)b, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)b | RDMA_WRID_RECV, .sg_list = &sge, .num_sge = 1 };
 	struct ibv_recv_wr *bad;
 	int rc;
 

@@ -38,6 +38,7 @@
 #define RDMA_MRC_SIZE 256      /* MR cache entries */
 #define RDMA_POLL_BATCH 32
 #define RDMA_DRAIN_TIMEOUT_NS (3ull * 1000000000ull)
+#define RDMA_WRID_RECV 1ull /* low bit of a receive's wr_id (entries are 8-aligned) */
 
 enum rps_rdma_wr_kind {
 	WR_RECV = 1, /* struct rps_rdma_rbuf */
