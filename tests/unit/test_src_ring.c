@@ -64,6 +64,10 @@ static void pop_expect(struct rps_ring *r, uint64_t id)
 	assert_ptr_equal(e.ptr, (void *)(uintptr_t)(id + 100));
 }
 
+/* Bound of the waits that must be ended by the other side: a lost wake-up
+ * fails as a timeout instead of hanging (generous: 2 shared cores). */
+#define WAIT_MS 3000
+
 static double elapsed_ms(uint64_t t0)
 {
 	return (double)(rps_now_ns() - t0) / 1e6;
@@ -378,16 +382,20 @@ static void test_wait_is_woken(void **state)
 	(void)state;
 	for (size_t k = 0; k < RPS_ARRAY_SIZE(all_policies); k++) {
 		struct rps_ring *r = mk(1, all_policies[k]);
-		struct waiter w = {.r = r, .timeout_ms = 5000};
+		struct waiter w = {.r = r, .timeout_ms = WAIT_MS};
 		struct rps_ring_entry e = ent(9);
 		pthread_t th;
+		uint64_t t_wake;
 
 		assert_int_equal(pthread_create(&th, NULL, popper, &w), 0);
 		sleep_ms(20);
+		t_wake = rps_now_ns();
 		assert_int_equal(rps_ring_push(r, &e), 0);
 		pthread_join(th, NULL);
 		assert_int_equal(w.rc, 0);
 		assert_int_equal(w.e.u64, 9);
+		/* woken by the push, not by its own timeout */
+		assert_true(w.woke_ns - t_wake < (uint64_t)WAIT_MS * 1000000 / 2);
 
 		e = ent(1);
 		assert_int_equal(rps_ring_push(r, &e), 0);
@@ -395,9 +403,11 @@ static void test_wait_is_woken(void **state)
 		w.rc = 1;
 		assert_int_equal(pthread_create(&th, NULL, pusher, &w), 0);
 		sleep_ms(20);
+		t_wake = rps_now_ns();
 		pop_expect(r, 1);
 		pthread_join(th, NULL);
 		assert_int_equal(w.rc, 0);
+		assert_true(w.woke_ns - t_wake < (uint64_t)WAIT_MS * 1000000 / 2);
 		pop_expect(r, 2);
 		rps_ring_destroy(r);
 	}
@@ -475,7 +485,7 @@ static void *produce(void *arg)
 		e.info.norm = (float)((i * 2654435761u) % 97); /* scrambled priorities */
 		e.info.timestamp_ns = (i * 40503u) % 1000;
 		if (i % 2) {
-			rc = rps_ring_push_wait(p->r, &e, 10000);
+			rc = rps_ring_push_wait(p->r, &e, WAIT_MS);
 		} else {
 			while ((rc = rps_ring_push(p->r, &e)) == -EAGAIN) {
 				p->eagain++;
@@ -505,7 +515,7 @@ static void many_producers(enum rps_priority_policy policy)
 		assert_int_equal(pthread_create(&th[i], NULL, produce, &prod[i]), 0);
 	}
 	while (got < (size_t)NPROD * PER_PROD) {
-		int rc = rps_ring_pop_wait(r, &e, 10000);
+		int rc = rps_ring_pop_wait(r, &e, WAIT_MS);
 
 		assert_int_equal(rc, 0);
 		assert_true(e.info.worker < NPROD);
@@ -564,7 +574,7 @@ static void *produce_until_closed(void *arg)
 		memset(&e, 0, sizeof(e));
 		e.info.worker = p->id;
 		e.u64 = i;
-		rc = rps_ring_push_wait(p->r, &e, 10000);
+		rc = rps_ring_push_wait(p->r, &e, WAIT_MS);
 		if (rc == -EPIPE)
 			break;
 		if (rc != 0)
@@ -592,11 +602,11 @@ static void test_close_under_load(void **state)
 			    pthread_create(&th[i], NULL, produce_until_closed, &prod[i]), 0);
 		}
 		for (int i = 0; i < 3000; i++) {
-			assert_int_equal(rps_ring_pop_wait(r, &e, 10000), 0);
+			assert_int_equal(rps_ring_pop_wait(r, &e, WAIT_MS), 0);
 			popped[e.info.worker]++;
 		}
 		rps_ring_close(r);
-		while ((rc = rps_ring_pop_wait(r, &e, 10000)) == 0)
+		while ((rc = rps_ring_pop_wait(r, &e, WAIT_MS)) == 0)
 			popped[e.info.worker]++;
 		assert_int_equal(rc, -EPIPE);
 		for (int i = 0; i < NPROD; i++) {
