@@ -1,0 +1,278 @@
+/* rdmaps-bench-optim: optimizer throughput against a plain cblas_saxpy.
+ *
+ * Over the same buffers (w, g and the optimizer state, --bytes of gradient
+ * each, default 64 MiB), times one pass of cblas_saxpy (w += a g) and one
+ * rps_optim_apply per optimizer, round-robin, --iters times, and reports the
+ * median as GB/s of gradient consumed. OpenBLAS runs on one thread so that
+ * the figures are per core. Exit status 1 when SGD is below 0.8x saxpy.
+ */
+#include <cblas.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/alloc.h"
+#include "src/optim.h"
+#include "src/util.h"
+
+#define SGD_MIN_RATIO 0.8
+
+enum { K_SAXPY = 0, K_SGD, K_MOMENTUM, K_NESTEROV, K_ADAGRAD, K_ADAM, K_COUNT };
+
+static const char *const kernel_names[K_COUNT] = {
+    "saxpy", "sgd", "momentum", "nesterov", "adagrad", "adam",
+};
+/* float streams each pass moves (read + write), for the memory-traffic column */
+static const int kernel_streams[K_COUNT] = {
+    3, /* saxpy: g, w, w */
+    3, /* sgd: one saxpy */
+    5, /* momentum: g, v, v, w, w */
+    5, /* nesterov: g, v, v, w, w */
+    5, /* adagrad: g, s, s, w, w */
+    7, /* adam: g, m, m, v, v, w, w */
+};
+
+struct bench_args {
+	size_t bytes;
+	int iters;
+	int json;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rdmaps-bench-optim [--bytes N[K|M|G]] [--iters N] [--json]\n"
+		"  --bytes  gradient size per pass (default 64M; float32, so N/4 elements)\n"
+		"  --iters  timed repetitions of each kernel; the median is reported (default 15)\n"
+		"  --json   one JSON object instead of the table\n"
+		"Exit status: 0 when sgd >= %.1fx saxpy, 1 when below, 2 on bad usage.\n",
+		SGD_MIN_RATIO);
+}
+
+static int parse_size(const char *s, size_t *out_p)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		v <<= 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		v <<= 20;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		v <<= 30;
+		end++;
+		break;
+	default:
+		break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+	if (*end || v < sizeof(float))
+		return -EINVAL;
+	*out_p = (size_t)v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct bench_args *a)
+{
+	static const struct option opts[] = {
+	    {"bytes", required_argument, NULL, 'b'},
+	    {"iters", required_argument, NULL, 'i'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+
+	a->bytes = 64u << 20;
+	a->iters = 15;
+	a->json = 0;
+	while ((c = getopt_long(argc, argv, "b:i:jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'b':
+			if (parse_size(optarg, &a->bytes)) {
+				fprintf(stderr, "rdmaps-bench-optim: bad --bytes '%s'\n", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'i':
+			a->iters = atoi(optarg);
+			if (a->iters < 1) {
+				fprintf(stderr, "rdmaps-bench-optim: --iters must be >= 1\n");
+				return -EINVAL;
+			}
+			break;
+		case 'j':
+			a->json = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct bufs {
+	float *w, *g, *m, *v;
+	size_t n;
+	struct rps_optim_opts opts[K_COUNT];
+};
+
+/* One pass of kernel k; returns seconds. */
+static double run_once(struct bufs *b, int k)
+{
+	uint64_t t0 = rps_now_ns();
+
+	if (k == K_SAXPY)
+		cblas_saxpy((int)b->n, -1e-6f, b->g, 1, b->w, 1);
+	else
+		rps_optim_apply(&b->opts[k], b->w, b->g, b->m, b->v, b->n, 0, 0);
+	return (double)(rps_now_ns() - t0) * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+	static const enum rps_optim_kind kinds[K_COUNT] = {
+	    [K_SGD] = RPS_OPT_SGD,	     [K_MOMENTUM] = RPS_OPT_MOMENTUM,
+	    [K_NESTEROV] = RPS_OPT_NESTEROV, [K_ADAGRAD] = RPS_OPT_ADAGRAD,
+	    [K_ADAM] = RPS_OPT_ADAM,
+	};
+	struct bench_args a;
+	struct bufs b;
+	double *t[K_COUNT] = {NULL};
+	double med[K_COUNT], best[K_COUNT], gbps[K_COUNT];
+	size_t bytes;
+	int pass, rc = 2;
+
+	if (parse_args(argc, argv, &a))
+		return 2;
+	b.n = a.bytes / sizeof(float);
+	if (b.n > (size_t)1 << 30) {
+		fprintf(stderr, "rdmaps-bench-optim: --bytes at most 4G (BLAS int lengths)\n");
+		return 2;
+	}
+	bytes = b.n * sizeof(float);
+
+	/* per-core figures: OpenBLAS would otherwise spread saxpy over threads */
+	openblas_set_num_threads(1);
+
+	b.w = rps_aligned_alloc(64, bytes);
+	b.g = rps_aligned_alloc(64, bytes);
+	b.m = rps_aligned_alloc(64, bytes);
+	b.v = rps_aligned_alloc(64, bytes);
+	pass = b.w && b.g && b.m && b.v;
+	for (int k = 0; k < K_COUNT; k++) {
+		t[k] = rps_calloc((size_t)a.iters, sizeof(double));
+		pass = pass && t[k];
+	}
+	if (!pass) {
+		fprintf(stderr, "rdmaps-bench-optim: cannot allocate 4 x %zu bytes\n", bytes);
+		goto out_free;
+	}
+	for (size_t i = 0; i < b.n; i++) {
+		uint64_t h = rps_hash64(i);
+
+		b.w[i] = (float)(h & 0xffff) / 65536.0f - 0.5f;
+		b.g[i] = (float)((h >> 16) & 0xffff) / 65536.0f - 0.5f;
+		b.m[i] = 0.0f;
+		b.v[i] = 0.0f;
+	}
+	for (int k = K_SGD; k < K_COUNT; k++) {
+		rps_optim_opts_default(&b.opts[k]);
+		b.opts[k].kind = kinds[k];
+		b.opts[k].lr = 1e-6f; /* keep w bounded over the passes */
+	}
+
+	/* warm-up: page in every buffer, wake up the BLAS kernels */
+	for (int k = 0; k < K_COUNT; k++)
+		run_once(&b, k);
+	/* round-robin, so that noise from other load hits every kernel alike */
+	for (int it = 0; it < a.iters; it++)
+		for (int k = 0; k < K_COUNT; k++)
+			t[k][it] = run_once(&b, k);
+	for (int k = 0; k < K_COUNT; k++) {
+		qsort(t[k], (size_t)a.iters, sizeof(double), cmp_double);
+		med[k] = a.iters % 2 ? t[k][a.iters / 2]
+				     : (t[k][a.iters / 2 - 1] + t[k][a.iters / 2]) / 2;
+		best[k] = t[k][0];
+		gbps[k] = (double)bytes / med[k] / 1e9;
+	}
+	pass = gbps[K_SGD] >= SGD_MIN_RATIO * gbps[K_SAXPY];
+
+	if (a.json) {
+		printf(
+		    "{\"bytes\": %zu, \"elements\": %zu, \"iters\": %d, \"openblas_threads\": 1, "
+		    "\"openblas_config\": \"%s\", \"kernels\": {",
+		    bytes, b.n, a.iters, openblas_get_config());
+		for (int k = 0; k < K_COUNT; k++)
+			printf("%s\"%s\": {\"median_ms\": %.4f, \"min_ms\": %.4f, "
+			       "\"grad_gbps\": %.3f, \"traffic_gbps\": %.3f, \"ratio_vs_saxpy\": "
+			       "%.4f}",
+			       k ? ", " : "", kernel_names[k], med[k] * 1e3, best[k] * 1e3, gbps[k],
+			       gbps[k] * kernel_streams[k], gbps[k] / gbps[K_SAXPY]);
+		printf(
+		    "}, \"sgd_vs_saxpy\": %.4f, \"adam_vs_saxpy\": %.4f, \"sgd_min_ratio\": %.2f, "
+		    "\"pass\": %s}\n",
+		    gbps[K_SGD] / gbps[K_SAXPY], gbps[K_ADAM] / gbps[K_SAXPY], SGD_MIN_RATIO,
+		    pass ? "true" : "false");
+	} else {
+		printf("# rdmaps-bench-optim: %zu bytes of gradient (%zu floats) per pass, median "
+		       "of %d\n",
+		       bytes, b.n, a.iters);
+		printf(
+		    "# OpenBLAS on 1 thread (openblas_set_num_threads(1)): per-core figures; %s\n",
+		    openblas_get_config());
+		printf(
+		    "# grad = gradient bytes consumed per second; traffic = all float streams read "
+		    "and written\n");
+		printf("%-10s %14s %12s %12s %15s %16s\n", "kernel", "t_median[ms]", "t_min[ms]",
+		       "grad[GB/s]", "traffic[GB/s]", "ratio[x saxpy]");
+		for (int k = 0; k < K_COUNT; k++)
+			printf("%-10s %14.3f %12.3f %12.3f %15.3f %16.3f\n", kernel_names[k],
+			       med[k] * 1e3, best[k] * 1e3, gbps[k], gbps[k] * kernel_streams[k],
+			       gbps[k] / gbps[K_SAXPY]);
+		printf("ratios: sgd/saxpy %.3f, adam/saxpy %.3f\n", gbps[K_SGD] / gbps[K_SAXPY],
+		       gbps[K_ADAM] / gbps[K_SAXPY]);
+		printf("%s: sgd >= %.1fx saxpy (%.3f)\n", pass ? "PASS" : "FAIL", SGD_MIN_RATIO,
+		       gbps[K_SGD] / gbps[K_SAXPY]);
+	}
+	rc = pass ? 0 : 1;
+
+out_free:
+	for (int k = 0; k < K_COUNT; k++)
+		rps_free(t[k]);
+	rps_free(b.w);
+	rps_free(b.g);
+	rps_free(b.m);
+	rps_free(b.v);
+	return rc;
+}
