@@ -79,7 +79,8 @@ static void set_default_env(const char *name, const char *value)
 
 /* fork + exec bin with the environment plus role/host/port; the child dies
  * with us (PR_SET_PDEATHSIG) and never writes to our stdout. */
-static pid_t spawn(const char *bin, const char *role, const char *host, const char *port, int quiet)
+static pid_t spawn(const char *bin, const char *role, const char *host, const char *port,
+		   const char *device, int quiet)
 {
 	pid_t pid;
 
@@ -110,6 +111,8 @@ static pid_t spawn(const char *bin, const char *role, const char *host, const ch
 		setenv("RDMAPS_PORT", port, 1);
 	else
 		unsetenv("RDMAPS_PORT");
+	if (device)
+		setenv("RDMAPS_DEVICE", device, 1);
 	execl(bin, bin, (char *)NULL);
 	fprintf(stderr, "rdmaps-perf: cannot start %s: %s\n", bin, strerror(errno));
 	_exit(127);
@@ -185,7 +188,7 @@ int rps_perf_cluster_start(const struct rps_perf_cluster_opts *o, struct rps_per
 		}
 		snprintf(c->sched_addr, sizeof(c->sched_addr), "%s:%u", sh, port);
 		setenv("RDMAPS_SCHEDULER", c->sched_addr, 1);
-		c->sched = spawn(sched_bin, "scheduler", sh, NULL, o->quiet);
+		c->sched = spawn(sched_bin, "scheduler", sh, NULL, NULL, o->quiet);
 		if (c->sched < 0)
 			return -ECHILD;
 		/* it dies at once when the port is taken: then try another */
@@ -207,7 +210,7 @@ int rps_perf_cluster_start(const struct rps_perf_cluster_opts *o, struct rps_per
 			snprintf(port, sizeof(port), "%d", o->server_port + i);
 		c->servers[i] =
 		    spawn(server_bin, "server", o->server_host ? o->server_host : "127.0.0.1",
-			  o->server_port ? port : NULL, o->quiet);
+			  o->server_port ? port : NULL, o->server_device, o->quiet);
 		if (c->servers[i] < 0) {
 			rps_perf_cluster_stop(c, 0);
 			return -ECHILD;
@@ -371,6 +374,8 @@ static void worker_child(int fd, const struct rps_perf_local_opts *lo,
 	setenv("RDMAPS_ROLE", "worker", 1);
 	setenv("RDMAPS_HOST", lo->worker_host ? lo->worker_host : "127.0.0.1", 1);
 	unsetenv("RDMAPS_PORT");
+	if (lo->worker_device)
+		setenv("RDMAPS_DEVICE", lo->worker_device, 1);
 	rc = rps_config_init(&cfg);
 	if (rc) {
 		fprintf(stderr, "rdmaps-perf: bad RDMAPS_* settings: %s\n", rps_strerror(rc));

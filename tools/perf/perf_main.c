@@ -38,7 +38,8 @@ static void usage(FILE *out)
 	    "                           for latency, 5000 for bandwidth; without -n a size\n"
 	    "                           moves at most 1 GiB per thread, >= 32 requests)\n"
 	    "  -D, --duration SECS      run each size SECS seconds instead of -n\n"
-	    "      --warmup N           untimed requests first (default ~10%%, 8..200)\n"
+	    "      --warmup N           untimed requests first (default ~10%%, 8..200, at\n"
+	    "                           most 16 MiB per thread)\n"
 	    "  -k, --keys N             keys per thread, requests rotate over them (default 1)\n"
 	    "      --threads N          client threads per worker process, each with its own\n"
 	    "                           keys, sharing the process's worker (default 1)\n"
@@ -52,7 +53,8 @@ static void usage(FILE *out)
 	    "                           (default: RDMAPS_HOST or 127.0.0.1)\n"
 	    "      --server-host ADDR   local cluster: servers' address (default 127.0.0.1;\n"
 	    "                           rdma: RDMAPS_RXE_IP0 when set, as in the SoftRoCE guest)\n"
-	    "      --worker-host ADDR   local cluster: workers' address (rdma: RDMAPS_RXE_IP1)\n"
+	    "      --worker-host ADDR   workers' address (local cluster, client side; rdma in\n"
+	    "                           the SoftRoCE harness: RDMAPS_RXE_IP1)\n"
 	    "      --timeout SECS       give up after SECS (default 600; 0 = never)\n"
 	    "      --json               print JSON instead of the table\n"
 	    "  -q, --quiet-servers      discard the output of the servers and the scheduler\n"
@@ -372,6 +374,11 @@ int main(int argc, char **argv)
 								       : "127.0.0.1";
 		lo.cluster.server_host = server_host;
 		lo.worker_host = worker_host;
+		/* in the SoftRoCE harness: servers on rxe0, workers on rxe1 */
+		if (rdma && !getenv("RDMAPS_DEVICE")) {
+			lo.cluster.server_device = getenv("RDMAPS_RXE_DEV0");
+			lo.worker_device = getenv("RDMAPS_RXE_DEV1");
+		}
 		snprintf(where, sizeof(where), "local cluster: servers on %s, workers on %s",
 			 server_host, worker_host);
 		rep.where = where;
@@ -395,6 +402,8 @@ int main(int argc, char **argv)
 			return rc ? 1 : 0;
 		}
 		ro.host = host;
+		if (worker_host)
+			setenv("RDMAPS_HOST", worker_host, 1);
 		snprintf(where, sizeof(where), "client of %s:%ld", host, port);
 		rep.where = where;
 		rc = rps_perf_remote_client(&ro, &p, res);

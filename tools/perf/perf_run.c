@@ -323,7 +323,7 @@ static int run_size(struct perf_proc *pp, struct perf_thread *ths, struct rps_pe
 	res->client_cpu_pct = -1;
 	res->nworkers = 1;
 	pp->iters = rps_perf_iters_for(p, pp->bytes);
-	pp->warmup = rps_perf_warmup_for(p, pp->iters);
+	pp->warmup = rps_perf_warmup_for(p, pp->iters, pp->bytes);
 	pp->deadline_ns = 0;
 	pp->rc = 0;
 	atomic_store(&pp->abort, 0);

@@ -69,9 +69,9 @@ uint64_t rps_perf_iters_for(const struct rps_perf_params *p, size_t bytes)
 	return n;
 }
 
-uint64_t rps_perf_warmup_for(const struct rps_perf_params *p, uint64_t iters)
+uint64_t rps_perf_warmup_for(const struct rps_perf_params *p, uint64_t iters, size_t bytes)
 {
-	uint64_t w;
+	uint64_t w, cap;
 
 	if (p->warmup != UINT64_MAX)
 		return p->warmup;
@@ -90,7 +90,12 @@ uint64_t rps_perf_warmup_for(const struct rps_perf_params *p, uint64_t iters)
 		if (w > hi)
 			w = hi;
 	}
-	return w;
+	/* warming up connections and registrations takes requests, not bytes:
+	 * at most RPS_PERF_WARMUP_BYTES (and at least 4 requests) */
+	cap = bytes ? RPS_PERF_WARMUP_BYTES / bytes : w;
+	if (cap < 4)
+		cap = 4;
+	return w < cap ? w : cap;
 }
 
 static int cmp_u64(const void *a, const void *b)

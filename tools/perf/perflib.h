@@ -38,6 +38,7 @@
 #define RPS_PERF_MIN_SIZE	8	    /* two floats */
 #define RPS_PERF_MAX_SIZE	(8u << 20)  /* 8 MiB, the top of -a */
 #define RPS_PERF_SLOT_BYTES_MAX (64u << 20) /* pull buffers per thread */
+#define RPS_PERF_WARMUP_BYTES	(16u << 20) /* default warm-up, per thread */
 
 enum rps_perf_mode {
 	RPS_PERF_PULL_LAT = 0,
@@ -73,7 +74,7 @@ struct rps_perf_params {
 void rps_perf_params_init(struct rps_perf_params *p);
 /* Fill defaults that depend on the mode and size: iterations, warm-up. */
 uint64_t rps_perf_iters_for(const struct rps_perf_params *p, size_t bytes);
-uint64_t rps_perf_warmup_for(const struct rps_perf_params *p, uint64_t iters);
+uint64_t rps_perf_warmup_for(const struct rps_perf_params *p, uint64_t iters, size_t bytes);
 
 /* The result of one size, from one process or aggregated over processes. */
 struct rps_perf_result {
@@ -127,12 +128,13 @@ int rps_perf_parse_size(const char *s, uint64_t *bytes_p);
 
 /* ---- local cluster (perf_cluster.c) ---- */
 struct rps_perf_cluster_opts {
-	const char *transport;	 /* tcp | rdma */
-	const char *consistency; /* asp | bsp | ssp; NULL = environment */
-	const char *sched_host;	 /* address the scheduler listens on */
-	uint16_t sched_port;	 /* 0: a free one */
-	const char *server_host; /* address servers listen on and advertise */
-	uint16_t server_port;	 /* 0: any; else server i listens on port + i */
+	const char *transport;	   /* tcp | rdma */
+	const char *consistency;   /* asp | bsp | ssp; NULL = environment */
+	const char *sched_host;	   /* address the scheduler listens on */
+	uint16_t sched_port;	   /* 0: a free one */
+	const char *server_host;   /* address servers listen on and advertise */
+	const char *server_device; /* RDMAPS_DEVICE of the servers; NULL: environment */
+	uint16_t server_port;	   /* 0: any; else server i listens on port + i */
 	int servers;
 	int workers;	      /* worker processes that will join */
 	uint64_t shard_bytes; /* 0: RDMAPS_SHARD_BYTES or the default */
@@ -167,7 +169,8 @@ int rps_perf_cluster_check(struct rps_perf_cluster *c);
 struct rps_perf_local_opts {
 	struct rps_perf_cluster_opts cluster;
 	const char *worker_host;
-	int timeout_s; /* whole run; 0 = none */
+	const char *worker_device; /* RDMAPS_DEVICE of the workers; NULL: environment */
+	int timeout_s;		   /* whole run; 0 = none */
 };
 int rps_perf_local_run(const struct rps_perf_local_opts *lo, const struct rps_perf_params *p,
 		       struct rps_perf_result *results);

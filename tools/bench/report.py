@@ -1,0 +1,564 @@
+#!/usr/bin/env python3
+"""Turn the raw outputs of one benchmark-suite run into results.
+
+    report.py RAWDIR OUT_PREFIX [--docs DOCS_MD --img-dir DIR] [--plots-gp FILE]
+
+RAWDIR holds what tools/bench/run-suite collected: host/ (iperf3 JSON, qperf
+text, rdmaps-perf JSON over TCP, rdmaps-bench-optim JSON, scaling runs, info)
+and guest/ (perftest text and rdmaps-perf JSON over SoftRoCE, from
+tools/bench/guest-bench.sh). Writes OUT_PREFIX.json (every figure, the
+ratios, PASS/FAIL), OUT_PREFIX.md (the tables) and OUT_PREFIX-*.png (gnuplot),
+prints the PASS/FAIL lines, and with --docs puts the tables and plots into
+docs/benchmarks.md between its "results" markers.
+
+Units: bandwidth in MB/s with 1 MB = 10^6 bytes everywhere. perftest's
+"MB/sec" is 2^20 bytes/s (its format_factor 0x100000), converted here;
+iperf3 reports bits/s, qperf GB/sec or MB/sec (10^9 / 10^6 bytes).
+"""
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+MIB = 1048576
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def size_name(b):
+    for unit, n in (("MiB", MIB), ("KiB", 1024)):
+        if b >= n and b % n == 0:
+            return f"{b // n} {unit}"
+    return f"{b} B"
+
+
+def fmt(v, digits=2):
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "n/a"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.1f}"
+    return f"{v:.{digits}f}"
+
+
+# ---------------------------------------------------------------- parsers
+
+def perftest_table(text):
+    """Rows of a perftest result table: list of dicts keyed by column."""
+    if not text:
+        return []
+    rows = []
+    header = None
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("#bytes"):
+            header = s
+            continue
+        if header and re.match(r"^\d+\s+\d+", s):
+            f = s.split()
+            try:
+                vals = [float(x) for x in f]
+            except ValueError:
+                continue
+            if "t_typical" in header or "t_min" in header:
+                # #bytes #iter t_min t_max t_typical t_avg t_stdev p99 p99.9
+                keys = ["bytes", "iters", "t_min", "t_max", "t_typical", "t_avg",
+                        "t_stdev", "t_p99", "t_p999"]
+            else:
+                # #bytes #iter BW_peak BW_avg MsgRate
+                keys = ["bytes", "iters", "bw_peak", "bw_avg", "msg_rate"]
+            row = dict(zip(keys, vals))
+            if "bw_avg" in row:
+                gbits = "Gb/sec" in header
+                factor = 125e6 if gbits else MIB  # bytes per unit
+                row["bw_MBps"] = row["bw_avg"] * factor / 1e6
+            rows.append(row)
+    return rows
+
+
+def perftest_lat(path):
+    rows = perftest_table(read(path))
+    r = rows[0] if rows else None
+    if not r or not all(math.isfinite(r[k]) for k in ("t_typical", "t_min")):
+        return None
+    return r
+
+
+def perftest_bw(path):
+    rows = perftest_table(read(path))
+    if not rows or not math.isfinite(rows[0].get("bw_MBps", float("nan"))) \
+            or rows[0]["bw_MBps"] <= 0:
+        return None
+    return rows[0]
+
+
+def qperf_value(path):
+    """qperf prints 'latency  =  13.1 us' or 'bw  =  1.36 GB/sec'."""
+    text = read(path)
+    if not text:
+        return None
+    m = re.search(r"latency\s*=\s*([\d.]+)\s*(ns|us|ms|sec)", text)
+    if m:
+        return float(m.group(1)) * {"ns": 1e-3, "us": 1, "ms": 1e3, "sec": 1e6}[m.group(2)]
+    m = re.search(r"bw\s*=\s*([\d.]+)\s*(KB|MB|GB|B)/sec", text)
+    if m:
+        return float(m.group(1)) * {"B": 1e-6, "KB": 1e-3, "MB": 1, "GB": 1e3}[m.group(2)]
+    return None
+
+
+def iperf3_MBps(path):
+    doc = load_json(path)
+    try:
+        return doc["end"]["sum_received"]["bits_per_second"] / 8 / 1e6
+    except (TypeError, KeyError):
+        return None
+
+
+def perf_results(path):
+    """{bytes: result dict} of one rdmaps-perf --json file."""
+    doc = load_json(path)
+    if not doc:
+        return {}
+    return {r["bytes"]: r for r in doc.get("results", [])}
+
+
+# ---------------------------------------------------------------- targets
+
+class Targets:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, name, ours, base, op, target, unit, base_name, note=""):
+        """op '>=' : ours/base >= target; '<=' : ours/base <= target;
+        'abs<=' : ours <= target (no baseline)."""
+        row = {"name": name, "ours": ours, "baseline": base, "baseline_name": base_name,
+               "unit": unit, "op": op, "target": target, "note": note}
+        if ours is None or (op != "abs<=" and not base):
+            row["ratio"] = None
+            row["status"] = "SKIP"
+            row["note"] = note or "no figure (see the raw output)"
+        else:
+            if op == "abs<=":
+                row["ratio"] = None
+                ok = ours <= target
+            else:
+                row["ratio"] = ours / base
+                ok = row["ratio"] >= target if op == ">=" else row["ratio"] <= target
+            row["status"] = "PASS" if ok else "FAIL"
+        self.rows.append(row)
+
+    def lines(self):
+        out = []
+        for r in self.rows:
+            if r["op"] == "abs<=":
+                want = f"<= {r['target']}{r['unit']}"
+                got = f"{fmt(r['ours'])}{r['unit']}" if r["ours"] is not None else "n/a"
+            else:
+                want = f"{r['op']} {r['target']}x {r['baseline_name']}"
+                got = (f"{fmt(r['ours'])} vs {fmt(r['baseline'])}{r['unit']}, "
+                       f"ratio {r['ratio']:.2f}" if r["ratio"] is not None else "n/a")
+            note = f" ({r['note']})" if r["note"] else ""
+            out.append(f"{r['status']}: {r['name']}: {got} (target {want}){note}")
+        return out
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv):
+    args = [a for a in argv[1:]]
+    docs = img_dir = None
+    plots_gp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plots.gp")
+    if "--docs" in args:
+        i = args.index("--docs")
+        docs = args[i + 1]
+        del args[i:i + 2]
+    if "--img-dir" in args:
+        i = args.index("--img-dir")
+        img_dir = args[i + 1]
+        del args[i:i + 2]
+    if "--plots-gp" in args:
+        i = args.index("--plots-gp")
+        plots_gp = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    raw, prefix = args
+    H = os.path.join(raw, "host")
+    G = os.path.join(raw, "guest")
+    info = load_json(os.path.join(H, "info.json")) or {}
+    ginfo = read(os.path.join(G, "guest-info.txt"))
+    res = {"date": info.get("date"), "host": info, "guest_info": ginfo,
+           "units": {"bw": "MB/s (10^6 bytes/s)", "lat": "us", "cpu": "% of one core"}}
+    T = Targets()
+
+    # ---- host: TCP loopback
+    ip_before = iperf3_MBps(os.path.join(H, "iperf3-before.json"))
+    ip_after = iperf3_MBps(os.path.join(H, "iperf3-after.json"))
+    ips = [v for v in (ip_before, ip_after) if v]
+    iperf = sum(ips) / len(ips) if ips else None
+    pull1m = perf_results(os.path.join(H, "tcp_pull_bw_1m.json")).get(MIB, {})
+    push1m = perf_results(os.path.join(H, "tcp_push_bw_1m.json")).get(MIB, {})
+    res["tcp"] = {"iperf3_before_MBps": ip_before, "iperf3_after_MBps": ip_after,
+                  "iperf3_MBps": iperf,
+                  "pull_bw_1m": pull1m or None, "push_bw_1m": push1m or None}
+    note = "iperf3 = mean of the runs before and after" if len(ips) == 2 else ""
+    T.add("TCP pull bandwidth 1 MiB (loopback)", pull1m.get("bw_MBps"), iperf, ">=", 0.7,
+          " MB/s", "iperf3", note)
+    T.add("TCP push bandwidth 1 MiB (loopback, SGD)", push1m.get("bw_MBps"), iperf, ">=", 0.7,
+          " MB/s", "iperf3", note)
+
+    optim = load_json(os.path.join(H, "optim.json"))
+    res["optim"] = optim
+    if optim:
+        k = optim.get("kernels", {})
+        sgd_note = (f"SGD {fmt(k.get('sgd', {}).get('grad_gbps'))} GB/s vs saxpy "
+                    f"{fmt(k.get('saxpy', {}).get('grad_gbps'))} GB/s of gradient, 1 core")
+        T.add("SGD apply rate vs cblas_saxpy", optim.get("sgd_vs_saxpy"), 1.0, ">=", 0.8,
+              "x", "saxpy", sgd_note)
+    else:
+        T.add("SGD apply rate vs cblas_saxpy", None, None, ">=", 0.8, "x", "saxpy",
+              "rdmaps-bench-optim not built")
+
+    # sweeps over TCP, with qperf beside them
+    tl = {"pull": perf_results(os.path.join(H, "tcp_pull_lat.json")),
+          "push": perf_results(os.path.join(H, "tcp_push_lat.json"))}
+    tb = {"pull": perf_results(os.path.join(H, "tcp_pull_bw.json")),
+          "push": perf_results(os.path.join(H, "tcp_push_bw.json"))}
+    sizes = sorted(set(tl["pull"]) | set(tl["push"]) | set(tb["pull"]) | set(tb["push"]))
+    q_lat = {s: qperf_value(os.path.join(H, f"qperf_lat_{s}.txt")) for s in sizes}
+    q_bw = {s: qperf_value(os.path.join(H, f"qperf_bw_{s}.txt")) for s in sizes}
+    res["tcp"]["sweep"] = [
+        {"bytes": s,
+         "pull_median_us": tl["pull"].get(s, {}).get("t_median_us"),
+         "push_median_us": tl["push"].get(s, {}).get("t_median_us"),
+         "qperf_tcp_lat_us": q_lat.get(s),
+         "pull_bw_MBps": tb["pull"].get(s, {}).get("bw_MBps"),
+         "push_bw_MBps": tb["push"].get(s, {}).get("bw_MBps"),
+         "qperf_tcp_bw_MBps": q_bw.get(s)} for s in sizes]
+
+    # ---- guest: SoftRoCE
+    rl = perf_results(os.path.join(G, "rdmaps_pull_lat.json"))
+    pl = perf_results(os.path.join(G, "rdmaps_push_lat.json"))
+    rb = perf_results(os.path.join(G, "rdmaps_pull_bw.json"))
+    pb = perf_results(os.path.join(G, "rdmaps_push_bw.json"))
+    cpu = perf_results(os.path.join(G, "rdmaps_cpu_pull.json"))
+    cpu_bp = perf_results(os.path.join(G, "rdmaps_cpu_pull_busypoll.json"))
+    have_guest = os.path.isdir(G)
+    gsizes = sorted(set(rl) | set(pl) | set(rb) | set(pb) |
+                    {int(m.group(1)) for f in glob.glob(os.path.join(G, "ib_*_*.txt"))
+                     for m in [re.search(r"_(\d+)\.txt$", f)] if m})
+    rdma = []
+    for s in gsizes:
+        irl = perftest_lat(os.path.join(G, f"ib_read_lat_{s}.txt"))
+        isl = perftest_lat(os.path.join(G, f"ib_send_lat_{s}.txt"))
+        irb = perftest_bw(os.path.join(G, f"ib_read_bw_{s}.txt"))
+        isb = perftest_bw(os.path.join(G, f"ib_send_bw_{s}.txt"))
+        rdma.append({"bytes": s,
+                     "pull_median_us": rl.get(s, {}).get("t_median_us"),
+                     "ib_read_lat_typical_us": irl and irl["t_typical"],
+                     "push_median_us": pl.get(s, {}).get("t_median_us"),
+                     "ib_send_lat_typical_us": isl and isl["t_typical"],
+                     "pull_bw_MBps": rb.get(s, {}).get("bw_MBps"),
+                     "ib_read_bw_MBps": irb and irb["bw_MBps"],
+                     "push_bw_MBps": pb.get(s, {}).get("bw_MBps"),
+                     "ib_send_bw_MBps": isb and isb["bw_MBps"],
+                     "pull_server_cpu_pct": rl.get(s, {}).get("server_cpu_pct")})
+    res["rdma"] = rdma
+    glog = read(os.path.join(raw, "guest.log")) or ""
+    res["guest_rxe_ack_failures"] = glog.count("Failed sending ACK")
+    res["rdma_cpu"] = {"event_mode": cpu.get(65536), "busy_poll": cpu_bp.get(65536)}
+    why = "" if have_guest else "guest part not run"
+    for r in rdma:
+        if r["bytes"] <= 4096 and (r["pull_median_us"] or r["ib_read_lat_typical_us"]):
+            T.add(f"RDMA pull latency {size_name(r['bytes'])} (median)", r["pull_median_us"],
+                  r["ib_read_lat_typical_us"], "<=", 1.2, " us", "ib_read_lat", why)
+    if not any(r["bytes"] <= 4096 for r in rdma):
+        T.add("RDMA pull latency 8 B..4 KiB", None, None, "<=", 1.2, " us", "ib_read_lat",
+              why or "no figures")
+    by = {r["bytes"]: r for r in rdma}
+    r1m = by.get(MIB, {})
+    T.add("RDMA pull bandwidth 1 MiB", r1m.get("pull_bw_MBps"), r1m.get("ib_read_bw_MBps"),
+          ">=", 0.8, " MB/s", "ib_read_bw", why)
+    r64 = by.get(65536, {})
+    T.add("RDMA push bandwidth 64 KiB (SGD applied)", r64.get("push_bw_MBps"),
+          r64.get("ib_send_bw_MBps"), ">=", 0.6, " MB/s", "ib_send_bw", why)
+    ev = res["rdma_cpu"]["event_mode"] or {}
+    bp = res["rdma_cpu"]["busy_poll"] or {}
+    secs = ev.get("server_window_s")
+    T.add("server CPU, pull-only RDMA run (64 KiB pull_bw"
+          + (f", {secs:.0f} s" if secs else "") + ", event mode)",
+          ev.get("server_cpu_pct"), None, "abs<=", 2, "%", "",
+          (f"busy-poll mode (the default): {fmt(bp.get('server_cpu_pct'))}%"
+           if bp else why))
+
+    # ---- scaling
+    scaling = []
+    for f in sorted(glob.glob(os.path.join(H, "scale_*.json"))):
+        m = re.search(r"scale_(\w+)_s(\d+)_w(\d+)\.json$", f)
+        doc = load_json(f)
+        if not m or not doc or not doc.get("results"):
+            continue
+        r = doc["results"][0]
+        bw = r.get("bw_MBps")
+        cpu_tot = (r.get("server_cpu_pct") or 0) + (r.get("client_cpu_pct") or 0)
+        per = r.get("worker_bw_MBps") or ([bw] if bw else [])
+        scaling.append({"mode": m.group(1), "servers": int(m.group(2)),
+                        "workers": int(m.group(3)), "bytes": r.get("bytes"),
+                        "bw_MBps": bw, "per_worker_MBps": per,
+                        "per_worker_mean": sum(per) / len(per) if per else None,
+                        "per_worker_min": min(per) if per else None,
+                        "per_worker_max": max(per) if per else None,
+                        "server_cpu_pct": r.get("server_cpu_pct"),
+                        "client_cpu_pct": r.get("client_cpu_pct"),
+                        "cpu_s_per_GB": cpu_tot / 100 / (bw / 1000) if bw else None})
+    scaling.sort(key=lambda x: (x["mode"], x["servers"], x["workers"]))
+    res["scaling"] = scaling
+    verdicts = []
+    for mode in ("pull_bw", "push_bw"):
+        for s in (1, 2):
+            rows = [x for x in scaling if x["mode"] == mode and x["servers"] == s]
+            if len(rows) < 2 or not rows[0]["cpu_s_per_GB"] or not rows[-1]["cpu_s_per_GB"]:
+                continue
+            growth = rows[-1]["cpu_s_per_GB"] / rows[0]["cpu_s_per_GB"]
+            best = max(x["bw_MBps"] or 0 for x in rows[:-1])
+            keep = (rows[-1]["bw_MBps"] or 0) / best if best else 0
+            # flat: one more worker costs no more CPU per byte (<= 1.5x over the
+            # range), and the total does not collapse (>= 0.8x of the best
+            # with fewer workers; with 2 cores it cannot grow much)
+            verdicts.append({"mode": mode, "servers": s, "from": rows[0]["workers"],
+                             "to": rows[-1]["workers"], "cost_growth": growth,
+                             "total_kept": keep, "flat": growth <= 1.5 and keep >= 0.8})
+    res["scaling_verdicts"] = verdicts
+    res["targets"] = T.rows
+
+    # ---- plots (gnuplot)
+    plots = write_plot_data(prefix, res)
+    pngs = run_gnuplot(prefix, plots_gp, plots)
+    res["plots"] = [os.path.basename(p) for p in pngs]
+
+    md = markdown(res, T)
+    with open(prefix + ".md", "w") as f:
+        f.write(md)
+    with open(prefix + ".json", "w") as f:
+        json.dump(res, f, indent=1)
+    print("\n".join(T.lines()))
+    for v in verdicts:
+        print(f"scaling {v['mode']} x {v['servers']} server(s): at {v['to']} workers the CPU "
+              f"per GB is {v['cost_growth']:.2f}x that at {v['from']}, the total "
+              f"{v['total_kept']:.2f}x the best with fewer: "
+              f"{'flat' if v['flat'] else 'NOT flat'}")
+    if docs:
+        update_docs(docs, img_dir, md, pngs, prefix)
+    return 0
+
+
+def write_plot_data(prefix, res):
+    """Data files for plots.gp ('?' = missing)."""
+    def v(x):
+        return "?" if x is None else f"{x:.6g}"
+
+    files = {}
+    tcp = res["tcp"].get("sweep") or []
+    if tcp:
+        p = prefix + "-tcp.dat"
+        with open(p, "w") as f:
+            f.write("# bytes pull_med_us push_med_us qperf_lat_us pull_MBps push_MBps "
+                    "qperf_bw_MBps iperf3_MBps\n")
+            for r in tcp:
+                ip = res["tcp"]["iperf3_MBps"] if r["bytes"] == MIB else None
+                f.write(" ".join([str(r["bytes"]), v(r["pull_median_us"]),
+                                  v(r["push_median_us"]), v(r["qperf_tcp_lat_us"]),
+                                  v(r["pull_bw_MBps"]), v(r["push_bw_MBps"]),
+                                  v(r["qperf_tcp_bw_MBps"]), v(ip)]) + "\n")
+        files["tcp"] = p
+    if res["rdma"]:
+        p = prefix + "-rdma.dat"
+        with open(p, "w") as f:
+            f.write("# bytes pull_med_us ib_read_lat_us push_med_us ib_send_lat_us "
+                    "pull_MBps ib_read_bw_MBps push_MBps ib_send_bw_MBps\n")
+            for r in res["rdma"]:
+                f.write(" ".join([str(r["bytes"]), v(r["pull_median_us"]),
+                                  v(r["ib_read_lat_typical_us"]), v(r["push_median_us"]),
+                                  v(r["ib_send_lat_typical_us"]), v(r["pull_bw_MBps"]),
+                                  v(r["ib_read_bw_MBps"]), v(r["push_bw_MBps"]),
+                                  v(r["ib_send_bw_MBps"])]) + "\n")
+        files["rdma"] = p
+    return files
+
+
+def run_gnuplot(prefix, plots_gp, files):
+    if not shutil.which("gnuplot") or not os.path.exists(plots_gp) or not files:
+        if files:
+            print("report: gnuplot (or plots.gp) missing: no plots", file=sys.stderr)
+        return []
+    out = []
+    for kind, dat in files.items():
+        cmd = ["gnuplot", "-e", f"kind='{kind}'; dat='{dat}'; out='{prefix}-{kind}'",
+               plots_gp]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            print(f"report: gnuplot {kind}: {r.stderr.strip()}", file=sys.stderr)
+            continue
+        for suffix in ("lat", "bw"):
+            p = f"{prefix}-{kind}-{suffix}.png"
+            if os.path.exists(p):
+                out.append(p)
+    return out
+
+
+def markdown(res, T):
+    h = res["host"]
+    L = []
+    L.append(f"Run of {h.get('date', '?')} on `{h.get('hostname', '?')}`: kernel "
+             f"{h.get('kernel', '?')}, {h.get('cpu', '?')} ({h.get('ncpu', '?')} cores), "
+             f"load average before the run {h.get('loadavg', '?')}, rdmaps "
+             f"{h.get('git', '?')}. Guest: "
+             + (", ".join(l.strip() for l in (res.get("guest_info") or "").splitlines()[:3])
+                or "not run") + ".")
+    L.append("")
+    L.append("### Targets (ratios to the baseline measured in the same run)")
+    L.append("")
+    L.append("| figure | ours | baseline | ratio | target | result |")
+    L.append("| --- | ---: | ---: | ---: | --- | --- |")
+    for r in T.rows:
+        if r["op"] == "abs<=":
+            base, ratio, tgt = "—", "—", f"<= {r['target']}{r['unit']}"
+        else:
+            base = f"{fmt(r['baseline'])} ({r['baseline_name']})" if r["baseline"] else "n/a"
+            ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "n/a"
+            tgt = f"{r['op']} {r['target']}x"
+        ours = "n/a" if r["ours"] is None else \
+            f"{fmt(r['ours'])}{'' if r['unit'] == 'x' else r['unit']}"
+        note = f" — {r['note']}" if r["note"] else ""
+        L.append(f"| {r['name']} | {ours} | {base} | {ratio} | {tgt} | "
+                 f"**{r['status']}**{note} |")
+    L.append("")
+    tcp = res["tcp"].get("sweep") or []
+    if tcp:
+        L.append("### TCP loopback: rdmaps-perf beside qperf (same run)")
+        L.append("")
+        L.append("| size | pull t_median [us] | push t_median [us] | qperf tcp_lat [us] | "
+                 "pull BW [MB/s] | push BW [MB/s] | qperf tcp_bw [MB/s] |")
+        L.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in tcp:
+            L.append(f"| {size_name(r['bytes'])} | {fmt(r['pull_median_us'])} | "
+                     f"{fmt(r['push_median_us'])} | {fmt(r['qperf_tcp_lat_us'])} | "
+                     f"{fmt(r['pull_bw_MBps'])} | {fmt(r['push_bw_MBps'])} | "
+                     f"{fmt(r['qperf_tcp_bw_MBps'])} |")
+        t = res["tcp"]
+        L.append("")
+        L.append(f"iperf3 on 127.0.0.1 (one stream, 5 s): {fmt(t['iperf3_before_MBps'])} MB/s "
+                 f"before and {fmt(t['iperf3_after_MBps'])} MB/s after the 1 MiB runs. "
+                 f"1 MiB runs (5 s each): pull {fmt((t['pull_bw_1m'] or {}).get('bw_MBps'))} "
+                 f"MB/s with server CPU {fmt((t['pull_bw_1m'] or {}).get('server_cpu_pct'))}%, "
+                 f"push {fmt((t['push_bw_1m'] or {}).get('bw_MBps'))} MB/s with server CPU "
+                 f"{fmt((t['push_bw_1m'] or {}).get('server_cpu_pct'))}%.")
+        L.append("")
+    if res.get("optim"):
+        k = res["optim"].get("kernels", {})
+        L.append("### Optimizer apply rate (rdmaps-bench-optim, 1 core, "
+                 f"{size_name(res['optim'].get('bytes', 0))} of gradient)")
+        L.append("")
+        L.append("| kernel | gradient GB/s | ratio to saxpy |")
+        L.append("| --- | ---: | ---: |")
+        for name, kk in k.items():
+            L.append(f"| {name} | {fmt(kk.get('grad_gbps'))} | {fmt(kk.get('ratio_vs_saxpy'))} |")
+        L.append("")
+    if res["rdma"]:
+        L.append("### SoftRoCE (rxe0 <- rxe1 in the QEMU/TCG guest): rdmaps-perf beside perftest")
+        L.append("")
+        L.append("| size | pull t_median [us] | ib_read_lat t_typical [us] | push t_median [us] | "
+                 "ib_send_lat t_typical [us] | pull BW [MB/s] | ib_read_bw [MB/s] | "
+                 "push BW [MB/s] | ib_send_bw [MB/s] |")
+        L.append("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for r in res["rdma"]:
+            L.append(f"| {size_name(r['bytes'])} | {fmt(r['pull_median_us'])} | "
+                     f"{fmt(r['ib_read_lat_typical_us'])} | {fmt(r['push_median_us'])} | "
+                     f"{fmt(r['ib_send_lat_typical_us'])} | {fmt(r['pull_bw_MBps'])} | "
+                     f"{fmt(r['ib_read_bw_MBps'])} | {fmt(r['push_bw_MBps'])} | "
+                     f"{fmt(r['ib_send_bw_MBps'])} |")
+        L.append("")
+        acks = res.get("guest_rxe_ack_failures")
+        if acks:
+            L.append(f"The guest kernel logged `rdma_rxe: Failed sending ACK` {acks} times "
+                     "during this run (SoftRoCE under emulation dropping its own ACKs; "
+                     "retransmissions slow whichever test it hits, mostly large READs).")
+            L.append("")
+        ev = res["rdma_cpu"]["event_mode"] or {}
+        bp = res["rdma_cpu"]["busy_poll"] or {}
+        L.append("Server CPU during a pull-only RDMA run (64 KiB pull_bw): "
+                 f"{fmt(ev.get('server_cpu_pct'))}% of one core with "
+                 f"RDMAPS_RDMA_EVENT_MODE=1 ({fmt(ev.get('server_cpu_s'), 3)} CPU-s in "
+                 f"{fmt(ev.get('server_window_s'))} s, {fmt(ev.get('bw_MBps'))} MB/s pulled); "
+                 f"{fmt(bp.get('server_cpu_pct'))}% with the default busy-polling "
+                 f"({fmt(bp.get('bw_MBps'))} MB/s).")
+        L.append("")
+    if res["scaling"]:
+        L.append("### Scaling over TCP loopback (64 KiB, 2 keys per worker, 2 s per point)")
+        L.append("")
+        L.append("| mode | servers | workers | total MB/s | per worker MB/s (min..max) | "
+                 "server CPU % | workers CPU % | CPU-s per GB |")
+        L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for x in res["scaling"]:
+            L.append(f"| {x['mode']} | {x['servers']} | {x['workers']} | {fmt(x['bw_MBps'])} | "
+                     f"{fmt(x['per_worker_mean'])} ({fmt(x['per_worker_min'])}.."
+                     f"{fmt(x['per_worker_max'])}) | {fmt(x['server_cpu_pct'])} | "
+                     f"{fmt(x['client_cpu_pct'])} | {fmt(x['cpu_s_per_GB'], 3)} |")
+        L.append("")
+        for v in res["scaling_verdicts"]:
+            L.append(f"- {v['mode']}, {v['servers']} server(s): at {v['to']} workers the CPU "
+                     f"per GB moved is {v['cost_growth']:.2f}x that at {v['from']} and the "
+                     f"total is {v['total_kept']:.2f}x the best with fewer workers — "
+                     f"**{'flat' if v['flat'] else 'not flat'}** (flat: <= 1.5x and >= 0.8x).")
+        L.append("")
+    return "\n".join(L) + "\n"
+
+
+def update_docs(docs, img_dir, md, pngs, prefix):
+    text = read(docs)
+    if text is None:
+        print(f"report: {docs} missing", file=sys.stderr)
+        return
+    begin, end = "<!-- results:begin -->", "<!-- results:end -->"
+    if begin not in text or end not in text:
+        print(f"report: {docs} has no {begin} ... {end} markers", file=sys.stderr)
+        return
+    imgs = []
+    if img_dir and pngs:
+        os.makedirs(img_dir, exist_ok=True)
+        base = os.path.basename(prefix)
+        rel = os.path.relpath(img_dir, os.path.dirname(os.path.abspath(docs)))
+        for p in pngs:
+            name = "bench-" + os.path.basename(p)[len(base) + 1:]
+            shutil.copy(p, os.path.join(img_dir, name))
+            imgs.append(f"![{name}]({rel}/{name})")
+    body = md + ("\n" + "\n\n".join(imgs) + "\n" if imgs else "")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    with open(docs, "w") as f:
+        f.write(head + begin + "\n" + body + end + tail)
+    print(f"report: updated {docs}" + (f" and {len(imgs)} plot(s) in {img_dir}" if imgs else ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
