@@ -40,6 +40,9 @@ static void usage(FILE *out)
 	rps_config_usage(out);
 }
 
+/* OpenBLAS (cblas.h does not declare it in every version) */
+extern void openblas_set_num_threads(int num_threads);
+
 int main(int argc, char **argv)
 {
 	struct rps_server_opts opts;
@@ -58,6 +61,10 @@ int main(int argc, char **argv)
 			return 0;
 		}
 	}
+	/* One BLAS thread per caller: the update threads are pinned one per core,
+	 * and OpenBLAS's own (spinning) thread pool would compete with them and
+	 * with the workers on the same machine. */
+	openblas_set_num_threads(1);
 	rc = rps_config_init(&cfg);
 	if (rc) {
 		fprintf(stderr, "rdmaps-server: bad configuration in the environment: %s\n",
