@@ -9,6 +9,11 @@
  * --local: the same model, data order and optimizer code in one process with
  * no server: the reference the distributed runs are compared against.
  *
+ * A distributed step overlaps communication with computation: the backward
+ * pass pushes each tensor's gradient as soon as it is final, and after the
+ * clock the pulls are issued in the order the next forward pass needs them,
+ * which waits for each tensor only when it reaches it (struct mlp_hooks).
+ *
  * --batch is the GLOBAL batch: with W workers each computes B / W samples and
  * pushes its gradient scaled by 1 / W, so a BSP step (sum of the pushes) is the
  * mean over the global batch, as in --local.
@@ -59,6 +64,9 @@ struct job {
 	/* distributed */
 	struct rps_worker *w;
 	rps_key_t keys[MLP_NTENSORS];
+	size_t off[MLP_NTENSORS];
+	struct rps_req *push_req[MLP_NTENSORS];
+	struct rps_req *pull_req[MLP_NTENSORS];
 };
 
 static double now_s(void)
@@ -162,6 +170,7 @@ static int setup_distributed(struct job *j)
 	for (int t = 0; t < MLP_NTENSORS; t++) {
 		struct rps_init init = { .kind = RPS_INIT_ZEROS };
 
+		j->off[t] = mlp_offset(t);
 		j->keys[t] = (rps_key_t)t;
 		if (mlp_fan_in[t]) {
 			init.kind = RPS_INIT_NORMAL;
@@ -203,26 +212,93 @@ static int setup_local(struct job *j)
 	return rps_optim_state_init(&j->ost, &j->optim, mlp_nparams());
 }
 
+/* Hooks of the distributed step (see the comment at the top). */
+static int wait_param(void *arg, int t)
+{
+	struct job *j = arg;
+	int rc = 0;
+
+	if (j->pull_req[t]) {
+		rc = rps_req_wait(j->pull_req[t], -1);
+		j->pull_req[t] = NULL;
+		if (rc)
+			fprintf(stderr, "fmnist-train: worker %d: pull of tensor %d: %s\n", j->rank, t,
+				rps_strerror(rc));
+	}
+	return rc;
+}
+
+static int grad_ready(void *arg, int t)
+{
+	struct job *j = arg;
+	int rc = rps_worker_push(j->w, &j->keys[t], j->grad + j->off[t], &mlp_lens[t], 1,
+				 &j->push_req[t]);
+
+	if (rc)
+		fprintf(stderr, "fmnist-train: worker %d: push of tensor %d: %s\n", j->rank, t,
+			rps_strerror(rc));
+	return rc;
+}
+
+/* Wait for every pull still in flight (before evaluating or leaving). */
+static int drain_pulls(struct job *j)
+{
+	int rc = 0;
+
+	for (int t = 0; t < MLP_NTENSORS; t++) {
+		int r = wait_param(j, t);
+		rc = rc ? rc : r;
+	}
+	return rc;
+}
+
 /* One step: gradient of this worker's share of the batch, then the update. */
 static int step(struct job *j, const size_t *idx, size_t n, float *loss_p)
 {
+	const struct mlp_hooks hooks = { .wait_param = wait_param, .grad_ready = grad_ready,
+					 .arg = j };
+	int rc;
+
 	for (size_t i = 0; i < n; i++) {
 		memcpy(j->xb + i * MLP_IN, j->train.x + idx[i] * MLP_IN, MLP_IN * sizeof(float));
 		j->yb[i] = j->train.y[idx[i]];
 	}
-	*loss_p = mlp_grad(j->params, j->xb, j->yb, n, 1.0f / (float)j->nworkers, j->grad, &j->ws);
 	if (j->a.local) {
+		rc = mlp_grad(j->params, j->xb, j->yb, n, 1.0f, j->grad, &j->ws, NULL, loss_p);
 		rps_optim_apply(&j->optim, j->params, j->grad, j->ost.m, j->ost.v, mlp_nparams(),
 				j->step++, 0);
-		return 0;
+		return rc;
 	}
-	struct rps_req *req;
-	int rc = rps_worker_pushpull(j->w, j->keys, j->grad, j->params, mlp_lens, MLP_NTENSORS,
-				     &req);
-	if (!rc)
-		rc = rps_req_wait(req, -1);
-	if (rc)
-		fprintf(stderr, "fmnist-train: worker %d: push/pull: %s\n", j->rank, rps_strerror(rc));
+	rc = mlp_grad(j->params, j->xb, j->yb, n, 1.0f / (float)j->nworkers, j->grad, &j->ws,
+		      &hooks, loss_p);
+	if (!rc && (rc = rps_worker_clock(j->w)))
+		fprintf(stderr, "fmnist-train: worker %d: clock: %s\n", j->rank, rps_strerror(rc));
+	/* next clock's parameters, in the order the forward pass uses them */
+	static const int order[MLP_NTENSORS] = {
+		MLP_T_B1, 0, 1, 2, 3, MLP_T_W2, MLP_T_B2, MLP_T_W3, MLP_T_B3,
+	};
+	_Static_assert(MLP_W1_BLOCKS == 4, "order[] lists the W1 blocks");
+	for (int i = 0; !rc && i < MLP_NTENSORS; i++) {
+		int t = order[i];
+
+		rc = rps_worker_pull(j->w, &j->keys[t], j->params + j->off[t], &mlp_lens[t], 1,
+				     &j->pull_req[t]);
+		if (rc)
+			fprintf(stderr, "fmnist-train: worker %d: pull of tensor %d: %s\n", j->rank,
+				t, rps_strerror(rc));
+	}
+	/* the gradient buffer is written again by the next backward pass */
+	for (int t = 0; t < MLP_NTENSORS; t++) {
+		if (j->push_req[t]) {
+			int r = rps_req_wait(j->push_req[t], -1);
+			j->push_req[t] = NULL;
+			if (r && !rc) {
+				fprintf(stderr, "fmnist-train: worker %d: push of tensor %d: %s\n",
+					j->rank, t, rps_strerror(r));
+				rc = r;
+			}
+		}
+	}
 	return rc;
 }
 
@@ -334,6 +410,8 @@ int main(int argc, char **argv)
 		train_time += el;
 		loss_epoch = loss_sum / (double)steps;
 		sps = (double)(steps * per_step * (size_t)j.nworkers) / el;
+		if (!j.a.local && drain_pulls(&j))
+			return 1;
 		if (j.rank == 0) {
 			acc = mlp_accuracy(j.params, j.test.x, j.test.y, j.test.n, &j.ws);
 			if (bar) {
