@@ -420,10 +420,17 @@ static void handle_async(struct rps_rdma_transport *t)
 				rps_rdma_conn_fail(c, -ENODEV, "device fatal error");
 			break;
 		case IBV_EVENT_PORT_ERR:
-			RPS_WARN("rdma device %s port %d went down", d->name, ae.element.port_num);
+			RPS_WARN("rdma device %s port %d went down (its connections close if it "
+				 "stays down for %d ms)",
+				 d->name, ae.element.port_num, t->timeout_ms);
+			if (ae.element.port_num <= RDMA_MAX_PORTS &&
+			    !t->port_down_ns[ae.element.port_num])
+				t->port_down_ns[ae.element.port_num] = rps_now_ns();
 			break;
 		case IBV_EVENT_PORT_ACTIVE:
 			RPS_INFO("rdma device %s port %d is active", d->name, ae.element.port_num);
+			if (ae.element.port_num <= RDMA_MAX_PORTS)
+				t->port_down_ns[ae.element.port_num] = 0;
 			break;
 		default:
 			RPS_DEBUG("rdma device %s: async event %s", d->name,
@@ -442,6 +449,21 @@ void rps_rdma_slow_path(struct rps_rdma_transport *t)
 
 	rps_rdma_cm_events(t);
 	handle_async(t);
+	/* a port down for longer than the timeout: its connections are gone
+	 * (retries need not fail on every device; SoftRoCE never does) */
+	for (int p = 1; p <= RDMA_MAX_PORTS; p++) {
+		uint64_t since = t->port_down_ns[p];
+		char why[96];
+
+		if (!since || since == UINT64_MAX || now < since ||
+		    now - since < (uint64_t)t->timeout_ms * 1000000ull)
+			continue;
+		t->port_down_ns[p] = UINT64_MAX; /* once per outage */
+		snprintf(why, sizeof(why), "port %d down for more than %d ms", p, t->timeout_ms);
+		for (c = t->all; c; c = c->all_next)
+			if (c->id && c->id->port_num == p)
+				rps_rdma_conn_fail(c, -ENETDOWN, why);
+	}
 	/* dead connections whose drain marker never came back */
 	for (c = t->all; c; c = c->all_next)
 		if (atomic_load(&c->state) == C_DEAD && !atomic_load(&c->drained) &&

@@ -36,6 +36,7 @@
 #define RDMA_MAX_SGE 30
 #define RDMA_READ_SLOTS 64     /* RDMA READs posted per connection */
 #define RDMA_MRC_SIZE 256      /* MR cache entries */
+#define RDMA_MAX_PORTS 8
 #define RDMA_POLL_BATCH 32
 #define RDMA_DRAIN_TIMEOUT_NS (3ull * 1000000000ull)
 #define RDMA_WRID_RECV 1ull /* low bit of a receive's wr_id (entries are 8-aligned) */
@@ -219,6 +220,7 @@ struct rps_rdma_transport {
 	_Atomic int64_t st_low_water;
 	_Atomic uint32_t st_conns;
 	_Atomic int64_t locked_bytes;
+	uint64_t port_down_ns[RDMA_MAX_PORTS + 1]; /* since when a port is down (slow path) */
 };
 
 static inline struct rps_rdma_transport *rps_rdma_t(struct rps_transport *t)
