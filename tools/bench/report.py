@@ -207,25 +207,41 @@ def main(argv):
     G = os.path.join(raw, "guest")
     info = load_json(os.path.join(H, "info.json")) or {}
     ginfo = read(os.path.join(G, "guest-info.txt"))
-    res = {"date": info.get("date"), "host": info, "guest_info": ginfo,
+    res = {"date": info.get("date"), "host": info, "guest_info": ginfo, "raw": raw,
            "units": {"bw": "MB/s (10^6 bytes/s)", "lat": "us", "cpu": "% of one core"}}
     T = Targets()
 
     # ---- host: TCP loopback
-    ip_before = iperf3_MBps(os.path.join(H, "iperf3-before.json"))
-    ip_after = iperf3_MBps(os.path.join(H, "iperf3-after.json"))
-    ips = [v for v in (ip_before, ip_after) if v]
+    def rounds(pattern):
+        files = [f for f in glob.glob(os.path.join(H, pattern))
+                 if re.search(r"-(\d+)\.json$", f)]
+        return sorted(files, key=lambda f: int(re.search(r"-(\d+)\.json$", f).group(1)))
+
+    ip_runs = [iperf3_MBps(f) for f in rounds("iperf3-*.json")]
+    ips = [v for v in ip_runs if v]
     iperf = sum(ips) / len(ips) if ips else None
-    pull1m = perf_results(os.path.join(H, "tcp_pull_bw_1m.json")).get(MIB, {})
-    push1m = perf_results(os.path.join(H, "tcp_push_bw_1m.json")).get(MIB, {})
-    res["tcp"] = {"iperf3_before_MBps": ip_before, "iperf3_after_MBps": ip_after,
-                  "iperf3_MBps": iperf,
-                  "pull_bw_1m": pull1m or None, "push_bw_1m": push1m or None}
-    note = "iperf3 = mean of the runs before and after" if len(ips) == 2 else ""
-    T.add("TCP pull bandwidth 1 MiB (loopback)", pull1m.get("bw_MBps"), iperf, ">=", 0.7,
-          " MB/s", "iperf3", note)
-    T.add("TCP push bandwidth 1 MiB (loopback, SGD)", push1m.get("bw_MBps"), iperf, ">=", 0.7,
-          " MB/s", "iperf3", note)
+    pulls = [perf_results(f).get(MIB, {}) for f in rounds("tcp_pull_bw_1m-*.json")]
+    pushes = [perf_results(f).get(MIB, {}) for f in rounds("tcp_push_bw_1m-*.json")]
+
+    def mean_bw(rs):
+        v = [r["bw_MBps"] for r in rs if r.get("bw_MBps")]
+        return sum(v) / len(v) if v else None
+
+    def mean_of(rs, key):
+        v = [r[key] for r in rs if r.get(key) is not None]
+        return sum(v) / len(v) if v else None
+
+    res["tcp"] = {"iperf3_runs_MBps": ip_runs, "iperf3_MBps": iperf,
+                  "pull_bw_1m_runs": pulls, "push_bw_1m_runs": pushes,
+                  "pull_bw_1m_MBps": mean_bw(pulls), "push_bw_1m_MBps": mean_bw(pushes),
+                  "pull_bw_1m_server_cpu_pct": mean_of(pulls, "server_cpu_pct"),
+                  "push_bw_1m_server_cpu_pct": mean_of(pushes, "server_cpu_pct")}
+    note = (f"means of {len(pulls)} runs and of the {len(ips)} iperf3 runs around them"
+            if len(ips) > 1 else "")
+    T.add("TCP pull bandwidth 1 MiB (loopback)", res["tcp"]["pull_bw_1m_MBps"], iperf, ">=",
+          0.7, " MB/s", "iperf3", note)
+    T.add("TCP push bandwidth 1 MiB (loopback, SGD)", res["tcp"]["push_bw_1m_MBps"], iperf,
+          ">=", 0.7, " MB/s", "iperf3", note)
 
     optim = load_json(os.path.join(H, "optim.json"))
     res["optim"] = optim
@@ -351,6 +367,43 @@ def main(argv):
     res["scaling_verdicts"] = verdicts
     res["targets"] = T.rows
 
+    # runs whose timed part overran its -D by > 20%: requests that stalled
+    # (or a starved machine); listed so that nobody reads them as figures
+    anomalies = []
+    for f in sorted(glob.glob(os.path.join(raw, "*", "*.json"))):
+        doc = load_json(f)
+        if not isinstance(doc, dict) or doc.get("tool") != "rdmaps-perf":
+            continue
+        d = doc.get("duration_s") or 0
+        for r in doc.get("results", []):
+            # the requests in flight at the deadline still complete: allow
+            # their time (depth x size at the measured rate)
+            drain = 0
+            if "bw" in doc.get("mode", "") and r.get("bw_MBps"):
+                drain = doc.get("depth", 1) * doc.get("threads", 1) * r["bytes"] / (
+                    r["bw_MBps"] * 1e6 / max(doc.get("procs", 1), 1))
+            if d > 0 and r.get("seconds", 0) > d * 1.2 + 0.05 + drain:
+                anomalies.append(
+                    f"{os.path.relpath(f, raw)}: {size_name(r['bytes'])}: the {d:g} s run took "
+                    f"{r['seconds']:.2f} s ({r.get('iters')} requests, {fmt(r.get('bw_MBps'))} MB/s, "
+                    f"server CPU {fmt(r.get('server_cpu_pct'))}%, workers "
+                    f"{fmt(r.get('client_cpu_pct'))}%)")
+            busy = (r.get("server_cpu_pct") or 0) + (r.get("client_cpu_pct") or 0)
+            if "bw" in doc.get("mode", "") and r.get("server_cpu_pct") is not None and busy < 10:
+                anomalies.append(
+                    f"{os.path.relpath(f, raw)}: {size_name(r['bytes'])}: nearly idle while "
+                    f"moving data ({fmt(r.get('bw_MBps'))} MB/s with {busy:.1f}% CPU in all): "
+                    "requests waited")
+            per = r.get("worker_bw_MBps") or []
+            if len(per) > 1 and min(per) < 0.25 * max(per):
+                anomalies.append(
+                    f"{os.path.relpath(f, raw)}: {size_name(r['bytes'])}: unfair: worker "
+                    f"processes got " + ", ".join(fmt(x) for x in per) + " MB/s")
+            if r.get("errors"):
+                anomalies.append(f"{os.path.relpath(f, raw)}: {size_name(r['bytes'])}: "
+                                 f"{r['errors']} errors")
+    res["anomalies"] = anomalies
+
     # ---- plots (gnuplot)
     plots = write_plot_data(prefix, res)
     pngs = run_gnuplot(prefix, plots_gp, plots)
@@ -362,6 +415,8 @@ def main(argv):
     with open(prefix + ".json", "w") as f:
         json.dump(res, f, indent=1)
     print("\n".join(T.lines()))
+    for a in anomalies:
+        print(f"anomaly: {a}")
     for v in verdicts:
         print(f"scaling {v['mode']} x {v['servers']} server(s): at {v['to']} workers the CPU "
               f"per GB is {v['cost_growth']:.2f}x that at {v['from']}, the total "
@@ -431,7 +486,9 @@ def markdown(res, T):
     L = []
     L.append(f"Run of {h.get('date', '?')} on `{h.get('hostname', '?')}`: kernel "
              f"{h.get('kernel', '?')}, {h.get('cpu', '?')} ({h.get('ncpu', '?')} cores), "
-             f"load average before the run {h.get('loadavg', '?')}, rdmaps "
+             f"load average {h.get('loadavg', '?')} before the run and "
+             f"{(read(os.path.join(res['raw'], 'host', 'load-after.txt')) or '?').strip()} "
+             f"after the host part, rdmaps "
              f"{h.get('git', '?')}. Guest: "
              + (", ".join(l.strip() for l in (res.get("guest_info") or "").splitlines()[:3])
                 or "not run") + ".")
@@ -467,12 +524,13 @@ def markdown(res, T):
                      f"{fmt(r['qperf_tcp_bw_MBps'])} |")
         t = res["tcp"]
         L.append("")
-        L.append(f"iperf3 on 127.0.0.1 (one stream, 5 s): {fmt(t['iperf3_before_MBps'])} MB/s "
-                 f"before and {fmt(t['iperf3_after_MBps'])} MB/s after the 1 MiB runs. "
-                 f"1 MiB runs (5 s each): pull {fmt((t['pull_bw_1m'] or {}).get('bw_MBps'))} "
-                 f"MB/s with server CPU {fmt((t['pull_bw_1m'] or {}).get('server_cpu_pct'))}%, "
-                 f"push {fmt((t['push_bw_1m'] or {}).get('bw_MBps'))} MB/s with server CPU "
-                 f"{fmt((t['push_bw_1m'] or {}).get('server_cpu_pct'))}%.")
+        L.append("1 MiB, one worker, one server, each run as long as the iperf3 runs "
+                 "around it (127.0.0.1, one stream): iperf3 "
+                 + ", ".join(fmt(v) for v in t["iperf3_runs_MBps"]) + " MB/s; pull "
+                 + ", ".join(fmt(r.get("bw_MBps")) for r in t["pull_bw_1m_runs"])
+                 + f" MB/s (server CPU {fmt(t['pull_bw_1m_server_cpu_pct'])}%); push "
+                 + ", ".join(fmt(r.get("bw_MBps")) for r in t["push_bw_1m_runs"])
+                 + f" MB/s (server CPU {fmt(t['push_bw_1m_server_cpu_pct'])}%).")
         L.append("")
     if res.get("optim"):
         k = res["optim"].get("kernels", {})
@@ -530,6 +588,17 @@ def markdown(res, T):
                      f"per GB moved is {v['cost_growth']:.2f}x that at {v['from']} and the "
                      f"total is {v['total_kept']:.2f}x the best with fewer workers — "
                      f"**{'flat' if v['flat'] else 'not flat'}** (flat: <= 1.5x and >= 0.8x).")
+        L.append("")
+    if res.get("anomalies"):
+        L.append("### Anomalies")
+        L.append("")
+        L.append("Runs whose timed part overran its duration by more than 20% beyond the "
+                 "drain of the requests in flight, bandwidth runs with less than 10% CPU in "
+                 "all (requests waiting on something), and runs where one worker process got "
+                 "less than a quarter of another's bandwidth:")
+        L.append("")
+        for a in res["anomalies"]:
+            L.append(f"- {a}")
         L.append("")
     return "\n".join(L) + "\n"
 
