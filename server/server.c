@@ -16,6 +16,7 @@
 
 #include "src/alloc.h"
 #include "src/config.h"
+#include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
 #include "transport/control.h"
@@ -873,6 +874,18 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		return -ENOMEM;
 	srv->opts = *opts;
 	srv->cfg = cfg;
+	if (srv->opts.consistency == RPS_SSP && !srv->opts.staleness) {
+		/* SSP with bound 0 is BSP: a pull at clock c sees exactly the clocks
+		 * before c, so pushes of c must not be applied before every worker
+		 * finished c - 1 (docs/api.md) */
+		RPS_INFO("consistency ssp with staleness 0 runs as bsp");
+		srv->opts.consistency = RPS_BSP;
+	}
+	if (cfg->fault[0] && !rps_fault_on) {
+		rc = rps_fault_init(cfg->fault);
+		if (rc)
+			goto err_srv;
+	}
 	srv->scheduler = rps_strdup(opts->scheduler ? opts->scheduler : cfg->scheduler);
 	srv->transport =
 	    rps_strdup(opts->transport && opts->transport[0] ? opts->transport : cfg->transport);
@@ -927,8 +940,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		    .priority = opts->priority,
 		    .priority_fn = opts->priority_fn,
 		    .priority_arg = opts->priority_arg,
-		    .consistency = opts->consistency,
-		    .staleness = opts->staleness,
+		    .consistency = srv->opts.consistency,
+		    .staleness = srv->opts.staleness,
 		    .optim = opts->optim,
 		    .init = opts->init,
 		    .max_msg = srv->max_msg,
@@ -974,8 +987,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		 "optimizer %s (lr %g), consistency %s%s, %u workers, allocator %s",
 		 srv->transport, srv->host, srv->port, srv->nshards, opts->shard_bytes, cores,
 		 rps_optim_kind_name(opts->optim.kind), opts->optim.lr,
-		 rps_server_consistency_name(opts->consistency),
-		 opts->consistency == RPS_SSP ? stale : "", srv->nworkers, rps_allocator_name());
+		 rps_server_consistency_name(srv->opts.consistency),
+		 srv->opts.consistency == RPS_SSP ? stale : "", srv->nworkers, rps_allocator_name());
 	*server_p = srv;
 	return 0;
 
@@ -1091,7 +1104,7 @@ int rps_server_run(struct rps_server *srv)
 	jo.transport = strcmp(srv->transport, "rdma") ? 0 : 1;
 	jo.host = advertised_host(srv);
 	jo.port = srv->port;
-	jo.want_rank = UINT32_MAX;
+	jo.want_rank = rps_config_get()->rank >= 0 ? (uint32_t)rps_config_get()->rank : UINT32_MAX;
 	jo.timeout_ms = srv->opts.timeout_ms;
 	jo.heartbeat_ms = srv->heartbeat_ms;
 	jo.on_dead = on_dead;

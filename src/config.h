@@ -22,6 +22,7 @@ struct rps_config {
 	char scheduler[RPS_STR_MAX]; /* host:port of rdmaps-sched */
 	int num_servers;
 	int num_workers;
+	int rank;                  /* rank to ask the scheduler for; -1 = any */
 	char transport[16];        /* tcp | rdma */
 	char device[64];           /* RDMA device (rxe0, mlx5_0); empty = by local IP */
 	char host[RPS_STR_MAX];    /* address this node listens on / advertises */

@@ -6,6 +6,7 @@
 #include <rdmaps/worker.h>
 
 #include "src/alloc.h"
+#include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
 #include "worker/worker_int.h"
@@ -330,6 +331,11 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		rc = -EINVAL;
 		goto err_free;
 	}
+	if (w->cfg->fault[0] && !rps_fault_on) {
+		rc = rps_fault_init(w->cfg->fault);
+		if (rc)
+			goto err_free;
+	}
 
 	memset(&jo, 0, sizeof(jo));
 	jo.scheduler = w->scheduler;
@@ -338,7 +344,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	jo.transport = !strcmp(w->transport_name, "rdma") ? 1 : 0;
 	jo.host = w->cfg->host;
 	jo.port = 0;
-	jo.want_rank = UINT32_MAX;
+	jo.want_rank = rps_config_get()->rank >= 0 ? (uint32_t)rps_config_get()->rank : UINT32_MAX;
 	jo.timeout_ms = w->timeout_ms;
 	jo.heartbeat_ms = w->cfg->heartbeat_ms;
 	jo.on_dead = on_dead;
@@ -569,6 +575,20 @@ const char *rps_worker_transport(const struct rps_worker *w)
 uint32_t rps_worker_clock_value(const struct rps_worker *w)
 {
 	return w ? atomic_load(&((struct rps_worker *)w)->clock) : 0;
+}
+
+uint32_t rps_worker_max_staleness(const struct rps_worker *w)
+{
+	return w ? atomic_load(&((struct rps_worker *)w)->stat_max_stale) : 0;
+}
+
+void rps_wstat_staleness(struct rps_worker *w, uint32_t min_clock, uint32_t shard_clock)
+{
+	uint32_t st = min_clock > shard_clock ? min_clock - shard_clock : 0;
+	uint32_t cur = atomic_load_explicit(&w->stat_max_stale, memory_order_relaxed);
+
+	while (cur < st && !atomic_compare_exchange_weak(&w->stat_max_stale, &cur, st))
+		;
 }
 
 int rps_worker_barrier(struct rps_worker *w)

@@ -4,7 +4,9 @@
  *
  *   rdmaps-launch --servers 2 --workers 4 [--transport tcp|rdma] -- PROGRAM ARGS
  *
- * Worker 0's output goes straight to the terminal (so a progress bar works);
+ * Each process asks the scheduler for the rank of its place (RDMAPS_RANK), so
+ * "worker0" is worker rank 0. Worker 0's output goes straight to the terminal
+ * (so its progress bar works);
  * everything else is prefixed "[sched]", "[server1]", "[worker3]".
  */
 #include <errno.h>
@@ -63,7 +65,7 @@ static void usage(FILE *out)
 		"  -h, --help\n\n"
 		"Every RDMAPS_* variable of the environment is passed on; the launcher sets\n"
 		"RDMAPS_SCHEDULER, RDMAPS_NUM_SERVERS, RDMAPS_NUM_WORKERS, RDMAPS_TRANSPORT,\n"
-		"RDMAPS_HOST and RDMAPS_ROLE for each process.\n");
+		"RDMAPS_HOST, RDMAPS_ROLE and RDMAPS_RANK for each process.\n");
 }
 
 /* Directory of this executable: rdmaps-sched and rdmaps-server live beside it. */
@@ -82,7 +84,7 @@ static void self_dir(char *dir, size_t len)
 }
 
 static int spawn(const char *name, int is_worker, int attach, char *const argv[],
-		 const char *role, const char *host)
+		 const char *role, const char *host, int rank)
 {
 	int pfd[2] = { -1, -1 };
 	struct proc *p;
@@ -103,6 +105,14 @@ static int spawn(const char *name, int is_worker, int attach, char *const argv[]
 	if (pid == 0) {
 		setenv("RDMAPS_ROLE", role, 1);
 		setenv("RDMAPS_HOST", host, 1);
+		if (rank >= 0) {
+			char r[16];
+
+			snprintf(r, sizeof(r), "%d", rank);
+			setenv("RDMAPS_RANK", r, 1);
+		} else {
+			unsetenv("RDMAPS_RANK");
+		}
 		if (!attach) {
 			dup2(pfd[1], STDOUT_FILENO);
 			dup2(pfd[1], STDERR_FILENO);
@@ -342,7 +352,7 @@ int main(int argc, char **argv)
 
 		snprintf(buf, sizeof(buf), "127.0.0.1:%d", p);
 		setenv("RDMAPS_SCHEDULER", buf, 1);
-		if (spawn("sched", 0, 0, sargv, "scheduler", "127.0.0.1") != 0)
+		if (spawn("sched", 0, 0, sargv, "scheduler", "127.0.0.1", -1) != 0)
 			return 1;
 		double until = now_s() + 0.3;
 		while (now_s() < until && !procs[nprocs - 1].exited) {
@@ -368,7 +378,7 @@ int main(int argc, char **argv)
 			snprintf(buf, sizeof(buf), "%d", port_base + i);
 			setenv("RDMAPS_PORT", buf, 1);
 		}
-		if (spawn(name, 0, 0, sargv, "server", server_host) != 0)
+		if (spawn(name, 0, 0, sargv, "server", server_host, i) != 0)
 			goto kill_all;
 	}
 	if (port_base > 0)
@@ -377,7 +387,7 @@ int main(int argc, char **argv)
 		char name[32];
 
 		snprintf(name, sizeof(name), "worker%d", i);
-		if (spawn(name, 1, i == 0, &argv[optind], "worker", worker_host) != 0)
+		if (spawn(name, 1, i == 0, &argv[optind], "worker", worker_host, i) != 0)
 			goto kill_all;
 	}
 	fprintf(stderr, "rdmaps-launch: scheduler %s, %d server(s), %d worker(s), transport %s\n",
