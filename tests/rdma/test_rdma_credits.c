@@ -9,14 +9,14 @@
  * post_send, and a malformed frame closing only its own connection. */
 #include "test_rdma_util.h"
 
-#define NCONN 2
+#define NCONN	2
 #define NFRAMES 600
-#define NBUFS 16
-#define MAXF ((4096 - 24 - 48) / 4)
+#define NBUFS	16
+#define MAXF	((4096 - 24 - 48) / 4)
 
 struct sconn {
 	int idx;
-	uint32_t next;   /* next expected req_id */
+	uint32_t next; /* next expected req_id */
 	int bad;
 	atomic_int closed;
 };
@@ -110,13 +110,14 @@ static void *update_main(void *arg)
 				c->bad++;
 			for (uint32_t k = 0; k < push.count; k++)
 				if (v[k] != (float)(ev.hdr.req_id * 3 + k)) {
-					fprintf(stderr, "FAIL: conn %d frame %u: v[%u] = %g\n", c->idx,
-						ev.hdr.req_id, k, v[k]);
+					fprintf(stderr, "FAIL: conn %d frame %u: v[%u] = %g\n",
+						c->idx, ev.hdr.req_id, k, v[k]);
 					c->bad++;
 					break;
 				}
 			if (ev.hdr.req_id % 10 == 9) {
-				int rc = send_simple(s->t, ev.conn, RPS_OP_PUSH_ACK, ev.hdr.req_id, 0);
+				int rc =
+				    send_simple(s->t, ev.conn, RPS_OP_PUSH_ACK, ev.hdr.req_id, 0);
 
 				if (rc) {
 					fprintf(stderr, "FAIL: PUSH_ACK: %s\n", strerror(-rc));
@@ -251,7 +252,7 @@ static void run(int event_mode)
 		rc = send_push(tc, cs.conn[0], 0, MAXF + 1, 0, 0, big);
 		CHECK(rc == -EMSGSIZE, "frame over the buffer: %d, want -EMSGSIZE", rc);
 		struct rps_frame_hdr h;
-		struct iovec iov = { big, 8 };
+		struct iovec iov = {big, 8};
 
 		rps_proto_hdr_init(&h, RPS_OP_PUSH, 48, 0);
 		rc = tc->ops->post_send(cs.conn[0], &h, &iov, 1, 0);
@@ -260,7 +261,7 @@ static void run(int event_mode)
 
 	t0 = now_s();
 	for (int i = 0; i < NCONN; i++) {
-		sd[i] = (struct sender){ .t = tc, .c = cs.conn[i] };
+		sd[i] = (struct sender){.t = tc, .c = cs.conn[i]};
 		REQUIRE(pthread_create(&th[i], NULL, sender_main, &sd[i]) == 0, "pthread_create");
 	}
 	for (int i = 0; i < NCONN; i++) {
@@ -271,10 +272,10 @@ static void run(int event_mode)
 	{
 		double end = now_s() + 30;
 
-		while (now_s() < end && (atomic_load(&s.got[0]) < NFRAMES ||
-					 atomic_load(&s.got[1]) < NFRAMES ||
-					 atomic_load(&cs.acks) < NCONN * NFRAMES / 10 ||
-					 atomic_load(&cs.send_done) < with_ctx))
+		while (now_s() < end &&
+		       (atomic_load(&s.got[0]) < NFRAMES || atomic_load(&s.got[1]) < NFRAMES ||
+			atomic_load(&cs.acks) < NCONN * NFRAMES / 10 ||
+			atomic_load(&cs.send_done) < with_ctx))
 			usleep(2000);
 	}
 	t1 = now_s();
@@ -294,8 +295,8 @@ static void run(int event_mode)
 	printf("%d frames in %.2f s (%.0f frames/s); client waited for credits %llu times; "
 	       "server sent %llu credit frames; %d buffers held at most; SRQ low water %lld\n",
 	       NCONN * NFRAMES, t1 - t0, NCONN * NFRAMES / (t1 - t0),
-	       (unsigned long long)cst.credit_waits, (unsigned long long)sst.ctrl_sent,
-	       s.max_held, (long long)sst.srq_low_water);
+	       (unsigned long long)cst.credit_waits, (unsigned long long)sst.ctrl_sent, s.max_held,
+	       (long long)sst.srq_low_water);
 	CHECK(cst.frames_sent == NCONN * NFRAMES, "client stats: %llu frames sent",
 	      (unsigned long long)cst.frames_sent);
 	CHECK(cst.credit_waits > 0, "the client never waited for credits (test too weak)");

@@ -74,7 +74,7 @@ static void *stream_main(void *arg)
 		atomic_fetch_add(&s->sent, 1);
 		if (s->d.rkey && i % 4 == 0 &&
 		    atomic_load(&s->reads_posted) - atomic_load(&s->reads_done) < 8) {
-			struct rps_tr_sge sg = { rb[i % 8], 1024 };
+			struct rps_tr_sge sg = {rb[i % 8], 1024};
 
 			rc = s->t->ops->read_remote(s->c, &sg, 1, s->d.addr + (i % 16) * 1024,
 						    s->d.rkey, 1 + i);
@@ -93,9 +93,8 @@ static struct rps_tr_mr region_mr;
 static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
 		    size_t *ack_len_p, const char **why_p)
 {
-	struct rps_shard_desc d = { .addr = region_mr.remote_addr,
-				    .size = REGION,
-				    .rkey = region_mr.rkey };
+	struct rps_shard_desc d = {
+	    .addr = region_mr.remote_addr, .size = REGION, .rkey = region_mr.rkey};
 
 	*ack_len_p = make_ack(ack, 1, &d);
 	return 0;
@@ -161,7 +160,7 @@ static int child_client(int in, int rank, int expect_close)
 {
 	struct tenv e;
 	struct rps_config cfg;
-	struct stream s = { 0 };
+	struct stream s = {0};
 	struct poller pc;
 	pthread_t th;
 	uint16_t port;
@@ -289,8 +288,10 @@ static int wait_child(pid_t pid, double secs)
 	if (getenv("RDMA_TEST_GDB")) { /* debugging aid: where is it stuck? */
 		char cmd[128];
 
-		snprintf(cmd, sizeof(cmd), "gdb -p %d -batch -ex 'thread apply all bt 15' 2>&1 | "
-			 "grep -E '^#|^Thread' >&2", (int)pid);
+		snprintf(cmd, sizeof(cmd),
+			 "gdb -p %d -batch -ex 'thread apply all bt 15' 2>&1 | "
+			 "grep -E '^#|^Thread' >&2",
+			 (int)pid);
 		if (system(cmd) != 0)
 			fprintf(stderr, "gdb failed\n");
 	}
@@ -314,7 +315,7 @@ int main(void)
 	struct rps_config cfg;
 	struct srv s;
 	struct poller ps, pc;
-	struct stream cl = { 0 };
+	struct stream cl = {0};
 	struct rps_transport *ts, *tc;
 	pid_t pa, pb, pcc;
 	int ina, outa, inb, outb, inc, outc, st;
@@ -338,8 +339,7 @@ int main(void)
 	REQUIRE(write(inb, &port, sizeof(port)) == sizeof(port), "pipe");
 
 	/* A: killed mid-stream */
-	CHECK(wait_count(&s.frames[1], 200, 60), "A: %d frames arrived",
-	      atomic_load(&s.frames[1]));
+	CHECK(wait_count(&s.frames[1], 200, 60), "A: %d frames arrived", atomic_load(&s.frames[1]));
 	kill(pa, SIGKILL);
 	waitpid(pa, &st, 0);
 	CHECK(wait_count(&s.closed[1], 1, 20), "A killed: the server saw no CLOSED within 20 s");
@@ -347,8 +347,7 @@ int main(void)
 	       atomic_load(&s.closed[1]) ? "yes" : "no");
 
 	/* B: the server closes it mid-stream */
-	CHECK(wait_count(&s.frames[2], 200, 60), "B: %d frames arrived",
-	      atomic_load(&s.frames[2]));
+	CHECK(wait_count(&s.frames[2], 200, 60), "B: %d frames arrived", atomic_load(&s.frames[2]));
 	if (s.by_rank[2])
 		ts->ops->close(s.by_rank[2]);
 	st = wait_child(pb, 70);
@@ -388,7 +387,7 @@ int main(void)
 
 	/* our listener still serves */
 	{
-		struct stream last = { 0 };
+		struct stream last = {0};
 
 		last.t = tc;
 		last.c = tr_connect(tc, e.ip0, port, 4, 0, NULL, 0, NULL, &rc);
@@ -398,7 +397,8 @@ int main(void)
 
 			rc = send_push(tc, last.c, 10, 8, 0, 0, v);
 			CHECK(rc == 0, "last connection: send: %s", strerror(-rc));
-			CHECK(wait_count(&s.frames[4], 1, 10), "last connection: frame not received");
+			CHECK(wait_count(&s.frames[4], 1, 10),
+			      "last connection: frame not received");
 		}
 	}
 	poller_stop(&pc);

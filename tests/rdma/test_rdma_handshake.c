@@ -26,8 +26,8 @@ static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, vo
 		    size_t *ack_len_p, const char **why_p)
 {
 	struct srv *s = arg;
-	struct rps_shard_desc d[2] = { { .addr = 0x1000, .size = 4096, .rkey = 0x77 },
-				       { .addr = 0x2000, .size = 8192, .rkey = 0x78 } };
+	struct rps_shard_desc d[2] = {{.addr = 0x1000, .size = 4096, .rkey = 0x77},
+				      {.addr = 0x2000, .size = 8192, .rkey = 0x78}};
 
 	s->hellos++;
 	if (h->rank == 99) {
@@ -86,8 +86,8 @@ static void run(int event_mode)
 {
 	struct tenv e;
 	struct rps_config cfg;
-	struct srv s = { 0 };
-	struct cli cs = { 0 };
+	struct srv s = {0};
+	struct cli cs = {0};
 	struct poller ps, pc;
 	struct rps_transport *ts, *tc;
 	struct rps_conn *c;
@@ -107,8 +107,7 @@ static void run(int event_mode)
 	CHECK(ts->caps & RPS_TR_CAP_CHANNELS, "caps 0x%x lack CHANNELS", ts->caps);
 	CHECK(ts->max_frame == cfg.rdma_buf_bytes, "max_frame %llu",
 	      (unsigned long long)ts->max_frame);
-	CHECK(ts->max_read_sge >= 1 && ts->max_read_sge <= 30, "max_read_sge %d",
-	      ts->max_read_sge);
+	CHECK(ts->max_read_sge >= 1 && ts->max_read_sge <= 30, "max_read_sge %d", ts->max_read_sge);
 
 	rc = ts->ops->listen(ts, e.ip0, 0, &port);
 	REQUIRE(rc == 0, "listen %s:0: %s", e.ip0, strerror(-rc));
@@ -150,8 +149,8 @@ static void run(int event_mode)
 	CHECK(rc == -EINVAL, "channel 2 of 2: connect returned %d (%s), want -EINVAL", rc,
 	      strerror(-rc));
 	tr_connect(tc, e.ip0, (uint16_t)(port + 1), 5, 0, NULL, 0, NULL, &rc);
-	CHECK(rc == -ECONNREFUSED, "no listener: connect returned %d (%s), want -ECONNREFUSED",
-	      rc, strerror(-rc));
+	CHECK(rc == -ECONNREFUSED, "no listener: connect returned %d (%s), want -ECONNREFUSED", rc,
+	      strerror(-rc));
 	CHECK(atomic_load(&s.accepted) == 1, "%d accepted", atomic_load(&s.accepted));
 
 	/* the good connection still carries frames both ways */
@@ -185,11 +184,11 @@ static void check_memlock(void)
 
 	REQUIRE(pid >= 0, "fork");
 	if (pid == 0) {
-		struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+		struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
 		struct __user_cap_data_struct d[2];
-		struct rlimit rl = { 64 << 10, 64 << 10 };
+		struct rlimit rl = {64 << 10, 64 << 10};
 		struct rps_config cfg;
-		struct rps_tr_params p = { 0 };
+		struct rps_tr_params p = {0};
 		struct rps_transport *t = NULL;
 		struct tenv e;
 		int rc;
@@ -209,7 +208,8 @@ static void check_memlock(void)
 		p.cfg = &cfg;
 		rc = rps_transport_create("rdma", &p, &t);
 		if (rc != -ENOMEM) {
-			fprintf(stderr, "FAIL: create under a 64 KiB memlock limit: %d, want -ENOMEM\n",
+			fprintf(stderr,
+				"FAIL: create under a 64 KiB memlock limit: %d, want -ENOMEM\n",
 				rc);
 			exit(1);
 		}
@@ -222,7 +222,7 @@ static void check_memlock(void)
 static void check_nodev(void)
 {
 	struct rps_config cfg;
-	struct rps_tr_params p = { 0 };
+	struct rps_tr_params p = {0};
 	struct rps_transport *t = NULL;
 	int rc;
 

@@ -118,7 +118,7 @@ int main(void)
 	struct rps_config cfg;
 	struct rps_transport *ts, *tc, *tx = NULL;
 	struct poller ps, pc;
-	struct cli c = { 0 };
+	struct cli c = {0};
 	atomic_int frames = 0;
 	const char *netdev = "veth1";
 	pthread_t th;
@@ -145,7 +145,7 @@ int main(void)
 	tcfg_init(&cfg, 1);
 	REQUIRE(link_set(netdev, e.dev1, 0) == 0, "could not take %s down", netdev);
 	{
-		struct rps_tr_params p = { 0 };
+		struct rps_tr_params p = {0};
 
 		p.secret = SECRET;
 		p.device = e.dev1;

@@ -22,9 +22,8 @@ struct srv {
 static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
 		    size_t *ack_len_p, const char **why_p)
 {
-	struct rps_shard_desc d = { .addr = region_mr.remote_addr,
-				    .size = REGION,
-				    .rkey = region_mr.rkey };
+	struct rps_shard_desc d = {
+	    .addr = region_mr.remote_addr, .size = REGION, .rkey = region_mr.rkey};
 
 	*ack_len_p = make_ack(ack, 1, &d);
 	return 0;
@@ -113,7 +112,7 @@ static void run(int event_mode)
 {
 	struct tenv e;
 	struct rps_config cfg;
-	struct srv s = { 0 };
+	struct srv s = {0};
 	struct poller ps, pc;
 	struct rps_transport *ts, *tc;
 	struct rps_conn *c1, *c2, *c3;
@@ -136,7 +135,7 @@ static void run(int event_mode)
 		region[i] = (unsigned char)(i * 7 + i / 256);
 	rc = ts->ops->reg_mem(ts, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr);
 	REQUIRE(rc == 0, "reg_mem: %s", strerror(-rc));
-	CHECK(ts->ops->reg_mem(ts, region, REGION, 2u, &(struct rps_tr_mr){ 0 }) == -EINVAL,
+	CHECK(ts->ops->reg_mem(ts, region, REGION, 2u, &(struct rps_tr_mr){0}) == -EINVAL,
 	      "reg_mem with unknown access bits must fail");
 	rc = ts->ops->listen(ts, e.ip0, 0, &port);
 	REQUIRE(rc == 0, "listen: %s", strerror(-rc));
@@ -154,7 +153,7 @@ static void run(int event_mode)
 	/* one sge */
 	{
 		unsigned char *b = malloc(4096);
-		struct rps_tr_sge sg = { b, 4096 };
+		struct rps_tr_sge sg = {b, 4096};
 
 		rc = read_wait(tc, c1, &sg, 1, d.addr, d.rkey, 1);
 		CHECK(rc == 0, "read 1 sge: %s", strerror(-rc));
@@ -164,13 +163,13 @@ static void run(int event_mode)
 	/* three sges into separate buffers, then 50 times more */
 	{
 		unsigned char *b0 = malloc(100), *b1 = malloc(3000), *b2 = malloc(5000);
-		struct rps_tr_sge sg[3] = { { b0, 100 }, { b1, 3000 }, { b2, 5000 } };
+		struct rps_tr_sge sg[3] = {{b0, 100}, {b1, 3000}, {b2, 5000}};
 		int bad = 0;
 
 		rc = read_wait(tc, c1, sg, 3, d.addr + 1000, d.rkey, 2);
 		CHECK(rc == 0, "read 3 sges: %s", strerror(-rc));
 		CHECK(!memcmp(b0, region + 1000, 100) && !memcmp(b1, region + 1100, 3000) &&
-			      !memcmp(b2, region + 4100, 5000),
+			  !memcmp(b2, region + 4100, 5000),
 		      "read 3 sges: bytes differ");
 		rps_rdma_get_stats(tc, &st0);
 		for (int i = 0; i < 50; i++) {
@@ -178,7 +177,8 @@ static void run(int event_mode)
 
 			memset(b1, 0, 3000);
 			rc = read_wait(tc, c1, sg, 3, d.addr + off, d.rkey, 3);
-			if (rc || memcmp(b0, region + off, 100) || memcmp(b1, region + off + 100, 3000) ||
+			if (rc || memcmp(b0, region + off, 100) ||
+			    memcmp(b1, region + off + 100, 3000) ||
 			    memcmp(b2, region + off + 3100, 5000))
 				bad++;
 		}
@@ -190,7 +190,8 @@ static void run(int event_mode)
 		CHECK(st1.mr_cache_hits >= st0.mr_cache_hits + 150, "cache hits %llu -> %llu",
 		      (unsigned long long)st0.mr_cache_hits, (unsigned long long)st1.mr_cache_hits);
 		printf("MR cache: %llu registrations, %llu hits\n",
-		       (unsigned long long)st1.mr_cache_regs, (unsigned long long)st1.mr_cache_hits);
+		       (unsigned long long)st1.mr_cache_regs,
+		       (unsigned long long)st1.mr_cache_hits);
 		free(b0);
 		free(b1);
 		free(b2);
@@ -203,7 +204,7 @@ static void run(int event_mode)
 		int bad = 0;
 
 		for (int i = 0; i < n; i++)
-			sg[i] = (struct rps_tr_sge){ b + 128 * i, 64 };
+			sg[i] = (struct rps_tr_sge){b + 128 * i, 64};
 		rc = read_wait(tc, c1, sg, n, d.addr + 256, d.rkey, 4);
 		CHECK(rc == 0, "read %d sges: %s", n, strerror(-rc));
 		for (int i = 0; i < n; i++)
@@ -217,7 +218,7 @@ static void run(int event_mode)
 	{
 		unsigned char *b = aligned_alloc(4096, 8192);
 		struct rps_tr_mr mr;
-		struct rps_tr_sge sg = { b + 100, 5000 };
+		struct rps_tr_sge sg = {b + 100, 5000};
 
 		rc = tc->ops->reg_mem(tc, b, 8192, RPS_TR_ACCESS_LOCAL, &mr);
 		CHECK(rc == 0, "client reg_mem: %s", strerror(-rc));
@@ -226,7 +227,8 @@ static void run(int event_mode)
 		rps_rdma_get_stats(tc, &st1);
 		CHECK(rc == 0 && !memcmp(b + 100, region + 20000, 5000), "read into reg_mem: %s",
 		      strerror(-rc));
-		CHECK(st1.mr_cache_regs == st0.mr_cache_regs, "reg_mem'd buffer was registered again");
+		CHECK(st1.mr_cache_regs == st0.mr_cache_regs,
+		      "reg_mem'd buffer was registered again");
 		tc->ops->dereg_mem(tc, &mr);
 		free(b);
 	}
@@ -236,11 +238,11 @@ static void run(int event_mode)
 		int bad = 0;
 
 		for (int i = 0; i < 20; i++) {
-			struct rps_tr_sge sg = { b[i], 1024 };
+			struct rps_tr_sge sg = {b[i], 1024};
 
 			atomic_store(&cs.done[10 + i], 0);
-			rc = tc->ops->read_remote(c1, &sg, 1, d.addr + 1024 * (uint64_t)i * 3, d.rkey,
-						  10 + (uint64_t)i);
+			rc = tc->ops->read_remote(c1, &sg, 1, d.addr + 1024 * (uint64_t)i * 3,
+						  d.rkey, 10 + (uint64_t)i);
 			CHECK(rc == 0, "read %d in flight: %s", i, strerror(-rc));
 		}
 		for (int i = 0; i < 20; i++) {
@@ -256,7 +258,7 @@ static void run(int event_mode)
 	{
 		static double lat[200];
 		unsigned char b[64];
-		struct rps_tr_sge sg = { b, 64 };
+		struct rps_tr_sge sg = {b, 64};
 		struct rps_tr_event ev[8];
 		double sum = 0;
 		int i;
@@ -290,16 +292,17 @@ static void run(int event_mode)
 				lat[j] = lat[j - 1];
 				lat[j - 1] = v;
 			}
-		printf("64 B RDMA READ through the transport (%s): median %.1f us, average %.1f us, "
-		       "p99 %.1f us\n",
-		       event_mode ? "event mode" : "busy poll", lat[100], sum / 200, lat[198]);
+		printf(
+		    "64 B RDMA READ through the transport (%s): median %.1f us, average %.1f us, "
+		    "p99 %.1f us\n",
+		    event_mode ? "event mode" : "busy poll", lat[100], sum / 200, lat[198]);
 	}
 
 	/* outside the region: refused, that connection closes, the others stay */
 	cs.watch = c1;
 	{
 		unsigned char b[256];
-		struct rps_tr_sge sg = { b, 256 };
+		struct rps_tr_sge sg = {b, 256};
 
 		rc = read_wait(tc, c1, &sg, 1, d.addr + REGION + 4096, d.rkey, 100);
 		CHECK(rc == -EACCES, "read outside the region: %d (%s), want -EACCES", rc,
@@ -314,7 +317,7 @@ static void run(int event_mode)
 	CHECK(wait_flag(&s.closed, 10), "server saw no CLOSED for the failed connection");
 	{
 		unsigned char b[2048];
-		struct rps_tr_sge sg = { b, 2048 };
+		struct rps_tr_sge sg = {b, 2048};
 
 		rc = read_wait(tc, c2, &sg, 1, d.addr + 4096, d.rkey, 102);
 		CHECK(rc == 0 && !memcmp(b, region + 4096, 2048),
@@ -327,7 +330,7 @@ static void run(int event_mode)
 	CHECK(rc == 0, "third connection after the failure: %s", strerror(-rc));
 	if (c3) {
 		unsigned char b[512];
-		struct rps_tr_sge sg = { b, 512 };
+		struct rps_tr_sge sg = {b, 512};
 
 		/* a wrong rkey: refused the same way */
 		cs.watch = c3;
@@ -344,7 +347,7 @@ static void run(int event_mode)
 	      atomic_load(&cs.events_after_close));
 	{
 		unsigned char b[64];
-		struct rps_tr_sge sg = { b, 64 };
+		struct rps_tr_sge sg = {b, 64};
 
 		rc = read_wait(tc, c2, &sg, 1, d.addr + 64, d.rkey, 104);
 		CHECK(rc == 0 && !memcmp(b, region + 64, 64), "second connection at the end: %s",

@@ -26,24 +26,24 @@
 
 static int tr_failures;
 
-#define CHECK(cond, ...)                                                            \
-	do {                                                                        \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                \
-			fprintf(stderr, "\n");                                       \
-			tr_failures++;                                               \
-		}                                                                   \
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fprintf(stderr, "\n");                                                     \
+			tr_failures++;                                                             \
+		}                                                                                  \
 	} while (0)
 
-#define REQUIRE(cond, ...)                                                          \
-	do {                                                                        \
-		if (!(cond)) {                                                      \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                                \
-			fprintf(stderr, "\n");                                       \
-			exit(1);                                                     \
-		}                                                                   \
+#define REQUIRE(cond, ...)                                                                         \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fprintf(stderr, "\n");                                                     \
+			exit(1);                                                                   \
+		}                                                                                  \
 	} while (0)
 
 struct tenv {
@@ -84,14 +84,13 @@ static inline void tcfg_init(struct rps_config *cfg, int event_mode)
 	cfg->shards = 2;
 }
 
-static inline struct rps_transport *tr_create(const struct rps_config *cfg, const char *dev,
-					      uint32_t nchannels,
-					      int (*on_hello)(void *, struct rps_conn *,
-							      const struct rps_hello *, void *,
-							      size_t *, const char **),
-					      void *arg)
+static inline struct rps_transport *
+tr_create(const struct rps_config *cfg, const char *dev, uint32_t nchannels,
+	  int (*on_hello)(void *, struct rps_conn *, const struct rps_hello *, void *, size_t *,
+			  const char **),
+	  void *arg)
 {
-	struct rps_tr_params p = { 0 };
+	struct rps_tr_params p = {0};
 	struct rps_transport *t = NULL;
 	int rc;
 
@@ -111,7 +110,7 @@ static inline struct rps_transport *tr_create(const struct rps_config *cfg, cons
 /* A HELLO_ACK payload: rps_hello_ack + nshards shard descriptors. */
 static inline size_t make_ack(void *buf, uint32_t nshards, const struct rps_shard_desc *d)
 {
-	struct rps_hello_ack a = { 0 };
+	struct rps_hello_ack a = {0};
 
 	a.server_rank = 7;
 	a.num_shards = nshards;
@@ -125,8 +124,8 @@ static inline size_t make_ack(void *buf, uint32_t nshards, const struct rps_shar
 }
 
 static inline struct rps_conn *tr_connect(struct rps_transport *t, const char *ip, uint16_t port,
-					  uint32_t rank, uint32_t channel, void *ack, size_t ack_cap,
-					  size_t *ack_len_p, int *rc_p)
+					  uint32_t rank, uint32_t channel, void *ack,
+					  size_t ack_cap, size_t *ack_len_p, int *rc_p)
 {
 	struct rps_hello h;
 	struct rps_conn *c = NULL;
@@ -147,7 +146,7 @@ static inline int send_push(struct rps_transport *t, struct rps_conn *c, uint32_
 			    uint32_t n, float base, uint64_t ctx, float *scratch)
 {
 	struct rps_frame_hdr h;
-	struct rps_push p = { 0 };
+	struct rps_push p = {0};
 	struct iovec iov[2];
 
 	for (uint32_t k = 0; k < n; k++)

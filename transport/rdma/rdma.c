@@ -16,7 +16,7 @@
 #include "transport/rdma/rdma_int.h"
 
 #define SLOW_EVERY_NS 1000000ull /* CM and async events, teardown: every 1 ms */
-#define EPOLL_CAP_MS 100
+#define EPOLL_CAP_MS  100
 
 static inline void cpu_relax(void)
 {
@@ -47,10 +47,8 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 	t->base.params.secret = t->secret;
 	t->base.params.device = t->device;
 
-	t->buf_bytes = (uint32_t)RPS_MIN(RPS_MAX(cfg && cfg->rdma_buf_bytes ? cfg->rdma_buf_bytes
-									: 65536u,
-						 1024u),
-					 1u << 30);
+	t->buf_bytes = (uint32_t)RPS_MIN(
+	    RPS_MAX(cfg && cfg->rdma_buf_bytes ? cfg->rdma_buf_bytes : 65536u, 1024u), 1u << 30);
 	t->recv_bufs = (uint32_t)(cfg && cfg->rdma_recv_bufs > 0 ? cfg->rdma_recv_bufs : 256);
 	t->credits = (uint32_t)(cfg && cfg->rdma_credits > 0 ? cfg->rdma_credits : 64);
 	if (t->credits < 2) {
@@ -61,14 +59,14 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 	}
 	t->max_rd = cfg && cfg->rdma_max_rd > 0 ? cfg->rdma_max_rd : 16;
 	t->event_mode = cfg ? cfg->rdma_event_mode : 0;
-	t->timeout_ms = p->timeout_ms > 0 ? p->timeout_ms
+	t->timeout_ms = p->timeout_ms > 0	     ? p->timeout_ms
 			: cfg && cfg->timeout_ms > 0 ? cfg->timeout_ms
 						     : 10000;
 	t->max_msg = p->max_msg ? p->max_msg : cfg && cfg->max_msg ? cfg->max_msg : UINT32_MAX;
 	t->expect_peers = cfg && cfg->num_workers > 0 ? (uint32_t)cfg->num_workers : 4;
 	t->expect_out = cfg && cfg->num_servers > 0
-				? (uint32_t)cfg->num_servers * (uint32_t)RPS_MAX(cfg->shards, 1)
-				: 4;
+			    ? (uint32_t)cfg->num_servers * (uint32_t)RPS_MAX(cfg->shards, 1)
+			    : 4;
 	t->nsrqs = RPS_MAX(p->nchannels, 1u);
 	t->base.caps = RPS_TR_CAP_READ | RPS_TR_CAP_CHANNELS;
 	t->base.max_frame = t->buf_bytes;
@@ -114,7 +112,7 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 		goto err_ch;
 	}
 	if (t->event_mode) {
-		struct epoll_event ee = { .events = EPOLLIN };
+		struct epoll_event ee = {.events = EPOLLIN};
 		struct rps_rdma_dev *d = atomic_load(&t->dev);
 
 		t->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -220,7 +218,8 @@ static int rps_rdma_poll(struct rps_transport *tr, struct rps_tr_event *ev, int 
 			rps_rdma_progress_cq(t);
 			n += drain(t, ev + n, max - n);
 		}
-		if (slow_due || atomic_load(&t->closing_n) || now - t->last_slow_ns >= SLOW_EVERY_NS) {
+		if (slow_due || atomic_load(&t->closing_n) ||
+		    now - t->last_slow_ns >= SLOW_EVERY_NS) {
 			slow_due = 0;
 			t->last_slow_ns = now;
 			if (!t->event_mode)
@@ -316,17 +315,17 @@ void rps_rdma_get_stats(struct rps_transport *tr, struct rps_rdma_stats *st_p)
 }
 
 const struct rps_transport_ops rps_rdma_ops = {
-	.name = "rdma",
-	.create = rps_rdma_create,
-	.destroy = rps_rdma_destroy,
-	.listen = rps_rdma_listen,
-	.connect = rps_rdma_connect,
-	.post_send = rps_rdma_post_send,
-	.read_remote = rps_rdma_read_remote,
-	.poll = rps_rdma_poll,
-	.release = rps_rdma_release,
-	.reg_mem = rps_rdma_reg_mem,
-	.dereg_mem = rps_rdma_dereg_mem,
-	.close = rps_rdma_close,
-	.wake = rps_rdma_wake,
+    .name = "rdma",
+    .create = rps_rdma_create,
+    .destroy = rps_rdma_destroy,
+    .listen = rps_rdma_listen,
+    .connect = rps_rdma_connect,
+    .post_send = rps_rdma_post_send,
+    .read_remote = rps_rdma_read_remote,
+    .poll = rps_rdma_poll,
+    .release = rps_rdma_release,
+    .reg_mem = rps_rdma_reg_mem,
+    .dereg_mem = rps_rdma_dereg_mem,
+    .close = rps_rdma_close,
+    .wake = rps_rdma_wake,
 };

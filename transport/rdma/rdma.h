@@ -10,18 +10,18 @@
 
 /* Counters of one transport instance (monotonic unless said otherwise). */
 struct rps_rdma_stats {
-	uint64_t frames_sent;     /* data frames posted */
-	uint64_t frames_recv;     /* data frames delivered as RECV events */
-	uint64_t ctrl_sent;       /* credit-only frames posted */
+	uint64_t frames_sent; /* data frames posted */
+	uint64_t frames_recv; /* data frames delivered as RECV events */
+	uint64_t ctrl_sent;   /* credit-only frames posted */
 	uint64_t ctrl_recv;
-	uint64_t credit_waits;    /* post_send calls that had to wait for credits */
-	uint64_t reads;           /* RDMA READs posted */
-	uint64_t mr_cache_hits;   /* read_remote sges found in the MR cache */
-	uint64_t mr_cache_regs;   /* registrations the MR cache made */
-	uint64_t mr_tmp_regs;     /* per-read registrations (cache full) */
-	int64_t srq_low_water;    /* fewest receive WQEs seen posted in any SRQ
-				   * after a receive (-1: no receive yet) */
-	uint32_t conns;           /* live connections (gauge) */
+	uint64_t credit_waits;	/* post_send calls that had to wait for credits */
+	uint64_t reads;		/* RDMA READs posted */
+	uint64_t mr_cache_hits; /* read_remote sges found in the MR cache */
+	uint64_t mr_cache_regs; /* registrations the MR cache made */
+	uint64_t mr_tmp_regs;	/* per-read registrations (cache full) */
+	int64_t srq_low_water;	/* fewest receive WQEs seen posted in any SRQ
+				 * after a receive (-1: no receive yet) */
+	uint32_t conns;		/* live connections (gauge) */
 };
 
 void rps_rdma_get_stats(struct rps_transport *t, struct rps_rdma_stats *st_p);
@@ -32,14 +32,14 @@ void rps_rdma_get_stats(struct rps_transport *t, struct rps_rdma_stats *st_p);
 void rps_rdma_set_rnr_retry(int n);
 
 /* The private data of the connection handshake (docs/rdma.md). */
-#define RPS_RDMA_CM_MAGIC 0x4d435052u /* "RPCM" */
+#define RPS_RDMA_CM_MAGIC   0x4d435052u /* "RPCM" */
 #define RPS_RDMA_CM_VERSION 1
 
 /* Appended to struct rps_hello in the connect request: 48 + 8 = 56 bytes,
  * the most an IB/RoCE connect request carries through rdma_cm. */
 struct rps_rdma_req_ext {
-	uint16_t credits;   /* data frames the client lets the server have in flight */
-	uint8_t version;    /* RPS_RDMA_CM_VERSION */
+	uint16_t credits; /* data frames the client lets the server have in flight */
+	uint8_t version;  /* RPS_RDMA_CM_VERSION */
 	uint8_t reserved;
 	uint32_t buf_bytes; /* the client's receive buffer: the largest frame it takes */
 };
@@ -48,9 +48,9 @@ _Static_assert(sizeof(struct rps_hello) + sizeof(struct rps_rdma_req_ext) == 56,
 
 /* Private data of the accept (IB limit 196 bytes). */
 struct rps_rdma_rep {
-	uint32_t magic;     /* RPS_RDMA_CM_MAGIC */
-	int32_t status;     /* 0 */
-	uint16_t credits;   /* data frames the server lets the client have in flight */
+	uint32_t magic;	  /* RPS_RDMA_CM_MAGIC */
+	int32_t status;	  /* 0 */
+	uint16_t credits; /* data frames the server lets the client have in flight */
 	uint8_t version;
 	uint8_t rd_atomic;  /* RDMA READs the server takes in flight from this client */
 	uint32_t buf_bytes; /* the server's receive buffer */
@@ -60,9 +60,9 @@ _Static_assert(sizeof(struct rps_rdma_rep) == 20, "rps_rdma_rep is 20 bytes");
 
 /* Private data of a reject (IB limit 148 bytes). */
 struct rps_rdma_rej {
-	uint32_t magic;     /* RPS_RDMA_CM_MAGIC */
-	int32_t status;     /* -EACCES wrong secret, -EPROTO bad hello, ... */
-	char reason[100];   /* NUL-terminated */
+	uint32_t magic;	  /* RPS_RDMA_CM_MAGIC */
+	int32_t status;	  /* -EACCES wrong secret, -EPROTO bad hello, ... */
+	char reason[100]; /* NUL-terminated */
 };
 _Static_assert(sizeof(struct rps_rdma_rej) <= 148, "reject private data fits");
 

@@ -2,9 +2,9 @@
  * listener's CM events (handled in poll()), connect() with its own event
  * channel until the HELLO_ACK frame has arrived. */
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,7 +71,7 @@ static uint32_t grant_want(struct rps_rdma_transport *t, struct rps_rdma_srq *s,
 int rps_rdma_listen(struct rps_transport *tr, const char *host, uint16_t port, uint16_t *port_p)
 {
 	struct rps_rdma_transport *t = rps_rdma_t(tr);
-	struct addrinfo hints = { 0 }, *res = NULL;
+	struct addrinfo hints = {0}, *res = NULL;
 	struct rdma_cm_id *lid = NULL;
 	char svc[8];
 	int rc;
@@ -102,9 +102,10 @@ int rps_rdma_listen(struct rps_transport *tr, const char *host, uint16_t port, u
 		if (rc == -EADDRINUSE)
 			RPS_ERR("listen %s:%u: address in use", host ? host : "*", port);
 		else
-			RPS_ERR("listen %s:%u: %s (is it the address of an RDMA device's netdev? see "
-				"rdma link, docs/softroce.md)",
-				host ? host : "*", port, strerror(-rc));
+			RPS_ERR(
+			    "listen %s:%u: %s (is it the address of an RDMA device's netdev? see "
+			    "rdma link, docs/softroce.md)",
+			    host ? host : "*", port, strerror(-rc));
 		goto err_id;
 	}
 	if (lid->verbs) {
@@ -162,9 +163,9 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 {
 	struct rdma_cm_id *id = e->id;
 	const struct rdma_conn_param *cp = &e->param.conn;
-	struct rps_rdma_req_ext ext = { 0 };
-	struct rdma_conn_param acp = { 0 };
-	struct rps_rdma_rep rep = { 0 };
+	struct rps_rdma_req_ext ext = {0};
+	struct rdma_conn_param acp = {0};
+	struct rps_rdma_rep rep = {0};
 	struct rps_hello h;
 	struct rps_rdma_conn *c = NULL;
 	struct rps_rdma_srq *s;
@@ -253,8 +254,7 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 	}
 	if (ack_len > RPS_TR_ACK_MAX || RDMA_HDR_LEN + ack_len > t->buf_bytes ||
 	    RDMA_HDR_LEN + ack_len > c->peer_buf) {
-		snprintf(msg, sizeof(msg), "HELLO_ACK of %zu bytes does not fit a frame",
-			 ack_len);
+		snprintf(msg, sizeof(msg), "HELLO_ACK of %zu bytes does not fit a frame", ack_len);
 		reject(id, peer, -EMSGSIZE, msg);
 		goto err_res;
 	}
@@ -263,9 +263,9 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 	rep.credits = (uint16_t)RPS_MIN(c->window - 1, 65535u);
 	rep.version = RPS_RDMA_CM_VERSION;
 	acp.responder_resources =
-		(uint8_t)RPS_MIN(RPS_MIN((int)cp->initiator_depth, d->attr.max_qp_rd_atom), t->max_rd);
+	    (uint8_t)RPS_MIN(RPS_MIN((int)cp->initiator_depth, d->attr.max_qp_rd_atom), t->max_rd);
 	acp.initiator_depth = (uint8_t)RPS_MIN(
-		RPS_MIN((int)cp->responder_resources, d->attr.max_qp_init_rd_atom), t->max_rd);
+	    RPS_MIN((int)cp->responder_resources, d->attr.max_qp_init_rd_atom), t->max_rd);
 	rep.rd_atomic = acp.responder_resources;
 	rep.buf_bytes = t->buf_bytes;
 	rep.ack_len = c->ack_len;
@@ -312,8 +312,7 @@ static void handle_established(struct rps_rdma_transport *t, struct rps_rdma_con
 	rps_proto_hdr_init(&hdr, RPS_OP_HELLO_ACK, c->ack_len, 0);
 	rc = rps_rdma_send_frame(c, &hdr, c->ack, c->ack_len, 0);
 	if (rc) {
-		RPS_ERR("connection to %s: cannot send HELLO_ACK: %s", c->base.peer,
-			strerror(-rc));
+		RPS_ERR("connection to %s: cannot send HELLO_ACK: %s", c->base.peer, strerror(-rc));
 		rps_rdma_conn_fail(c, rc, NULL);
 		rps_rdma_close(&c->base);
 		return;
@@ -368,10 +367,11 @@ void rps_rdma_cm_events(struct rps_rdma_transport *t)
 			if (c) {
 				snprintf(why, sizeof(why), "%s (status %d)",
 					 rdma_event_str(e->event), e->status);
-				rps_rdma_conn_fail(c, e->event == RDMA_CM_EVENT_UNREACHABLE
-							  ? -ETIMEDOUT
-							  : -ECONNREFUSED,
-					       why);
+				rps_rdma_conn_fail(c,
+						   e->event == RDMA_CM_EVENT_UNREACHABLE
+						       ? -ETIMEDOUT
+						       : -ECONNREFUSED,
+						   why);
 			}
 			break;
 		case RDMA_CM_EVENT_ADDR_CHANGE:
@@ -399,7 +399,7 @@ static int cm_wait(struct rdma_event_channel *ch, uint64_t deadline, struct rdma
 {
 	for (;;) {
 		uint64_t now = rps_now_ns();
-		struct pollfd pfd = { .fd = ch->fd, .events = POLLIN };
+		struct pollfd pfd = {.fd = ch->fd, .events = POLLIN};
 		int ms;
 
 		if (!rdma_get_cm_event(ch, e_p))
@@ -414,9 +414,8 @@ static int cm_wait(struct rdma_event_channel *ch, uint64_t deadline, struct rdma
 }
 
 /* Wait for one expected event; anything else is an error with a message. */
-static int cm_expect(struct rdma_event_channel *ch, uint64_t deadline,
-		     enum rdma_cm_event_type want, const char *peer, const char *step,
-		     struct rdma_cm_event **e_p)
+static int cm_expect(struct rdma_event_channel *ch, uint64_t deadline, enum rdma_cm_event_type want,
+		     const char *peer, const char *step, struct rdma_cm_event **e_p)
 {
 	struct rdma_cm_event *e;
 	int rc = cm_wait(ch, deadline, &e);
@@ -529,10 +528,11 @@ static int resolve_addr(struct rps_rdma_conn *c, struct rdma_event_channel *ch,
 			/* let cm_expect's messages speak: put nothing back, just explain */
 			rdma_ack_cm_event(e);
 			if (ev == RDMA_CM_EVENT_ADDR_ERROR)
-				RPS_ERR("connect %s: address resolution failed (status %d): no RDMA "
-					"device reaches it, or no GID for the source address (ip "
-					"route get; ibv_devinfo -v; docs/rdma.md 'GIDs')",
-					c->base.peer, st);
+				RPS_ERR(
+				    "connect %s: address resolution failed (status %d): no RDMA "
+				    "device reaches it, or no GID for the source address (ip "
+				    "route get; ibv_devinfo -v; docs/rdma.md 'GIDs')",
+				    c->base.peer, st);
 			else
 				RPS_ERR("connect %s: unexpected %s during address resolution",
 					c->base.peer, rdma_event_str(ev));
@@ -561,20 +561,20 @@ static void connect_undo(struct rps_rdma_transport *t, struct rps_rdma_conn *c, 
 }
 
 int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
-		 const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
-		 int timeout_ms, struct rps_conn **conn_p)
+		     const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
+		     int timeout_ms, struct rps_conn **conn_p)
 {
 	struct rps_rdma_transport *t = rps_rdma_t(tr);
-	struct addrinfo hints = { 0 }, *res = NULL;
+	struct addrinfo hints = {0}, *res = NULL;
 	struct rdma_event_channel *ch;
-	struct rdma_conn_param cp = { 0 };
+	struct rdma_conn_param cp = {0};
 	struct rdma_cm_event *e;
 	struct rps_rdma_conn *c;
 	struct rps_rdma_dev *d;
 	struct sockaddr_in src;
 	struct sockaddr *srcp = NULL;
 	char pdata[sizeof(struct rps_hello) + sizeof(struct rps_rdma_req_ext)];
-	struct rps_rdma_req_ext ext = { 0 };
+	struct rps_rdma_req_ext ext = {0};
 	struct rps_rdma_rep rep;
 	uint64_t deadline;
 	uint32_t got;
@@ -634,8 +634,8 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 		RPS_ERR("connect %s: rdma_resolve_route: %s", c->base.peer, strerror(-rc));
 		goto err_ai;
 	}
-	rc = cm_expect(ch, deadline, RDMA_CM_EVENT_ROUTE_RESOLVED, c->base.peer,
-		       "route resolution", &e);
+	rc = cm_expect(ch, deadline, RDMA_CM_EVENT_ROUTE_RESOLVED, c->base.peer, "route resolution",
+		       &e);
 	if (rc)
 		goto err_ai;
 	rdma_ack_cm_event(e);
@@ -645,7 +645,8 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 	if (!t->csrq)
 		rc = rps_rdma_srq_create(t, -1, &t->csrq);
 	if (!rc) {
-		rc = rps_rdma_srq_reserve(t->csrq, grant_want(t, t->csrq, t->expect_out) + 1, 3, &got);
+		rc = rps_rdma_srq_reserve(t->csrq, grant_want(t, t->csrq, t->expect_out) + 1, 3,
+					  &got);
 		if (rc)
 			RPS_ERR("connect %s: receive queue of outgoing connections full (%u "
 				"buffers promised; raise RDMAPS_RDMA_RECV_BUFS)",
@@ -679,8 +680,7 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 		RPS_ERR("connect %s: rdma_connect: %s", c->base.peer, strerror(-rc));
 		goto err_undo;
 	}
-	rc = cm_expect(ch, deadline, RDMA_CM_EVENT_ESTABLISHED, c->base.peer, "connection",
-		       &e);
+	rc = cm_expect(ch, deadline, RDMA_CM_EVENT_ESTABLISHED, c->base.peer, "connection", &e);
 	if (rc)
 		goto err_undo;
 	established = 1;
@@ -713,7 +713,7 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 			    ev == RDMA_CM_EVENT_DEVICE_REMOVAL) {
 				pthread_mutex_lock(&t->prog_lock);
 				rps_rdma_conn_fail(c, -ECONNRESET,
-					       "peer disconnected during the handshake");
+						   "peer disconnected during the handshake");
 				pthread_mutex_unlock(&t->prog_lock);
 				break;
 			}
@@ -772,8 +772,8 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 		rps_rdma_close(&c->base);
 		return rc;
 	}
-	RPS_DEBUG("rdma: connected to %s (qp 0x%x, credits %u out / %u in, reads %u)",
-		  c->base.peer, c->qpn, c->grant, c->window - 1, c->max_rd);
+	RPS_DEBUG("rdma: connected to %s (qp 0x%x, credits %u out / %u in, reads %u)", c->base.peer,
+		  c->qpn, c->grant, c->window - 1, c->max_rd);
 	*conn_p = &c->base;
 	return 0;
 

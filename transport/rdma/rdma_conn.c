@@ -118,11 +118,11 @@ void rps_rdma_peer_name(struct rdma_cm_id *id, char *buf, size_t len)
 /* QP on srq, send buffers and slots. c->t, c->base and c->grant fields are
  * set by the caller; window WQEs of srq are already reserved. Caller holds
  * prog_lock. */
-int rps_rdma_conn_setup(struct rps_rdma_transport *t, struct rps_rdma_conn *c, struct rdma_cm_id *id,
-		    struct rps_rdma_srq *srq, uint32_t window)
+int rps_rdma_conn_setup(struct rps_rdma_transport *t, struct rps_rdma_conn *c,
+			struct rdma_cm_id *id, struct rps_rdma_srq *srq, uint32_t window)
 {
 	struct rps_rdma_dev *d = atomic_load(&t->dev);
-	struct ibv_qp_init_attr qa = { 0 };
+	struct ibv_qp_init_attr qa = {0};
 	uint64_t bytes;
 	int rc;
 
@@ -171,8 +171,8 @@ int rps_rdma_conn_setup(struct rps_rdma_transport *t, struct rps_rdma_conn *c, s
 	qa.sq_sig_all = 0;
 	if (rdma_create_qp(id, d->pd, &qa)) {
 		rc = errno ? -errno : -ENOMEM;
-		RPS_ERR("connection to %s: rdma_create_qp (%u send WRs, %d sges): %s",
-			c->base.peer, c->nslots, d->max_sge, strerror(-rc));
+		RPS_ERR("connection to %s: rdma_create_qp (%u send WRs, %d sges): %s", c->base.peer,
+			c->nslots, d->max_sge, strerror(-rc));
 		goto err_cq;
 	}
 	c->qp = id->qp;
@@ -332,7 +332,7 @@ void rps_rdma_conn_fail(struct rps_rdma_conn *c, int status, const char *why)
 	if (!c->disconnected) {
 		c->disconnected = 1;
 		if (rdma_disconnect(c->id)) {
-			struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+			struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
 
 			ibv_modify_qp(c->qp, &qa, IBV_QP_STATE);
 		}
@@ -341,9 +341,10 @@ void rps_rdma_conn_fail(struct rps_rdma_conn *c, int status, const char *why)
 	if (!c->drain_posted) {
 		c->drain_posted = 1;
 		if (rps_rdma_post_drain(c) && !atomic_load(&c->drained))
-			RPS_WARN("connection to %s: could not post the drain marker; waiting %llu s "
-				 "for its send queue",
-				 c->base.peer, RDMA_DRAIN_TIMEOUT_NS / 1000000000ull);
+			RPS_WARN(
+			    "connection to %s: could not post the drain marker; waiting %llu s "
+			    "for its send queue",
+			    c->base.peer, RDMA_DRAIN_TIMEOUT_NS / 1000000000ull);
 	}
 	if (atomic_load(&c->drained))
 		conn_closed_event(c);
@@ -406,9 +407,9 @@ static void handle_async(struct rps_rdma_transport *t)
 			if (c && c->qp == ae.element.qp) {
 				snprintf(why, sizeof(why), "queue pair error: %s",
 					 ibv_event_type_str(ae.event_type));
-				rps_rdma_conn_fail(c, ae.event_type == IBV_EVENT_QP_ACCESS_ERR ? -EACCES
-											 : -EIO,
-					       why);
+				rps_rdma_conn_fail(
+				    c, ae.event_type == IBV_EVENT_QP_ACCESS_ERR ? -EACCES : -EIO,
+				    why);
 			}
 			break;
 		case IBV_EVENT_SRQ_ERR:

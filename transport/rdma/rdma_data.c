@@ -119,7 +119,7 @@ void rps_rdma_maybe_ctrl(struct rps_rdma_conn *c)
 	} else if (c->sent - atomic_load(&c->peer_freed) < c->peer_window &&
 		   sq_used(c) < c->nslots - 1) {
 		struct rps_rdma_slot *s = sq_next(c);
-		struct ibv_send_wr wr = { 0 }, *bad;
+		struct ibv_send_wr wr = {0}, *bad;
 		int rc;
 
 		s->kind = WR_CTRL;
@@ -152,7 +152,7 @@ static int try_send(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 		    const struct iovec *iov, int iovcnt, const void *payload, uint32_t total,
 		    uint64_t ctx)
 {
-	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_send_wr wr = {0}, *bad;
 	struct ibv_sge sge;
 	struct rps_rdma_slot *s;
 	char *buf, *p;
@@ -263,7 +263,8 @@ static int send_wait(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 		if (!waited) {
 			waited = 1;
 			atomic_fetch_add(&t->st_credit_waits, 1);
-			deadline = rps_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+			deadline =
+			    rps_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
 		}
 		if (timeout_ms > 0 && rps_now_ns() > deadline) {
 			RPS_ERR("send to %s: no credit for %d ms (peer not releasing its receive "
@@ -276,7 +277,7 @@ static int send_wait(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 }
 
 int rps_rdma_post_send(struct rps_conn *conn, const struct rps_frame_hdr *hdr,
-		   const struct iovec *iov, int iovcnt, uint64_t ctx)
+		       const struct iovec *iov, int iovcnt, uint64_t ctx)
 {
 	struct rps_rdma_conn *c = rps_rdma_c(conn);
 
@@ -286,8 +287,8 @@ int rps_rdma_post_send(struct rps_conn *conn, const struct rps_frame_hdr *hdr,
 }
 
 /* Transport-internal frames (HELLO_ACK). */
-int rps_rdma_send_frame(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr, const void *payload,
-		    uint32_t len, int timeout_ms)
+int rps_rdma_send_frame(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
+			const void *payload, uint32_t len, int timeout_ms)
 {
 	static const char empty;
 
@@ -297,7 +298,7 @@ int rps_rdma_send_frame(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr
 
 int rps_rdma_post_drain(struct rps_rdma_conn *c)
 {
-	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_send_wr wr = {0}, *bad;
 	struct rps_rdma_slot *s;
 	int rc;
 
@@ -325,13 +326,13 @@ int rps_rdma_post_drain(struct rps_rdma_conn *c)
 /* --------------------------------------------------------- RDMA READ */
 
 int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
-		     uint64_t raddr, uint32_t rkey, uint64_t ctx)
+			 uint64_t raddr, uint32_t rkey, uint64_t ctx)
 {
 	struct rps_rdma_conn *c = rps_rdma_c(conn);
 	struct rps_rdma_transport *t = c->t;
 	struct ibv_sge sg[RDMA_MAX_SGE];
 	struct ibv_mr *tmp[RDMA_MAX_SGE];
-	struct ibv_send_wr wr = { 0 }, *bad;
+	struct ibv_send_wr wr = {0}, *bad;
 	uint64_t total = 0, deadline = 0;
 	int ntmp = 0, rc;
 
@@ -454,7 +455,8 @@ static void recv_done_internal(struct rps_rdma_conn *c, struct rps_rdma_rbuf *b)
 	}
 }
 
-static void handle_recv(struct rps_rdma_transport *t, const struct ibv_wc *wc, struct rps_rdma_rbuf *b)
+static void handle_recv(struct rps_rdma_transport *t, const struct ibv_wc *wc,
+			struct rps_rdma_rbuf *b)
 {
 	struct rps_rdma_srq *s = b->srq;
 	int32_t left = atomic_fetch_sub(&s->posted, 1) - 1;
@@ -572,7 +574,8 @@ static void push_done(struct rps_rdma_transport *t, struct rps_rdma_conn *c, int
 	rps_rdma_evq_push(t, &ev);
 }
 
-static void handle_slot(struct rps_rdma_transport *t, const struct ibv_wc *wc, struct rps_rdma_slot *slot)
+static void handle_slot(struct rps_rdma_transport *t, const struct ibv_wc *wc,
+			struct rps_rdma_slot *slot)
 {
 	struct rps_rdma_conn *c = slot->c;
 	int err = 0, drained = 0, last, last_kind = 0;
@@ -647,9 +650,10 @@ int rps_rdma_progress_cq(struct rps_rdma_transport *t)
 			if (wc[i].wr_id & RDMA_WRID_RECV)
 				handle_recv(t, &wc[i],
 					    (struct rps_rdma_rbuf *)(uintptr_t)(wc[i].wr_id &
-										 ~RDMA_WRID_RECV));
+										~RDMA_WRID_RECV));
 			else
-				handle_slot(t, &wc[i], (struct rps_rdma_slot *)(uintptr_t)wc[i].wr_id);
+				handle_slot(t, &wc[i],
+					    (struct rps_rdma_slot *)(uintptr_t)wc[i].wr_id);
 		}
 	} while (n == RDMA_POLL_BATCH);
 	return (int)(t->evq.tail - before);

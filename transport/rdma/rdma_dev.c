@@ -210,7 +210,7 @@ int rps_rdma_dev_ensure(struct rps_rdma_transport *t, struct ibv_context *ctx, c
 	}
 	d->cq_size = d->cq->cqe;
 	if (t->epfd >= 0) {
-		struct epoll_event ee = { .events = EPOLLIN };
+		struct epoll_event ee = {.events = EPOLLIN};
 
 		ee.data.u32 = 2;
 		epoll_ctl(t->epfd, EPOLL_CTL_ADD, d->cch->fd, &ee);
@@ -291,11 +291,12 @@ void rps_rdma_locked_add(struct rps_rdma_transport *t, int64_t bytes)
 int rps_rdma_srq_post(struct rps_rdma_srq *s, struct rps_rdma_rbuf *b)
 {
 	struct ibv_sge sge = {
-		.addr = (uintptr_t)b->buf,
-		.length = s->t->buf_bytes,
-		.lkey = s->mr->lkey,
+	    .addr = (uintptr_t)b->buf,
+	    .length = s->t->buf_bytes,
+	    .lkey = s->mr->lkey,
 	};
-	struct ibv_recv_wr wr = { .wr_id = (uintptr_t)b | RDMA_WRID_RECV, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr wr = {
+	    .wr_id = (uintptr_t)b | RDMA_WRID_RECV, .sg_list = &sge, .num_sge = 1};
 	struct ibv_recv_wr *bad;
 	int rc;
 
@@ -314,7 +315,7 @@ int rps_rdma_srq_post(struct rps_rdma_srq *s, struct rps_rdma_rbuf *b)
 int rps_rdma_srq_create(struct rps_rdma_transport *t, int channel, struct rps_rdma_srq **srq_p)
 {
 	struct rps_rdma_dev *d = atomic_load(&t->dev);
-	struct ibv_srq_init_attr sa = { 0 };
+	struct ibv_srq_init_attr sa = {0};
 	struct rps_rdma_srq *s;
 	uint64_t bytes;
 	char what[64];
@@ -345,8 +346,7 @@ int rps_rdma_srq_create(struct rps_rdma_transport *t, int channel, struct rps_rd
 		rc = errno ? -errno : -ENOMEM;
 		if (rc == -ENOMEM || rc == -EAGAIN)
 			rps_rdma_memlock_check(t, UINT64_MAX / 2, what);
-		RPS_ERR("%s: ibv_reg_mr of %" PRIu64 " KiB: %s", what, bytes >> 10,
-			strerror(-rc));
+		RPS_ERR("%s: ibv_reg_mr of %" PRIu64 " KiB: %s", what, bytes >> 10, strerror(-rc));
 		goto err_mem;
 	}
 	rps_rdma_locked_add(t, (int64_t)bytes);
@@ -461,7 +461,7 @@ int rps_rdma_gid_ipv4(struct rps_rdma_dev *d, uint8_t port, struct sockaddr_in *
 		return -ENOENT;
 	for (int i = 0; i < pa.gid_tbl_len && i < 64; i++) {
 		union ibv_gid g;
-		static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+		static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 		if (ibv_query_gid(d->ctx, port, i, &g) || memcmp(g.raw, v4mapped, 12))
 			continue;

@@ -32,14 +32,14 @@
 #include "transport/rdma/rdma.h"
 #include "transport/transport.h"
 
-#define RDMA_HDR_LEN ((uint32_t)sizeof(struct rps_frame_hdr))
-#define RDMA_MAX_SGE 30
-#define RDMA_READ_SLOTS 64     /* RDMA READs posted per connection */
-#define RDMA_MRC_SIZE 256      /* MR cache entries */
-#define RDMA_MAX_PORTS 8
-#define RDMA_POLL_BATCH 32
+#define RDMA_HDR_LEN	      ((uint32_t)sizeof(struct rps_frame_hdr))
+#define RDMA_MAX_SGE	      30
+#define RDMA_READ_SLOTS	      64  /* RDMA READs posted per connection */
+#define RDMA_MRC_SIZE	      256 /* MR cache entries */
+#define RDMA_MAX_PORTS	      8
+#define RDMA_POLL_BATCH	      32
 #define RDMA_DRAIN_TIMEOUT_NS (3ull * 1000000000ull)
-#define RDMA_WRID_RECV 1ull /* low bit of a receive's wr_id (entries are 8-aligned) */
+#define RDMA_WRID_RECV	      1ull /* low bit of a receive's wr_id (entries are 8-aligned) */
 
 enum rps_rdma_wr_kind {
 	WR_RECV = 1, /* struct rps_rdma_rbuf */
@@ -69,14 +69,14 @@ struct rps_rdma_srq {
 	char *mem;
 	struct rps_rdma_rbuf *bufs;
 	uint32_t nbufs;
-	int channel;               /* -1: client side */
+	int channel;		   /* -1: client side */
 	_Atomic uint32_t reserved; /* WQEs promised to peers (sum of windows) */
-	_Atomic int32_t posted;    /* WQEs posted now */
+	_Atomic int32_t posted;	   /* WQEs posted now */
 };
 
 /* A send-queue entry of a connection; wr_id of its work request. */
 struct rps_rdma_slot {
-	uint8_t kind;  /* WR_SEND, WR_CTRL, WR_READ, WR_DRAIN */
+	uint8_t kind; /* WR_SEND, WR_CTRL, WR_READ, WR_DRAIN */
 	uint8_t has_buf;
 	struct rps_rdma_conn *c;
 	uint64_t ctx;
@@ -86,9 +86,9 @@ struct rps_rdma_slot {
 
 enum rps_rdma_conn_state {
 	C_CONNECTING = 1, /* client, until HELLO_ACK */
-	C_ACCEPTING,      /* listener, until ESTABLISHED */
+	C_ACCEPTING,	  /* listener, until ESTABLISHED */
 	C_UP,
-	C_DEAD,           /* QP flushed or being flushed */
+	C_DEAD, /* QP flushed or being flushed */
 };
 
 struct rps_rdma_conn {
@@ -98,30 +98,30 @@ struct rps_rdma_conn {
 	struct ibv_qp *qp;
 	uint32_t qpn;
 	struct rps_rdma_srq *srq;
-	uint32_t window;      /* WQEs reserved in srq for this peer */
-	_Atomic int refs;     /* 1 (the connection) + RECV tokens out */
+	uint32_t window;  /* WQEs reserved in srq for this peer */
+	_Atomic int refs; /* 1 (the connection) + RECV tokens out */
 	_Atomic int state;
-	int reason;           /* first error: the CLOSED status */
+	int reason; /* first error: the CLOSED status */
 	_Atomic int user_closed;
-	int handed;           /* the owner knows it (prog_lock) */
-	int closed_sent;      /* CLOSED queued (prog_lock) */
-	int on_close_list;    /* (close_lock) */
-	int in_map;           /* (prog_lock) */
-	int disconnected;     /* rdma_disconnect called (prog_lock) */
-	int drain_posted;     /* (prog_lock) */
+	int handed;	   /* the owner knows it (prog_lock) */
+	int closed_sent;   /* CLOSED queued (prog_lock) */
+	int on_close_list; /* (close_lock) */
+	int in_map;	   /* (prog_lock) */
+	int disconnected;  /* rdma_disconnect called (prog_lock) */
+	int drain_posted;  /* (prog_lock) */
 	_Atomic int drained;
 	uint64_t drain_deadline;
-	uint8_t max_rd;       /* reads in flight the peer takes */
+	uint8_t max_rd; /* reads in flight the peer takes */
 
 	/* send side (lock) */
 	pthread_spinlock_t lock;
-	uint32_t grant;       /* data frames the peer lets us have in flight */
+	uint32_t grant;	      /* data frames the peer lets us have in flight */
 	uint32_t peer_window; /* grant + 1 */
 	uint32_t peer_buf;    /* the peer's receive buffer */
 	uint32_t sent;
 	_Atomic uint32_t peer_freed;
 	struct rps_rdma_slot *slots;
-	uint32_t nslots;      /* one more than any user of the ring may take */
+	uint32_t nslots; /* one more than any user of the ring may take */
 	uint32_t sq_head, sq_tail;
 	char *sbuf;
 	struct ibv_mr *smr;
@@ -137,7 +137,7 @@ struct rps_rdma_conn {
 	_Atomic int ctrl_pending;
 
 	/* handshake */
-	char *ack;            /* client: HELLO_ACK payload; listener: ack to send */
+	char *ack; /* client: HELLO_ACK payload; listener: ack to send */
 	uint32_t ack_len;
 	_Atomic int ack_state; /* client: 0 waiting, 1 arrived, < 0 error */
 
@@ -162,7 +162,7 @@ struct rps_rdma_mrc_ent {
 	uintptr_t start, end;
 	uint32_t lkey;
 	struct ibv_mr *mr;
-	int owned;            /* registered by the cache (else a reg_mem region) */
+	int owned; /* registered by the cache (else a reg_mem region) */
 };
 
 /* Pending events: a growable ring under prog_lock. */
@@ -188,22 +188,22 @@ struct rps_rdma_transport {
 
 	pthread_mutex_t setup_lock; /* device, SRQ and listener set-up */
 	_Atomic(struct rps_rdma_dev *) dev;
-	struct rps_rdma_srq **srqs;     /* [nchannels], listening side */
+	struct rps_rdma_srq **srqs; /* [nchannels], listening side */
 	uint32_t nsrqs;
-	struct rps_rdma_srq *csrq;      /* outgoing connections */
+	struct rps_rdma_srq *csrq; /* outgoing connections */
 	struct rdma_cm_id *lid;
 
 	struct rdma_event_channel *cm_ch;
-	int efd;                    /* eventfd for wake() */
-	int epfd;                   /* event mode */
+	int efd;  /* eventfd for wake() */
+	int epfd; /* event mode */
 	_Atomic int woken;
 	_Atomic int poll_sleeping;
 
 	pthread_mutex_t prog_lock;
 	struct rps_rdma_evq evq;
-	struct rps_rdma_conn **qpmap;   /* open addressing by qpn */
+	struct rps_rdma_conn **qpmap; /* open addressing by qpn */
 	uint32_t qpmap_cap, qpmap_n;
-	struct rps_rdma_conn *all;      /* every live conn (prog_lock) */
+	struct rps_rdma_conn *all; /* every live conn (prog_lock) */
 	uint64_t last_slow_ns;
 
 	pthread_mutex_t close_lock;
@@ -216,7 +216,7 @@ struct rps_rdma_transport {
 	int mrc_full_warned;
 
 	_Atomic uint64_t st_frames_sent, st_frames_recv, st_ctrl_sent, st_ctrl_recv,
-		st_credit_waits, st_reads, st_mrc_hits, st_mrc_regs, st_tmp_regs;
+	    st_credit_waits, st_reads, st_mrc_hits, st_mrc_regs, st_tmp_regs;
 	_Atomic int64_t st_low_water;
 	_Atomic uint32_t st_conns;
 	_Atomic int64_t locked_bytes;
@@ -251,8 +251,8 @@ int rps_rdma_gid_ipv4(struct rps_rdma_dev *d, uint8_t port, struct sockaddr_in *
 const char *rps_rdma_wc_reason(enum ibv_wc_status st, int *err_p);
 
 /* rdma_conn.c */
-int rps_rdma_conn_setup(struct rps_rdma_transport *t, struct rps_rdma_conn *c, struct rdma_cm_id *id,
-		    struct rps_rdma_srq *srq, uint32_t window);
+int rps_rdma_conn_setup(struct rps_rdma_transport *t, struct rps_rdma_conn *c,
+			struct rdma_cm_id *id, struct rps_rdma_srq *srq, uint32_t window);
 void rps_rdma_conn_free_res(struct rps_rdma_conn *c);
 void rps_rdma_conn_put(struct rps_rdma_conn *c);
 void rps_rdma_conn_fail(struct rps_rdma_conn *c, int status, const char *why);
@@ -270,21 +270,21 @@ void rps_rdma_close(struct rps_conn *conn);
 /* rdma_cm.c */
 int rps_rdma_listen(struct rps_transport *tr, const char *host, uint16_t port, uint16_t *port_p);
 int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
-		 const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
-		 int timeout_ms, struct rps_conn **conn_p);
+		     const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
+		     int timeout_ms, struct rps_conn **conn_p);
 void rps_rdma_cm_events(struct rps_rdma_transport *t);
 extern _Atomic int rps_rdma_rnr_retry;
 
 /* rdma_data.c */
 int rps_rdma_post_send(struct rps_conn *conn, const struct rps_frame_hdr *hdr,
-		   const struct iovec *iov, int iovcnt, uint64_t ctx);
+		       const struct iovec *iov, int iovcnt, uint64_t ctx);
 int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
-		     uint64_t raddr, uint32_t rkey, uint64_t ctx);
+			 uint64_t raddr, uint32_t rkey, uint64_t ctx);
 void rps_rdma_release(struct rps_transport *tr, void *token);
 int rps_rdma_progress_cq(struct rps_rdma_transport *t);
 void rps_rdma_progress_or_yield(struct rps_rdma_transport *t);
-int rps_rdma_send_frame(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr, const void *payload,
-		    uint32_t len, int timeout_ms);
+int rps_rdma_send_frame(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
+			const void *payload, uint32_t len, int timeout_ms);
 int rps_rdma_post_drain(struct rps_rdma_conn *c);
 void rps_rdma_maybe_ctrl(struct rps_rdma_conn *c);
 void rps_rdma_evq_push(struct rps_rdma_transport *t, const struct rps_tr_event *ev);
@@ -294,10 +294,10 @@ void rps_rdma_notify_poller(struct rps_rdma_transport *t);
 
 /* rdma_mr.c */
 int rps_rdma_reg_mem(struct rps_transport *tr, void *addr, size_t len, unsigned access,
-		 struct rps_tr_mr *mr_p);
+		     struct rps_tr_mr *mr_p);
 void rps_rdma_dereg_mem(struct rps_transport *tr, struct rps_tr_mr *mr);
 int rps_rdma_mrc_lkey(struct rps_rdma_transport *t, void *addr, uint32_t len, uint32_t *lkey_p,
-		  struct ibv_mr **tmp_p);
+		      struct ibv_mr **tmp_p);
 void rps_rdma_mrc_evict(struct rps_rdma_transport *t, uintptr_t start, uintptr_t end);
 void rps_rdma_mrc_destroy(struct rps_rdma_transport *t);
 

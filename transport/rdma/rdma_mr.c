@@ -121,7 +121,7 @@ static struct rps_rdma_dev *need_dev(struct rps_rdma_transport *t, const char *w
 }
 
 int rps_rdma_mrc_lkey(struct rps_rdma_transport *t, void *addr, uint32_t len, uint32_t *lkey_p,
-		  struct ibv_mr **tmp_p)
+		      struct ibv_mr **tmp_p)
 {
 	uintptr_t a = (uintptr_t)addr, e = a + (len ? len : 1);
 	uintptr_t ps = page_size(), s, en;
@@ -209,7 +209,7 @@ void rps_rdma_mrc_destroy(struct rps_rdma_transport *t)
 }
 
 int rps_rdma_reg_mem(struct rps_transport *tr, void *addr, size_t len, unsigned access,
-		 struct rps_tr_mr *mr_p)
+		     struct rps_tr_mr *mr_p)
 {
 	struct rps_rdma_transport *t = rps_rdma_t(tr);
 	int acc = IBV_ACCESS_LOCAL_WRITE;
