@@ -146,6 +146,8 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 		bytes = (uint64_t)mine->count * sizeof(float);
 		if (!st) {
 			clock_seen_max(&rps_wshard_get(w, p->server, p->shard)->clock_seen, h->aux);
+			if (mine->count && w->consistency != RPS_ASP)
+				rps_wstat_staleness(w, mine->min_clock, h->aux);
 			if (!f || f->key != mine->key || f->slice != mine->slice ||
 			    f->offset != mine->offset || f->count != mine->count) {
 				RPS_ERR("server %u: pull answer does not match key %llu slice %u",

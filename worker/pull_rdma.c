@@ -416,6 +416,8 @@ static void step_locked(struct rps_worker *w, struct rps_piece *p, struct rposts
 			}
 			return;
 		}
+		if (rp->nchunks && w->consistency != RPS_ASP)
+			rps_wstat_staleness(w, rp->min_clock, atomic_load(&sh->clock_seen));
 		rp->phase = RPS_RP_DATA;
 	}
 	for (int i = 0; i < RPS_RD_WINDOW; i++) {

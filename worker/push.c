@@ -1,10 +1,12 @@
 /* Push: gradients out as PUSH frames; clocks; the BSP pre-push wait. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cblas.h>
 
 #include "src/alloc.h"
+#include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
 #include "worker/worker_int.h"
@@ -284,6 +286,13 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 		counters[2] = atomic_load(&w->stat_bytes_out);
 		counters[3] = atomic_load(&w->stat_bytes_in);
 		rps_ctl_set_heartbeat(w->ctl, c + 1, counters);
+	}
+	if (RPS_FAULT_SHOULD_KILL("worker", (int)w->rank, c + 1)) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "worker %u reached clock %u (kill_at_clock)", w->rank,
+			 c + 1);
+		rps_fault_kill(why);
 	}
 	if (new_clock_p)
 		*new_clock_p = c + 1;

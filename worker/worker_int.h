@@ -125,6 +125,7 @@ struct rps_worker {
 	/* statistics */
 	_Atomic uint64_t stat_pushes, stat_pulls, stat_bytes_out, stat_bytes_in;
 	_Atomic uint64_t stat_torn;
+	_Atomic uint32_t stat_max_stale; /* largest clock lag a data pull saw */
 };
 
 /* ---- connections (conn.c) ---- */
@@ -158,6 +159,8 @@ static inline struct rps_wshard *rps_wshard_get(struct rps_worker *w, uint32_t s
 }
 
 /* ---- progress (worker.c) ---- */
+/* A data pull at min_clock was answered with the shard at shard_clock. */
+void rps_wstat_staleness(struct rps_worker *w, uint32_t min_clock, uint32_t shard_clock);
 void rps_worker_wake(struct rps_worker *w);
 /* Keep ptr (rps_malloc'ed) until destroy: an orphaned request may still
  * write into it. 0, or -ENOMEM (then the caller must leak it). */

@@ -4,7 +4,10 @@
  * sets the environment). The six tensors live on the servers; each step pulls
  * the parameters, computes the gradient of a mini-batch with OpenBLAS and
  * pushes it; the server applies the optimizer (RDMAPS_OPTIMIZER, RDMAPS_LR...)
- * under the consistency model RDMAPS_CONSISTENCY (bsp or asp).
+ * under the consistency model RDMAPS_CONSISTENCY (bsp, ssp with RDMAPS_STALENESS,
+ * or asp); RDMAPS_STALENESS_LR=1 divides the learning rate of a stale push by
+ * 1 + its staleness. The summary reports both and the largest staleness a pull
+ * of worker 0 saw.
  *
  * --local: the same model, data order and optimizer code in one process with
  * no server: the reference the distributed runs are compared against.
@@ -57,6 +60,7 @@ struct job {
 	size_t *order, nlocal, first;
 	int rank, nworkers, nservers;
 	const char *transport, *consistency;
+	int staleness, staleness_lr; /* SSP bound; lr / (1 + staleness) on the servers */
 	/* --local */
 	struct rps_optim_opts optim;
 	struct rps_optim_state ost;
@@ -331,9 +335,11 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 	fprintf(f,
 		"{\n  \"test_accuracy\": %.4f,\n  \"train_loss\": %.4f,\n  \"epochs\": %d,\n"
 		"  \"samples_per_sec\": %.1f,\n  \"workers\": %d,\n  \"servers\": %d,\n"
-		"  \"transport\": \"%s\",\n  \"consistency\": \"%s\",\n  \"batch\": %zu\n}\n",
+		"  \"transport\": \"%s\",\n  \"consistency\": \"%s\",\n  \"staleness\": %d,\n"
+		"  \"staleness_lr\": %d,\n  \"max_staleness\": %u,\n  \"batch\": %zu\n}\n",
 		acc, loss, j->a.epochs, sps, j->nworkers, j->nservers, j->transport,
-		j->consistency, j->a.batch);
+		j->consistency, j->staleness, j->staleness_lr, j->w ? rps_worker_max_staleness(j->w) : 0,
+		j->a.batch);
 	fclose(f);
 }
 
@@ -354,6 +360,8 @@ int main(int argc, char **argv)
 
 	const struct rps_config *cfg = rps_config_get();
 	j.consistency = j.a.local ? "local" : cfg->consistency;
+	j.staleness = !j.a.local && !strcmp(cfg->consistency, "ssp") ? cfg->staleness : 0;
+	j.staleness_lr = !j.a.local && cfg->staleness_lr;
 	j.params = malloc(mlp_nparams() * sizeof(float));
 	j.grad = malloc(mlp_nparams() * sizeof(float));
 	if (!j.params || !j.grad)

@@ -52,6 +52,10 @@ RPS_API int rps_worker_num_workers(const struct rps_worker *worker);
 RPS_API int rps_worker_num_servers(const struct rps_worker *worker);
 RPS_API const char *rps_worker_transport(const struct rps_worker *worker);
 RPS_API uint32_t rps_worker_clock_value(const struct rps_worker *worker);
+/* Largest staleness a pull of this worker saw so far: its clock minus the
+ * shard's clock when the data was read (0 under BSP; at most the bound s
+ * under SSP). */
+RPS_API uint32_t rps_worker_max_staleness(const struct rps_worker *worker);
 
 /* Create keys on their servers (idempotent; every worker may call it).
  * init NULL = the server's initialiser. -EEXIST if a key exists with another length. */

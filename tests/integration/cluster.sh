@@ -2,6 +2,7 @@
 # Run one integration scenario on a real local cluster:
 #   cluster.sh BIN_DIR MODE [TRANSPORT]
 # 1 rdmaps-sched, 2 rdmaps-server (2 shards each), 4 itest-worker MODE.
+# MODE ssp: SSP with bound 2; ssp0: SSP with bound 0 (must behave as BSP).
 # TRANSPORT rdma: servers on the SoftRoCE device rxe0 (RDMAPS_RXE_IP0), workers
 # on rxe1 (RDMAPS_RXE_IP1) — run it inside tools/softroce/rxe-run.
 set -euo pipefail
@@ -17,8 +18,11 @@ export RDMAPS_LR=1
 export RDMAPS_INIT=zeros
 export RDMAPS_TIMEOUT_MS=30000
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
+WMODE=$MODE # the itest-worker mode
 case $MODE in
 bsp) export RDMAPS_CONSISTENCY=bsp ;;
+ssp) export RDMAPS_CONSISTENCY=ssp RDMAPS_STALENESS=2 ;;
+ssp0) export RDMAPS_CONSISTENCY=ssp RDMAPS_STALENESS=0 WMODE=ssp ;;
 *) export RDMAPS_CONSISTENCY=asp ;;
 esac
 
@@ -34,4 +38,4 @@ if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then
 fi
 
 exec "$BIN/rdmaps-launch" --servers 2 --workers 4 --transport "$TRANSPORT" --timeout 240 \
-	"${hosts[@]}" "${ports[@]}" -- "$BIN/itest-worker" "$MODE"
+	"${hosts[@]}" "${ports[@]}" -- "$BIN/itest-worker" "$WMODE"

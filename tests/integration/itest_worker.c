@@ -7,6 +7,14 @@
  *                        -(sum of every worker's pushes of clocks < c)
  *   itest-worker asp     ASP, SGD lr 1: after every worker pushed, each value is
  *                        exactly -(sum of all pushes): nothing lost
+ *   itest-worker ssp     SSP with bound s = RDMAPS_STALENESS, the last worker slow
+ *                        (sleeps every clock): each worker pushes 1s into its own
+ *                        key at the elements of the clock, so a pull shows which
+ *                        clocks of which worker were applied. Every pull at clock
+ *                        c must see all clocks < c - s of every worker (staleness
+ *                        <= s) and its own clocks < c; s = 0 must give exactly the
+ *                        BSP values (clocks < c, nothing of c); with s > 0 a fast
+ *                        worker must actually run ahead (staleness >= 1 seen).
  *   itest-worker errors  unknown keys, wrong lengths, a key re-declared with
  *                        another length; and (rank 0, with ITEST_SERVER_PORTS)
  *                        bad frames over raw sockets while rank 1 keeps working;
@@ -206,6 +214,125 @@ out:
 	free(v);
 	free(g);
 	free(want);
+	return failures ? -1 : 0;
+}
+
+/* ---- SSP: staleness observed from the values ---- */
+
+#define SSP_CLOCKS 10
+#define SSP_LEN	   10000 /* elements per worker key: several chunks */
+#define SSP_KEY0   2000
+#define SSP_SLOW_MS 100
+
+static int env_int(const char *name, int dflt)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? atoi(v) : dflt;
+}
+
+/* Which clocks of one worker's key are applied: state[c] = 1 all elements of
+ * clock c are -1, 0 none is, -1 some are (a chunk read before the update);
+ * values other than 0 and -1 are failures. */
+static void ssp_decode(const float *v, int state[SSP_CLOCKS], const char *what)
+{
+	int any[SSP_CLOCKS] = { 0 }, all[SSP_CLOCKS];
+
+	for (int c = 0; c < SSP_CLOCKS; c++)
+		all[c] = 1;
+	for (size_t i = 0; i < SSP_LEN; i++) {
+		int c = (int)(i % SSP_CLOCKS);
+
+		if (v[i] == -1.0f) {
+			any[c] = 1;
+		} else if (v[i] == 0.0f) {
+			all[c] = 0;
+		} else {
+			CHECK(0, "%s: element %zu = %g, want 0 or -1", what, i, v[i]);
+			return;
+		}
+	}
+	for (int c = 0; c < SSP_CLOCKS; c++)
+		state[c] = all[c] ? 1 : any[c] ? -1 : 0;
+}
+
+static int run_ssp(struct rps_worker *w)
+{
+	int s = env_int("RDMAPS_STALENESS", 0), slow = rank == nworkers - 1, maxst = 0;
+	rps_key_t *k = calloc((size_t)nworkers, sizeof(*k));
+	size_t *l = calloc((size_t)nworkers, sizeof(*l));
+	float *v = calloc((size_t)nworkers * SSP_LEN, sizeof(float));
+	float *g = calloc(SSP_LEN, sizeof(float));
+	struct rps_init zeros = { .kind = RPS_INIT_ZEROS };
+	struct rps_req *req = NULL;
+	int state[SSP_CLOCKS];
+	int rc;
+
+	for (int i = 0; i < nworkers; i++) {
+		k[i] = SSP_KEY0 + (rps_key_t)i;
+		l[i] = SSP_LEN;
+	}
+	rc = rps_worker_declare(w, k, l, (size_t)nworkers, &zeros);
+	CHECK(rc == 0, "ssp declare: %s", rps_strerror(rc));
+	CHECK(rps_worker_barrier(w) == 0, "ssp barrier");
+	for (int c = 0; c < SSP_CLOCKS && !failures; c++) {
+		char what[96];
+		int prefix = SSP_CLOCKS; /* clocks < prefix applied for every worker */
+
+		if (wait_ok(rps_worker_pull(w, k, v, l, (size_t)nworkers, &req), &req, "ssp pull"))
+			break;
+		for (int i = 0; i < nworkers; i++) {
+			int p = 0;
+
+			snprintf(what, sizeof(what), "ssp pull at clock %d, key of worker %d", c, i);
+			ssp_decode(v + (size_t)i * SSP_LEN, state, what);
+			while (p < SSP_CLOCKS && state[p] == 1)
+				p++;
+			if (p < prefix)
+				prefix = p;
+			if (i == rank) /* own pushes were acknowledged: applied */
+				CHECK(p >= c, "%s: own clocks < %d not all applied (%d)", what, c, p);
+			for (int q = c; s == 0 && q < SSP_CLOCKS; q++)
+				CHECK(state[q] == 0, "%s: s = 0 but clock %d is (partly) applied",
+				      what, q);
+		}
+		if (prefix > c)
+			prefix = c;
+		CHECK(c - prefix <= s, "pull at clock %d saw staleness %d > s = %d", c,
+		      c - prefix, s);
+		if (c - prefix > maxst)
+			maxst = c - prefix;
+
+		memset(g, 0, SSP_LEN * sizeof(float));
+		for (size_t i = (size_t)c; i < SSP_LEN; i += SSP_CLOCKS)
+			g[i] = 1.0f;
+		if (slow)
+			usleep(SSP_SLOW_MS * 1000);
+		if (wait_ok(rps_worker_push(w, &k[rank], g, &l[rank], 1, &req), &req, "ssp push"))
+			break;
+		rc = rps_worker_clock(w);
+		CHECK(rc == 0, "clock: %s", rps_strerror(rc));
+	}
+	fprintf(stderr, "itest-worker %d: ssp s=%d%s: largest staleness seen %d (library: %u)\n",
+		rank, s, slow ? " (slow)" : "", maxst, rps_worker_max_staleness(w));
+	CHECK(rps_worker_max_staleness(w) <= (uint32_t)s, "library saw staleness %u > %d",
+	      rps_worker_max_staleness(w), s);
+	if (s > 0 && rank == 0)
+		CHECK(maxst >= 1, "s = %d but the fast worker never ran ahead of the slow one", s);
+	/* everything arrives in the end */
+	CHECK(rps_worker_barrier(w) == 0, "ssp barrier 2");
+	if (!failures && wait_ok(rps_worker_pull(w, k, v, l, (size_t)nworkers, &req), &req,
+				 "ssp final pull") == 0) {
+		for (int i = 0; i < nworkers; i++) {
+			ssp_decode(v + (size_t)i * SSP_LEN, state, "ssp final pull");
+			for (int c = 0; c < SSP_CLOCKS; c++)
+				CHECK(state[c] == 1, "final: clock %d of worker %d missing", c, i);
+		}
+	}
+	free(k);
+	free(l);
+	free(v);
+	free(g);
 	return failures ? -1 : 0;
 }
 
@@ -474,7 +601,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 2) {
-		fprintf(stderr, "usage: itest-worker bsp|asp|errors\n");
+		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
@@ -492,6 +619,8 @@ int main(int argc, char **argv)
 			run_asp(w);
 		else if (!strcmp(argv[1], "errors"))
 			run_errors(w);
+		else if (!strcmp(argv[1], "ssp"))
+			run_ssp(w);
 		else
 			CHECK(0, "unknown mode %s", argv[1]);
 	}
