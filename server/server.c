@@ -774,7 +774,9 @@ static void on_dead(void *arg, const struct rps_node *node)
 	if (node->rank >= srv->nworkers)
 		return;
 	/* the control channel said whether it left or was declared dead */
-	RPS_INFO("worker %u (%.64s) gone: clocks no longer wait for it", node->rank, node->host);
+	RPS_INFO("worker %u (node %u, %.64s, pid %u) gone: clocks and barriers go on with the "
+		 "remaining workers",
+		 node->rank, node->id, node->host, node->pid);
 	srv->wgone[node->rank] = 1;
 	queue_worker(srv, RPS_ENT_DEAD, node->rank);
 }

@@ -321,8 +321,12 @@ static void handle_dead(struct rps_shard *sh, uint32_t w)
 	if (w >= sh->p.nworkers || !sh->live[w])
 		return;
 	sh->live[w] = 0;
-	RPS_DEBUG("shard %u: worker %u gone at shard clock %llu", sh->p.idx, w,
-		  (unsigned long long)sh->clock);
+	if (!sh->p.idx)
+		RPS_INFO("worker %u no longer waited for: shard 0 at clock %llu, the worker at %llu",
+			 w, (unsigned long long)sh->clock, (unsigned long long)sh->wclock[w]);
+	else
+		RPS_DEBUG("shard %u: worker %u gone at shard clock %llu", sh->p.idx, w,
+			  (unsigned long long)sh->clock);
 	shard_advance(sh);
 	sh->redo = 1; /* its deferred pushes are no longer held back */
 }

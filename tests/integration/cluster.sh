@@ -2,7 +2,8 @@
 # Run one integration scenario on a real local cluster:
 #   cluster.sh BIN_DIR MODE [TRANSPORT]
 # 1 rdmaps-sched, 2 rdmaps-server (2 shards each), 4 itest-worker MODE.
-# MODE ssp: SSP with bound 2; ssp0: SSP with bound 0 (must behave as BSP).
+# MODE ssp: SSP with bound 2; ssp0: SSP with bound 0 (must behave as BSP);
+# dead_bsp / dead_ssp: worker 3 is killed at clock 3 (RDMAPS_FAULT).
 # TRANSPORT rdma: servers on the SoftRoCE device rxe0 (RDMAPS_RXE_IP0), workers
 # on rxe1 (RDMAPS_RXE_IP1) — run it inside tools/softroce/rxe-run.
 set -euo pipefail
@@ -19,10 +20,21 @@ export RDMAPS_INIT=zeros
 export RDMAPS_TIMEOUT_MS=30000
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
 WMODE=$MODE # the itest-worker mode
+extra=()    # more rdmaps-launch options
 case $MODE in
 bsp) export RDMAPS_CONSISTENCY=bsp ;;
 ssp) export RDMAPS_CONSISTENCY=ssp RDMAPS_STALENESS=2 ;;
 ssp0) export RDMAPS_CONSISTENCY=ssp RDMAPS_STALENESS=0 WMODE=ssp ;;
+dead_bsp | dead_ssp)
+	# worker 3 dies (SIGKILL) on reaching clock 3; the others go on
+	export RDMAPS_FAULT=kill_at_clock=3,kill_role=worker,kill_rank=3 WMODE=dead
+	extra+=(--expect-killed 1)
+	if [ "$MODE" = dead_bsp ]; then
+		export RDMAPS_CONSISTENCY=bsp
+	else
+		export RDMAPS_CONSISTENCY=ssp RDMAPS_STALENESS=1
+	fi
+	;;
 *) export RDMAPS_CONSISTENCY=asp ;;
 esac
 
@@ -38,4 +50,4 @@ if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then
 fi
 
 exec "$BIN/rdmaps-launch" --servers 2 --workers 4 --transport "$TRANSPORT" --timeout 240 \
-	"${hosts[@]}" "${ports[@]}" -- "$BIN/itest-worker" "$WMODE"
+	"${hosts[@]}" "${ports[@]}" "${extra[@]}" -- "$BIN/itest-worker" "$WMODE"

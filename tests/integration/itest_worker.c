@@ -15,6 +15,13 @@
  *                        <= s) and its own clocks < c; s = 0 must give exactly the
  *                        BSP values (clocks < c, nothing of c); with s > 0 a fast
  *                        worker must actually run ahead (staleness >= 1 seen).
+ *   itest-worker dead    RDMAPS_FAULT kills one worker (kill_role=worker,
+ *                        kill_rank=R, kill_at_clock=K: it dies on reaching clock K,
+ *                        after its pushes of clocks < K were acknowledged). The
+ *                        others must not hang: BSP pulls at clock c give exactly
+ *                        every worker's clocks < min(c, K) plus the survivors'
+ *                        clocks K..c-1; under SSP the final values are that sum
+ *                        for all clocks.
  *   itest-worker errors  unknown keys, wrong lengths, a key re-declared with
  *                        another length; and (rank 0, with ITEST_SERVER_PORTS)
  *                        bad frames over raw sockets while rank 1 keeps working;
@@ -36,6 +43,7 @@
 #include <rdmaps/rdmaps.h>
 
 #include "src/config.h"
+#include "src/fault.h"
 #include "src/keymap.h"
 #include "src/proto.h"
 
@@ -211,6 +219,71 @@ static int run_asp(struct rps_worker *w)
 		compare(v, want, "asp final pull");
 	}
 out:
+	free(v);
+	free(g);
+	free(want);
+	return failures ? -1 : 0;
+}
+
+/* ---- a worker dies (fault injection) ---- */
+
+#define DEAD_CLOCKS 7
+
+/* Values after clocks [0, upto) when worker `victim` took part only in the
+ * clocks before `kclock`. */
+static void expected_dead(float *v, int upto, int victim, int kclock)
+{
+	size_t off = 0;
+
+	for (int k = 0; k < NKEYS; k++) {
+		for (size_t i = 0; i < lens[k]; i++) {
+			double s = 0;
+
+			for (int c = 0; c < upto; c++)
+				for (int w = 0; w < nworkers; w++)
+					if (w != victim || c < kclock)
+						s += grad(w, c, k, i);
+			v[off++] = (float)-s;
+		}
+	}
+}
+
+static int run_dead(struct rps_worker *w)
+{
+	const struct rps_fault_spec *f = rps_fault_current();
+	const char *cons = rps_config_get()->consistency;
+	int bsp = !strcmp(cons, "bsp"), victim = f->kill_rank, kc = (int)f->kill_clock;
+	size_t n = total_len();
+	float *v = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float)),
+	      *want = calloc(n, sizeof(float));
+
+	CHECK(f->kill && !strcmp(f->kill_role, "worker") && victim >= 0 && victim < nworkers &&
+		  kc > 0 && kc < DEAD_CLOCKS,
+	      "dead: needs RDMAPS_FAULT kill_role=worker,kill_rank=R,kill_at_clock=K (0 < K < %d)",
+	      DEAD_CLOCKS);
+	for (int c = 0; c < DEAD_CLOCKS && !failures; c++) {
+		char what[64];
+
+		if (bsp) {
+			if (pull_all(w, v))
+				break;
+			expected_dead(want, c, victim, kc);
+			snprintf(what, sizeof(what), "%s pull at clock %d", cons, c);
+			compare(v, want, what);
+		}
+		fill_grads(g, rank, c);
+		if (push_all(w, g))
+			break;
+		int rc = rps_worker_clock(w); /* the victim dies in here at clock K */
+		CHECK(rc == 0, "clock: %s", rps_strerror(rc));
+		CHECK(rank != victim || c + 1 < kc, "worker %d should have been killed at clock %d",
+		      rank, kc);
+	}
+	CHECK(rps_worker_barrier(w) == 0, "dead: barrier");
+	if (!failures && pull_all(w, v) == 0) {
+		expected_dead(want, DEAD_CLOCKS, victim, kc);
+		compare(v, want, "dead: final values");
+	}
 	free(v);
 	free(g);
 	free(want);
@@ -601,7 +674,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 2) {
-		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp\n");
+		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp|dead\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
@@ -621,6 +694,8 @@ int main(int argc, char **argv)
 			run_errors(w);
 		else if (!strcmp(argv[1], "ssp"))
 			run_ssp(w);
+		else if (!strcmp(argv[1], "dead"))
+			run_dead(w);
 		else
 			CHECK(0, "unknown mode %s", argv[1]);
 	}

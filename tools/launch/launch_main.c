@@ -62,6 +62,8 @@ static void usage(FILE *out)
 		"      --server-port-base N  server i listens on port N + i (default: any free port)\n"
 		"      --timeout SECS     stop everything and fail after SECS (default 0 = none)\n"
 		"      --quiet-servers    do not show server and scheduler output\n"
+		"      --expect-killed N  N processes die of SIGKILL on purpose (RDMAPS_FAULT\n"
+		"                         kill_at_clock): not failures; another count is one\n"
 		"  -h, --help\n\n"
 		"Every RDMAPS_* variable of the environment is passed on; the launcher sets\n"
 		"RDMAPS_SCHEDULER, RDMAPS_NUM_SERVERS, RDMAPS_NUM_WORKERS, RDMAPS_TRANSPORT,\n"
@@ -196,8 +198,19 @@ static void reap(void)
 	}
 }
 
+/* --expect-killed N: that many processes are meant to die of SIGKILL (fault
+ * injection, kill_at_clock); they are not failures, a different count is. */
+static int expect_killed = -1;
+
+static int killed(const struct proc *p)
+{
+	return p->exited && WIFSIGNALED(p->status) && WTERMSIG(p->status) == SIGKILL;
+}
+
 static int failed(const struct proc *p)
 {
+	if (expect_killed > 0 && killed(p))
+		return 0;
 	return !WIFEXITED(p->status) || WEXITSTATUS(p->status) != 0;
 }
 
@@ -287,6 +300,7 @@ int main(int argc, char **argv)
 		{ "server-port-base", required_argument, NULL, 'B' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "quiet-servers", no_argument, NULL, 'q' },
+		{ "expect-killed", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -308,6 +322,7 @@ int main(int argc, char **argv)
 		case 'B': port_base = atoi(optarg); break;
 		case 'T': timeout = atof(optarg); break;
 		case 'q': quiet = 1; break;
+		case 'K': expect_killed = atoi(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -418,11 +433,21 @@ kill_all:
 		signal_all(SIGKILL);
 		pump(all_done, now_s() + 5, quiet);
 	}
-	int bad = 0;
+	int bad = 0, nkilled = 0;
+	for (int i = 0; i < nprocs; i++)
+		nkilled += killed(&procs[i]);
+	if (expect_killed >= 0 && rc != -ETIMEDOUT && nkilled != expect_killed) {
+		fprintf(stderr, "rdmaps-launch: %d process(es) killed by SIGKILL, expected %d\n",
+			nkilled, expect_killed);
+		bad = 1;
+	}
 	for (int i = 0; i < nprocs; i++) {
 		if (procs[i].exited && failed(&procs[i])) {
 			describe(&procs[i]);
 			bad = 1;
+		} else if (killed(&procs[i])) {
+			fprintf(stderr, "rdmaps-launch: %s killed by SIGKILL (expected)\n",
+				procs[i].name);
 		}
 	}
 	if (rc == -ETIMEDOUT)
