@@ -19,6 +19,7 @@
 
 #include "src/alloc.h"
 #include "src/config.h"
+#include "src/fault.h"
 #include "src/log.h"
 #include "src/proto.h"
 #include "src/util.h"
@@ -745,6 +746,22 @@ static void check_timers(struct rps_sched *s, uint64_t now)
 	for (struct sched_peer *p = s->peers; p; p = p->next)
 		if (p->refused && now - p->refused_ns > SCHED_REFUSED_LINGER_MS * 1000000ull)
 			p->closing = 1;
+	if (RPS_UNLIKELY(rps_fault_on) && s->state == SCHED_RUNNING) {
+		/* kill_at_clock: the scheduler's clock is the smallest clock the
+		 * live workers report in their heartbeats */
+		uint64_t min = UINT64_MAX;
+
+		for (int i = s->num_servers; i < s->nslots; i++)
+			if (s->slots[i].state == SLOT_ALIVE && s->slots[i].clock < min)
+				min = s->slots[i].clock;
+		if (min != UINT64_MAX && RPS_FAULT_SHOULD_KILL("scheduler", 0, min)) {
+			char why[64];
+
+			snprintf(why, sizeof(why), "the workers reached clock %llu (kill_at_clock)",
+				 (unsigned long long)min);
+			rps_fault_kill(why);
+		}
+	}
 }
 
 /* stop(): SHUTDOWN to every node (waiting ones too), then wait briefly. */
@@ -989,6 +1006,11 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 	if (o->heartbeat_timeout_ms <= 0) {
 		RPS_ERR("scheduler: heartbeat timeout %d ms: must be > 0", o->heartbeat_timeout_ms);
 		return -EINVAL;
+	}
+	if (o->cfg && o->cfg->fault[0] && !rps_fault_on) {
+		rc = rps_fault_init(o->cfg->fault);
+		if (rc)
+			return rc;
 	}
 	s = rps_calloc(1, sizeof(*s));
 	if (!s)

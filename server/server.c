@@ -59,6 +59,8 @@ struct rps_server {
 
 	/* counters for heartbeats */
 	atomic_ullong n_push, n_pull, bytes_in, bytes_out;
+	atomic_ullong msgs_in, msgs_out;
+	atomic_ullong faults_drop, faults_delay; /* RDMAPS_FAULT injections */
 };
 
 /* ---- options ------------------------------------------------------------------ */
@@ -289,8 +291,10 @@ static void send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t 
 	rc = srv->tr->ops->post_send(sc->conn, &h, len ? &iov : NULL, len ? 1 : 0, 0);
 	if (rc)
 		RPS_DEBUG("%s to %s: %s", rps_proto_op_name(op), sc->conn->peer, strerror(-rc));
-	else
+	else {
 		atomic_fetch_add_explicit(&srv->bytes_out, sizeof(h) + len, memory_order_relaxed);
+		atomic_fetch_add_explicit(&srv->msgs_out, 1, memory_order_relaxed);
+	}
 }
 
 /* A refused pull: its fixed part echoed with count 0 (a PULL_RESP's length
@@ -340,6 +344,7 @@ static void pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct
 		return;
 	}
 	atomic_fetch_add_explicit(&srv->bytes_out, sizeof(h) + len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&srv->msgs_out, 1, memory_order_relaxed);
 }
 
 /* rps_shard_io: what update threads say back. */
@@ -487,6 +492,12 @@ static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 	}
 	req->u.push = *p;
 	req->status = rps_shard_push_check(sh, p, &req->meta);
+	if (!req->status && RPS_FAULT_DROP()) {
+		/* fault injection: the push is lost, and the worker is told so
+		 * (-EIO); it still counts for the worker's clock */
+		atomic_fetch_add_explicit(&srv->faults_drop, 1, memory_order_relaxed);
+		req->status = -EIO;
+	}
 	if (!req->status) {
 		/* the gradient stays in the transport's buffer until applied */
 		req->token = ev->token;
@@ -595,6 +606,15 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 	}
 	atomic_fetch_add_explicit(&srv->bytes_in, sizeof(ev->hdr) + ev->hdr.len,
 				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&srv->msgs_in, 1, memory_order_relaxed);
+	{
+		uint64_t d = RPS_FAULT_DELAY_NS();
+
+		if (d) { /* fault injection: this frame (and all behind it) is late */
+			atomic_fetch_add_explicit(&srv->faults_delay, 1, memory_order_relaxed);
+			rps_fault_sleep_ns(d);
+		}
+	}
 	if (rps_proto_payload_check(&ev->hdr, ev->fixed, &why)) {
 		conn_fail(srv, sc, -EPROTO, why ? why : "malformed frame");
 		srv->tr->ops->release(srv->tr, ev->token);
@@ -1134,6 +1154,8 @@ int rps_server_run(struct rps_server *srv)
 	for (uint32_t w = map.num_workers; map.num_workers && w < srv->nworkers; w++)
 		queue_worker(srv, RPS_ENT_DEAD, w); /* never coming */
 	atomic_store(&srv->rank, rank);
+	for (int s = 0; s < srv->nshards; s++)
+		atomic_store(&srv->shards[s].server_rank, rank);
 	RPS_INFO("joined as server %u of %u with %u workers", rank, map.num_servers,
 		 atomic_load(&srv->map_workers));
 

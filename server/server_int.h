@@ -235,6 +235,11 @@ struct rps_shard {
 	/* counters */
 	atomic_ullong pushes_applied;
 	atomic_ullong pulls_parked;
+	atomic_ullong faults_stall; /* RDMAPS_FAULT stall_update_ms injected */
+
+	/* set by the server once it joined (UINT32_MAX before): checkpoint file
+	 * names, kill_at_clock */
+	atomic_uint server_rank;
 };
 
 /* Store, key table, ring, clocks. -EINVAL, -ENOMEM. No thread yet. */

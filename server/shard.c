@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "src/alloc.h"
+#include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
 
@@ -264,6 +265,8 @@ int rps_shard_init(struct rps_shard *sh, const struct rps_shard_params *p,
 	atomic_init(&sh->nparked, 0);
 	atomic_init(&sh->pushes_applied, 0);
 	atomic_init(&sh->pulls_parked, 0);
+	atomic_init(&sh->faults_stall, 0);
+	atomic_init(&sh->server_rank, UINT32_MAX);
 
 	rc = rps_store_init(&sh->store, p->idx, p->shard_bytes, p->chunk_bytes);
 	if (rc) {
@@ -346,6 +349,7 @@ static void *update_thread(void *arg)
 	struct rps_shard *sh = arg;
 	struct rps_ring_entry e;
 
+	rps_fault_thread_seed(sh->p.idx); /* same decisions per shard, run after run */
 	for (;;) {
 		int rc = rps_ring_pop_wait(sh->ring, &e, 1000);
 

@@ -17,9 +17,11 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "src/alloc.h"
+#include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
 
@@ -209,6 +211,14 @@ static void shard_advance(struct rps_shard *sh)
 	rps_store_set_clock(&sh->store, sh->clock);
 	sh->changed = 1;
 	RPS_TRACE("shard %u: clock %llu", sh->p.idx, (unsigned long long)sh->clock);
+	if (RPS_FAULT_SHOULD_KILL("server", (int)atomic_load(&sh->server_rank), sh->clock)) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "server %d shard %u reached clock %llu (kill_at_clock)",
+			 (int)atomic_load(&sh->server_rank), sh->p.idx,
+			 (unsigned long long)sh->clock);
+		rps_fault_kill(why);
+	}
 }
 
 static void worker_progress(struct rps_shard *sh, uint32_t w)
@@ -374,9 +384,16 @@ static void retry_deferred(struct rps_shard *sh)
 void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 {
 	switch (e->type) {
-	case RPS_ENT_PUSH:
+	case RPS_ENT_PUSH: {
+		uint64_t stall = RPS_FAULT_STALL_NS();
+
+		if (stall) { /* fault injection: a slow update thread */
+			atomic_fetch_add_explicit(&sh->faults_stall, 1, memory_order_relaxed);
+			rps_fault_sleep_ns(stall);
+		}
 		handle_push(sh, e->ptr);
 		break;
+	}
 	case RPS_ENT_DECLARE: {
 		struct rps_srv_req *req = e->ptr;
 		struct rps_declare_ack ack;

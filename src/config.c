@@ -84,7 +84,7 @@ const struct rps_config_entry rps_config_table[] = {
 	ENTRY(checkpoint_every, "0", RPS_CFG_INT, "clocks between checkpoints; 0 = off"),
 	ENTRY(checkpoint_secs, "0", RPS_CFG_INT, "seconds between checkpoints; 0 = off"),
 	ENTRY(metrics_port, "0", RPS_CFG_INT, "Prometheus /metrics port; 0 = off"),
-	ENTRY(fault, "", RPS_CFG_STRING, "fault injection (tests), see docs/options.md"),
+	ENTRY(fault, "", RPS_CFG_STRING, "fault injection (tests), see docs/operations.md"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */

@@ -3,7 +3,9 @@
 #   cluster.sh BIN_DIR MODE [TRANSPORT]
 # 1 rdmaps-sched, 2 rdmaps-server (2 shards each), 4 itest-worker MODE.
 # MODE ssp: SSP with bound 2; ssp0: SSP with bound 0 (must behave as BSP);
-# dead_bsp / dead_ssp: worker 3 is killed at clock 3 (RDMAPS_FAULT).
+# dead_bsp / dead_ssp: worker 3 is killed at clock 3 (RDMAPS_FAULT); drop:
+# servers refuse 30% of the pushes (-EIO); bsp_faults: bsp with delayed frames
+# and stalled update threads.
 # TRANSPORT rdma: servers on the SoftRoCE device rxe0 (RDMAPS_RXE_IP0), workers
 # on rxe1 (RDMAPS_RXE_IP1) — run it inside tools/softroce/rxe-run.
 set -euo pipefail
@@ -34,6 +36,12 @@ dead_bsp | dead_ssp)
 	else
 		export RDMAPS_CONSISTENCY=ssp RDMAPS_STALENESS=1
 	fi
+	;;
+drop) export RDMAPS_CONSISTENCY=asp RDMAPS_FAULT=drop=0.3,seed=7 ;;
+bsp_faults)
+	# late frames and slow update threads must not change a single value
+	export RDMAPS_CONSISTENCY=bsp WMODE=bsp
+	export RDMAPS_FAULT=delay_ms=2,delay_p=0.05,stall_update_ms=1,stall_p=0.05,seed=3
 	;;
 *) export RDMAPS_CONSISTENCY=asp ;;
 esac

@@ -22,6 +22,11 @@
  *                        every worker's clocks < min(c, K) plus the survivors'
  *                        clocks K..c-1; under SSP the final values are that sum
  *                        for all clocks.
+ *   itest-worker drop    RDMAPS_FAULT drop=P: servers refuse a fraction of the
+ *                        pushes with -EIO; each key (one slice each) is pushed
+ *                        alone and pushed again until it is accepted, so the
+ *                        final ASP values are exactly the sums; each worker must
+ *                        have seen some -EIO.
  *   itest-worker errors  unknown keys, wrong lengths, a key re-declared with
  *                        another length; and (rank 0, with ITEST_SERVER_PORTS)
  *                        bad frames over raw sockets while rank 1 keeps working;
@@ -219,6 +224,59 @@ static int run_asp(struct rps_worker *w)
 		compare(v, want, "asp final pull");
 	}
 out:
+	free(v);
+	free(g);
+	free(want);
+	return failures ? -1 : 0;
+}
+
+/* ---- dropped pushes (fault injection) ---- */
+
+#define DROP_CLOCKS 8
+#define DROP_NKEYS  4 /* the keys of one slice each */
+
+static int run_drop(struct rps_worker *w)
+{
+	size_t n = total_len();
+	float *v = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float)),
+	      *want = calloc(n, sizeof(float));
+	int drops = 0;
+
+	for (int c = 0; c < DROP_CLOCKS && !failures; c++) {
+		size_t off = 0;
+
+		fill_grads(g, rank, c);
+		for (int k = 0; k < DROP_NKEYS; off += lens[k], k++) {
+			int rc, tries = 0;
+
+			do {
+				struct rps_req *req = NULL;
+
+				rc = rps_worker_push(w, &keys[k], g + off, &lens[k], 1, &req);
+				if (!rc)
+					rc = rps_req_wait(req, 60000);
+				drops += rc == -EIO;
+			} while (rc == -EIO && ++tries < 100);
+			CHECK(rc == 0, "push of key %llu at clock %d: %s", (unsigned long long)keys[k],
+			      c, rps_strerror(rc));
+		}
+		int rc = rps_worker_clock(w);
+		CHECK(rc == 0, "clock: %s", rps_strerror(rc));
+	}
+	fprintf(stderr, "itest-worker %d: drop: %d push(es) refused with -EIO and sent again\n",
+		rank, drops);
+	CHECK(drops > 0, "drop: no push was dropped (is RDMAPS_FAULT=drop=P set?)");
+	CHECK(rps_worker_barrier(w) == 0, "drop: barrier");
+	if (!failures && pull_all(w, v) == 0) {
+		size_t m = 0;
+
+		expected(want, DROP_CLOCKS);
+		for (int k = 0; k < DROP_NKEYS; k++)
+			m += lens[k];
+		for (size_t i = m; i < n; i++)
+			want[i] = 0.0f; /* the last key is never pushed */
+		compare(v, want, "drop: final values");
+	}
 	free(v);
 	free(g);
 	free(want);
@@ -674,7 +732,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 2) {
-		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp|dead\n");
+		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp|dead|drop\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
@@ -696,6 +754,8 @@ int main(int argc, char **argv)
 			run_ssp(w);
 		else if (!strcmp(argv[1], "dead"))
 			run_dead(w);
+		else if (!strcmp(argv[1], "drop"))
+			run_drop(w);
 		else
 			CHECK(0, "unknown mode %s", argv[1]);
 	}
