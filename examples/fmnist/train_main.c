@@ -16,6 +16,8 @@
  * pass pushes each tensor's gradient as soon as it is final, and after the
  * clock the pulls are issued in the order the next forward pass needs them,
  * which waits for each tensor only when it reaches it (struct mlp_hooks).
+ * A communication thread posts them (comm.h), so the sends' copies run on
+ * another core while this one computes.
  *
  * --batch is the GLOBAL batch: with W workers each computes B / W samples and
  * pushes its gradient scaled by 1 / W, so a BSP step (sum of the pushes) is the
@@ -33,6 +35,7 @@
 #include <cblas.h>
 #include <rdmaps/rdmaps.h>
 
+#include "comm.h"
 #include "idx.h"
 #include "mlp.h"
 #include "src/config.h"
@@ -56,6 +59,8 @@ struct job {
 	struct fmnist_set train, test;
 	struct mlp_ws ws;
 	float *params, *grad, *xb;
+	float *grads[2];   /* distributed: double-buffered gradients (comm.h) */
+	uint64_t nstep;
 	uint8_t *yb;
 	size_t *order, nlocal, first;
 	int rank, nworkers, nservers;
@@ -69,9 +74,14 @@ struct job {
 	struct rps_worker *w;
 	rps_key_t keys[MLP_NTENSORS];
 	size_t off[MLP_NTENSORS];
-	struct rps_req *push_req[MLP_NTENSORS];
-	struct rps_req *pull_req[MLP_NTENSORS];
+	struct comm *comm;
 };
+
+/* next clock's parameters, in the order the forward pass uses them */
+static const int pull_order[MLP_NTENSORS] = {
+	MLP_T_B1, 0, 1, 2, 3, MLP_T_W2, MLP_T_B2, MLP_T_W3, MLP_T_B3,
+};
+_Static_assert(MLP_W1_BLOCKS == 4, "pull_order[] lists the W1 blocks");
 
 static double now_s(void)
 {
@@ -197,8 +207,18 @@ static int setup_distributed(struct job *j)
 	rc = rps_worker_pull(j->w, j->keys, j->params, mlp_lens, MLP_NTENSORS, &req);
 	if (!rc)
 		rc = rps_req_wait(req, -1);
-	if (rc)
+	if (rc) {
 		fprintf(stderr, "fmnist-train: first pull: %s\n", rps_strerror(rc));
+		return rc;
+	}
+	j->grads[0] = j->grad;
+	j->grads[1] = malloc(mlp_nparams() * sizeof(float));
+	if (!j->grads[1])
+		return -ENOMEM;
+	rc = comm_start(j->w, MLP_NTENSORS, j->keys, mlp_lens, j->off, j->params, j->grads,
+			pull_order, &j->comm);
+	if (rc)
+		fprintf(stderr, "fmnist-train: communication thread: %s\n", rps_strerror(rc));
 	return rc;
 }
 
@@ -220,31 +240,18 @@ static int setup_local(struct job *j)
 static int wait_param(void *arg, int t)
 {
 	struct job *j = arg;
-	int rc = 0;
 
-	if (j->pull_req[t]) {
-		rc = rps_req_wait(j->pull_req[t], -1);
-		j->pull_req[t] = NULL;
-		if (rc)
-			fprintf(stderr, "fmnist-train: worker %d: pull of tensor %d: %s\n", j->rank, t,
-				rps_strerror(rc));
-	}
-	return rc;
+	return comm_wait_param(j->comm, t);
 }
 
 static int grad_ready(void *arg, int t)
 {
 	struct job *j = arg;
-	int rc = rps_worker_push(j->w, &j->keys[t], j->grad + j->off[t], &mlp_lens[t], 1,
-				 &j->push_req[t]);
 
-	if (rc)
-		fprintf(stderr, "fmnist-train: worker %d: push of tensor %d: %s\n", j->rank, t,
-			rps_strerror(rc));
-	return rc;
+	return comm_push(j->comm, t, (int)(j->nstep & 1));
 }
 
-/* Wait for every pull still in flight (before evaluating or leaving). */
+/* Wait for every pull still in flight (before evaluating). */
 static int drain_pulls(struct job *j)
 {
 	int rc = 0;
@@ -273,36 +280,15 @@ static int step(struct job *j, const size_t *idx, size_t n, float *loss_p)
 				j->step++, 0);
 		return rc;
 	}
-	rc = mlp_grad(j->params, j->xb, j->yb, n, 1.0f / (float)j->nworkers, j->grad, &j->ws,
-		      &hooks, loss_p);
-	if (!rc && (rc = rps_worker_clock(j->w)))
-		fprintf(stderr, "fmnist-train: worker %d: clock: %s\n", j->rank, rps_strerror(rc));
-	/* next clock's parameters, in the order the forward pass uses them */
-	static const int order[MLP_NTENSORS] = {
-		MLP_T_B1, 0, 1, 2, 3, MLP_T_W2, MLP_T_B2, MLP_T_W3, MLP_T_B3,
-	};
-	_Static_assert(MLP_W1_BLOCKS == 4, "order[] lists the W1 blocks");
-	for (int i = 0; !rc && i < MLP_NTENSORS; i++) {
-		int t = order[i];
-
-		rc = rps_worker_pull(j->w, &j->keys[t], j->params + j->off[t], &mlp_lens[t], 1,
-				     &j->pull_req[t]);
-		if (rc)
-			fprintf(stderr, "fmnist-train: worker %d: pull of tensor %d: %s\n", j->rank,
-				t, rps_strerror(rc));
-	}
-	/* the gradient buffer is written again by the next backward pass */
-	for (int t = 0; t < MLP_NTENSORS; t++) {
-		if (j->push_req[t]) {
-			int r = rps_req_wait(j->push_req[t], -1);
-			j->push_req[t] = NULL;
-			if (r && !rc) {
-				fprintf(stderr, "fmnist-train: worker %d: push of tensor %d: %s\n",
-					j->rank, t, rps_strerror(r));
-				rc = r;
-			}
-		}
-	}
+	/* this step's gradient buffer was pushed two steps ago: wait for that */
+	int buf = (int)(j->nstep & 1);
+	if ((rc = comm_wait_pushes(j->comm, buf)))
+		return rc;
+	rc = mlp_grad(j->params, j->xb, j->yb, n, 1.0f / (float)j->nworkers, j->grads[buf],
+		      &j->ws, &hooks, loss_p);
+	if (!rc)
+		rc = comm_end_step(j->comm);
+	j->nstep++;
 	return rc;
 }
 
@@ -441,6 +427,8 @@ int main(int argc, char **argv)
 			write_summary(&j, acc, loss_epoch, sps_all);
 	}
 	if (j.w) {
+		if ((rc = comm_stop(j.comm)))
+			return 1;
 		rc = rps_worker_barrier(j.w);
 		if (rc)
 			fprintf(stderr, "fmnist-train: final barrier: %s\n", rps_strerror(rc));
@@ -453,6 +441,7 @@ int main(int argc, char **argv)
 	fmnist_free(&j.test);
 	free(j.params);
 	free(j.grad);
+	free(j.grads[1]);
 	free(j.order);
 	free(j.xb);
 	free(j.yb);
