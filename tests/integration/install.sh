@@ -2,7 +2,10 @@
 # cmake --install into a temporary prefix, then build a small program against it
 # three ways: pkg-config, find_package(rdmaps) shared, find_package static.
 #   install.sh BUILD_DIR
+# RPS_CONSUMER_CFLAGS: flags the library was built with that its users need too
+# (-fsanitize=... in sanitizer builds).
 set -euo pipefail
+CFLAGS_EXTRA=${RPS_CONSUMER_CFLAGS:-}
 BUILD=$1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -38,10 +41,11 @@ C
 
 export PKG_CONFIG_PATH="$T/prefix/lib/pkgconfig"
 # shellcheck disable=SC2046
-cc "$T/app/main.c" $(pkg-config --cflags --libs rdmaps) -Wl,-rpath,"$T/prefix/lib" -o "$T/app/pc"
+cc $CFLAGS_EXTRA "$T/app/main.c" $(pkg-config --cflags --libs rdmaps) -Wl,-rpath,"$T/prefix/lib" -o "$T/app/pc"
 "$T/app/pc"
 for lib in rdmaps rdmaps_static; do
-	cmake -S "$T/app" -B "$T/app/b-$lib" -DCMAKE_PREFIX_PATH="$T/prefix" -DRPS_LIB=$lib >/dev/null
+	cmake -S "$T/app" -B "$T/app/b-$lib" -DCMAKE_PREFIX_PATH="$T/prefix" -DRPS_LIB=$lib \
+		-DCMAKE_C_FLAGS="$CFLAGS_EXTRA" -DCMAKE_EXE_LINKER_FLAGS="$CFLAGS_EXTRA" >/dev/null
 	cmake --build "$T/app/b-$lib" >/dev/null
 	"$T/app/b-$lib/app"
 done
