@@ -21,8 +21,10 @@
 #include "src/config.h"
 #include "src/fault.h"
 #include "src/log.h"
+#include "src/metrics.h"
 #include "src/proto.h"
 #include "src/util.h"
+#include "transport/http.h"
 #include "transport/transport.h"
 
 #include <rdmaps/status.h>
@@ -58,6 +60,7 @@ struct sched_peer {
 	uint64_t seq; /* registration order */
 	struct rps_register reg;
 	struct sched_peer *next;
+	struct rps_metric *tx_bytes, *tx_msgs; /* the scheduler's counters (or NULL) */
 };
 
 struct sched_slot {
@@ -71,6 +74,25 @@ struct sched_slot {
 	uint64_t counters[4];
 	int in_barrier[2];
 	uint32_t barrier_req[2];
+	/* rates of counters[0] and [1] (pushes, pulls) between heartbeats */
+	double rate[2];
+	uint64_t rate_ns;
+	uint64_t rate_base[2];
+	/* servers: the heartbeat's tail */
+	int have_srv;
+	struct rps_heartbeat_srv srv;
+	uint64_t srv_ns; /* when it came (ages the checkpoint age) */
+	struct rps_hb_shard shards[RPS_MAX_SHARDS];
+};
+
+/* /metrics of the scheduler (RDMAPS_METRICS_PORT). */
+struct sched_metrics {
+	struct rps_metrics *reg;
+	struct rps_http_server *http;
+	struct rps_metric *nodes[2][3]; /* [server, worker][alive, dead, left] */
+	struct rps_metric *missed[2];	/* nodes declared dead, per role */
+	struct rps_metric *bytes[2];	/* rx, tx */
+	struct rps_metric *msgs[2];
 };
 
 struct rps_sched {
@@ -95,7 +117,14 @@ struct rps_sched {
 	int stopping; /* stop() seen, SHUTDOWN sent */
 	void *mapbuf; /* rps_map + rps_node[nslots] */
 	size_t mapbuf_len;
+	struct sched_metrics m; /* reg NULL: no /metrics */
+	struct rps_metric dummy; /* where metric updates go without a registry */
 };
+
+static inline struct rps_metric *met(struct rps_sched *s, struct rps_metric *m)
+{
+	return m ? m : &s->dummy;
+}
 
 static const char *role_name(uint8_t role)
 {
@@ -139,9 +168,13 @@ static int send_frame(struct sched_peer *p, uint8_t op, uint32_t req_id, int32_t
 	if (blen)
 		iov[n++] = (struct iovec){.iov_base = (void *)b, .iov_len = blen};
 	rc = p->conn->tr->ops->post_send(p->conn, &h, iov, n, 0);
-	if (rc)
+	if (rc) {
 		RPS_DEBUG("send %s to %s: %s", rps_proto_op_name(op), p->conn->peer,
 			  rps_strerror(rc));
+	} else if (p->tx_bytes) {
+		rps_metric_add(p->tx_bytes, sizeof(h) + alen + blen);
+		rps_metric_inc(p->tx_msgs);
+	}
 	return rc;
 }
 
@@ -317,6 +350,8 @@ static void node_gone(struct rps_sched *s, int i, int status, const char *why)
 		RPS_WARN("%s declared dead: %s", who, why);
 	else
 		RPS_INFO("%s left", who);
+	if (status && (sl->node.role == RPS_ROLE_SERVER || sl->node.role == RPS_ROLE_WORKER))
+		rps_metric_inc(met(s, s->m.missed[sl->node.role - RPS_ROLE_SERVER]));
 	for (int j = 0; j < s->nslots; j++)
 		if (j != i && s->slots[j].state == SLOT_ALIVE)
 			send_frame(s->slots[j].peer, RPS_OP_NODE_DEAD, 0, status, s->epoch,
@@ -556,16 +591,48 @@ static void on_barrier(struct rps_sched *s, struct sched_peer *p, const struct r
 	barrier_eval(s, g);
 }
 
-static void on_heartbeat(struct rps_sched *s, struct sched_peer *p, const struct rps_heartbeat *hb)
+static void on_heartbeat(struct rps_sched *s, struct sched_peer *p, const struct rps_heartbeat *hb,
+			 const void *tail, size_t tail_len)
 {
+	struct rps_heartbeat_srv t;
 	struct sched_slot *sl;
+	uint64_t now = rps_now_ns();
 
 	if (p->slot < 0)
 		return; /* still waiting for the cluster: liveness is the connection */
 	sl = &s->slots[p->slot];
-	sl->last_hb_ns = rps_now_ns();
+	sl->last_hb_ns = now;
 	sl->clock = hb->clock;
 	memcpy(sl->counters, hb->counters, sizeof(sl->counters));
+	if (!sl->rate_ns) {
+		sl->rate_ns = now;
+		sl->rate_base[0] = hb->counters[0];
+		sl->rate_base[1] = hb->counters[1];
+	} else if (now - sl->rate_ns >= 500000000ull) {
+		double dt = (double)(now - sl->rate_ns) / 1e9;
+
+		for (int i = 0; i < 2; i++) {
+			sl->rate[i] = hb->counters[i] >= sl->rate_base[i]
+					  ? (double)(hb->counters[i] - sl->rate_base[i]) / dt
+					  : 0;
+			sl->rate_base[i] = hb->counters[i];
+		}
+		sl->rate_ns = now;
+	}
+	if (tail_len < sizeof(t) || !tail)
+		return;
+	memcpy(&t, tail, sizeof(t));
+	if (t.num_shards > RPS_MAX_SHARDS ||
+	    tail_len != sizeof(t) + (size_t)t.num_shards * sizeof(struct rps_hb_shard)) {
+		RPS_WARN("%s: heartbeat figures for %u shards in %zu bytes ignored", p->conn->peer,
+			 t.num_shards, tail_len);
+		return;
+	}
+	sl->have_srv = 1;
+	sl->srv = t;
+	sl->srv_ns = now;
+	memcpy(sl->shards, (const char *)tail + sizeof(t),
+	       (size_t)t.num_shards * sizeof(struct rps_hb_shard));
 }
 
 /* A node says it leaves (or answers our SHUTDOWN). We close the connection:
@@ -587,7 +654,8 @@ static void on_shutdown(struct rps_sched *s, struct sched_peer *p)
 
 static void on_status(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h)
 {
-	size_t cap = 1024 + 200 * ((size_t)s->nslots + 16);
+	/* a line per node, and per server one of shard figures (up to 64 shards) */
+	size_t cap = 1024 + 200 * ((size_t)s->nslots + 16) + 1600 * (size_t)s->num_servers;
 	uint64_t lim = p->conn->tr->max_frame;
 	char *buf;
 	size_t n;
@@ -625,7 +693,7 @@ static void on_recv(struct rps_sched *s, struct sched_peer *p, const struct rps_
 		if (h->len < sizeof(u.hb) || !ev->fixed)
 			goto short_frame;
 		memcpy(&u.hb, ev->fixed, sizeof(u.hb));
-		on_heartbeat(s, p, &u.hb);
+		on_heartbeat(s, p, &u.hb, ev->data, ev->data_len);
 		break;
 	case RPS_OP_BARRIER:
 		on_barrier(s, p, h);
@@ -685,12 +753,16 @@ static void on_event(struct rps_sched *s, struct rps_tr_event *ev)
 		p->conn = ev->conn;
 		p->role = ev->conn->hello.role;
 		p->slot = -1;
+		p->tx_bytes = s->m.bytes[1];
+		p->tx_msgs = s->m.msgs[1];
 		p->next = s->peers;
 		s->peers = p;
 		ev->conn->user = p;
 		RPS_DEBUG("%s connected as %s", ev->conn->peer, role_name(p->role));
 		break;
 	case RPS_TR_EV_RECV:
+		rps_metric_add(met(s, s->m.bytes[0]), sizeof(ev->hdr) + ev->hdr.len);
+		rps_metric_inc(met(s, s->m.msgs[0]));
 		if (p)
 			on_recv(s, p, ev);
 		if (ev->token)
@@ -789,6 +861,71 @@ static int nodes_remaining(const struct rps_sched *s)
 	return n;
 }
 
+/* Node gauges, from the loop (the HTTP thread only renders). */
+static void metrics_update(struct rps_sched *s)
+{
+	int n[2][3] = {{0}};
+
+	for (int i = 0; i < s->nslots; i++) {
+		const struct sched_slot *sl = &s->slots[i];
+		int r = sl->node.role == RPS_ROLE_SERVER ? 0 : 1, st;
+
+		if (sl->state == SLOT_EMPTY)
+			continue;
+		st = sl->state == SLOT_ALIVE ? 0 : sl->state == SLOT_DEAD ? 1 : 2;
+		n[r][st]++;
+	}
+	for (int r = 0; r < 2; r++)
+		for (int st = 0; st < 3; st++)
+			rps_metric_set(s->m.nodes[r][st], n[r][st]);
+}
+
+static int metrics_start(struct rps_sched *s, const char *host, int port)
+{
+	static const char *const roles[2] = {"server", "worker"};
+	static const char *const states[3] = {"alive", "dead", "left"};
+	static const char *const dirs[2] = {"rx", "tx"};
+	char lab[96];
+	int rc;
+
+	rc = rps_metrics_create(&s->m.reg);
+	if (rc)
+		return rc;
+	for (int r = 0; r < 2 && !rc; r++) {
+		for (int st = 0; st < 3 && !rc; st++) {
+			snprintf(lab, sizeof(lab), "role=\"%s\",state=\"%s\"", roles[r], states[st]);
+			rc = rps_metrics_gauge(s->m.reg, "rdmaps_nodes",
+					       "nodes by role and liveness", lab, &s->m.nodes[r][st]);
+		}
+		snprintf(lab, sizeof(lab), "role=\"%s\"", roles[r]);
+		if (!rc)
+			rc = rps_metrics_counter(s->m.reg, "rdmaps_heartbeats_missed_total",
+						 "nodes declared dead (silent, or closed without "
+						 "SHUTDOWN)",
+						 lab, &s->m.missed[r]);
+	}
+	for (int d = 0; d < 2 && !rc; d++) {
+		snprintf(lab, sizeof(lab), "transport=\"tcp\",dir=\"%s\"", dirs[d]);
+		rc = rps_metrics_counter(s->m.reg, "rdmaps_bytes_total",
+					 "bytes of frames sent / received (headers included)", lab,
+					 &s->m.bytes[d]);
+		if (!rc)
+			rc = rps_metrics_counter(s->m.reg, "rdmaps_messages_total",
+						 "frames sent / received", lab, &s->m.msgs[d]);
+	}
+	if (!rc)
+		rc = rps_http_start(host, (uint16_t)port, NULL, rps_http_metrics_handler, s->m.reg,
+				    &s->m.http);
+	if (rc) {
+		RPS_ERR("scheduler: /metrics on %s:%d: %s", host, port, rps_strerror(rc));
+		rps_metrics_destroy(s->m.reg);
+		memset(&s->m, 0, sizeof(s->m));
+		return rc;
+	}
+	RPS_INFO("metrics on http://%s:%u/metrics", host, rps_http_port(s->m.http));
+	return 0;
+}
+
 int rps_sched_run(struct rps_sched *s)
 {
 	struct rps_tr_event ev[SCHED_EVENTS];
@@ -812,6 +949,8 @@ int rps_sched_run(struct rps_sched *s)
 		now = rps_now_ns();
 		check_timers(s, now);
 		flush_closes(s);
+		if (s->m.reg)
+			metrics_update(s);
 		if (s->state != SCHED_ENDING)
 			continue;
 		if (!nodes_remaining(s)) {
@@ -917,9 +1056,9 @@ size_t rps_sched_status_text(struct rps_sched *s, char *buf, size_t len)
 			  alive[RPS_ROLE_SERVER], s->num_servers, alive[RPS_ROLE_WORKER],
 			  s->num_workers, dead, left);
 	}
-	tb_printf(&t, "%-5s %-7s %-5s %-28s %-8s %-7s %-9s %-5s %-10s %s\n", "ID", "ROLE", "RANK",
-		  "HOST:PORT", "PID", "STATE", "HB_AGE_MS", "TR", "CLOCK",
-		  "COUNTERS (pushes pulls bytes_in bytes_out)");
+	tb_printf(&t, "%-5s %-7s %-5s %-28s %-8s %-7s %-9s %-5s %-10s %-9s %-9s %s\n", "ID", "ROLE",
+		  "RANK", "HOST:PORT", "PID", "STATE", "HB_AGE_MS", "TR", "CLOCK", "PUSHES/S",
+		  "PULLS/S", "COUNTERS (pushes pulls bytes_in bytes_out)");
 	for (int i = 0; i < s->nslots; i++) {
 		const struct sched_slot *sl = &s->slots[i];
 		char hp[96], age[24];
@@ -933,12 +1072,32 @@ size_t rps_sched_status_text(struct rps_sched *s, char *buf, size_t len)
 		else
 			snprintf(age, sizeof(age), "-");
 		tb_printf(&t,
-			  "%-5u %-7s %-5u %-28s %-8u %-7s %-9s %-5s %-10u %" PRIu64 " %" PRIu64
-			  " %" PRIu64 " %" PRIu64 "\n",
+			  "%-5u %-7s %-5u %-28s %-8u %-7s %-9s %-5s %-10u %-9.0f %-9.0f %" PRIu64
+			  " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
 			  sl->node.id, role_name(sl->node.role), sl->node.rank, hp, sl->node.pid,
 			  slot_state_name(sl->state), age, sl->transport ? "rdma" : "tcp",
-			  sl->clock, sl->counters[0], sl->counters[1], sl->counters[2],
-			  sl->counters[3]);
+			  sl->clock, sl->state == SLOT_ALIVE ? sl->rate[0] : 0.0,
+			  sl->state == SLOT_ALIVE ? sl->rate[1] : 0.0, sl->counters[0],
+			  sl->counters[1], sl->counters[2], sl->counters[3]);
+		if (sl->have_srv && sl->state == SLOT_ALIVE) {
+			/* servers: per shard ring depth and clock, checkpoint age */
+			tb_printf(&t, "      shards %u: ring depth", sl->srv.num_shards);
+			for (uint32_t k = 0; k < sl->srv.num_shards; k++)
+				tb_printf(&t, " %u", sl->shards[k].ring_depth);
+			tb_printf(&t, " | clock");
+			for (uint32_t k = 0; k < sl->srv.num_shards; k++)
+				tb_printf(&t, " %u", sl->shards[k].clock);
+			if (sl->srv.ckpt_age_ms >= 0)
+				tb_printf(&t,
+					  " | checkpoint age %.1f s (%" PRIu64 " written, %" PRIu64
+					  " failed)\n",
+					  (double)sl->srv.ckpt_age_ms / 1e3 +
+					      (double)(now - sl->srv_ns) / 1e9,
+					  sl->srv.ckpts, sl->srv.ckpt_fails);
+			else
+				tb_printf(&t, " | checkpoint none (%" PRIu64 " failed)\n",
+					  sl->srv.ckpt_fails);
+		}
 	}
 	for (const struct sched_peer *p = s->peers; p; p = p->next) {
 		char hp[96];
@@ -946,9 +1105,9 @@ size_t rps_sched_status_text(struct rps_sched *s, char *buf, size_t len)
 		if (!p->registered || p->slot >= 0 || p->closing)
 			continue;
 		snprintf(hp, sizeof(hp), "%s:%u", p->reg.host, p->reg.port);
-		tb_printf(&t, "%-5s %-7s %-5s %-28s %-8u %-7s %-9s %-5s %-10s %s\n", "-",
+		tb_printf(&t, "%-5s %-7s %-5s %-28s %-8u %-7s %-9s %-5s %-10s %-9s %-9s %s\n", "-",
 			  role_name(p->reg.role), "-", hp, p->reg.pid, "waiting", "-",
-			  p->reg.transport ? "rdma" : "tcp", "-", "-");
+			  p->reg.transport ? "rdma" : "tcp", "-", "-", "-", "-");
 	}
 	return t.n;
 }
@@ -971,6 +1130,7 @@ void rps_sched_opts_init(struct rps_sched_opts *o, const struct rps_config *cfg)
 	o->num_workers = cfg->num_workers;
 	o->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
 	o->shutdown_grace_ms = 5000;
+	o->metrics_port = cfg->metrics_port;
 	o->cfg = cfg;
 }
 
@@ -1051,6 +1211,11 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 	rc = s->tr->ops->listen(s->tr, s->host[0] ? s->host : "0.0.0.0", o->port, &s->port);
 	if (rc)
 		goto err_transport; /* the transport said why */
+	if (o->metrics_port > 0) {
+		rc = metrics_start(s, s->host[0] ? s->host : "0.0.0.0", o->metrics_port);
+		if (rc)
+			goto err_transport;
+	}
 	*sched_p = s;
 	return 0;
 
@@ -1074,6 +1239,8 @@ void rps_sched_destroy(struct rps_sched *s)
 		s->tr->ops->close(p->conn);
 		rps_free(p);
 	}
+	rps_http_stop(s->m.http);
+	rps_metrics_destroy(s->m.reg);
 	rps_transport_destroy(s->tr);
 	rps_free(s->mapbuf);
 	rps_free(s->slots);

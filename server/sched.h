@@ -27,6 +27,7 @@ struct rps_sched_opts {
 	int num_workers;
 	int heartbeat_timeout_ms;     /* silent this long = dead */
 	int shutdown_grace_ms;	      /* end of job: how long to wait for servers to leave */
+	int metrics_port;	      /* > 0: /metrics over HTTP on host:metrics_port */
 	const struct rps_config *cfg; /* passed to the transport; NULL = rps_config_get() */
 	char host_buf[256];	      /* rps_sched_opts_init: storage for host */
 };

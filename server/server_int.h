@@ -236,6 +236,11 @@ struct rps_shard {
 	atomic_ullong pushes_applied;
 	atomic_ullong pulls_parked;
 	atomic_ullong faults_stall; /* RDMAPS_FAULT stall_update_ms injected */
+	atomic_ullong pulls_served; /* PULL frames answered or parked (network thread) */
+	/* checkpoints (update thread writes, anyone reads) */
+	atomic_ullong ckpts_ok, ckpts_failed;
+	atomic_ullong ckpt_wall_ns; /* CLOCK_REALTIME of the newest, 0: none */
+	atomic_ullong ckpt_clock;   /* its clock */
 
 	/* set by the server once it joined (UINT32_MAX before): checkpoint file
 	 * names, kill_at_clock */

@@ -266,6 +266,11 @@ int rps_shard_init(struct rps_shard *sh, const struct rps_shard_params *p,
 	atomic_init(&sh->pushes_applied, 0);
 	atomic_init(&sh->pulls_parked, 0);
 	atomic_init(&sh->faults_stall, 0);
+	atomic_init(&sh->pulls_served, 0);
+	atomic_init(&sh->ckpts_ok, 0);
+	atomic_init(&sh->ckpts_failed, 0);
+	atomic_init(&sh->ckpt_wall_ns, 0);
+	atomic_init(&sh->ckpt_clock, 0);
 	atomic_init(&sh->server_rank, UINT32_MAX);
 
 	rc = rps_store_init(&sh->store, p->idx, p->shard_bytes, p->chunk_bytes);

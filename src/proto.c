@@ -24,6 +24,7 @@ static const char *const op_names[RPS_OP_MAX] = {
     [RPS_OP_PUSH] = "PUSH",	      [RPS_OP_PUSH_ACK] = "PUSH_ACK",
     [RPS_OP_PULL] = "PULL",	      [RPS_OP_PULL_RESP] = "PULL_RESP",
     [RPS_OP_CLOCK] = "CLOCK",	      [RPS_OP_ERROR] = "ERROR",
+    [RPS_OP_SYNC] = "SYNC",
     [RPS_OP_REGISTER] = "REGISTER",   [RPS_OP_MAP] = "MAP",
     [RPS_OP_BARRIER] = "BARRIER",     [RPS_OP_BARRIER_DONE] = "BARRIER_DONE",
     [RPS_OP_HEARTBEAT] = "HEARTBEAT", [RPS_OP_NODE_DEAD] = "NODE_DEAD",
@@ -41,6 +42,7 @@ static int op_has_data(uint8_t op)
 	case RPS_OP_ERROR:
 	case RPS_OP_MAP:
 	case RPS_OP_STATUS:
+	case RPS_OP_HEARTBEAT: /* servers: rps_heartbeat_srv + rps_hb_shard[] */
 		return 1;
 	default:
 		return 0;
@@ -71,6 +73,8 @@ int rps_proto_fixed_len(uint8_t op)
 		return (int)sizeof(struct rps_map);
 	case RPS_OP_HEARTBEAT:
 		return (int)sizeof(struct rps_heartbeat);
+	case RPS_OP_SYNC:
+		return (int)sizeof(struct rps_sync);
 	case RPS_OP_NODE_DEAD:
 		return (int)sizeof(struct rps_node);
 	case RPS_OP_PUSH_ACK:
@@ -255,6 +259,15 @@ int rps_proto_payload_check(const struct rps_frame_hdr *h, const void *payload, 
 		}
 		return 0;
 	}
+	case RPS_OP_HEARTBEAT:
+		/* only the fixed part is here: the receiver checks the tail's own
+		 * num_shards against its length */
+		if (h->len > sizeof(struct rps_heartbeat) + sizeof(struct rps_heartbeat_srv) +
+				 RPS_MAX_SHARDS * sizeof(struct rps_hb_shard)) {
+			*why_p = "heartbeat: too long";
+			return -EPROTO;
+		}
+		return 0;
 	case RPS_OP_NODE_DEAD: {
 		const struct rps_node *n = payload;
 

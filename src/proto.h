@@ -37,12 +37,13 @@ enum rps_op {
 	RPS_OP_PULL_RESP = 8,    /* server -> worker: rps_pull + float[count] */
 	RPS_OP_CLOCK = 9,        /* worker -> server: rps_clock + uint32 pushes[nshards] */
 	RPS_OP_ERROR = 10,       /* either way: char reason[] (not NUL-terminated); hdr.status */
+	RPS_OP_SYNC = 11,        /* worker -> server: rps_sync; no answer (added in version 1) */
 	/* control path (scheduler) */
 	RPS_OP_REGISTER = 16,    /* node -> sched: rps_register */
 	RPS_OP_MAP = 17,         /* sched -> node: rps_map + rps_node[num_nodes] */
 	RPS_OP_BARRIER = 18,     /* node -> sched: hdr.aux = barrier group (0 = workers, 1 = all) */
 	RPS_OP_BARRIER_DONE = 19,/* sched -> node */
-	RPS_OP_HEARTBEAT = 20,   /* node -> sched: rps_heartbeat */
+	RPS_OP_HEARTBEAT = 20,   /* node -> sched: rps_heartbeat [+ rps_heartbeat_srv tail] */
 	RPS_OP_NODE_DEAD = 21,   /* sched -> node: rps_node of the dead node */
 	RPS_OP_SHUTDOWN = 22,    /* sched -> node: leave now; node -> sched: I am leaving */
 	RPS_OP_STATUS = 23,      /* ctl -> sched: request; sched -> ctl: text */
@@ -160,6 +161,19 @@ struct rps_clock {
 };
 _Static_assert(sizeof(struct rps_clock) == 8, "rps_clock is 8 bytes");
 
+/* A worker (re)connected to a server: "my clock is `clock`, I have finished
+ * every clock before it". Sent right after the hello, before any other frame:
+ * by a worker that joined a running job (it starts at the shards' clock), and
+ * after reconnecting to a restarted server (its clock went on meanwhile). The
+ * shard takes the worker's clock to max(its record, clock) and waits for it
+ * again if it was marked dead. Over TCP it applies to every shard of the
+ * server; with channels (RDMA) to the shard of the connection. */
+struct rps_sync {
+	uint32_t clock;
+	uint32_t flags;       /* 0 */
+};
+_Static_assert(sizeof(struct rps_sync) == 8, "rps_sync is 8 bytes");
+
 /* Control path. */
 struct rps_register {
 	uint8_t role;
@@ -200,6 +214,23 @@ struct rps_heartbeat {
 	uint64_t counters[4]; /* servers: pushes, pulls, bytes in, bytes out */
 };
 _Static_assert(sizeof(struct rps_heartbeat) == 40, "rps_heartbeat is 40 bytes");
+
+/* Optional data after a server's HEARTBEAT (a scheduler of this version reads
+ * it; workers send none): what `rdmaps-ctl status` shows per shard. */
+struct rps_heartbeat_srv {
+	uint32_t num_shards;  /* rps_hb_shard entries that follow */
+	uint32_t reserved;
+	int64_t ckpt_age_ms;  /* since the oldest shard's newest checkpoint; -1: none yet */
+	uint64_t ckpts;       /* checkpoints written, all shards */
+	uint64_t ckpt_fails;  /* checkpoints that failed */
+};
+_Static_assert(sizeof(struct rps_heartbeat_srv) == 32, "rps_heartbeat_srv is 32 bytes");
+
+struct rps_hb_shard {
+	uint32_t ring_depth;  /* entries waiting in the shard's priority ring */
+	uint32_t clock;       /* the shard's applied clock */
+};
+_Static_assert(sizeof(struct rps_hb_shard) == 8, "rps_hb_shard is 8 bytes");
 
 /* Fixed payload size of an op (the part before any data), or -1 for an
  * unknown op. */

@@ -77,6 +77,9 @@ struct rps_ctl {
 
 	uint32_t hb_clock;
 	uint64_t hb_counters[4];
+	/* servers: rps_heartbeat_srv + rps_hb_shard[] after the heartbeat */
+	char hb_tail[sizeof(struct rps_heartbeat_srv) + RPS_MAX_SHARDS * sizeof(struct rps_hb_shard)];
+	size_t hb_tail_len;
 	uint64_t last_hb_ns;
 
 	int closed;   /* connection closed */
@@ -120,11 +123,18 @@ static int send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32_
 
 static void send_heartbeat_locked(struct rps_ctl *ctl, uint64_t now)
 {
-	struct rps_heartbeat hb = {.id = ctl->id, .clock = ctl->hb_clock};
+	struct {
+		struct rps_heartbeat hb;
+		char tail[sizeof(ctl->hb_tail)];
+	} f;
 
-	memcpy(hb.counters, ctl->hb_counters, sizeof(hb.counters));
+	memset(&f.hb, 0, sizeof(f.hb));
+	f.hb.id = ctl->id;
+	f.hb.clock = ctl->hb_clock;
+	memcpy(f.hb.counters, ctl->hb_counters, sizeof(f.hb.counters));
+	memcpy(f.tail, ctl->hb_tail, ctl->hb_tail_len);
 	ctl->last_hb_ns = now;
-	send_locked(ctl, RPS_OP_HEARTBEAT, 0, 0, &hb, sizeof(hb));
+	send_locked(ctl, RPS_OP_HEARTBEAT, 0, 0, &f, sizeof(f.hb) + ctl->hb_tail_len);
 }
 
 static void maybe_heartbeat(struct rps_ctl *ctl)
@@ -703,6 +713,18 @@ void rps_ctl_set_heartbeat(struct rps_ctl *ctl, uint32_t clock, const uint64_t c
 	if (counters)
 		memcpy(ctl->hb_counters, counters, sizeof(ctl->hb_counters));
 	pthread_mutex_unlock(&ctl->lock);
+}
+
+int rps_ctl_set_heartbeat_tail(struct rps_ctl *ctl, const void *tail, size_t len)
+{
+	if (len > sizeof(ctl->hb_tail) || (len && !tail))
+		return -EINVAL;
+	pthread_mutex_lock(&ctl->lock);
+	if (len)
+		memcpy(ctl->hb_tail, tail, len);
+	ctl->hb_tail_len = len;
+	pthread_mutex_unlock(&ctl->lock);
+	return 0;
 }
 
 /* SHUTDOWN to the scheduler, then wait (briefly) for it to close the

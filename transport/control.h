@@ -9,6 +9,7 @@
 #ifndef RPS_CONTROL_H
 #define RPS_CONTROL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "src/proto.h"
 
@@ -43,6 +44,9 @@ uint32_t rps_ctl_id(const struct rps_ctl *ctl);
 int rps_ctl_barrier(struct rps_ctl *ctl, uint32_t group, int timeout_ms);
 /* Figures reported with each heartbeat. */
 void rps_ctl_set_heartbeat(struct rps_ctl *ctl, uint32_t clock, const uint64_t counters[4]);
+/* Servers: data sent after each heartbeat (struct rps_heartbeat_srv and its
+ * rps_hb_shard[]), copied; len 0 for none. -EINVAL if it does not fit. */
+int rps_ctl_set_heartbeat_tail(struct rps_ctl *ctl, const void *tail, size_t len);
 /* Health of the control channel: 0, -EHOSTDOWN if the scheduler connection
  * was lost, -ESHUTDOWN after a SHUTDOWN from the scheduler. */
 int rps_ctl_status(const struct rps_ctl *ctl);

@@ -5,7 +5,7 @@
 # MODE ssp: SSP with bound 2; ssp0: SSP with bound 0 (must behave as BSP);
 # dead_bsp / dead_ssp: worker 3 is killed at clock 3 (RDMAPS_FAULT); drop:
 # servers refuse 30% of the pushes (-EIO); bsp_faults: bsp with delayed frames
-# and stalled update threads.
+# and stalled update threads; metrics: scrape /metrics, rdmaps-ctl status.
 # TRANSPORT rdma: servers on the SoftRoCE device rxe0 (RDMAPS_RXE_IP0), workers
 # on rxe1 (RDMAPS_RXE_IP1) — run it inside tools/softroce/rxe-run.
 set -euo pipefail
@@ -43,16 +43,24 @@ bsp_faults)
 	export RDMAPS_CONSISTENCY=bsp WMODE=bsp
 	export RDMAPS_FAULT=delay_ms=2,delay_p=0.05,stall_update_ms=1,stall_p=0.05,seed=3
 	;;
+metrics)
+	export RDMAPS_CONSISTENCY=bsp RDMAPS_HEARTBEAT_MS=200 ITEST_BIN=$BIN
+	export RDMAPS_FAULT=delay_ms=0.5,delay_p=0.2,stall_update_ms=0.5,stall_p=0.2,seed=5
+	export RDMAPS_METRICS_PORT=$((10050 + (RANDOM % 200) * 100))
+	;;
 *) export RDMAPS_CONSISTENCY=asp ;;
 esac
 
 hosts=()
+export ITEST_SERVER_HOST=127.0.0.1
 if [ "$TRANSPORT" = rdma ]; then
 	hosts=(--server-host "${RDMAPS_RXE_IP0:-10.9.0.1}" --worker-host "${RDMAPS_RXE_IP1:-10.9.0.2}")
+	ITEST_SERVER_HOST=${RDMAPS_RXE_IP0:-10.9.0.1}
 fi
 ports=()
 if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then
-	base=$((30000 + (RANDOM % 300) * 100))
+	# below the ephemeral range (32768-60999), where outgoing connections live
+	base=$((10000 + (RANDOM % 200) * 100))
 	ports=(--server-port-base "$base")
 	export ITEST_SERVER_PORTS="$base,$((base + 1))"
 fi

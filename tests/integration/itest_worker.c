@@ -27,6 +27,12 @@
  *                        alone and pushed again until it is accepted, so the
  *                        final ASP values are exactly the sums; each worker must
  *                        have seen some -EIO.
+ *   itest-worker metrics a few BSP clocks with delays and stalls injected, then
+ *                        rank 0 scrapes /metrics of every server (port
+ *                        RDMAPS_METRICS_PORT + 1 + rank, at ITEST_SERVER_HOST) and
+ *                        of the scheduler (the port itself): the names, non-zero
+ *                        push / byte / fault counters, clocks; and runs
+ *                        ITEST_BIN/rdmaps-ctl status: every node alive, shard lines.
  *   itest-worker errors  unknown keys, wrong lengths, a key re-declared with
  *                        another length; and (rank 0, with ITEST_SERVER_PORTS)
  *                        bad frames over raw sockets while rank 1 keeps working;
@@ -227,6 +233,216 @@ out:
 	free(v);
 	free(g);
 	free(want);
+	return failures ? -1 : 0;
+}
+
+/* ---- /metrics and rdmaps-ctl status ---- */
+
+static void send_all(int fd, const void *buf, size_t len);
+
+#define METRICS_CLOCKS 4
+
+/* GET /metrics from host:port into buf (NUL-terminated body). 0 or -1. */
+static int http_get_metrics(const char *host, int port, char *buf, size_t cap)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	char req[128];
+	size_t got = 0;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	char *body;
+
+	if (fd < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1 ||
+	    connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+		CHECK(0, "metrics: connect %s:%d: %s", host, port, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	snprintf(req, sizeof(req), "GET /metrics HTTP/1.1\r\nHost: %s\r\n\r\n", host);
+	send_all(fd, req, strlen(req));
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&p, 1, 5000) <= 0 || got + 1 >= cap)
+			break;
+		n = read(fd, buf + got, cap - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	if (strncmp(buf, "HTTP/1.1 200", 12)) {
+		CHECK(0, "metrics: %s:%d answered '%.40s'", host, port, buf);
+		return -1;
+	}
+	body = strstr(buf, "\r\n\r\n");
+	if (!body) {
+		CHECK(0, "metrics: %s:%d: no body", host, port);
+		return -1;
+	}
+	memmove(buf, body + 4, strlen(body + 4) + 1);
+	return 0;
+}
+
+/* Value of the sample `name{labels}` (the whole series name), or -1e300. */
+static double metric_value(const char *text, const char *series)
+{
+	size_t n = strlen(series);
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+		if (!strncmp(l, series, n) && l[n] == ' ')
+			return strtod(l + n + 1, NULL);
+	return -1e300;
+}
+
+/* Sum of the samples of `name` over one label (e.g. every shard). */
+static double metric_sum(const char *text, const char *name, int *count_p)
+{
+	size_t n = strlen(name);
+	double sum = 0;
+
+	*count_p = 0;
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		const char *sp;
+
+		if (strncmp(l, name, n) || l[n] != '{')
+			continue;
+		sp = strchr(l, ' ');
+		if (sp) {
+			sum += strtod(sp + 1, NULL);
+			(*count_p)++;
+		}
+	}
+	return sum;
+}
+
+static void check_metrics(int nservers)
+{
+	const struct rps_config *cfg = rps_config_get();
+	const char *shost = getenv("ITEST_SERVER_HOST"), *bin = getenv("ITEST_BIN");
+	size_t cap = 1 << 20;
+	char *buf = malloc(cap), series[160], cmd[600];
+	double faults[3] = { 0 };
+	int base = cfg->metrics_port, cnt;
+
+	CHECK(base > 0, "metrics: RDMAPS_METRICS_PORT not set");
+	if (!shost)
+		shost = "127.0.0.1";
+	for (int r = 0; r < nservers && base > 0; r++) {
+		static const char *const kinds[3] = { "drop", "delay", "stall" };
+		double v;
+
+		if (http_get_metrics(shost, base + 1 + r, buf, cap))
+			continue;
+		CHECK(strstr(buf, "# TYPE rdmaps_pushes_total counter") != NULL,
+		      "server %d: no rdmaps_pushes_total", r);
+		v = metric_sum(buf, "rdmaps_pushes_total", &cnt);
+		CHECK(cnt == cfg->shards && v > 0, "server %d: pushes %g over %d shards", r, v, cnt);
+		v = metric_sum(buf, "rdmaps_shard_clock", &cnt);
+		CHECK(cnt == cfg->shards && v >= (double)cnt * METRICS_CLOCKS,
+		      "server %d: shard clocks sum %g over %d shards", r, v, cnt);
+		metric_sum(buf, "rdmaps_ring_depth", &cnt);
+		CHECK(cnt == cfg->shards, "server %d: %d ring depths", r, cnt);
+		metric_sum(buf, "rdmaps_pull_requests_total", &cnt);
+		CHECK(cnt == cfg->shards, "server %d: %d pull counters", r, cnt);
+		metric_sum(buf, "rdmaps_checkpoint_age_seconds", &cnt);
+		CHECK(cnt == cfg->shards, "server %d: %d checkpoint ages", r, cnt);
+		for (int d = 0; d < 2; d++) {
+			snprintf(series, sizeof(series), "rdmaps_bytes_total{transport=\"%s\",dir=\"%s\"}",
+				 cfg->transport, d ? "tx" : "rx");
+			v = metric_value(buf, series);
+			CHECK(v > 0, "server %d: %s = %g", r, series, v);
+			snprintf(series, sizeof(series),
+				 "rdmaps_messages_total{transport=\"%s\",dir=\"%s\"}", cfg->transport,
+				 d ? "tx" : "rx");
+			v = metric_value(buf, series);
+			CHECK(v > 0, "server %d: %s = %g", r, series, v);
+		}
+		for (int k = 0; k < 3; k++) {
+			snprintf(series, sizeof(series), "rdmaps_faults_injected_total{kind=\"%s\"}",
+				 kinds[k]);
+			v = metric_value(buf, series);
+			CHECK(v >= 0, "server %d: no %s", r, series);
+			faults[k] += v;
+		}
+	}
+	CHECK(faults[1] > 0 && faults[2] > 0, "metrics: faults injected: delay %g, stall %g",
+	      faults[1], faults[2]);
+	/* the scheduler (launched on 127.0.0.1) */
+	if (base > 0 && http_get_metrics("127.0.0.1", base, buf, cap) == 0) {
+		double v = metric_value(buf, "rdmaps_nodes{role=\"worker\",state=\"alive\"}");
+
+		CHECK(v == nworkers, "scheduler: %g workers alive, want %d", v, nworkers);
+		v = metric_value(buf, "rdmaps_nodes{role=\"server\",state=\"alive\"}");
+		CHECK(v == nservers, "scheduler: %g servers alive, want %d", v, nservers);
+		v = metric_value(buf, "rdmaps_bytes_total{transport=\"tcp\",dir=\"rx\"}");
+		CHECK(v > 0, "scheduler: bytes received %g", v);
+		CHECK(strstr(buf, "rdmaps_heartbeats_missed_total{role=\"worker\"} 0") != NULL,
+		      "scheduler: no rdmaps_heartbeats_missed_total");
+	}
+	/* rdmaps-ctl status lists every node, alive, with the servers' shard lines */
+	if (bin) {
+		FILE *f;
+		size_t got = 0;
+
+		snprintf(cmd, sizeof(cmd), "%s/rdmaps-ctl status", bin);
+		f = popen(cmd, "r");
+		CHECK(f != NULL, "popen %s", cmd);
+		if (f) {
+			got = fread(buf, 1, cap - 1, f);
+			buf[got] = '\0';
+			CHECK(pclose(f) == 0, "rdmaps-ctl status failed");
+			fprintf(stderr, "itest-worker %d: rdmaps-ctl status:\n%s", rank, buf);
+			for (int id = 0; id < nservers + nworkers; id++) {
+				char want[64];
+				const char *l = buf;
+				int found = 0;
+
+				snprintf(want, sizeof(want), "%-5d %-7s", id,
+					 id < nservers ? "server" : "worker");
+				for (; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+					if (!strncmp(l, want, strlen(want)) && strstr(l, " alive "))
+						found = 1;
+				CHECK(found, "rdmaps-ctl status: no alive line for node %d", id);
+			}
+			CHECK(strstr(buf, "PUSHES/S") != NULL, "rdmaps-ctl status: no PUSHES/S");
+			snprintf(series, sizeof(series), "shards %d: ring depth", cfg->shards);
+			cnt = 0;
+			for (const char *l = strstr(buf, series); l; l = strstr(l + 1, series))
+				cnt++;
+			CHECK(cnt == nservers, "rdmaps-ctl status: %d shard lines, want %d", cnt,
+			      nservers);
+		}
+	} else {
+		CHECK(0, "metrics: ITEST_BIN not set");
+	}
+	free(buf);
+}
+
+static int run_metrics(struct rps_worker *w)
+{
+	size_t n = total_len();
+	float *v = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float));
+
+	for (int c = 0; c < METRICS_CLOCKS && !failures; c++) {
+		if (pull_all(w, v))
+			break;
+		fill_grads(g, rank, c);
+		if (push_all(w, g))
+			break;
+		rps_worker_clock(w);
+	}
+	/* a pull at the last clock: every shard is there */
+	pull_all(w, v);
+	CHECK(rps_worker_barrier(w) == 0, "metrics: barrier");
+	if (rank == 0 && !failures) {
+		usleep(3 * (useconds_t)rps_config_get()->heartbeat_ms * 1000); /* heartbeats */
+		check_metrics(rps_worker_num_servers(w));
+	}
+	free(v);
+	free(g);
 	return failures ? -1 : 0;
 }
 
@@ -732,7 +948,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 2) {
-		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp|dead|drop\n");
+		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp|dead|drop|metrics\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
@@ -756,6 +972,8 @@ int main(int argc, char **argv)
 			run_dead(w);
 		else if (!strcmp(argv[1], "drop"))
 			run_drop(w);
+		else if (!strcmp(argv[1], "metrics"))
+			run_metrics(w);
 		else
 			CHECK(0, "unknown mode %s", argv[1]);
 	}

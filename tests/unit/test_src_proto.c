@@ -29,7 +29,7 @@ static void test_fixed_lens(void **state)
 		assert_string_not_equal(rps_proto_op_name(want[i].op), "UNKNOWN");
 	}
 	assert_int_equal(rps_proto_fixed_len(0), -1);
-	assert_int_equal(rps_proto_fixed_len(11), -1);
+	assert_int_equal(rps_proto_fixed_len(12), -1); /* 11 is SYNC */
 	assert_int_equal(rps_proto_fixed_len(15), -1);
 	assert_int_equal(rps_proto_fixed_len(RPS_OP_MAX), -1);
 	assert_int_equal(rps_proto_fixed_len(255), -1);
