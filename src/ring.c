@@ -478,16 +478,6 @@ static bool ring_drained(struct rps_ring *r)
 	return rps_ring_depth(r) == 0;
 }
 
-static void deadline_after(struct timespec *ts, int timeout_ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += timeout_ms / 1000;
-	ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
 
 /* Wait on cond until woken or the deadline; -ETIMEDOUT when it has passed. */
 static int ring_wait(struct rps_ring *r, pthread_cond_t *cond, const struct timespec *deadline)
@@ -511,7 +501,7 @@ int rps_ring_push_wait(struct rps_ring *r, const struct rps_ring_entry *e, int t
 	if (rc != -EAGAIN || timeout_ms == 0)
 		return rc == -EAGAIN ? -ETIMEDOUT : rc;
 	if (timeout_ms > 0)
-		deadline_after(&deadline, timeout_ms);
+		rps_deadline_ms(&deadline, timeout_ms);
 
 	pthread_mutex_lock(&r->wait_lock);
 	waiter_register(&r->push_waiters);
@@ -547,7 +537,7 @@ int rps_ring_pop_wait(struct rps_ring *r, struct rps_ring_entry *e_p, int timeou
 	if (timeout_ms == 0)
 		return -ETIMEDOUT;
 	if (timeout_ms > 0)
-		deadline_after(&deadline, timeout_ms);
+		rps_deadline_ms(&deadline, timeout_ms);
 
 	pthread_mutex_lock(&r->wait_lock);
 	waiter_register(&r->pop_waiters);

@@ -32,6 +32,19 @@ static inline uint64_t rps_wall_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Absolute CLOCK_MONOTONIC time timeout_ms from now (for timed waits on
+ * condition variables created with that clock). */
+static inline void rps_deadline_ms(struct timespec *ts, int timeout_ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += timeout_ms / 1000;
+	ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
 /* splitmix64 finaliser: a good 64-bit mix for key hashing. */
 static inline uint64_t rps_hash64(uint64_t x)
 {
