@@ -18,11 +18,11 @@ set style line 5 lc rgb "#555555" lw 2 pt 13 ps 1.8
 
 if (kind eq 'tcp') {
 	set output out.'-lat.png'
-	set title "TCP loopback: latency (median) against message size"
+	set title "TCP loopback: round-trip latency (median) against message size"
 	set ylabel "latency [us]"
 	plot dat u 1:2 w lp ls 1 t "rdmaps pull", \
 	     dat u 1:3 w lp ls 2 t "rdmaps push (SGD applied)", \
-	     dat u 1:4 w lp ls 3 t "qperf tcp_lat (one way)"
+	     dat u 1:4 w lp ls 3 t "qperf round trip (2 x tcp_lat)"
 	set output out.'-bw.png'
 	set title "TCP loopback: bandwidth against message size"
 	set ylabel "bandwidth [MB/s, 10^6 B/s]"
@@ -34,12 +34,12 @@ if (kind eq 'tcp') {
 }
 if (kind eq 'rdma') {
 	set output out.'-lat.png'
-	set title "SoftRoCE in a QEMU/TCG guest: latency against message size"
+	set title "SoftRoCE in a QEMU/TCG guest: round-trip latency (median) against message size"
 	set ylabel "latency [us]"
 	plot dat u 1:2 w lp ls 1 t "rdmaps pull (RDMA READ)", \
 	     dat u 1:3 w lp ls 3 t "ib_read_lat (typical)", \
 	     dat u 1:4 w lp ls 2 t "rdmaps push (SEND, SGD applied)", \
-	     dat u 1:5 w lp ls 4 t "ib_send_lat (typical)"
+	     dat u 1:5 w lp ls 4 t "ib_send_lat round trip (2 x typical)"
 	set output out.'-bw.png'
 	set title "SoftRoCE in a QEMU/TCG guest: bandwidth against message size"
 	set ylabel "bandwidth [MB/s, 10^6 B/s]"
