@@ -315,7 +315,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (local && host) {
-		fprintf(stderr, "rdmaps-perf: --local-cluster or HOST, not both\n");
+		fprintf(stderr,
+			"rdmaps-perf: '%s': not a mode (pull_lat, push_lat, pull_bw, push_bw, "
+			"pushpull), and --local-cluster takes no HOST\n",
+			host);
 		return 2;
 	}
 	if (procs > 1 && !local) {
