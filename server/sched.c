@@ -506,6 +506,27 @@ static int rejoin_slot(const struct rps_sched *s, const struct rps_register *r)
 	return -1;
 }
 
+/* A restarted server (rdmaps-server --restore) takes the rank of a server
+ * that is gone: the one it asks for (its checkpoints' rank) if that one is
+ * dead or left, else the lowest dead one, else the lowest one that left. */
+static int rejoin_server_slot(const struct rps_sched *s, const struct rps_register *r)
+{
+	if (r->want_rank < (uint32_t)s->num_servers) {
+		enum slot_state st = s->slots[r->want_rank].state;
+
+		if (st == SLOT_DEAD || st == SLOT_LEFT)
+			return (int)r->want_rank;
+		return -1; /* its rank is alive: do not hand it another one's */
+	}
+	for (int i = 0; i < s->num_servers; i++)
+		if (s->slots[i].state == SLOT_DEAD)
+			return i;
+	for (int i = 0; i < s->num_servers; i++)
+		if (s->slots[i].state == SLOT_LEFT)
+			return i;
+	return -1;
+}
+
 static void on_register(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h,
 			const struct rps_register *r)
 {
@@ -530,15 +551,18 @@ static void on_register(struct rps_sched *s, struct sched_peer *p, const struct 
 		return;
 	}
 	if (s->state == SCHED_RUNNING) {
-		int i = r->role == RPS_ROLE_WORKER ? rejoin_slot(s, r) : -1;
+		int i = r->role == RPS_ROLE_WORKER ? rejoin_slot(s, r) : rejoin_server_slot(s, r);
 		char who[160];
 
 		if (i < 0) {
-			refuse(
-			    s, p, h->req_id, -EBUSY,
-			    "cluster complete (%d servers, %d workers) and no dead %s to replace%s",
-			    s->num_servers, s->num_workers, role_name(r->role),
-			    r->role == RPS_ROLE_SERVER ? " (servers cannot rejoin yet)" : "");
+			if (r->role == RPS_ROLE_SERVER && r->want_rank < (uint32_t)s->num_servers)
+				refuse(s, p, h->req_id, -EBUSY,
+				       "cluster complete and server rank %u is alive", r->want_rank);
+			else
+				refuse(s, p, h->req_id, -EBUSY,
+				       "cluster complete (%d servers, %d workers) and no dead %s to "
+				       "replace",
+				       s->num_servers, s->num_workers, role_name(r->role));
 			return;
 		}
 		p->registered = 1;

@@ -8,13 +8,16 @@
  * condition holds and parked on the shard otherwise. */
 #include "server/server_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "src/alloc.h"
+#include "src/ckpt.h"
 #include "src/config.h"
 #include "src/fault.h"
 #include "src/log.h"
@@ -45,6 +48,8 @@ struct rps_server {
 	char *transport;
 	char *host;
 	char *secret;
+	char *ckpt_dir;	   /* RDMAPS_CHECKPOINT_DIR ("" none) */
+	char *restore_dir; /* rps_server_set_restore, NULL none */
 	const struct rps_config *cfg;
 	uint32_t nworkers; /* configured (RDMAPS_NUM_WORKERS) */
 	uint32_t chunk_bytes;
@@ -62,6 +67,7 @@ struct rps_server {
 	atomic_uint rank;	 /* UINT32_MAX until joined */
 	atomic_uint map_workers; /* from the cluster map, 0 until joined */
 	atomic_int stop;
+	atomic_int ckpt_request; /* rps_server_checkpoint: the network thread queues it */
 	int running;
 	struct rps_ctl *ctl;
 	uint8_t wgone[RPS_MAX_WORKERS]; /* control thread: left or dead */
@@ -612,6 +618,34 @@ static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const stru
 	}
 }
 
+/* A worker says where its clock is (it joined late, or reconnected after we
+ * were restarted): before its other frames on this connection, so the shard
+ * sees it first (control entries are as urgent as any). */
+static void on_sync(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	const struct rps_sync *y = ev->fixed;
+	int lo = 0, hi = srv->nshards;
+
+	if (srv->tr->caps & RPS_TR_CAP_CHANNELS) {
+		lo = (int)sc->conn->hello.channel;
+		hi = lo + 1;
+	}
+	RPS_DEBUG("worker %u at %s: sync at clock %u", sc->rank, sc->conn->peer, y->clock);
+	for (int s = lo; s < hi; s++) {
+		struct rps_ring_entry e;
+
+		memset(&e, 0, sizeof(e));
+		e.type = RPS_ENT_SYNC;
+		e.shard = (uint32_t)s;
+		e.info.worker = sc->rank;
+		e.info.clock = y->clock;
+		e.info.timestamp_ns = UINT64_MAX;
+		e.info.norm = INFINITY;
+		if (enqueue(srv, &srv->shards[s], &e))
+			return;
+	}
+}
+
 static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 {
 	struct rps_srv_conn *sc = ev->conn->user;
@@ -647,6 +681,9 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 		break;
 	case RPS_OP_CLOCK:
 		on_clock(srv, sc, ev);
+		break;
+	case RPS_OP_SYNC:
+		on_sync(srv, sc, ev);
 		break;
 	case RPS_OP_DECLARE:
 		on_declare(srv, sc, ev);
@@ -800,6 +837,26 @@ static void queue_worker(struct rps_server *srv, uint32_t type, uint32_t w)
 	}
 }
 
+/* One control entry (ptr: per-shard array or NULL) into every shard's ring. */
+static int queue_all(struct rps_server *srv, uint32_t type, struct rps_shard_restore *r)
+{
+	for (int s = 0; s < srv->nshards; s++) {
+		struct rps_ring_entry e;
+		int rc;
+
+		memset(&e, 0, sizeof(e));
+		e.type = type;
+		e.shard = (uint32_t)s;
+		e.ptr = r ? &r[s] : NULL;
+		e.info.timestamp_ns = UINT64_MAX;
+		e.info.norm = INFINITY;
+		rc = enqueue(srv, &srv->shards[s], &e);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 static void on_dead(void *arg, const struct rps_node *node)
 {
 	struct rps_server *srv = arg;
@@ -931,7 +988,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	    rps_strdup(opts->transport && opts->transport[0] ? opts->transport : cfg->transport);
 	srv->host = rps_strdup(opts->host && opts->host[0] ? opts->host : "0.0.0.0");
 	srv->secret = rps_strdup(opts->secret ? opts->secret : cfg->secret);
-	if (!srv->scheduler || !srv->transport || !srv->host || !srv->secret) {
+	srv->ckpt_dir = rps_strdup(cfg->checkpoint_dir);
+	if (!srv->scheduler || !srv->transport || !srv->host || !srv->secret || !srv->ckpt_dir) {
 		rc = -ENOMEM;
 		goto err_srv;
 	}
@@ -985,6 +1043,10 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		    .optim = opts->optim,
 		    .init = opts->init,
 		    .max_msg = srv->max_msg,
+		    .ckpt_dir = srv->ckpt_dir,
+		    .ckpt_every = cfg->checkpoint_every > 0 ? (uint32_t)cfg->checkpoint_every : 0,
+		    .ckpt_secs = cfg->checkpoint_secs > 0 ? (uint32_t)cfg->checkpoint_secs : 0,
+		    .server_shards = (uint32_t)srv->nshards,
 		};
 		struct rps_shard *sh = &srv->shards[s];
 
@@ -1052,6 +1114,8 @@ err_srv:
 	rps_free(srv->transport);
 	rps_free(srv->host);
 	rps_free(srv->secret);
+	rps_free(srv->ckpt_dir);
+	rps_free(srv->restore_dir);
 	rps_free(srv);
 	return rc;
 }
@@ -1267,6 +1331,8 @@ int rps_server_serve(struct rps_server *srv)
 		for (int i = 0; i < n; i++)
 			dispatch(srv, &ev[i]);
 		close_drain(srv);
+		if (atomic_exchange(&srv->ckpt_request, 0))
+			queue_all(srv, RPS_ENT_CKPT, NULL);
 		if (srv->ctl && rps_now_ns() >= next_hb) {
 			heartbeat(srv);
 			next_hb = rps_now_ns() + (uint64_t)srv->heartbeat_ms * 1000000ull;
@@ -1288,12 +1354,148 @@ struct rps_shard *rps_server_shard(struct rps_server *srv, int i)
 	return i >= 0 && i < srv->nshards ? &srv->shards[i] : NULL;
 }
 
+/* ---- restore (rdmaps-server --restore DIR) --------------------------------------- */
+
+int rps_server_set_restore(struct rps_server *srv, const char *dir)
+{
+	char *d;
+
+	if (!srv || !dir || !dir[0] || srv->running)
+		return -EINVAL;
+	d = rps_strdup(dir);
+	if (!d)
+		return -ENOMEM;
+	rps_free(srv->restore_dir);
+	srv->restore_dir = d;
+	return 0;
+}
+
+void rps_server_checkpoint(struct rps_server *srv)
+{
+	if (!srv)
+		return;
+	atomic_store(&srv->ckpt_request, 1);
+	if (srv->tr)
+		srv->tr->ops->wake(srv->tr);
+}
+
+/* The server ranks that have checkpoint files in dir: the one rank, or
+ * UINT32_MAX if none or several (then the scheduler's choice decides). */
+static uint32_t restore_rank_of_dir(const char *dir, int *nranks_p)
+{
+	uint32_t first = UINT32_MAX;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int n = 0;
+
+	if (!d) {
+		RPS_ERR("--restore %s: %m", dir);
+		*nranks_p = -1;
+		return UINT32_MAX;
+	}
+	while ((de = readdir(d))) {
+		unsigned r, sh;
+		unsigned long long c;
+		int end = 0;
+
+		if (sscanf(de->d_name, "server%u-shard%u-clock%llu.ckpt%n", &r, &sh, &c, &end) != 3 ||
+		    de->d_name[end])
+			continue;
+		if (first == UINT32_MAX) {
+			first = r;
+			n = 1;
+		} else if (r != first && n == 1) {
+			n = 2;
+		}
+	}
+	closedir(d);
+	*nranks_p = n;
+	return n == 1 ? first : UINT32_MAX;
+}
+
+/* Find a checkpoint of every shard of `rank`: at one common clock if the
+ * files allow it. 0 with paths, or -errno (logged: no silent fresh start). */
+static int restore_find(struct rps_server *srv, uint32_t rank, struct rps_shard_restore *r)
+{
+	struct rps_ckpt_info info;
+	uint64_t common = UINT64_MAX;
+	int rc, mixed = 0;
+
+	for (int s = 0; s < srv->nshards; s++) {
+		rc = rps_ckpt_find(srv->restore_dir, rank, (uint32_t)s, (uint32_t)srv->nshards,
+				   &info);
+		if (rc) {
+			RPS_ERR("cannot restore server %u: no valid checkpoint of shard %d in %s (%s)",
+				rank, s, srv->restore_dir, rps_strerror(rc));
+			return rc;
+		}
+		snprintf(r[s].path, sizeof(r[s].path), "%s", info.path);
+		r[s].clock = info.clock;
+		if (info.clock < common)
+			common = info.clock;
+	}
+	for (int s = 0; s < srv->nshards && !mixed; s++) {
+		if (r[s].clock == common)
+			continue;
+		rc = rps_ckpt_find_max(srv->restore_dir, rank, (uint32_t)s, (uint32_t)srv->nshards,
+				       common, &info);
+		if (rc) {
+			mixed = 1;
+			break;
+		}
+		snprintf(r[s].path, sizeof(r[s].path), "%s", info.path);
+		r[s].clock = info.clock;
+	}
+	if (mixed)
+		RPS_WARN("restore: the shards of server %u have no checkpoint at one common clock "
+			 "(newest %llu): each shard takes its own newest",
+			 rank, (unsigned long long)common);
+	for (int s = 0; s < srv->nshards; s++) {
+		r[s].rank = rank;
+		r[s].nshards = (uint32_t)srv->nshards;
+		r[s].rc = 0;
+		atomic_init(&r[s].done, 0);
+	}
+	return 0;
+}
+
+/* Load the files found into the shards (their update threads do it). */
+static int restore_load(struct rps_server *srv, struct rps_shard_restore *r)
+{
+	uint64_t nslices = 0, lo = UINT64_MAX, hi = 0;
+	int rc = queue_all(srv, RPS_ENT_RESTORE, r);
+
+	if (rc)
+		return rc;
+	for (int s = 0; s < srv->nshards; s++) {
+		struct timespec ts = {0, 1000000};
+
+		while (!atomic_load(&r[s].done))
+			nanosleep(&ts, NULL);
+		if (r[s].rc) {
+			RPS_ERR("restore of shard %d from %s failed: %s", s, r[s].path,
+				rps_strerror(r[s].rc));
+			return r[s].rc;
+		}
+		nslices += r[s].nslices;
+		lo = RPS_MIN(lo, r[s].clock);
+		hi = RPS_MAX(hi, r[s].clock);
+	}
+	RPS_INFO("restored from %s: %d shards at clock %llu (up to %llu), %llu slices; workers go "
+		 "on from their own clocks (updates after the checkpoint are lost)",
+		 srv->restore_dir, srv->nshards, (unsigned long long)lo, (unsigned long long)hi,
+		 (unsigned long long)nslices);
+	return 0;
+}
+
 int rps_server_run(struct rps_server *srv)
 {
 	struct rps_ctl_join_opts jo;
+	struct rps_shard_restore *restore = NULL;
+	struct rps_node *nodes = NULL;
 	struct rps_map map;
-	uint32_t rank;
-	int rc = 0;
+	uint32_t rank, want = UINT32_MAX;
+	int rc = 0, nnodes;
 
 	if (srv->running)
 		return -EBUSY;
@@ -1312,7 +1514,30 @@ int rps_server_run(struct rps_server *srv)
 	jo.transport = strcmp(srv->transport, "rdma") ? 0 : 1;
 	jo.host = advertised_host(srv);
 	jo.port = srv->port;
-	jo.want_rank = rps_config_get()->rank >= 0 ? (uint32_t)rps_config_get()->rank : UINT32_MAX;
+	if (rps_config_get()->rank >= 0)
+		want = (uint32_t)rps_config_get()->rank;
+	if (srv->restore_dir) {
+		int nranks = 0;
+		uint32_t r = restore_rank_of_dir(srv->restore_dir, &nranks);
+
+		if (nranks <= 0) {
+			RPS_ERR("--restore %s: no checkpoint files (server<R>-shard<S>-clock<C>.ckpt)",
+				srv->restore_dir);
+			return -ENOENT;
+		}
+		if (want == UINT32_MAX)
+			want = r; /* the one rank in the directory, else the scheduler's choice */
+		restore = rps_calloc((size_t)srv->nshards, sizeof(*restore));
+		if (!restore)
+			return -ENOMEM;
+		/* refuse before joining when we know whose files to load */
+		if (want != UINT32_MAX) {
+			rc = restore_find(srv, want, restore);
+			if (rc)
+				goto out_free;
+		}
+	}
+	jo.want_rank = want;
 	jo.timeout_ms = srv->opts.timeout_ms;
 	jo.heartbeat_ms = srv->heartbeat_ms;
 	jo.on_dead = on_dead;
@@ -1323,12 +1548,17 @@ int rps_server_run(struct rps_server *srv)
 	if (rc) {
 		RPS_ERR("cannot join the scheduler at %s: %s", srv->scheduler, rps_strerror(rc));
 		srv->ctl = NULL;
-		return rc;
+		goto out_free;
 	}
 	rank = rps_ctl_rank(srv->ctl);
 	rps_log_set_ident("server", (int)rank);
 	memset(&map, 0, sizeof(map));
-	rps_ctl_map(srv->ctl, &map, NULL, 0);
+	nodes = rps_calloc(RPS_MAX_NODES, sizeof(*nodes));
+	if (!nodes) {
+		rc = -ENOMEM;
+		goto out_leave;
+	}
+	nnodes = rps_ctl_map(srv->ctl, &map, nodes, RPS_MAX_NODES);
 	if (map.num_workers > srv->nworkers) {
 		RPS_ERR("the cluster has %u workers, this server was set up for %u "
 			"(RDMAPS_NUM_WORKERS)",
@@ -1339,9 +1569,31 @@ int rps_server_run(struct rps_server *srv)
 	atomic_store(&srv->map_workers, map.num_workers ? map.num_workers : srv->nworkers);
 	for (uint32_t w = map.num_workers; map.num_workers && w < srv->nworkers; w++)
 		queue_worker(srv, RPS_ENT_DEAD, w); /* never coming */
+	for (int i = 0; i < nnodes && i < RPS_MAX_NODES; i++) {
+		/* joined a running job (restart): its dead workers are not waited for */
+		if (nodes[i].role == RPS_ROLE_WORKER && !nodes[i].alive &&
+		    nodes[i].rank < srv->nworkers) {
+			srv->wgone[nodes[i].rank] = 1;
+			queue_worker(srv, RPS_ENT_DEAD, nodes[i].rank);
+		}
+	}
 	atomic_store(&srv->rank, rank);
 	for (int s = 0; s < srv->nshards; s++)
 		atomic_store(&srv->shards[s].server_rank, rank);
+	if (restore) {
+		if (want != UINT32_MAX && rank != want)
+			RPS_WARN("asked for rank %u to restore its checkpoints, the scheduler gave %u: "
+				 "restoring rank %u's",
+				 want, rank, rank);
+		if (want != rank) {
+			rc = restore_find(srv, rank, restore);
+			if (rc)
+				goto out_leave;
+		}
+		rc = restore_load(srv, restore);
+		if (rc)
+			goto out_leave;
+	}
 	RPS_INFO("joined as server %u of %u with %u workers", rank, map.num_servers,
 		 atomic_load(&srv->map_workers));
 	rc = metrics_start(srv, rank);
@@ -1353,6 +1605,9 @@ out_leave:
 	metrics_stop(srv);
 	rps_ctl_leave(srv->ctl);
 	srv->ctl = NULL;
+out_free:
+	rps_free(nodes);
+	rps_free(restore);
 	return rc;
 }
 
@@ -1406,5 +1661,7 @@ void rps_server_destroy(struct rps_server *srv)
 	rps_free(srv->transport);
 	rps_free(srv->host);
 	rps_free(srv->secret);
+	rps_free(srv->ckpt_dir);
+	rps_free(srv->restore_dir);
 	rps_free(srv);
 }

@@ -122,6 +122,9 @@ enum rps_srv_ent {
 	RPS_ENT_CLOCK,	     /* info.worker ends info.clock with u64 pushes to this shard */
 	RPS_ENT_DEAD,	     /* info.worker is dead: no longer waited for */
 	RPS_ENT_REVIVE,	     /* info.worker rejoined: waited for again from the shard's clock */
+	RPS_ENT_SYNC,	     /* info.worker says its clock is info.clock (RPS_OP_SYNC) */
+	RPS_ENT_CKPT,	     /* write a checkpoint now (on request) */
+	RPS_ENT_RESTORE,     /* ptr = struct rps_shard_restore: load a checkpoint file */
 };
 
 /* ---- key table (keytab.c) -------------------------------------------------
@@ -192,6 +195,21 @@ struct rps_shard_params {
 	struct rps_optim_opts optim;
 	struct rps_init init; /* for RPS_INIT_DEFAULT */
 	uint64_t max_msg;     /* largest frame payload (pull size limit) */
+	/* checkpoints (ckpt.c); ckpt_dir NULL or "": none */
+	const char *ckpt_dir;
+	uint32_t ckpt_every;   /* clocks between checkpoints; 0 = off */
+	uint32_t ckpt_secs;    /* seconds between checkpoints (at a clock boundary); 0 = off */
+	uint32_t server_shards; /* shards of the server (the files' num_shards) */
+};
+
+/* A restore handed to a shard's update thread (RPS_ENT_RESTORE). */
+struct rps_shard_restore {
+	char path[512];
+	uint32_t rank, nshards;
+	int rc;			/* result */
+	atomic_int done;	/* set by the update thread */
+	uint64_t clock;		/* the restored clock */
+	uint64_t nslices;
 };
 
 #define RPS_CLOCK_NONE UINT32_MAX
@@ -224,6 +242,8 @@ struct rps_shard {
 	struct rps_srv_req *deferred, *deferred_tail; /* BSP: pushes for a later clock */
 	int redo;				      /* clock advanced: retry deferred pushes */
 	int changed;				      /* a clock moved: parked pulls may be ready */
+	uint64_t ckpt_last_clock;		      /* clock of the last checkpoint written */
+	uint64_t ckpt_last_ns;			      /* rps_now_ns() of it (or of the start) */
 
 	/* parked pulls: network thread adds, update thread answers */
 	pthread_mutex_t park_lock;
@@ -289,6 +309,16 @@ struct rps_srv_req *rps_shard_pull_unpark(struct rps_shard *sh, const struct rps
 /* Copy elements [off, off + n) of a slice consistently (seqlock). */
 void rps_shard_read(const struct rps_shard *sh, const struct rps_slice_meta *m, uint64_t off,
 		    uint64_t n, float *dst);
+
+/* ---- checkpoints (ckpt.c) ---- */
+/* Update thread: write this shard's checkpoint now (at the shard's clock).
+ * 0 or -errno (logged, counted in ckpts_failed). */
+int rps_shard_ckpt_write(struct rps_shard *sh);
+/* Update thread, after the clock moved: write one if every / secs say so. */
+void rps_shard_ckpt_maybe(struct rps_shard *sh);
+/* Update thread: load r->path into this (empty) shard: slices, parameters,
+ * optimizer state, and the clock for every worker. Sets r->rc, r->done. */
+void rps_shard_restore_run(struct rps_shard *sh, struct rps_shard_restore *r);
 
 /* "zeros" | "const:V" | "uniform:A,B" | "normal:MEAN,STD" | "push" -> init
  * (seed untouched). -EINVAL. */

@@ -1,10 +1,12 @@
 /* rdmaps-server: one server process of an rdmaps cluster.
  *
- *   rdmaps-server [--flags] [--config] [--help]
+ *   rdmaps-server [--restore DIR] [--flags] [--config] [--help]
  *
  * Settings come from built-in defaults, then RDMAPS_* variables, then flags
  * (--shards 4, --consistency=bsp, ...). --config prints them and exits.
- * SIGINT / SIGTERM stop the server cleanly. */
+ * SIGINT / SIGTERM stop the server cleanly; SIGUSR1 writes a checkpoint of
+ * every shard (RDMAPS_CHECKPOINT_DIR). --restore DIR loads the newest valid
+ * checkpoints from DIR after joining (docs/operations.md). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,19 +25,64 @@ static void on_signal(int sig)
 	rps_server_stop(the_server);
 }
 
+static void on_usr1(int sig)
+{
+	(void)sig;
+	rps_server_checkpoint(the_server);
+}
+
+/* Take --restore DIR / --restore=DIR out of argv (it is not a setting). */
+static int take_restore(int *argc, char **argv, const char **dir_p)
+{
+	int out = 1;
+
+	for (int i = 1; i < *argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			while (i < *argc)
+				argv[out++] = argv[i++];
+			break;
+		}
+		if (!strcmp(argv[i], "--restore")) {
+			if (i + 1 >= *argc || !argv[i + 1][0]) {
+				fprintf(stderr, "rdmaps-server: --restore needs a directory\n");
+				return -1;
+			}
+			*dir_p = argv[++i];
+			continue;
+		}
+		if (!strncmp(argv[i], "--restore=", 10)) {
+			*dir_p = argv[i] + 10;
+			if (!**dir_p) {
+				fprintf(stderr, "rdmaps-server: --restore needs a directory\n");
+				return -1;
+			}
+			continue;
+		}
+		argv[out++] = argv[i];
+	}
+	argv[out] = NULL;
+	*argc = out;
+	return 0;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: rdmaps-server [--flags] [--config] [--help]\n"
+		"usage: rdmaps-server [--restore DIR] [--flags] [--config] [--help]\n"
 		"\n"
 		"Serve shards of an rdmaps parameter server. Every setting is a flag\n"
 		"(--shard-bytes 64M or --shard-bytes=64M) and an environment variable\n"
 		"(RDMAPS_SHARD_BYTES); flags win over the environment.\n"
 		"\n"
+		"  --restore DIR  after joining, load the newest valid checkpoint of each shard\n"
+		"             from DIR (files of the rank RDMAPS_RANK asks for, or of the one\n"
+		"             rank in DIR, or of the rank the scheduler gives); refuse to start\n"
+		"             without one\n"
 		"  --config   print every setting, its value and where it came from, and exit\n"
 		"  --help     this text\n"
 		"\n"
-		"SIGINT / SIGTERM stop the server cleanly (a second one ends it at once).\n"
+		"SIGINT / SIGTERM stop the server cleanly (a second one ends it at once);\n"
+		"SIGUSR1 writes a checkpoint of every shard (RDMAPS_CHECKPOINT_DIR).\n"
 		"\n");
 	rps_config_usage(out);
 }
@@ -49,6 +96,7 @@ int main(int argc, char **argv)
 	struct rps_server *srv;
 	struct rps_config cfg;
 	struct sigaction sa;
+	const char *restore = NULL;
 	int dump = 0;
 	int level;
 	int rc;
@@ -65,6 +113,8 @@ int main(int argc, char **argv)
 	 * and OpenBLAS's own (spinning) thread pool would compete with them and
 	 * with the workers on the same machine. */
 	openblas_set_num_threads(1);
+	if (take_restore(&argc, argv, &restore))
+		return 2;
 	rc = rps_config_init(&cfg);
 	if (rc) {
 		fprintf(stderr, "rdmaps-server: bad configuration in the environment: %s\n",
@@ -100,6 +150,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rdmaps-server: cannot start: %s\n", rps_strerror(rc));
 		return 1;
 	}
+	if (restore) {
+		rc = rps_server_set_restore(srv, restore);
+		if (rc) {
+			fprintf(stderr, "rdmaps-server: --restore %s: %s\n", restore, rps_strerror(rc));
+			rps_server_destroy(srv);
+			return 1;
+		}
+	}
 	the_server = srv;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -107,6 +165,9 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
 	sa.sa_handler = SIG_IGN;
 	sa.sa_flags = 0;
 	sigaction(SIGPIPE, &sa, NULL);

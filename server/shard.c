@@ -313,6 +313,7 @@ int rps_shard_init(struct rps_shard *sh, const struct rps_shard_params *p,
 		goto err_clocks;
 	}
 	rps_srv_bufpool_init(&sh->bufs, p->max_msg);
+	sh->ckpt_last_ns = rps_now_ns();
 	rps_store_set_clock(&sh->store, 0);
 	for (uint32_t w = 0; w < p->nworkers; w++)
 		rps_store_set_worker_clock(&sh->store, w, 0);

@@ -211,6 +211,7 @@ static void shard_advance(struct rps_shard *sh)
 	rps_store_set_clock(&sh->store, sh->clock);
 	sh->changed = 1;
 	RPS_TRACE("shard %u: clock %llu", sh->p.idx, (unsigned long long)sh->clock);
+	rps_shard_ckpt_maybe(sh); /* at the clock boundary: consistent under BSP */
 	if (RPS_FAULT_SHOULD_KILL("server", (int)atomic_load(&sh->server_rank), sh->clock)) {
 		char why[96];
 
@@ -363,6 +364,34 @@ static void handle_revive(struct rps_shard *sh, uint32_t w)
 		  (unsigned long long)sh->wclock[w]);
 }
 
+/* A worker (re)connected and says it finished every clock before `clock`
+ * (RPS_OP_SYNC): a worker that joined a running job, or one that reconnected
+ * to this restarted server. Waited for (again) from max(what we had, clock). */
+static void handle_sync(struct rps_shard *sh, uint32_t w, uint32_t clock)
+{
+	size_t base = (size_t)w * sh->win;
+
+	if (w >= sh->p.nworkers)
+		return;
+	if (!sh->live[w])
+		handle_revive(sh, w);
+	sh->nwarn[w] = 0;
+	if (clock > sh->wclock[w]) {
+		/* its counts for the clocks it skipped are of no use now */
+		for (uint32_t i = 0; i < sh->win; i++) {
+			sh->applied[base + i] = 0;
+			sh->expected[base + i] = RPS_CLOCK_NONE;
+		}
+		RPS_DEBUG("shard %u: worker %u synced at clock %u (was %llu)", sh->p.idx, w, clock,
+			  (unsigned long long)sh->wclock[w]);
+		sh->wclock[w] = clock;
+		rps_store_set_worker_clock(&sh->store, w, clock);
+		sh->changed = 1;
+	}
+	shard_advance(sh);
+	sh->redo = 1;
+}
+
 /* BSP: retry deferred pushes after the clock moved. */
 static void retry_deferred(struct rps_shard *sh)
 {
@@ -410,6 +439,15 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 		break;
 	case RPS_ENT_REVIVE:
 		handle_revive(sh, e->info.worker);
+		break;
+	case RPS_ENT_SYNC:
+		handle_sync(sh, e->info.worker, e->info.clock);
+		break;
+	case RPS_ENT_CKPT:
+		rps_shard_ckpt_write(sh);
+		break;
+	case RPS_ENT_RESTORE:
+		rps_shard_restore_run(sh, e->ptr);
 		break;
 	default:
 		RPS_ERR("shard %u: ring entry of unknown type %u dropped", sh->p.idx, e->type);

@@ -151,12 +151,23 @@ int rps_worker_declare(struct rps_worker *w, const rps_key_t *keys, const size_t
 	for (size_t i = 0; i < n; i++)
 		if (!lens[i])
 			return -EINVAL;
+	rc = rps_wready(w);
+	if (rc)
+		return rc;
 	ents = rps_calloc(n, sizeof(*ents));
 	if (!ents)
 		return -ENOMEM;
 	rc = plan_entries(w, keys, lens, n, ents);
 	if (rc)
 		goto out_free;
+	for (size_t i = 0; i < n; i++) {
+		if (!ents[i])
+			continue;
+		if (init)
+			ents[i]->init = *init;
+		else
+			ents[i]->init.kind = RPS_INIT_DEFAULT; /* remembered for a re-declare */
+	}
 	for (size_t i = 0; i < n; i++)
 		todo += ents[i] != NULL;
 	if (!todo)
@@ -203,4 +214,73 @@ int rps_worker_declare(struct rps_worker *w, const rps_key_t *keys, const size_t
 out_free:
 	free_entries(ents, n);
 	return rc;
+}
+
+/* ---- declaring again on a restarted server ---- */
+
+struct redecl {
+	struct rps_worker *w;
+	struct rps_req *req;
+	uint32_t server;
+	int rc;
+	int n;
+};
+
+static void redeclare_key(struct rps_wkey *k, void *arg)
+{
+	struct redecl *r = arg;
+	struct rps_worker *w = r->w;
+
+	for (uint32_t s = 0; s < k->nslices && !r->rc; s++) {
+		struct rps_wslice *sl = &k->slices[s];
+		struct rps_piece *p;
+
+		if (sl->server != r->server)
+			continue;
+		pthread_mutex_lock(&w->core.lock);
+		p = rps_piece_alloc_locked(&w->core, r->req, RPS_PK_DECLARE, RPS_PW_RESP);
+		if (!p) {
+			rps_wreq_fail_locked(r->req, -ENOMEM);
+			pthread_mutex_unlock(&w->core.lock);
+			r->rc = -ENOMEM;
+			return;
+		}
+		p->conn = rps_wshard_get(w, sl->server, sl->shard)->conn;
+		p->server = sl->server;
+		p->shard = sl->shard;
+		memset(&p->u.decl.fixed, 0, sizeof(p->u.decl.fixed));
+		p->u.decl.fixed.key = k->key;
+		p->u.decl.fixed.slice = s;
+		p->u.decl.fixed.shard = sl->shard;
+		p->u.decl.fixed.nelems = sl->nelems;
+		p->u.decl.fixed.init_kind = (uint32_t)k->init.kind;
+		p->u.decl.fixed.init_a = k->init.a;
+		p->u.decl.fixed.init_b = k->init.b;
+		p->u.decl.fixed.seed = k->init.seed;
+		p->u.decl.out = sl; /* the ack writes the slice's new place */
+		pthread_mutex_unlock(&w->core.lock);
+		rps_wpost_piece(w, p);
+		r->n++;
+	}
+}
+
+int rps_wdeclare_server(struct rps_worker *w, uint32_t server)
+{
+	struct redecl r = { .w = w, .server = server };
+	int rc;
+
+	r.req = rps_wreq_new(&w->core, NULL, NULL);
+	if (!r.req)
+		return -ENOMEM;
+	rps_wsubmit_enter(w);
+	rps_keytab_foreach(&w->keys, redeclare_key, &r);
+	rps_wsubmit_leave(w);
+	rps_wreq_seal(r.req);
+	rc = rps_wreq_wait_internal(r.req, w->timeout_ms);
+	if (rc)
+		RPS_ERR("server %u: declaring %d slices again: %s", w->servers[server].rank, r.n,
+			rps_strerror(rc));
+	else
+		RPS_DEBUG("server %u: %d slices declared again", w->servers[server].rank, r.n);
+	return rc ? rc : r.rc;
 }

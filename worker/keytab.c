@@ -140,6 +140,20 @@ int rps_keytab_insert(struct rps_keytab *t, struct rps_wkey *k, const struct rps
 	return 0;
 }
 
+void rps_keytab_foreach(const struct rps_keytab *t, void (*fn)(struct rps_wkey *k, void *arg),
+			void *arg)
+{
+	struct rps_keytab_arr *a =
+		atomic_load_explicit(&((struct rps_keytab *)t)->arr, memory_order_acquire);
+
+	for (size_t i = 0; a && i < a->cap; i++) {
+		struct rps_wkey *k = atomic_load_explicit(&a->slot[i], memory_order_acquire);
+
+		if (k)
+			fn(k, arg);
+	}
+}
+
 struct rps_wkey *rps_wkey_new(const struct rps_keymap *m, rps_key_t key, uint64_t nelems)
 {
 	uint32_t ns = rps_keymap_num_slices(m, nelems);

@@ -30,6 +30,7 @@ struct rps_wslice {
 struct rps_wkey {
 	rps_key_t key;
 	uint64_t nelems;
+	struct rps_init init; /* as declared (kind RPS_INIT_DEFAULT: the server's) */
 	uint32_t nslices;
 	struct rps_wslice slices[];
 };
@@ -52,6 +53,11 @@ const struct rps_wkey *rps_keytab_find(const struct rps_keytab *t, rps_key_t key
 /* Insert k (the table owns it on success). If the key is present already,
  * returns -EEXIST, leaves k to the caller and sets *old_p (if not NULL). */
 int rps_keytab_insert(struct rps_keytab *t, struct rps_wkey *k, const struct rps_wkey **old_p);
+
+/* Call fn for every entry (any order); entries inserted meanwhile may be
+ * missed. Lock-free; entries stay valid until the table is freed. */
+void rps_keytab_foreach(const struct rps_keytab *t, void (*fn)(struct rps_wkey *k, void *arg),
+			void *arg);
 
 /* A new entry with its slices located by the key map (store_off = 0).
  * NULL on -ENOMEM. Free with rps_free. */

@@ -130,6 +130,9 @@ static int pull_common(struct rps_worker *w, const rps_key_t *keys, float *vals,
 	rc = rps_keytab_check(&w->keys, keys, lens, n, vals, NULL);
 	if (rc)
 		return rc;
+	rc = rps_wready(w);
+	if (rc)
+		return rc;
 	req = rps_wreq_new(&w->core, cb, arg);
 	if (!req)
 		return -ENOMEM;
@@ -168,6 +171,9 @@ int rps_worker_pushpull(struct rps_worker *w, const rps_key_t *keys, const float
 	rc = rps_keytab_check(&w->keys, keys, lens, n, grads, NULL);
 	if (!rc)
 		rc = rps_keytab_check(&w->keys, keys, lens, n, vals, NULL);
+	if (rc)
+		return rc;
+	rc = rps_wready(w);
 	if (rc)
 		return rc;
 	rc = rps_wpush_begin(w, keys, n);

@@ -397,7 +397,8 @@ static void step_locked(struct rps_worker *w, struct rps_piece *p, struct rposts
 		}
 		r = rpost_new(out, p, SUB_HDR);
 		r->sge[0].addr = rp->rd[0].lines;
-		r->sge[0].len = sizeof(struct rps_store_hdr);
+		/* the header line and the clock line after it */
+		r->sge[0].len = RPS_STORE_WCLOCK_OFF;
 		r->nsge = 1;
 		r->raddr = sh->desc.addr;
 		rp->outstanding++;
@@ -570,6 +571,12 @@ static int parse_hdr(struct rps_worker *w, struct rps_piece *p)
 	}
 	sh->data_off = h.data_off;
 	sh->stride = h.chunk_stride;
+	{
+		uint64_t clock;
+
+		memcpy(&clock, p->u.rp.rd[0].lines + RPS_STORE_CLOCK_OFF, sizeof(clock));
+		seen_max(&sh->clock_seen, clock);
+	}
 	return 0;
 }
 
@@ -664,7 +671,7 @@ int rps_wrdma_timers(struct rps_worker *w)
 	return (int)((next - now) / 1000000u);
 }
 
-int rps_wrdma_read_headers(struct rps_worker *w)
+int rps_wrdma_read_headers(struct rps_worker *w, uint32_t server)
 {
 	struct rps_req *req = rps_wreq_new(&w->core, NULL, NULL);
 	int rc;
@@ -673,7 +680,8 @@ int rps_wrdma_read_headers(struct rps_worker *w)
 		return -ENOMEM;
 	rps_wsubmit_enter(w);
 	for (uint32_t i = 0; i < w->num_servers; i++) {
-		for (uint32_t j = 0; j < w->servers[i].nshards; j++) {
+		for (uint32_t j = 0; (server == UINT32_MAX || server == i) && j < w->servers[i].nshards;
+		     j++) {
 			struct rps_wshard *sh = rps_wshard_get(w, i, j);
 			struct rposts out = { 0 };
 			struct rps_piece *p;

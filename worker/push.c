@@ -301,8 +301,13 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 
 int rps_worker_clock(struct rps_worker *w)
 {
+	int rc;
+
 	if (!w)
 		return -EINVAL;
+	rc = rps_wready(w);
+	if (rc)
+		return rc;
 	return rps_wclock_send(w, NULL);
 }
 
@@ -318,6 +323,9 @@ static int push_common(struct rps_worker *w, const rps_key_t *keys, const float 
 	if (!w || (!cb && !req_p))
 		return -EINVAL;
 	rc = rps_keytab_check(&w->keys, keys, lens, n, grads, NULL);
+	if (rc)
+		return rc;
+	rc = rps_wready(w);
 	if (rc)
 		return rc;
 	rc = rps_wpush_begin(w, keys, n);

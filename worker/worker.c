@@ -171,6 +171,8 @@ static void on_dead(void *arg, const struct rps_node *node)
 
 		if (s->node_id != node->id)
 			continue;
+		if (s->node_pid && node->pid && node->pid != s->node_pid)
+			continue; /* an older incarnation: we talk to its replacement */
 		/* a server that leaves cleanly is gone as well (-EHOSTDOWN) */
 		RPS_WARN("server %u (%s:%u) is gone (scheduler notice)", s->rank, s->host,
 			 s->port);
@@ -219,6 +221,9 @@ static int worker_alloc(struct rps_worker **w_p)
 	}
 	atomic_init(&w->clock, 0);
 	atomic_init(&w->submitters, 0);
+	atomic_init(&w->publishing, 0);
+	atomic_init(&w->reconnect, 0);
+	pthread_mutex_init(&w->reconn_lock, NULL);
 	atomic_init(&w->dead_pending, 0);
 	atomic_init(&w->stop, 0);
 	atomic_init(&w->leaving, 0);
@@ -267,6 +272,7 @@ static void worker_free(struct rps_worker *w)
 	rps_keytab_fini(&w->keys);
 	rps_wcore_fini(&w->core);
 	pthread_rwlock_destroy(&w->clock_rw);
+	pthread_mutex_destroy(&w->reconn_lock);
 	rps_free(w);
 }
 
@@ -423,10 +429,13 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		goto err_rdma;
 	}
 	if (w->use_read) {
-		rc = rps_wrdma_read_headers(w);
+		rc = rps_wrdma_read_headers(w, UINT32_MAX);
 		if (rc)
 			goto err_thread;
 	}
+	rc = rps_wreconnector_start(w);
+	if (rc)
+		goto err_thread;
 	rps_free(nodes);
 	RPS_INFO("worker %u of %u: %u servers x %u shards over %s (%s pulls, %s)", w->rank,
 		 w->num_workers, w->num_servers, w->shards_per_server, w->transport_name,
@@ -479,6 +488,7 @@ void rps_worker_destroy(struct rps_worker *w)
 		RPS_WARN("worker: requests still in flight after %d ms; failing them",
 			 w->timeout_ms);
 	atomic_store(&w->leaving, 1);
+	rps_wreconnector_stop(w);
 	if (w->ctl) {
 		rps_ctl_leave(w->ctl);
 		w->ctl = NULL;

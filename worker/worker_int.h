@@ -29,6 +29,7 @@
 #include "src/config.h"
 #include "src/keymap.h"
 #include "src/proto.h"
+#include "src/util.h"
 #include "transport/control.h"
 #include "transport/transport.h"
 #include "worker/keytab.h"
@@ -62,6 +63,7 @@ struct rps_wshard {
 struct rps_wserver {
 	uint32_t rank;
 	uint32_t node_id;
+	uint32_t node_pid;        /* the incarnation we are connected to (map) */
 	char host[64];
 	uint16_t port;
 	uint32_t nshards;
@@ -108,6 +110,17 @@ struct rps_worker {
 	uint32_t wait_tag;       /* under core.lock: dedupes shards in a BSP wait */
 
 	_Atomic long submitters; /* callers between alive-check and post */
+	_Atomic int publishing;  /* a reconnect swaps connections: submitters wait */
+	_Atomic int reconnect;   /* a server connection died: API calls reconnect first */
+	pthread_mutex_t reconn_lock;
+	pthread_t reconn_thread;  /* the thread reconnecting (its posts do not wait) */
+	/* the reconnector: a thread that reconnects as soon as the map allows,
+	 * so that a worker blocked on a healthy server still re-joins the
+	 * restarted one (the others' clocks wait for its SYNC) */
+	pthread_mutex_t rc_lock;
+	pthread_cond_t rc_cond;
+	int rc_started, rc_stop;
+	pthread_t rc_thread;
 	_Atomic int dead_pending;/* some connection was marked dead */
 	_Atomic int stop;
 	_Atomic int leaving;     /* destroy began: lost connections are expected */
@@ -144,9 +157,12 @@ static inline int rps_wconn_dead(const struct rps_wconn *wc)
 		return d;
 	return wc->c ? 0 : -ENOTCONN;
 }
+void rps_wsubmit_wait(struct rps_worker *w);
 static inline void rps_wsubmit_enter(struct rps_worker *w)
 {
 	atomic_fetch_add(&w->submitters, 1);
+	if (RPS_UNLIKELY(atomic_load(&w->publishing)))
+		rps_wsubmit_wait(w); /* a reconnect is replacing connections */
 }
 static inline void rps_wsubmit_leave(struct rps_worker *w)
 {
@@ -157,6 +173,28 @@ static inline struct rps_wshard *rps_wshard_get(struct rps_worker *w, uint32_t s
 {
 	return &w->servers[server].shards[shard];
 }
+
+/* ---- reconnecting to a restarted server (conn.c) ----
+ * A dead server connection (closed, or the scheduler's notice) sets
+ * w->reconnect. The next API call (push, pull, pushpull, clock, declare)
+ * first waits, up to timeout_ms, for the server or its replacement (a new
+ * incarnation in the cluster map), connects, tells it our clock (SYNC),
+ * re-reads its store geometry (RDMA) and re-declares our keys there; requests
+ * that were in flight on the dead connection have failed with -ECONNRESET /
+ * -EHOSTDOWN. Returns 0, or -EHOSTDOWN if it did not come back in time. */
+int rps_wreconnect(struct rps_worker *w);
+int rps_wreconnector_start(struct rps_worker *w);
+void rps_wreconnector_stop(struct rps_worker *w);
+static inline int rps_wready(struct rps_worker *w)
+{
+	if (RPS_UNLIKELY(atomic_load_explicit(&w->reconnect, memory_order_acquire)))
+		return rps_wreconnect(w);
+	return 0;
+}
+/* Tell every server (every channel) our clock c (RPS_OP_SYNC). */
+int rps_wsync_send(struct rps_worker *w, uint32_t server, uint32_t c);
+/* Declare every key's slices on one server again (after its restart). */
+int rps_wdeclare_server(struct rps_worker *w, uint32_t server);
 
 /* ---- progress (worker.c) ---- */
 /* A data pull at min_clock was answered with the shard at shard_clock. */
@@ -199,8 +237,9 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p);
 /* ---- RDMA read path (pull_rdma.c) ---- */
 int rps_wrdma_init(struct rps_worker *w);
 void rps_wrdma_fini(struct rps_worker *w);
-/* Read every shard's store header (geometry); at create. */
-int rps_wrdma_read_headers(struct rps_worker *w);
+/* Read the store header (geometry) and clock of every shard of one server
+ * (UINT32_MAX: all); at create and after a reconnect. */
+int rps_wrdma_read_headers(struct rps_worker *w, uint32_t server);
 /* Register a pull destination once (kept until destroy), so that reads into
  * it hit the transport's MR cache. Best effort. */
 void rps_wrdma_pin_dest(struct rps_worker *w, void *addr, size_t len);

@@ -36,6 +36,15 @@ struct comm {
 	struct rps_req *push_req[2][MAX_TENSORS];
 };
 
+/* A server went away (killed, restarted from its checkpoint): requests that
+ * were in flight on it fail with these; the library reconnects on the next
+ * call. A lost pull is issued again; a lost push is an update the restarted
+ * server does not have anyway (it went back to its checkpoint). */
+static int lost(int rc)
+{
+	return rc == -ECONNRESET || rc == -EHOSTDOWN;
+}
+
 static void set_err(struct comm *c, int rc, const char *what, int t)
 {
 	pthread_mutex_lock(&c->lock);
@@ -67,7 +76,7 @@ static void post_end_step(struct comm *c)
 {
 	int rc = rps_worker_clock(c->w);
 
-	if (rc) {
+	if (rc && !lost(rc)) { /* the clock moved on even so */
 		set_err(c, rc, "clock after", -1);
 		return;
 	}
@@ -198,7 +207,16 @@ int comm_wait_param(struct comm *c, int t)
 	struct rps_req *req;
 	int rc = take(c, &c->pull_expected[t], &c->pull_posted[t], &c->pull_req[t], &req);
 
-	if (!rc && req && (rc = rps_req_wait(req, -1)))
+	if (!rc && req)
+		rc = rps_req_wait(req, -1);
+	for (int tries = 0; lost(rc) && tries < 3; tries++) {
+		fprintf(stderr, "fmnist-train: pull of tensor %d: %s: pulling again\n", t,
+			rps_strerror(rc));
+		rc = rps_worker_pull(c->w, &c->keys[t], c->params + c->off[t], &c->lens[t], 1, &req);
+		if (!rc)
+			rc = rps_req_wait(req, -1);
+	}
+	if (rc)
 		set_err(c, rc, "pull", t);
 	return rc;
 }
@@ -212,7 +230,12 @@ int comm_wait_pushes(struct comm *c, int buf)
 		int r = take(c, &c->push_expected[buf][t], &c->push_posted[buf][t],
 			     &c->push_req[buf][t], &req);
 
-		if (!r && req && (r = rps_req_wait(req, -1)))
+		if (!r && req && (r = rps_req_wait(req, -1)) && lost(r)) {
+			fprintf(stderr, "fmnist-train: push of tensor %d: %s: update lost\n", t,
+				rps_strerror(r));
+			r = 0;
+		}
+		if (r)
 			set_err(c, r, "push", t);
 		rc = rc ? rc : r;
 	}

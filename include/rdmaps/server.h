@@ -42,6 +42,12 @@ RPS_API int rps_server_create(const struct rps_server_opts *opts, struct rps_ser
 RPS_API int rps_server_run(struct rps_server *server);
 /* Ask a running server to stop (async-signal-safe). */
 RPS_API void rps_server_stop(struct rps_server *server);
+/* Before rps_server_run: load the newest valid checkpoint of each shard from
+ * dir once joined (docs/operations.md); run() fails if there is none. */
+RPS_API int rps_server_set_restore(struct rps_server *server, const char *dir);
+/* Ask for a checkpoint of every shard now (RDMAPS_CHECKPOINT_DIR);
+ * async-signal-safe. */
+RPS_API void rps_server_checkpoint(struct rps_server *server);
 RPS_API void rps_server_destroy(struct rps_server *server);
 
 #ifdef __cplusplus

@@ -31,6 +31,10 @@ struct proc {
 	pid_t pid;
 	int fd;             /* read end of its stdout+stderr pipe, -1 if attached / closed */
 	int is_worker;
+	int is_server;
+	int rank;           /* RDMAPS_RANK it was given */
+	int replaced;       /* died and was started again (--restart-*) */
+	double died_at;     /* when it was seen dead */
 	int exited;
 	int status;         /* wait status */
 	char line[LINE_MAX_LEN];
@@ -39,6 +43,17 @@ struct proc {
 
 static struct proc procs[MAX_PROCS];
 static int nprocs;
+
+/* --restart-servers / --restart-workers: start a process that died while the
+ * workers still run again (servers with --restore $RDMAPS_CHECKPOINT_DIR),
+ * without RDMAPS_FAULT, at most RESTARTS_MAX times per place. */
+#define RESTARTS_MAX 5
+#define RESTART_DELAY_S 0.5 /* let the scheduler declare the old one dead */
+static int restart_servers, restart_workers;
+static char *const *worker_argv;
+static char server_bin_path[PATH_MAX + 32];
+static const char *server_host_g = "127.0.0.1", *worker_host_g = "127.0.0.1";
+static int restarts[2][MAX_PROCS];
 static volatile sig_atomic_t got_signal;
 
 static void on_signal(int sig)
@@ -64,6 +79,11 @@ static void usage(FILE *out)
 		"      --quiet-servers    do not show server and scheduler output\n"
 		"      --expect-killed N  N processes die of SIGKILL on purpose (RDMAPS_FAULT\n"
 		"                         kill_at_clock): not failures; another count is one\n"
+		"      --restart-servers  a server that dies while workers run is started again\n"
+		"                         with --restore $RDMAPS_CHECKPOINT_DIR (same rank)\n"
+		"      --restart-workers  a worker that dies is started again; it rejoins in its\n"
+		"                         rank at the job's current clock\n"
+		"                         (restarted processes run without RDMAPS_FAULT)\n"
 		"  -h, --help\n\n"
 		"Every RDMAPS_* variable of the environment is passed on; the launcher sets\n"
 		"RDMAPS_SCHEDULER, RDMAPS_NUM_SERVERS, RDMAPS_NUM_WORKERS, RDMAPS_TRANSPORT,\n"
@@ -86,7 +106,7 @@ static void self_dir(char *dir, size_t len)
 }
 
 static int spawn(const char *name, int is_worker, int attach, char *const argv[],
-		 const char *role, const char *host, int rank)
+		 const char *role, const char *host, int rank, int restarted)
 {
 	int pfd[2] = { -1, -1 };
 	struct proc *p;
@@ -115,6 +135,8 @@ static int spawn(const char *name, int is_worker, int attach, char *const argv[]
 		} else {
 			unsetenv("RDMAPS_RANK");
 		}
+		if (restarted)
+			unsetenv("RDMAPS_FAULT"); /* or it would kill itself again */
 		if (!attach) {
 			dup2(pfd[1], STDOUT_FILENO);
 			dup2(pfd[1], STDERR_FILENO);
@@ -130,6 +152,8 @@ static int spawn(const char *name, int is_worker, int attach, char *const argv[]
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->pid = pid;
 	p->is_worker = is_worker;
+	p->is_server = !strcmp(role, "server");
+	p->rank = rank;
 	p->fd = -1;
 	if (!attach) {
 		close(pfd[1]);
@@ -209,6 +233,8 @@ static int killed(const struct proc *p)
 
 static int failed(const struct proc *p)
 {
+	if (p->replaced)
+		return 0; /* it was started again; its replacement's status counts */
 	if (expect_killed > 0 && killed(p))
 		return 0;
 	return !WIFEXITED(p->status) || WEXITSTATUS(p->status) != 0;
@@ -271,6 +297,21 @@ static int workers_done(void)
 	return 1;
 }
 
+/* Every worker but p has exited cleanly: nothing left to restart for. */
+static int workers_done_but(const struct proc *p)
+{
+	int others = 0;
+
+	for (int i = 0; i < nprocs; i++) {
+		if (!procs[i].is_worker || &procs[i] == p || procs[i].replaced)
+			continue;
+		others++;
+		if (!procs[i].exited || failed(&procs[i]))
+			return 0;
+	}
+	return others > 0;
+}
+
 static int all_done(void)
 {
 	for (int i = 0; i < nprocs; i++)
@@ -279,12 +320,62 @@ static int all_done(void)
 	return 1;
 }
 
-/* A server or the scheduler died while workers still run: the job is lost. */
+static double now_s(void);
+static void describe(const struct proc *p);
+
+/* --restart-*: start dead servers / workers again. 1 if p is (or will be)
+ * replaced, 0 if it stays dead. */
+static int maybe_restart(struct proc *p)
+{
+	int kind = p->is_server ? 0 : 1;
+	char name[sizeof(p->name)];
+
+	if (p->replaced)
+		return 1;
+	if (!(p->is_server ? restart_servers : p->is_worker ? restart_workers : 0) || p->rank < 0 ||
+	    p->rank >= MAX_PROCS || restarts[kind][p->rank] >= RESTARTS_MAX || workers_done_but(p))
+		return 0;
+	if (!p->died_at) {
+		p->died_at = now_s();
+		describe(p);
+		fprintf(stderr, "rdmaps-launch: %s will be started again in %.1f s\n", p->name,
+			RESTART_DELAY_S);
+	}
+	if (now_s() < p->died_at + RESTART_DELAY_S)
+		return 1;
+	p->replaced = 1;
+	restarts[kind][p->rank]++;
+	memcpy(name, p->name, sizeof(name));
+	if (p->is_server) {
+		const char *dir = getenv("RDMAPS_CHECKPOINT_DIR");
+		char *sargv[] = { server_bin_path, "--restore", (char *)(dir ? dir : ""), NULL };
+
+		fprintf(stderr, "rdmaps-launch: starting %s again: rdmaps-server --restore %s\n",
+			name, dir ? dir : "(RDMAPS_CHECKPOINT_DIR not set)");
+		spawn(name, 0, 0, sargv, "server", server_host_g, p->rank, 1);
+	} else {
+		fprintf(stderr, "rdmaps-launch: starting %s again (it rejoins as rank %d)\n", name,
+			p->rank);
+		spawn(name, 1, 0, worker_argv, "worker", worker_host_g, p->rank, 1);
+	}
+	return 1;
+}
+
+/* A server or the scheduler died while workers still run: the job is lost
+ * (unless --restart-servers starts it again). */
 static int infra_failed_or_workers_done(void)
 {
-	for (int i = 0; i < nprocs; i++)
-		if (!procs[i].is_worker && procs[i].exited && failed(&procs[i]))
-			return 1;
+	for (int i = 0; i < nprocs; i++) {
+		struct proc *p = &procs[i];
+
+		if (!p->exited || p->replaced ||
+		    (WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0))
+			continue;
+		if ((p->is_server || p->is_worker) && maybe_restart(p))
+			continue;
+		if (!p->is_worker)
+			return 1; /* a server or the scheduler is gone for good */
+	}
 	return workers_done();
 }
 
@@ -301,6 +392,8 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "quiet-servers", no_argument, NULL, 'q' },
 		{ "expect-killed", required_argument, NULL, 'K' },
+		{ "restart-servers", no_argument, NULL, 'R' },
+		{ "restart-workers", no_argument, NULL, 'r' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -323,6 +416,8 @@ int main(int argc, char **argv)
 		case 'T': timeout = atof(optarg); break;
 		case 'q': quiet = 1; break;
 		case 'K': expect_killed = atoi(optarg); break;
+		case 'R': restart_servers = 1; break;
+		case 'r': restart_workers = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -347,6 +442,14 @@ int main(int argc, char **argv)
 	self_dir(dir, sizeof(dir));
 	snprintf(sched_bin, sizeof(sched_bin), "%s/rdmaps-sched", dir);
 	snprintf(server_bin, sizeof(server_bin), "%s/rdmaps-server", dir);
+	snprintf(server_bin_path, sizeof(server_bin_path), "%s", server_bin);
+	worker_argv = &argv[optind];
+	server_host_g = server_host;
+	worker_host_g = worker_host;
+	if (restart_servers && !getenv("RDMAPS_CHECKPOINT_DIR")) {
+		fprintf(stderr, "rdmaps-launch: --restart-servers needs RDMAPS_CHECKPOINT_DIR\n");
+		return 2;
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -367,7 +470,7 @@ int main(int argc, char **argv)
 
 		snprintf(buf, sizeof(buf), "127.0.0.1:%d", p);
 		setenv("RDMAPS_SCHEDULER", buf, 1);
-		if (spawn("sched", 0, 0, sargv, "scheduler", "127.0.0.1", -1) != 0)
+		if (spawn("sched", 0, 0, sargv, "scheduler", "127.0.0.1", -1, 0) != 0)
 			return 1;
 		double until = now_s() + 0.3;
 		while (now_s() < until && !procs[nprocs - 1].exited) {
@@ -393,7 +496,7 @@ int main(int argc, char **argv)
 			snprintf(buf, sizeof(buf), "%d", port_base + i);
 			setenv("RDMAPS_PORT", buf, 1);
 		}
-		if (spawn(name, 0, 0, sargv, "server", server_host, i) != 0)
+		if (spawn(name, 0, 0, sargv, "server", server_host, i, 0) != 0)
 			goto kill_all;
 	}
 	if (port_base > 0)
@@ -402,7 +505,7 @@ int main(int argc, char **argv)
 		char name[32];
 
 		snprintf(name, sizeof(name), "worker%d", i);
-		if (spawn(name, 1, i == 0, &argv[optind], "worker", worker_host, i) != 0)
+		if (spawn(name, 1, i == 0, &argv[optind], "worker", worker_host, i, 0) != 0)
 			goto kill_all;
 	}
 	fprintf(stderr, "rdmaps-launch: scheduler %s, %d server(s), %d worker(s), transport %s\n",

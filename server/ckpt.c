@@ -1,0 +1,228 @@
+/* Shard checkpoints: writing a consistent snapshot from the update thread,
+ * and loading one into a fresh shard (rdmaps-server --restore).
+ *
+ * Consistency: the update thread is the only writer of its shard, so a
+ * snapshot it takes between two ring entries is consistent. Periodic ones are
+ * taken right after the shard's clock moved (rps_shard_ckpt_maybe from
+ * shard_advance): under BSP every sum of the clocks before it is applied and
+ * nothing of later clocks is (pushes of the next clock are deferred or not yet
+ * sent), so the file is exactly "the parameters after clocks < C". Under
+ * SSP/ASP pushes of later clocks may already be in. A checkpoint on request
+ * (RPS_ENT_CKPT) is taken wherever the thread is; under BSP the partial sums
+ * of the current clock are not in it (the workers redo that clock).
+ *
+ * File format, atomicity, retention: src/ckpt.h, docs/operations.md.
+ */
+#include "server/server_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "src/alloc.h"
+#include "src/ckpt.h"
+#include "src/log.h"
+#include "src/util.h"
+
+/* ---- writing -------------------------------------------------------------------- */
+
+static int write_slice(struct rps_shard *sh, struct rps_ckpt_writer *w,
+		       const struct rps_slice_meta *m)
+{
+	struct rps_ckpt_slice cs;
+	uint32_t epc = sh->store.epc;
+	int nstate = rps_optim_state_floats(sh->p.optim.kind);
+	uint64_t e = 0;
+	int rc;
+
+	memset(&cs, 0, sizeof(cs));
+	cs.key = m->key;
+	cs.slice = m->slice;
+	cs.kind = (uint32_t)sh->p.optim.kind;
+	cs.nelems = m->nelems;
+	cs.step = m->opt.step;
+	cs.nstate = nstate > 0 ? (uint32_t)nstate : 0;
+	rc = rps_ckpt_writer_begin_slice(w, &cs);
+	while (!rc && e < m->nelems) {
+		uint64_t c = m->sl.first_chunk + e / epc;
+		uint64_t i = e % epc;
+		uint64_t n = RPS_MIN(epc - i, m->nelems - e);
+
+		/* we are the only writer: the chunk cannot change under us */
+		rc = rps_ckpt_writer_append(w, rps_store_chunk_data(&sh->store, c) + i, n);
+		e += n;
+	}
+	if (!rc && cs.nstate >= 1)
+		rc = rps_ckpt_writer_append(w, m->opt.m, m->nelems);
+	if (!rc && cs.nstate >= 2)
+		rc = rps_ckpt_writer_append(w, m->opt.v, m->nelems);
+	if (!rc)
+		rc = rps_ckpt_writer_end_slice(w);
+	return rc;
+}
+
+int rps_shard_ckpt_write(struct rps_shard *sh)
+{
+	uint32_t rank = atomic_load(&sh->server_rank);
+	struct rps_ckpt_writer *w = NULL;
+	struct rps_ckpt_info info;
+	uint64_t t0 = rps_now_ns();
+	int rc;
+
+	if (!sh->p.ckpt_dir || !sh->p.ckpt_dir[0] || rank == UINT32_MAX)
+		return 0;
+	rc = rps_ckpt_writer_open(sh->p.ckpt_dir, rank, sh->p.idx, sh->p.server_shards, sh->clock,
+				  &w);
+	for (uint64_t i = 0; !rc && i <= sh->tab.mask; i++) {
+		struct rps_slice_meta *m =
+		    atomic_load_explicit(&sh->tab.slots[i], memory_order_relaxed);
+
+		if (m && m->nelems)
+			rc = write_slice(sh, w, m);
+	}
+	if (rc) {
+		rps_ckpt_writer_abort(w);
+	} else {
+		rc = rps_ckpt_writer_commit(w, 0, &info);
+	}
+	sh->ckpt_last_clock = sh->clock;
+	sh->ckpt_last_ns = rps_now_ns();
+	if (rc) {
+		atomic_fetch_add(&sh->ckpts_failed, 1);
+		RPS_ERR("shard %u: checkpoint at clock %llu in %s failed: %s", sh->p.idx,
+			(unsigned long long)sh->clock, sh->p.ckpt_dir, rps_strerror(rc));
+		return rc;
+	}
+	atomic_store(&sh->ckpt_clock, sh->clock);
+	atomic_store(&sh->ckpt_wall_ns, rps_wall_ns());
+	atomic_fetch_add(&sh->ckpts_ok, 1);
+	RPS_DEBUG("shard %u: checkpoint %s: clock %llu, %llu slices, %llu bytes in %.1f ms",
+		  sh->p.idx, info.path, (unsigned long long)info.clock,
+		  (unsigned long long)info.nslices, (unsigned long long)info.payload_bytes,
+		  (double)(rps_now_ns() - t0) / 1e6);
+	return 0;
+}
+
+void rps_shard_ckpt_maybe(struct rps_shard *sh)
+{
+	int due = 0;
+
+	if (!sh->p.ckpt_dir || !sh->p.ckpt_dir[0] || sh->clock == sh->ckpt_last_clock)
+		return;
+	if (sh->p.ckpt_every && sh->clock >= sh->ckpt_last_clock + sh->p.ckpt_every)
+		due = 1;
+	if (sh->p.ckpt_secs &&
+	    rps_now_ns() - sh->ckpt_last_ns >= (uint64_t)sh->p.ckpt_secs * 1000000000ull)
+		due = 1;
+	if (due)
+		rps_shard_ckpt_write(sh);
+}
+
+/* ---- restoring ------------------------------------------------------------------- */
+
+struct restore_ctx {
+	struct rps_shard *sh;
+	const char *path;
+	uint64_t nslices;
+};
+
+static int restore_slice(const struct rps_ckpt_slice *cs, void *arg)
+{
+	struct restore_ctx *ctx = arg;
+	struct rps_shard *sh = ctx->sh;
+	int nstate = rps_optim_state_floats(sh->p.optim.kind);
+	struct rps_declare d;
+	struct rps_declare_ack ack;
+	struct rps_slice_meta *m;
+	uint32_t epc = sh->store.epc;
+	uint64_t e = 0;
+	int rc;
+
+	if (cs->kind != (uint32_t)sh->p.optim.kind || (int)cs->nstate != nstate) {
+		RPS_ERR("checkpoint %s: key %llu slice %u was written with optimizer %s (%u state "
+			"arrays), this server runs %s: restart it with the job's optimizer",
+			ctx->path, (unsigned long long)cs->key, cs->slice,
+			cs->kind <= RPS_OPT_ADAM ? rps_optim_kind_name((enum rps_optim_kind)cs->kind)
+						 : "?",
+			cs->nstate, rps_optim_kind_name(sh->p.optim.kind));
+		return -EINVAL;
+	}
+	memset(&d, 0, sizeof(d));
+	d.key = cs->key;
+	d.slice = cs->slice;
+	d.shard = sh->p.idx;
+	d.nelems = cs->nelems;
+	d.init_kind = RPS_INIT_ZEROS;
+	rc = rps_shard_declare(sh, &d, &ack);
+	if (rc) {
+		RPS_ERR("checkpoint %s: key %llu slice %u of %llu elements: %s", ctx->path,
+			(unsigned long long)cs->key, cs->slice, (unsigned long long)cs->nelems,
+			rc == -EEXIST ? "twice, with another length" : rps_strerror(rc));
+		return rc;
+	}
+	m = rps_srv_keytab_lookup(&sh->tab, cs->key, cs->slice);
+	if (!m)
+		return -EPROTO;
+	while (e < m->nelems) {
+		uint64_t c = m->sl.first_chunk + e / epc;
+		uint64_t i = e % epc;
+		uint64_t n = RPS_MIN(epc - i, m->nelems - e);
+
+		rps_store_write_begin(&sh->store, c);
+		memcpy(rps_store_chunk_data(&sh->store, c) + i, cs->params + e, n * sizeof(float));
+		rps_store_write_end(&sh->store, c);
+		e += n;
+	}
+	if (nstate >= 1)
+		memcpy(m->opt.m, cs->state[0], m->nelems * sizeof(float));
+	if (nstate >= 2)
+		memcpy(m->opt.v, cs->state[1], m->nelems * sizeof(float));
+	m->opt.step = cs->step;
+	m->elems_applied = cs->step * m->nelems;
+	if (m->pending_init) { /* the file's values are the values */
+		m->pending_init = 0;
+		rps_free(m->assigned_map);
+		m->assigned_map = NULL;
+	}
+	ctx->nslices++;
+	return 0;
+}
+
+void rps_shard_restore_run(struct rps_shard *sh, struct rps_shard_restore *r)
+{
+	struct restore_ctx ctx = {.sh = sh, .path = r->path};
+	struct rps_ckpt_info info;
+	int rc;
+
+	if (rps_srv_keytab_count(&sh->tab)) {
+		RPS_ERR("shard %u: restore into a shard that has slices already", sh->p.idx);
+		rc = -EBUSY;
+		goto out;
+	}
+	rc = rps_ckpt_read(r->path, r->rank, sh->p.idx, r->nshards, restore_slice, &ctx, &info);
+	if (rc)
+		goto out;
+	/* every worker has finished the clocks before the checkpoint's */
+	sh->clock = info.clock;
+	for (uint32_t w = 0; w < sh->p.nworkers; w++) {
+		size_t base = (size_t)w * sh->win;
+
+		sh->wclock[w] = info.clock;
+		for (uint32_t i = 0; i < sh->win; i++) {
+			sh->applied[base + i] = 0;
+			sh->expected[base + i] = RPS_CLOCK_NONE;
+		}
+		rps_store_set_worker_clock(&sh->store, w, info.clock);
+	}
+	rps_store_set_clock(&sh->store, info.clock);
+	sh->ckpt_last_clock = info.clock;
+	sh->ckpt_last_ns = rps_now_ns();
+	atomic_store(&sh->ckpt_clock, info.clock);
+	atomic_store(&sh->ckpt_wall_ns, info.created_ns);
+	sh->changed = 1;
+	r->clock = info.clock;
+	r->nslices = ctx.nslices;
+out:
+	r->rc = rc;
+	atomic_store(&r->done, 1);
+}
