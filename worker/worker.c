@@ -195,6 +195,89 @@ static void on_map(void *arg, const struct rps_map *map, const struct rps_node *
 		  map->num_workers);
 }
 
+/* ---- joining a running job ---- */
+
+/* Every shard's clock as of now into clock_seen: count-0 PULLs (frames), or
+ * the store headers' clock words (RDMA, read at create). */
+static int read_clocks(struct rps_worker *w)
+{
+	struct rps_req *req;
+
+	if (w->use_read)
+		return rps_wrdma_read_headers(w, UINT32_MAX);
+	req = rps_wreq_new(&w->core, NULL, NULL);
+	if (!req)
+		return -ENOMEM;
+	rps_wsubmit_enter(w);
+	for (uint32_t i = 0; i < w->num_servers; i++) {
+		for (uint32_t j = 0; j < w->servers[i].nshards; j++) {
+			struct rps_piece *p;
+
+			pthread_mutex_lock(&w->core.lock);
+			p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PULL, RPS_PW_RESP);
+			if (!p) {
+				rps_wreq_fail_locked(req, -ENOMEM);
+				pthread_mutex_unlock(&w->core.lock);
+				break;
+			}
+			p->conn = w->servers[i].shards[j].conn;
+			p->server = i;
+			p->shard = j;
+			memset(&p->u.pull.fixed, 0, sizeof(p->u.pull.fixed));
+			p->u.pull.fixed.shard = j; /* count 0, min_clock 0: answered at once */
+			p->u.pull.dest = NULL;
+			p->u.pull.receiving = 0;
+			pthread_mutex_unlock(&w->core.lock);
+			rps_wpost_piece(w, p);
+		}
+	}
+	rps_wsubmit_leave(w);
+	rps_wreq_seal(req);
+	return rps_wreq_wait_internal(req, w->timeout_ms);
+}
+
+static uint32_t max_clock_seen(struct rps_worker *w)
+{
+	uint32_t c = 0;
+
+	for (uint32_t i = 0; i < w->num_servers; i++)
+		for (uint32_t j = 0; j < w->servers[i].nshards; j++)
+			c = RPS_MAX(c, atomic_load(&w->servers[i].shards[j].clock_seen));
+	return c;
+}
+
+/* A worker that joins a running job (it took a dead worker's rank) starts at
+ * the shards' clock, not at 0: it takes the largest shard clock as its own and
+ * tells every server (SYNC), so they wait for it from there, and its first
+ * pull gets the current parameters. Read again after the SYNC: a shard that
+ * moved on before our SYNC reached it makes us start at its clock instead. */
+static int join_clock(struct rps_worker *w)
+{
+	uint32_t c = 0;
+	int rc;
+
+	for (int round = 0; round < 5; round++) {
+		rc = read_clocks(w);
+		if (rc) {
+			RPS_ERR("worker: reading the shards' clocks: %s", rps_strerror(rc));
+			return rc;
+		}
+		if (max_clock_seen(w) <= c)
+			break;
+		c = max_clock_seen(w);
+		rc = rps_wsync_send(w, UINT32_MAX, c);
+		if (rc)
+			return rc;
+	}
+	if (c) {
+		atomic_store(&w->clock, c);
+		if (w->ctl)
+			rps_ctl_set_heartbeat(w->ctl, c, NULL);
+		RPS_INFO("worker %u joins a running job at clock %u", w->rank, c);
+	}
+	return 0;
+}
+
 /* ---- create / destroy ---- */
 
 static int worker_alloc(struct rps_worker **w_p)
@@ -433,6 +516,9 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		if (rc)
 			goto err_thread;
 	}
+	rc = join_clock(w);
+	if (rc)
+		goto err_thread;
 	rc = rps_wreconnector_start(w);
 	if (rc)
 		goto err_thread;

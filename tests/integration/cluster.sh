@@ -5,7 +5,8 @@
 # MODE ssp: SSP with bound 2; ssp0: SSP with bound 0 (must behave as BSP);
 # dead_bsp / dead_ssp: worker 3 is killed at clock 3 (RDMAPS_FAULT); drop:
 # servers refuse 30% of the pushes (-EIO); bsp_faults: bsp with delayed frames
-# and stalled update threads; metrics: scrape /metrics, rdmaps-ctl status.
+# and stalled update threads; metrics: scrape /metrics, rdmaps-ctl status;
+# elastic: a killed worker is replaced by a new one mid-run.
 # TRANSPORT rdma: servers on the SoftRoCE device rxe0 (RDMAPS_RXE_IP0), workers
 # on rxe1 (RDMAPS_RXE_IP1) — run it inside tools/softroce/rxe-run.
 set -euo pipefail
@@ -42,6 +43,13 @@ bsp_faults)
 	# late frames and slow update threads must not change a single value
 	export RDMAPS_CONSISTENCY=bsp WMODE=bsp
 	export RDMAPS_FAULT=delay_ms=2,delay_p=0.05,stall_update_ms=1,stall_p=0.05,seed=3
+	;;
+elastic)
+	# worker 3 dies at clock 2; rdmaps-launch starts it again: it joins the
+	# running job in rank 3 (at the shards' clock)
+	export RDMAPS_CONSISTENCY=bsp ITEST_KILL_CLOCK=2
+	export RDMAPS_FAULT=kill_at_clock=2,kill_role=worker,kill_rank=3
+	extra+=(--expect-killed 1 --restart-workers)
 	;;
 metrics)
 	export RDMAPS_CONSISTENCY=bsp RDMAPS_HEARTBEAT_MS=200 ITEST_BIN=$BIN

@@ -33,6 +33,14 @@
  *                        of the scheduler (the port itself): the names, non-zero
  *                        push / byte / fault counters, clocks; and runs
  *                        ITEST_BIN/rdmaps-ctl status: every node alive, shard lines.
+ *   itest-worker elastic BSP; RDMAPS_FAULT kills worker R at clock K and
+ *                        rdmaps-launch --restart-workers starts a replacement,
+ *                        which joins the running job in rank R at the shards'
+ *                        clock J. Every pull at clock c must equal the sums over
+ *                        clocks < c of workers != R, R's clocks < K, and R's
+ *                        clocks >= J for one J (the same J all along); the
+ *                        replacement's first pull must be the state at J, and in
+ *                        the end J must have been reached (it took part).
  *   itest-worker errors  unknown keys, wrong lengths, a key re-declared with
  *                        another length; and (rank 0, with ITEST_SERVER_PORTS)
  *                        bad frames over raw sockets while rank 1 keeps working;
@@ -564,6 +572,122 @@ static int run_dead(struct rps_worker *w)
 	return failures ? -1 : 0;
 }
 
+/* ---- a worker joins a running job (elastic) ---- */
+
+static int env_int(const char *name, int dflt);
+
+#define EL_CLOCKS 14
+#define EL_NKEYS  4 /* not the big key: candidates are compared often */
+#define EL_SLEEP_MS 150
+
+/* Values after clocks < upto: victim took part in clocks < kc and >= j. */
+static void expected_el(float *v, int upto, int victim, int kc, int j)
+{
+	size_t off = 0;
+
+	for (int k = 0; k < EL_NKEYS; k++) {
+		for (size_t i = 0; i < lens[k]; i++) {
+			double s = 0;
+
+			for (int c = 0; c < upto; c++)
+				for (int w = 0; w < nworkers; w++)
+					if (w != victim || c < kc || c >= j)
+						s += grad(w, c, k, i);
+			v[off++] = (float)-s;
+		}
+	}
+}
+
+static int same(const float *a, const float *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i]) /* not memcmp: -0.0 == 0.0 */
+			return 0;
+	return 1;
+}
+
+/* The J (in [kc, c]) that explains the values of a pull at clock c, -1 none
+ * (J = c: the replacement has not pushed yet). */
+static int which_join(const float *v, float *want, size_t n, int c, int victim, int kc)
+{
+	for (int j = kc; j <= (c > kc ? c : kc); j++) {
+		expected_el(want, c, victim, kc, j);
+		if (same(v, want, n))
+			return j;
+	}
+	return -1;
+}
+
+static int run_elastic(struct rps_worker *w, uint32_t start)
+{
+	const struct rps_fault_spec *f = rps_fault_current();
+	int victim = f->kill_rank, kc = (int)f->kill_clock, joined = -1, c;
+	size_t n = 0;
+	float *v, *g, *want;
+
+	for (int k = 0; k < EL_NKEYS; k++)
+		n += lens[k];
+	v = calloc(n, sizeof(float));
+	g = calloc(n, sizeof(float));
+	want = calloc(n, sizeof(float));
+	if (start) { /* the replacement: RDMAPS_FAULT is not set for it */
+		victim = rank;
+		kc = env_int("ITEST_KILL_CLOCK", 0);
+		fprintf(stderr, "itest-worker %d: replacement joins at clock %u\n", rank, start);
+	}
+	CHECK(victim >= 0 && kc > 0 && kc < EL_CLOCKS,
+	      "elastic: needs RDMAPS_FAULT kill_role=worker,kill_rank=R,kill_at_clock=K "
+	      "(ITEST_KILL_CLOCK=K for the replacement)");
+	for (c = (int)start; c < EL_CLOCKS && !failures; c++) {
+		struct rps_req *req = NULL;
+		int j;
+
+		if (wait_ok(rps_worker_pull(w, keys, v, lens, EL_NKEYS, &req), &req, "elastic pull"))
+			break;
+		if (start && c == (int)start) {
+			expected_el(want, c, victim, kc, c);
+			CHECK(same(v, want, n), "replacement: first pull at clock %d is not the state "
+						"of the running job",
+			      c);
+			joined = c;
+		} else {
+			j = which_join(v, want, n, c, victim, kc);
+			CHECK(j >= 0, "elastic pull at clock %d matches no join clock", c);
+			if (j >= 0 && j < c) {
+				CHECK(joined < 0 || joined == j, "join clock was %d, now %d", joined, j);
+				joined = j;
+			}
+		}
+		usleep(EL_SLEEP_MS * 1000); /* compute */
+		for (int k = 0, off = 0; k < EL_NKEYS; off += (int)lens[k], k++)
+			for (size_t i = 0; i < lens[k]; i++)
+				g[off + i] = grad(rank, c, k, i);
+		if (wait_ok(rps_worker_push(w, keys, g, lens, EL_NKEYS, &req), &req, "elastic push"))
+			break;
+		rps_worker_clock(w); /* the victim dies in here at clock K */
+	}
+	CHECK(rps_worker_barrier(w) == 0, "elastic: barrier");
+	if (!failures) {
+		struct rps_req *req = NULL;
+
+		if (wait_ok(rps_worker_pull(w, keys, v, lens, EL_NKEYS, &req), &req,
+			    "elastic final pull") == 0) {
+			int j = which_join(v, want, n, EL_CLOCKS, victim, kc);
+
+			CHECK(j >= kc && j < EL_CLOCKS,
+			      "elastic: final values show no replacement (join clock %d)", j);
+			CHECK(joined < 0 || j == joined, "elastic: join clock %d, then %d", joined, j);
+			fprintf(stderr, "itest-worker %d: elastic: the replacement took part from "
+					"clock %d on\n",
+				rank, j);
+		}
+	}
+	free(v);
+	free(g);
+	free(want);
+	return failures ? -1 : 0;
+}
+
 /* ---- SSP: staleness observed from the values ---- */
 
 #define SSP_CLOCKS 10
@@ -948,7 +1072,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 2) {
-		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp|dead|drop|metrics\n");
+		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp|dead|drop|metrics|elastic\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
@@ -958,7 +1082,11 @@ int main(int argc, char **argv)
 	}
 	rank = rps_worker_rank(w);
 	nworkers = rps_worker_num_workers(w);
-	if (declare_all(w) == 0) {
+	if (!strcmp(argv[1], "elastic") && rps_worker_clock_value(w) > 0) {
+		/* a replacement in a running job: the others are past that barrier */
+		if (declare_all(w) == 0)
+			run_elastic(w, rps_worker_clock_value(w));
+	} else if (declare_all(w) == 0) {
 		CHECK(rps_worker_barrier(w) == 0, "barrier after declare");
 		if (!strcmp(argv[1], "bsp"))
 			run_bsp(w);
@@ -974,6 +1102,8 @@ int main(int argc, char **argv)
 			run_drop(w);
 		else if (!strcmp(argv[1], "metrics"))
 			run_metrics(w);
+		else if (!strcmp(argv[1], "elastic"))
+			run_elastic(w, 0);
 		else
 			CHECK(0, "unknown mode %s", argv[1]);
 	}

@@ -79,9 +79,9 @@ static void usage(FILE *out)
 		"      --quiet-servers    do not show server and scheduler output\n"
 		"      --expect-killed N  N processes die of SIGKILL on purpose (RDMAPS_FAULT\n"
 		"                         kill_at_clock): not failures; another count is one\n"
-		"      --restart-servers  a server that dies while workers run is started again\n"
+		"      --restart-servers  a server killed by a signal while workers run is started again\n"
 		"                         with --restore $RDMAPS_CHECKPOINT_DIR (same rank)\n"
-		"      --restart-workers  a worker that dies is started again; it rejoins in its\n"
+		"      --restart-workers  a worker killed by a signal is started again; it rejoins in its\n"
 		"                         rank at the job's current clock\n"
 		"                         (restarted processes run without RDMAPS_FAULT)\n"
 		"  -h, --help\n\n"
@@ -332,6 +332,8 @@ static int maybe_restart(struct proc *p)
 
 	if (p->replaced)
 		return 1;
+	if (!WIFSIGNALED(p->status))
+		return 0; /* it gave up by itself (exit status): that is not a crash */
 	if (!(p->is_server ? restart_servers : p->is_worker ? restart_workers : 0) || p->rank < 0 ||
 	    p->rank >= MAX_PROCS || restarts[kind][p->rank] >= RESTARTS_MAX || workers_done_but(p))
 		return 0;
