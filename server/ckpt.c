@@ -142,8 +142,9 @@ static int restore_slice(const struct rps_ckpt_slice *cs, void *arg)
 		RPS_ERR("checkpoint %s: key %llu slice %u was written with optimizer %s (%u state "
 			"arrays), this server runs %s: restart it with the job's optimizer",
 			ctx->path, (unsigned long long)cs->key, cs->slice,
-			cs->kind <= RPS_OPT_ADAM ? rps_optim_kind_name((enum rps_optim_kind)cs->kind)
-						 : "?",
+			cs->kind <= RPS_OPT_ADAM
+			    ? rps_optim_kind_name((enum rps_optim_kind)cs->kind)
+			    : "?",
 			cs->nstate, rps_optim_kind_name(sh->p.optim.kind));
 		return -EINVAL;
 	}

@@ -117,7 +117,7 @@ struct rps_sched {
 	int stopping; /* stop() seen, SHUTDOWN sent */
 	void *mapbuf; /* rps_map + rps_node[nslots] */
 	size_t mapbuf_len;
-	struct sched_metrics m; /* reg NULL: no /metrics */
+	struct sched_metrics m;	 /* reg NULL: no /metrics */
 	struct rps_metric dummy; /* where metric updates go without a registry */
 };
 
@@ -557,12 +557,14 @@ static void on_register(struct rps_sched *s, struct sched_peer *p, const struct 
 		if (i < 0) {
 			if (r->role == RPS_ROLE_SERVER && r->want_rank < (uint32_t)s->num_servers)
 				refuse(s, p, h->req_id, -EBUSY,
-				       "cluster complete and server rank %u is alive", r->want_rank);
+				       "cluster complete and server rank %u is alive",
+				       r->want_rank);
 			else
-				refuse(s, p, h->req_id, -EBUSY,
-				       "cluster complete (%d servers, %d workers) and no dead %s to "
-				       "replace",
-				       s->num_servers, s->num_workers, role_name(r->role));
+				refuse(
+				    s, p, h->req_id, -EBUSY,
+				    "cluster complete (%d servers, %d workers) and no dead %s to "
+				    "replace",
+				    s->num_servers, s->num_workers, role_name(r->role));
 			return;
 		}
 		p->registered = 1;
@@ -917,9 +919,11 @@ static int metrics_start(struct rps_sched *s, const char *host, int port)
 		return rc;
 	for (int r = 0; r < 2 && !rc; r++) {
 		for (int st = 0; st < 3 && !rc; st++) {
-			snprintf(lab, sizeof(lab), "role=\"%s\",state=\"%s\"", roles[r], states[st]);
+			snprintf(lab, sizeof(lab), "role=\"%s\",state=\"%s\"", roles[r],
+				 states[st]);
 			rc = rps_metrics_gauge(s->m.reg, "rdmaps_nodes",
-					       "nodes by role and liveness", lab, &s->m.nodes[r][st]);
+					       "nodes by role and liveness", lab,
+					       &s->m.nodes[r][st]);
 		}
 		snprintf(lab, sizeof(lab), "role=\"%s\"", roles[r]);
 		if (!rc)

@@ -1090,7 +1090,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		 srv->transport, srv->host, srv->port, srv->nshards, opts->shard_bytes, cores,
 		 rps_optim_kind_name(opts->optim.kind), opts->optim.lr,
 		 rps_server_consistency_name(srv->opts.consistency),
-		 srv->opts.consistency == RPS_SSP ? stale : "", srv->nworkers, rps_allocator_name());
+		 srv->opts.consistency == RPS_SSP ? stale : "", srv->nworkers,
+		 rps_allocator_name());
 	*server_p = srv;
 	return 0;
 
@@ -1228,8 +1229,8 @@ static int metrics_register(struct rps_server *srv)
 		if (!rc)
 			rc = rps_metrics_counter(
 			    m->reg, "rdmaps_pull_requests_total",
-			    "pulls served by the server's CPU (TCP; RDMA reads do not reach it)", lab,
-			    &m->pulls[s]);
+			    "pulls served by the server's CPU (TCP; RDMA reads do not reach it)",
+			    lab, &m->pulls[s]);
 		if (!rc)
 			rc = rps_metrics_gauge(m->reg, "rdmaps_ring_depth",
 					       "pushes waiting in the shard's priority ring", lab,
@@ -1398,7 +1399,8 @@ static uint32_t restore_rank_of_dir(const char *dir, int *nranks_p)
 		unsigned long long c;
 		int end = 0;
 
-		if (sscanf(de->d_name, "server%u-shard%u-clock%llu.ckpt%n", &r, &sh, &c, &end) != 3 ||
+		if (sscanf(de->d_name, "server%u-shard%u-clock%llu.ckpt%n", &r, &sh, &c, &end) !=
+			3 ||
 		    de->d_name[end])
 			continue;
 		if (first == UINT32_MAX) {
@@ -1425,8 +1427,9 @@ static int restore_find(struct rps_server *srv, uint32_t rank, struct rps_shard_
 		rc = rps_ckpt_find(srv->restore_dir, rank, (uint32_t)s, (uint32_t)srv->nshards,
 				   &info);
 		if (rc) {
-			RPS_ERR("cannot restore server %u: no valid checkpoint of shard %d in %s (%s)",
-				rank, s, srv->restore_dir, rps_strerror(rc));
+			RPS_ERR(
+			    "cannot restore server %u: no valid checkpoint of shard %d in %s (%s)",
+			    rank, s, srv->restore_dir, rps_strerror(rc));
 			return rc;
 		}
 		snprintf(r[s].path, sizeof(r[s].path), "%s", info.path);
@@ -1521,8 +1524,9 @@ int rps_server_run(struct rps_server *srv)
 		uint32_t r = restore_rank_of_dir(srv->restore_dir, &nranks);
 
 		if (nranks <= 0) {
-			RPS_ERR("--restore %s: no checkpoint files (server<R>-shard<S>-clock<C>.ckpt)",
-				srv->restore_dir);
+			RPS_ERR(
+			    "--restore %s: no checkpoint files (server<R>-shard<S>-clock<C>.ckpt)",
+			    srv->restore_dir);
 			return -ENOENT;
 		}
 		if (want == UINT32_MAX)
@@ -1582,9 +1586,10 @@ int rps_server_run(struct rps_server *srv)
 		atomic_store(&srv->shards[s].server_rank, rank);
 	if (restore) {
 		if (want != UINT32_MAX && rank != want)
-			RPS_WARN("asked for rank %u to restore its checkpoints, the scheduler gave %u: "
-				 "restoring rank %u's",
-				 want, rank, rank);
+			RPS_WARN(
+			    "asked for rank %u to restore its checkpoints, the scheduler gave %u: "
+			    "restoring rank %u's",
+			    want, rank, rank);
 		if (want != rank) {
 			rc = restore_find(srv, rank, restore);
 			if (rc)

@@ -197,8 +197,8 @@ struct rps_shard_params {
 	uint64_t max_msg;     /* largest frame payload (pull size limit) */
 	/* checkpoints (ckpt.c); ckpt_dir NULL or "": none */
 	const char *ckpt_dir;
-	uint32_t ckpt_every;   /* clocks between checkpoints; 0 = off */
-	uint32_t ckpt_secs;    /* seconds between checkpoints (at a clock boundary); 0 = off */
+	uint32_t ckpt_every;	/* clocks between checkpoints; 0 = off */
+	uint32_t ckpt_secs;	/* seconds between checkpoints (at a clock boundary); 0 = off */
 	uint32_t server_shards; /* shards of the server (the files' num_shards) */
 };
 
@@ -206,9 +206,9 @@ struct rps_shard_params {
 struct rps_shard_restore {
 	char path[512];
 	uint32_t rank, nshards;
-	int rc;			/* result */
-	atomic_int done;	/* set by the update thread */
-	uint64_t clock;		/* the restored clock */
+	int rc;		 /* result */
+	atomic_int done; /* set by the update thread */
+	uint64_t clock;	 /* the restored clock */
 	uint64_t nslices;
 };
 

@@ -153,7 +153,8 @@ int main(int argc, char **argv)
 	if (restore) {
 		rc = rps_server_set_restore(srv, restore);
 		if (rc) {
-			fprintf(stderr, "rdmaps-server: --restore %s: %s\n", restore, rps_strerror(rc));
+			fprintf(stderr, "rdmaps-server: --restore %s: %s\n", restore,
+				rps_strerror(rc));
 			rps_server_destroy(srv);
 			return 1;
 		}

@@ -333,8 +333,9 @@ static void handle_dead(struct rps_shard *sh, uint32_t w)
 		return;
 	sh->live[w] = 0;
 	if (!sh->p.idx)
-		RPS_INFO("worker %u no longer waited for: shard 0 at clock %llu, the worker at %llu",
-			 w, (unsigned long long)sh->clock, (unsigned long long)sh->wclock[w]);
+		RPS_INFO(
+		    "worker %u no longer waited for: shard 0 at clock %llu, the worker at %llu", w,
+		    (unsigned long long)sh->clock, (unsigned long long)sh->wclock[w]);
 	else
 		RPS_DEBUG("shard %u: worker %u gone at shard clock %llu", sh->p.idx, w,
 			  (unsigned long long)sh->clock);
