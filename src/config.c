@@ -83,7 +83,7 @@ const struct rps_config_entry rps_config_table[] = {
 	ENTRY(checkpoint_dir, "", RPS_CFG_STRING, "directory for server checkpoints; empty = none"),
 	ENTRY(checkpoint_every, "0", RPS_CFG_INT, "clocks between checkpoints; 0 = off"),
 	ENTRY(checkpoint_secs, "0", RPS_CFG_INT, "seconds between checkpoints; 0 = off"),
-	ENTRY(metrics_port, "0", RPS_CFG_INT, "Prometheus /metrics port; 0 = off"),
+	ENTRY(metrics_port, "0", RPS_CFG_INT, "Prometheus /metrics port (servers: + 1 + rank); 0 = off"),
 	ENTRY(fault, "", RPS_CFG_STRING, "fault injection (tests), see docs/operations.md"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
