@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Train Fashion-MNIST for one epoch on 2 workers and 2 servers (BSP) and check
-# the test accuracy: fmnist.sh BIN_DIR [TRANSPORT] [MIN_ACCURACY]
+# the test accuracy: fmnist.sh BIN_DIR [TRANSPORT] [MIN_ACCURACY] [fmnist-train args...]
 set -euo pipefail
 BIN=$1
 TRANSPORT=${2:-tcp}
 MIN=${3:-0.82}
+shift $(($# < 3 ? $# : 3))
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
@@ -15,7 +16,7 @@ if [ "$TRANSPORT" = rdma ]; then
 	hosts=(--server-host "${RDMAPS_RXE_IP0:-10.9.0.1}" --worker-host "${RDMAPS_RXE_IP1:-10.9.0.2}")
 fi
 "$BIN/rdmaps-launch" --servers 2 --workers 2 --transport "$TRANSPORT" --timeout 600 "${hosts[@]}" -- \
-	"$BIN/fmnist-train" --epochs 1 --no-progress --summary-json "$OUT/summary.json"
+	"$BIN/fmnist-train" --epochs 1 --no-progress --summary-json "$OUT/summary.json" "$@"
 cat "$OUT/summary.json"
 python3 - "$OUT/summary.json" "$MIN" <<'PY'
 import json, sys
