@@ -10,15 +10,18 @@
 #   it with SIGKILL, waits until the scheduler declared it dead and starts
 #   `rdmaps-server --restore DIR` in its place.
 # MODE launch: rdmaps-launch --restart-servers, with RDMAPS_FAULT killing
-#   server 1 at clock KILL_AFTER + 7; the launcher restarts it with --restore.
+#   server 1 at clock KILL_AFTER + KILL_OFFSET (7); the launcher restarts it
+#   with --restore.
 # BSP, momentum (lr 0.05), checkpoints every 20 clocks, 4 epochs of 20000
-# images (312 clocks).
+# images (312 clocks). Smaller jobs (the SoftRoCE guest is slow):
+# ITEST_EPOCHS, ITEST_TRAIN, ITEST_LR, ITEST_CKPT_EVERY, KILL_AFTER, KILL_OFFSET.
 set -euo pipefail
 BIN=$1
 TRANSPORT=${2:-tcp}
 MAXDIFF=${3:-0.01}
 MODE=${4:-manual}
-KILL_AFTER=${KILL_AFTER:-60}
+KILL_AFTER=${KILL_AFTER:-60}     # a multiple of the checkpoint interval
+KILL_OFFSET=${KILL_OFFSET:-7}    # launch mode: clocks after that checkpoint
 OUT=$(mktemp -d)
 pids=()
 cleanup() {
@@ -30,7 +33,7 @@ trap cleanup EXIT
 export RDMAPS_CONSISTENCY=bsp RDMAPS_OPTIMIZER=momentum RDMAPS_LR=${ITEST_LR:-0.05} RDMAPS_MOMENTUM=0.9
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn} RDMAPS_SECRET=restart-test
 export RDMAPS_HEARTBEAT_MS=200 RDMAPS_HEARTBEAT_TIMEOUT_MS=2000 RDMAPS_TIMEOUT_MS=60000
-export RDMAPS_CHECKPOINT_EVERY=20
+export RDMAPS_CHECKPOINT_EVERY=${ITEST_CKPT_EVERY:-20}
 TRAIN=("$BIN/fmnist-train" --epochs ${ITEST_EPOCHS:-4} --train-limit ${ITEST_TRAIN:-20000} --no-progress)
 SHOST=127.0.0.1 WHOST=127.0.0.1
 if [ "$TRANSPORT" = rdma ]; then
@@ -56,8 +59,8 @@ echo "uninterrupted: test accuracy $ref"
 export RDMAPS_CHECKPOINT_DIR=$OUT/ckpt
 mkdir -p "$RDMAPS_CHECKPOINT_DIR"
 if [ "$MODE" = launch ]; then
-	# killed 7 clocks after its checkpoint: those updates are lost and redone
-	RDMAPS_FAULT=kill_at_clock=$((KILL_AFTER + 7)),kill_role=server,kill_rank=1 \
+	# killed KILL_OFFSET clocks after its checkpoint: those updates are lost
+	RDMAPS_FAULT=kill_at_clock=$((KILL_AFTER + KILL_OFFSET)),kill_role=server,kill_rank=1 \
 		"$BIN/rdmaps-launch" --servers 2 --workers 2 --transport "$TRANSPORT" --timeout 300 \
 		"${hosts[@]}" --restart-servers --expect-killed 1 \
 		-- "${TRAIN[@]}" --summary-json "$OUT/run.json" > "$OUT/run.log" 2>&1 || {

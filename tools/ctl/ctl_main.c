@@ -30,7 +30,9 @@ static void usage(FILE *out)
 	    "usage: rdmaps-ctl [--scheduler HOST:PORT] [--secret S] [--timeout-ms N] COMMAND\n"
 	    "Ask the scheduler of a running rdmaps job.\n\n"
 	    "Commands:\n"
-	    "  status    nodes, roles, ranks, host:port, alive, heartbeat age, clock, counters\n\n"
+	    "  status    nodes, roles, ranks, host:port, liveness, heartbeat age, clock,\n"
+	    "            pushes/s, pulls/s, counters; per server: each shard's ring depth\n"
+	    "            and clock, checkpoint age\n\n"
 	    "The scheduler address and secret come from RDMAPS_SCHEDULER and RDMAPS_SECRET\n"
 	    "or the flags; every rdmaps setting is accepted (--help of rdmaps-sched lists\n"
 	    "them). --config prints the settings.\n");
