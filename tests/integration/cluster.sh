@@ -6,7 +6,8 @@
 # dead_bsp / dead_ssp: worker 3 is killed at clock 3 (RDMAPS_FAULT); drop:
 # servers refuse 30% of the pushes (-EIO); bsp_faults: bsp with delayed frames
 # and stalled update threads; metrics: scrape /metrics, rdmaps-ctl status;
-# elastic: a killed worker is replaced by a new one mid-run.
+# elastic: a killed worker is replaced by a new one mid-run; restart: a killed
+# server is restored from its checkpoint (exact clocks lost).
 # TRANSPORT rdma: servers on the SoftRoCE device rxe0 (RDMAPS_RXE_IP0), workers
 # on rxe1 (RDMAPS_RXE_IP1) — run it inside tools/softroce/rxe-run.
 set -euo pipefail
@@ -51,6 +52,16 @@ elastic)
 	export RDMAPS_FAULT=kill_at_clock=2,kill_role=worker,kill_rank=3
 	extra+=(--expect-killed 1 --restart-workers)
 	;;
+restart)
+	# server 1 is killed at clock 10 (checkpoints every 4) and restarted by
+	# rdmaps-launch from its checkpoint of clock 8
+	export RDMAPS_CONSISTENCY=bsp RDMAPS_CHECKPOINT_EVERY=4
+	export RDMAPS_FAULT=kill_at_clock=10,kill_role=server,kill_rank=1
+	RDMAPS_CHECKPOINT_DIR=$(mktemp -d)
+	export RDMAPS_CHECKPOINT_DIR
+	trap 'rm -rf "$RDMAPS_CHECKPOINT_DIR"' EXIT
+	extra+=(--expect-killed 1 --restart-servers)
+	;;
 metrics)
 	export RDMAPS_CONSISTENCY=bsp RDMAPS_HEARTBEAT_MS=200 ITEST_BIN=$BIN
 	export RDMAPS_FAULT=delay_ms=0.5,delay_p=0.2,stall_update_ms=0.5,stall_p=0.2,seed=5
@@ -73,5 +84,5 @@ if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then
 	export ITEST_SERVER_PORTS="$base,$((base + 1))"
 fi
 
-exec "$BIN/rdmaps-launch" --servers 2 --workers 4 --transport "$TRANSPORT" --timeout 240 \
+"$BIN/rdmaps-launch" --servers 2 --workers 4 --transport "$TRANSPORT" --timeout 240 \
 	"${hosts[@]}" "${ports[@]}" "${extra[@]}" -- "$BIN/itest-worker" "$WMODE"

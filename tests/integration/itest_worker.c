@@ -41,6 +41,14 @@
  *                        clocks >= J for one J (the same J all along); the
  *                        replacement's first pull must be the state at J, and in
  *                        the end J must have been reached (it took part).
+ *   itest-worker restart BSP with checkpoints every RS_CKPT clocks; RDMAPS_FAULT
+ *                        kills server 1 at clock RS_KILL and rdmaps-launch
+ *                        --restart-servers restores it. Each worker pushes 1s into
+ *                        its own keys (2 on each server) at the elements of the
+ *                        clock, so the final values show which clocks of which
+ *                        worker were applied: everything on server 0; on server 1
+ *                        every clock but [C, c_w), C = the checkpoint before the
+ *                        kill, c_w = the clock worker w reconnected at.
  *   itest-worker errors  unknown keys, wrong lengths, a key re-declared with
  *                        another length; and (rank 0, with ITEST_SERVER_PORTS)
  *                        bad frames over raw sockets while rank 1 keeps working;
@@ -688,6 +696,145 @@ static int run_elastic(struct rps_worker *w, uint32_t start)
 	return failures ? -1 : 0;
 }
 
+/* ---- a server killed and restored from its checkpoint ---- */
+
+#define RS_CLOCKS 24
+#define RS_CKPT	  4  /* RDMAPS_CHECKPOINT_EVERY */
+#define RS_KILL	  10 /* kill_at_clock of server 1 */
+#define RS_LEN	  5000
+#define RS_KPW	  4 /* keys per worker: 2 on server 0, 2 on server 1 */
+
+static int lost(int rc)
+{
+	return rc == -ECONNRESET || rc == -EHOSTDOWN;
+}
+
+/* Worker w's keys: the first two of 3000 + 1000 w + j on each server. */
+static void rs_keys(const struct rps_keymap *km, int w, rps_key_t *k, int *srv)
+{
+	int n[2] = { 0, 0 }, got = 0;
+
+	for (rps_key_t key = 3000 + 1000 * (rps_key_t)w; got < RS_KPW; key++) {
+		struct rps_slice_loc loc;
+
+		rps_keymap_locate(km, key, RS_LEN, 0, &loc);
+		if (loc.server > 1 || n[loc.server] == 2)
+			continue;
+		n[loc.server]++;
+		k[got] = key;
+		srv[got++] = (int)loc.server;
+	}
+}
+
+static int run_restart(struct rps_worker *w)
+{
+	const struct rps_config *cfg = rps_config_get();
+	int nk = nworkers * RS_KPW, srv[64 * RS_KPW], lostp = 0, lostl = 0;
+	rps_key_t k[64 * RS_KPW];
+	size_t l[64 * RS_KPW];
+	float *v = calloc((size_t)nk * RS_LEN, sizeof(float)), *g = calloc(RS_LEN, sizeof(float));
+	struct rps_init zeros = { .kind = RPS_INIT_ZEROS };
+	struct rps_keymap km;
+	int rc;
+
+	CHECK(nworkers <= 64 && rps_worker_num_servers(w) == 2, "restart: 2 servers, <= 64 workers");
+	rps_keymap_init(&km, rps_keymap_mode_parse(cfg->key_map), 2, (uint32_t)cfg->shards,
+			cfg->key_range, cfg->slice_bytes / 4);
+	for (int i = 0; i < nworkers; i++)
+		rs_keys(&km, i, &k[i * RS_KPW], &srv[i * RS_KPW]);
+	for (int i = 0; i < nk; i++)
+		l[i] = RS_LEN;
+	rc = rps_worker_declare(w, k, l, (size_t)nk, &zeros);
+	CHECK(rc == 0, "restart: declare: %s", rps_strerror(rc));
+	CHECK(rps_worker_barrier(w) == 0, "restart: barrier");
+	for (int c = 0; c < RS_CLOCKS && !failures; c++) {
+		rps_key_t *mine = &k[rank * RS_KPW];
+		struct rps_req *req = NULL;
+
+		/* my keys at this clock (again after an error of the dead server) */
+		for (int t = 0; t < 5; t++) {
+			rc = rps_worker_pull(w, mine, v, l, RS_KPW, &req);
+			if (!rc)
+				rc = rps_req_wait(req, 60000);
+			if (!lost(rc))
+				break;
+			lostp++;
+		}
+		CHECK(rc == 0, "restart: pull at clock %d: %s", c, rps_strerror(rc));
+		memset(g, 0, RS_LEN * sizeof(float));
+		for (size_t i = (size_t)c; i < RS_LEN; i += RS_CLOCKS)
+			g[i] = 1.0f;
+		for (int j = 0; j < RS_KPW; j++) {
+			rc = rps_worker_push(w, &mine[j], g, &l[j], 1, &req);
+			if (!rc)
+				rc = rps_req_wait(req, 60000);
+			lostl += lost(rc); /* an update the restored server does not have */
+			CHECK(rc == 0 || lost(rc), "restart: push at clock %d: %s", c, rps_strerror(rc));
+		}
+		usleep(50000);
+		rc = rps_worker_clock(w);
+		CHECK(rc == 0 || lost(rc), "restart: clock %d: %s", c, rps_strerror(rc));
+	}
+	CHECK(rps_worker_barrier(w) == 0, "restart: final barrier");
+	fprintf(stderr, "itest-worker %d: restart: %d pull(s) repeated, %d push(es) lost\n", rank,
+		lostp, lostl);
+	if (!failures) {
+		struct rps_req *req = NULL;
+
+		rc = rps_worker_pull(w, k, v, l, (size_t)nk, &req);
+		if (!rc)
+			rc = rps_req_wait(req, 60000);
+		CHECK(rc == 0, "restart: final pull: %s", rps_strerror(rc));
+	}
+	for (int i = 0; !failures && i < nworkers; i++) {
+		int from = -1, to = -1;
+
+		for (int j = 0; j < RS_KPW; j++) {
+			const float *x = v + (size_t)(i * RS_KPW + j) * RS_LEN;
+			int applied[RS_CLOCKS], a = -1, b = -1;
+
+			for (int c = 0; c < RS_CLOCKS; c++)
+				applied[c] = 1;
+			for (size_t e = 0; e < RS_LEN; e++) {
+				CHECK(x[e] == 0.0f || x[e] == -1.0f, "worker %d key %llu [%zu] = %g", i,
+				      (unsigned long long)k[i * RS_KPW + j], e, x[e]);
+				if (x[e] != -1.0f)
+					applied[e % RS_CLOCKS] = 0;
+			}
+			for (int c = 0; c < RS_CLOCKS; c++) {
+				if (applied[c])
+					continue;
+				if (a < 0)
+					a = c;
+				CHECK(b < 0 || b == c, "worker %d key %llu: clocks missing apart", i,
+				      (unsigned long long)k[i * RS_KPW + j]);
+				b = c + 1;
+			}
+			if (srv[i * RS_KPW + j] == 0) {
+				CHECK(a < 0, "worker %d key %llu on server 0: clocks %d..%d missing", i,
+				      (unsigned long long)k[i * RS_KPW + j], a, b - 1);
+				continue;
+			}
+			/* server 1: [C, c_w) lost, C the checkpoint before the kill */
+			CHECK(a == RS_KILL / RS_CKPT * RS_CKPT && b > RS_KILL - 1 && b <= RS_CLOCKS,
+			      "worker %d key %llu on server 1: clocks %d..%d missing, want %d..(>= %d)",
+			      i, (unsigned long long)k[i * RS_KPW + j], a, b - 1,
+			      RS_KILL / RS_CKPT * RS_CKPT, RS_KILL - 1);
+			CHECK(from < 0 || (from == a && to == b),
+			      "worker %d: its keys on server 1 lost different clocks", i);
+			from = a;
+			to = b;
+		}
+		if (rank == 0)
+			fprintf(stderr,
+				"itest-worker 0: restart: worker %d's clocks %d..%d lost on server 1\n",
+				i, from, to - 1);
+	}
+	free(v);
+	free(g);
+	return failures ? -1 : 0;
+}
+
 /* ---- SSP: staleness observed from the values ---- */
 
 #define SSP_CLOCKS 10
@@ -1072,7 +1219,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 2) {
-		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp|dead|drop|metrics|elastic\n");
+		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp|dead|drop|metrics|elastic|restart\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
@@ -1104,6 +1251,8 @@ int main(int argc, char **argv)
 			run_metrics(w);
 		else if (!strcmp(argv[1], "elastic"))
 			run_elastic(w, 0);
+		else if (!strcmp(argv[1], "restart"))
+			run_restart(w);
 		else
 			CHECK(0, "unknown mode %s", argv[1]);
 	}
