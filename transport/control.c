@@ -638,17 +638,6 @@ int rps_ctl_status(const struct rps_ctl *ctl)
 	return rc;
 }
 
-static void abs_deadline(struct timespec *ts, int timeout_ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += timeout_ms / 1000;
-	ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 int rps_ctl_barrier(struct rps_ctl *ctl, uint32_t group, int timeout_ms)
 {
 	struct timespec until;
@@ -657,7 +646,7 @@ int rps_ctl_barrier(struct rps_ctl *ctl, uint32_t group, int timeout_ms)
 	if (group > 1)
 		return -EINVAL;
 	if (timeout_ms > 0)
-		abs_deadline(&until, timeout_ms);
+		rps_deadline_ms(&until, timeout_ms);
 	pthread_mutex_lock(&ctl->lock);
 	if (ctl->lost || ctl->shutdown || !ctl->conn) {
 		pthread_mutex_unlock(&ctl->lock);
@@ -743,7 +732,7 @@ void rps_ctl_leave(struct rps_ctl *ctl)
 	pthread_mutex_lock(&ctl->lock);
 	ctl->leaving = 1;
 	if (ctl->conn && send_locked(ctl, RPS_OP_SHUTDOWN, ++ctl->next_req, 0, NULL, 0) == 0) {
-		abs_deadline(&until, CTL_LEAVE_WAIT_MS);
+		rps_deadline_ms(&until, CTL_LEAVE_WAIT_MS);
 		while (!ctl->closed && ctl->thread_started)
 			if (pthread_cond_timedwait(&ctl->cond, &ctl->lock, &until) == ETIMEDOUT)
 				break;

@@ -384,17 +384,6 @@ int rps_wcore_drain(struct rps_wcore *core)
 	return n;
 }
 
-static void deadline_after(struct timespec *ts, int timeout_ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += timeout_ms / 1000;
-	ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 /* Wait under the lock until req is done. 0 or -ETIMEDOUT. */
 static int wait_done_locked(struct rps_req *req, int timeout_ms)
 {
@@ -402,7 +391,7 @@ static int wait_done_locked(struct rps_req *req, int timeout_ms)
 	struct timespec ts;
 
 	if (timeout_ms >= 0)
-		deadline_after(&ts, timeout_ms);
+		rps_deadline_ms(&ts, timeout_ms);
 	while (!req->done) {
 		if (timeout_ms < 0) {
 			pthread_cond_wait(&core->cv, &core->lock);
@@ -437,7 +426,7 @@ int rps_wcore_quiesce(struct rps_wcore *core, int timeout_ms)
 	int rc = 0;
 
 	if (timeout_ms >= 0)
-		deadline_after(&ts, timeout_ms);
+		rps_deadline_ms(&ts, timeout_ms);
 	pthread_mutex_lock(&core->lock);
 	while (core->reqs_inflight) {
 		if (timeout_ms < 0) {
