@@ -68,42 +68,11 @@ int rps_shard_pull_park(struct rps_shard *sh, struct rps_srv_req *req)
 	return 0;
 }
 
-void rps_shard_pull_release(struct rps_shard *sh)
-{
-	struct rps_srv_req *ready = NULL, **rtail = &ready;
-	struct rps_srv_req *r, *prev = NULL;
-
-	pthread_mutex_lock(&sh->park_lock);
-	r = sh->parked;
-	while (r) {
-		struct rps_srv_req *n = r->next;
-
-		if (rps_shard_pull_ready(sh, r->u.pull.min_clock, r->worker)) {
-			if (prev)
-				prev->next = n;
-			else
-				sh->parked = n;
-			if (sh->parked_tail == r)
-				sh->parked_tail = prev;
-			r->next = NULL;
-			*rtail = r;
-			rtail = &r->next;
-			atomic_fetch_sub(&sh->nparked, 1);
-		} else {
-			prev = r;
-		}
-		r = n;
-	}
-	pthread_mutex_unlock(&sh->park_lock);
-
-	while (ready) {
-		r = ready->next;
-		sh->io->pull_answer(sh->io_arg, sh, ready);
-		ready = r;
-	}
-}
-
-struct rps_srv_req *rps_shard_pull_unpark(struct rps_shard *sh, const struct rps_srv_conn *sc)
+/* Detach, in order, every parked request for which take(sh, r, arg) holds. */
+static struct rps_srv_req *park_take(struct rps_shard *sh,
+				     int (*take)(struct rps_shard *sh, const struct rps_srv_req *r,
+						 const void *arg),
+				     const void *arg)
 {
 	struct rps_srv_req *out = NULL, **otail = &out;
 	struct rps_srv_req *r, *prev = NULL;
@@ -113,7 +82,7 @@ struct rps_srv_req *rps_shard_pull_unpark(struct rps_shard *sh, const struct rps
 	while (r) {
 		struct rps_srv_req *n = r->next;
 
-		if (!sc || r->sc == sc) {
+		if (take(sh, r, arg)) {
 			if (prev)
 				prev->next = n;
 			else
@@ -131,4 +100,32 @@ struct rps_srv_req *rps_shard_pull_unpark(struct rps_shard *sh, const struct rps
 	}
 	pthread_mutex_unlock(&sh->park_lock);
 	return out;
+}
+
+static int take_ready(struct rps_shard *sh, const struct rps_srv_req *r, const void *arg)
+{
+	(void)arg;
+	return rps_shard_pull_ready(sh, r->u.pull.min_clock, r->worker);
+}
+
+static int take_conn(struct rps_shard *sh, const struct rps_srv_req *r, const void *arg)
+{
+	(void)sh;
+	return !arg || r->sc == arg;
+}
+
+void rps_shard_pull_release(struct rps_shard *sh)
+{
+	struct rps_srv_req *ready = park_take(sh, take_ready, NULL), *r;
+
+	while (ready) {
+		r = ready->next;
+		sh->io->pull_answer(sh->io_arg, sh, ready);
+		ready = r;
+	}
+}
+
+struct rps_srv_req *rps_shard_pull_unpark(struct rps_shard *sh, const struct rps_srv_conn *sc)
+{
+	return park_take(sh, take_conn, sc);
 }
