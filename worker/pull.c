@@ -176,18 +176,9 @@ int rps_worker_pushpull(struct rps_worker *w, const rps_key_t *keys, const float
 	rc = rps_wready(w);
 	if (rc)
 		return rc;
-	rc = rps_wpush_begin(w, keys, n);
+	rc = rps_wpush_post(w, keys, grads, lens, n, NULL, NULL, &req);
 	if (rc)
 		return rc;
-	req = rps_wreq_new(&w->core, NULL, NULL);
-	if (!req) {
-		rps_wpush_end(w);
-		return -ENOMEM;
-	}
-	rps_wsubmit_enter(w);
-	rps_wpush_submit(w, req, keys, grads, lens, n);
-	rps_wsubmit_leave(w);
-	rps_wpush_end(w);
 	rc = rps_wclock_send(w, &c1);
 	if (rc) {
 		pthread_mutex_lock(&w->core.lock);

@@ -313,6 +313,28 @@ int rps_worker_clock(struct rps_worker *w)
 
 /* ---- public push ---- */
 
+int rps_wpush_post(struct rps_worker *w, const rps_key_t *keys, const float *grads,
+		   const size_t *lens, size_t n, rps_done_cb cb, void *arg,
+		   struct rps_req **req_p)
+{
+	struct rps_req *req;
+	int rc = rps_wpush_begin(w, keys, n);
+
+	if (rc)
+		return rc;
+	req = rps_wreq_new(&w->core, cb, arg);
+	if (!req) {
+		rps_wpush_end(w);
+		return -ENOMEM;
+	}
+	rps_wsubmit_enter(w);
+	rps_wpush_submit(w, req, keys, grads, lens, n);
+	rps_wsubmit_leave(w);
+	rps_wpush_end(w);
+	*req_p = req;
+	return 0;
+}
+
 static int push_common(struct rps_worker *w, const rps_key_t *keys, const float *grads,
 		       const size_t *lens, size_t n, rps_done_cb cb, void *arg,
 		       struct rps_req **req_p)
@@ -328,18 +350,9 @@ static int push_common(struct rps_worker *w, const rps_key_t *keys, const float 
 	rc = rps_wready(w);
 	if (rc)
 		return rc;
-	rc = rps_wpush_begin(w, keys, n);
+	rc = rps_wpush_post(w, keys, grads, lens, n, cb, arg, &req);
 	if (rc)
 		return rc;
-	req = rps_wreq_new(&w->core, cb, arg);
-	if (!req) {
-		rps_wpush_end(w);
-		return -ENOMEM;
-	}
-	rps_wsubmit_enter(w);
-	rps_wpush_submit(w, req, keys, grads, lens, n);
-	rps_wsubmit_leave(w);
-	rps_wpush_end(w);
 	if (req_p)
 		*req_p = req;
 	rps_wreq_seal(req);

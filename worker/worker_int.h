@@ -226,6 +226,10 @@ int rps_wpush_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t 
  * shard the keys push to has reached the current clock (a push of clock c
  * must not reach a shard still accumulating c - 1). No-op wait under ASP/SSP. */
 int rps_wpush_begin(struct rps_worker *w, const rps_key_t *keys, size_t n);
+/* begin, a new request, submit the pushes, end: the request is not sealed yet. */
+int rps_wpush_post(struct rps_worker *w, const rps_key_t *keys, const float *grads,
+		   const size_t *lens, size_t n, rps_done_cb cb, void *arg,
+		   struct rps_req **req_p);
 static inline void rps_wpush_end(struct rps_worker *w)
 {
 	pthread_rwlock_unlock(&w->clock_rw);
