@@ -12,6 +12,8 @@
  *
  * Version history:
  *   1  first version.
+ *   1, later: DECLARE_ACK hdr.aux carries the slice's chunk geometry
+ *      (RPS_DECLARE_ACK_*); 0 from an older server.
  */
 #ifndef RPS_PROTO_H
 #define RPS_PROTO_H
@@ -123,10 +125,23 @@ struct rps_declare_ack {
 	uint64_t key;
 	uint32_t slice;
 	uint32_t shard;
-	uint64_t offset;   /* byte offset of the slice's data in the shard store */
+	uint64_t offset; /* byte offset of the slice's data (chunk 0's) in the shard store */
 	uint64_t nelems;
 };
 _Static_assert(sizeof(struct rps_declare_ack) == 32, "rps_declare_ack is 32 bytes");
+
+/* DECLARE_ACK hdr.aux (version 1, later): the slice's chunk geometry in the
+ * shard store (src/store.h). Bits 0..30: data bytes of a full chunk of the
+ * slice; bit 31 set: its version lines are 8-byte words (a compact, one-chunk
+ * slice), clear: 64-byte lines. The last chunk holds its data rounded up to
+ * the line size. aux 0 (an older server): the server's chunk_bytes with
+ * 64-byte lines, the last chunk whole. */
+#define RPS_DECLARE_ACK_BYTES	0x7fffffffu
+#define RPS_DECLARE_ACK_COMPACT 0x80000000u
+static inline uint32_t rps_proto_declare_ack_aux(uint32_t chunk_bytes, int compact)
+{
+	return (chunk_bytes & RPS_DECLARE_ACK_BYTES) | (compact ? RPS_DECLARE_ACK_COMPACT : 0u);
+}
 
 struct rps_push {
 	uint64_t key;

@@ -28,7 +28,8 @@
 #include "src/proto.h"
 
 #define RPS_STORE_MAGIC 0x45524f5453505244ull /* "RDPSTORE" */
-#define RPS_STORE_LINE 64u
+#define RPS_STORE_LINE 64u /* version line of a chunk */
+#define RPS_STORE_WORD 8u  /* version word of a compact (one-chunk) slice */
 #define RPS_STORE_CLOCK_OFF 64u
 #define RPS_STORE_WCLOCK_OFF 128u
 
@@ -60,6 +61,51 @@ struct rps_store_slice {
 	uint64_t nchunks;
 	uint64_t nelems;
 };
+
+/* ---- geometry: the one rule, for the server and its remote readers ---- */
+
+/* A slice of nelems in a store of store_chunk_bytes (the largest chunk):
+ * - nelems * 4 <= store_chunk_bytes: ONE compact chunk, line RPS_STORE_WORD,
+ *   *chunk_bytes_p = roundup(nelems * 4, 8), at least 8;
+ * - bigger: line RPS_STORE_LINE, *chunk_bytes_p = store_chunk_bytes. */
+static inline void rps_store_geom(uint32_t store_chunk_bytes, uint64_t nelems,
+				  uint32_t *chunk_bytes_p, uint32_t *line_p)
+{
+	if (nelems <= store_chunk_bytes / 4) {
+		uint32_t b = (uint32_t)nelems * 4;
+
+		*chunk_bytes_p =
+		    b ? (b + RPS_STORE_WORD - 1) / RPS_STORE_WORD * RPS_STORE_WORD : RPS_STORE_WORD;
+		*line_p = RPS_STORE_WORD;
+	} else {
+		*chunk_bytes_p = store_chunk_bytes;
+		*line_p = RPS_STORE_LINE;
+	}
+}
+
+/* Chunks of a slice of nelems at chunk_bytes a chunk (>= 1). */
+static inline uint64_t rps_store_geom_nchunks(uint32_t chunk_bytes, uint64_t nelems)
+{
+	uint64_t epc = chunk_bytes / 4;
+
+	if (!nelems || !epc)
+		return 1;
+	return nelems / epc + (nelems % epc != 0);
+}
+
+/* Data bytes of a slice's last chunk: what is left of nelems * 4 after the
+ * full chunks, rounded up to line (8 or 64), never more than chunk_bytes. */
+static inline uint32_t rps_store_geom_last(uint32_t chunk_bytes, uint32_t line, uint64_t nelems)
+{
+	uint64_t epc = chunk_bytes / 4;
+	uint64_t rest;
+
+	if (!nelems || !epc || !line)
+		return chunk_bytes;
+	rest = (nelems - (rps_store_geom_nchunks(chunk_bytes, nelems) - 1) * epc) * 4;
+	rest = (rest + line - 1) / line * line;
+	return rest < chunk_bytes ? (uint32_t)rest : chunk_bytes;
+}
 
 /* capacity: bytes for the whole region (rounded down to whole chunks);
  * chunk_bytes: multiple of 64, >= 64. -EINVAL, -ENOMEM. */

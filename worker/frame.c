@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "src/log.h"
+#include "src/store.h"
 #include "src/util.h"
 #include "worker/worker_int.h"
 
@@ -80,6 +81,38 @@ err:
 	rps_wcore_unlock(&w->core);
 }
 
+/* The slice geometry of a DECLARE_ACK (hdr.aux, src/proto.h) into sl.
+ * 0 or -EPROTO with a logged reason. */
+static int ack_geom(const struct rps_wconn *wc, const struct rps_declare_ack *a, uint32_t aux,
+		    struct rps_wslice *sl)
+{
+	uint32_t srv_cb = wc->srv->chunk_bytes;
+	uint32_t cb, line, last;
+
+	if (!aux) { /* an older server: its chunk size, 64-byte lines, whole chunks */
+		cb = srv_cb;
+		line = RPS_STORE_LINE;
+		last = cb;
+	} else {
+		cb = aux & RPS_DECLARE_ACK_BYTES;
+		line = aux & RPS_DECLARE_ACK_COMPACT ? RPS_STORE_WORD : RPS_STORE_LINE;
+		last = rps_store_geom_last(cb, line, a->nelems);
+	}
+	if (!cb || cb % line || cb > srv_cb ||
+	    (line == RPS_STORE_WORD && a->nelems > cb / sizeof(float))) {
+		RPS_ERR("server %u: declare ack of key %llu slice %u: chunk geometry %#x "
+			"(%u data bytes, %u-byte lines, %llu elements) does not fit a store "
+			"of %u-byte chunks",
+			wc->srv->rank, (unsigned long long)a->key, a->slice, aux, cb, line,
+			(unsigned long long)a->nelems, srv_cb);
+		return -EPROTO;
+	}
+	sl->chunk_bytes = cb;
+	sl->line = line;
+	sl->last_bytes = last;
+	return 0;
+}
+
 static struct rps_piece *match(struct rps_worker *w, struct rps_wconn *wc, uint32_t req_id,
 			       uint8_t kind, uint8_t op)
 {
@@ -123,7 +156,9 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 					wc->srv->rank, (unsigned long long)d->key, d->slice);
 				st = -EPROTO;
 			} else if (p->u.decl.out) { /* NULL: detached by an abort */
-				p->u.decl.out->store_off = a->offset;
+				st = ack_geom(wc, a, h->aux, p->u.decl.out);
+				if (!st)
+					p->u.decl.out->store_off = a->offset;
 			}
 		}
 		rps_piece_clear_locked(&w->core, p, RPS_PW_RESP, st);

@@ -1,5 +1,5 @@
 /* The worker's table of declared keys: key -> {nelems, per slice: server,
- * shard, element offset, store offset}. Filled by rps_worker_declare once
+ * shard, element offset, store offset and chunk geometry}. Filled by rps_worker_declare once
  * every slice was acknowledged; read by every push and pull.
  *
  * Lookups take no lock: the table is an open-addressing array of entry
@@ -24,7 +24,11 @@ struct rps_wslice {
 	uint32_t shard;
 	uint64_t offset;    /* first element of the slice within the tensor */
 	uint64_t nelems;    /* elements of the slice */
-	uint64_t store_off; /* DECLARE_ACK: byte offset of the slice in the shard store */
+	uint64_t store_off; /* DECLARE_ACK: byte offset of the slice's data in the shard store */
+	/* DECLARE_ACK hdr.aux: the slice's chunk geometry (RDMA reads; TCP ignores it) */
+	uint32_t chunk_bytes; /* data bytes of a full chunk */
+	uint32_t line;	      /* version line bytes: 64, or 8 for a compact slice */
+	uint32_t last_bytes;  /* data bytes of the last chunk as laid out remotely */
 };
 
 struct rps_wkey {
@@ -59,7 +63,8 @@ int rps_keytab_insert(struct rps_keytab *t, struct rps_wkey *k, const struct rps
 void rps_keytab_foreach(const struct rps_keytab *t, void (*fn)(struct rps_wkey *k, void *arg),
 			void *arg);
 
-/* A new entry with its slices located by the key map (store_off = 0).
+/* A new entry with its slices located by the key map (store_off and the
+ * geometry 0 until the DECLARE_ACK).
  * NULL on -ENOMEM. Free with rps_free. */
 struct rps_wkey *rps_wkey_new(const struct rps_keymap *m, rps_key_t key, uint64_t nelems);
 

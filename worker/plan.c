@@ -25,11 +25,21 @@ uint64_t rps_wplan_frame_elems(uint64_t fixed, uint64_t max_msg, uint64_t max_fr
 
 uint64_t rps_rplan_nchunks(const struct rps_rplan *p)
 {
-	uint64_t epc = p->chunk_bytes / sizeof(float);
+	return rps_store_geom_nchunks(p->chunk_bytes, p->nelems);
+}
 
-	if (!p->nelems || !epc)
-		return 1;
-	return (p->nelems + epc - 1) / epc;
+uint32_t rps_rplan_chunk_len(const struct rps_rplan *p, uint64_t c)
+{
+	if (c + 1 < rps_rplan_nchunks(p) || !p->last_bytes)
+		return p->chunk_bytes;
+	return p->last_bytes;
+}
+
+uint64_t rps_rplan_span(const struct rps_rplan *p)
+{
+	uint64_t nch = rps_rplan_nchunks(p);
+
+	return (nch - 1) * rps_rplan_stride(p) + 2ull * p->line + rps_rplan_chunk_len(p, nch - 1);
 }
 
 /* Append an sge, merging with the previous one when both are contiguous
@@ -59,25 +69,33 @@ int rps_rplan_build(const struct rps_rplan *p, uint64_t lo, uint64_t max_chunks,
 	uint64_t done = 0;
 	int n = 0;
 
-	if (!epc || lo >= nch || !max_chunks || max_sge < 1)
+	if (!epc || (p->line != RPS_STORE_WORD && p->line != RPS_STORE_LINE) ||
+	    p->chunk_bytes % RPS_STORE_WORD || p->last_bytes > p->chunk_bytes || lo >= nch ||
+	    !max_chunks || max_sge < 1)
+		return -EINVAL;
+	/* the last chunk must hold the slice's last elements */
+	if (p->nelems &&
+	    (p->nelems - (nch - 1) * epc) * sizeof(float) > rps_rplan_chunk_len(p, nch - 1))
 		return -EINVAL;
 	if (max_chunks > RPS_RPLAN_MAX_CHUNKS)
 		max_chunks = RPS_RPLAN_MAX_CHUNKS;
 	while (lo + done < nch && done < max_chunks) {
-		uint64_t e0 = (lo + done) * epc;
+		uint64_t c = lo + done;
+		uint64_t e0 = c * epc;
 		uint64_t used = p->nelems > e0 ? RPS_MIN(p->nelems - e0, epc) : 0;
-		char *ln = lines + done * RPS_RPLAN_LINES;
+		uint64_t len = rps_rplan_chunk_len(p, c);
+		char *ln = lines + rps_rplan_lines_off(p, done);
 		/* adding a chunk only appends sges or grows sge[n - 1]: save both */
 		uint32_t last_len = n ? sge[n - 1].len : 0;
 		int m;
 
-		m = sge_add(sge, n, max_sge, ln, RPS_STORE_LINE);
+		m = sge_add(sge, n, max_sge, ln, p->line);
 		if (m >= 0)
 			m = sge_add(sge, m, max_sge, dst + e0, (uint32_t)(used * sizeof(float)));
-		if (m >= 0 && used < epc)
-			m = sge_add(sge, m, max_sge, junk, (uint32_t)((epc - used) * sizeof(float)));
+		if (m >= 0 && used * sizeof(float) < len)
+			m = sge_add(sge, m, max_sge, junk, (uint32_t)(len - used * sizeof(float)));
 		if (m >= 0)
-			m = sge_add(sge, m, max_sge, ln + RPS_STORE_LINE, RPS_STORE_LINE);
+			m = sge_add(sge, m, max_sge, ln + p->line, p->line);
 		if (m < 0) {
 			if (n)
 				sge[n - 1].len = last_len;
@@ -93,15 +111,15 @@ int rps_rplan_build(const struct rps_rplan *p, uint64_t lo, uint64_t max_chunks,
 	return (int)done;
 }
 
-uint64_t rps_rplan_torn(const char *lines, uint64_t n)
+uint64_t rps_rplan_torn(const char *lines, uint64_t n, uint32_t line)
 {
 	uint64_t mask = 0;
 
 	for (uint64_t i = 0; i < n && i < 64; i++) {
 		uint64_t b, e;
 
-		memcpy(&b, lines + i * RPS_RPLAN_LINES, sizeof(b));
-		memcpy(&e, lines + i * RPS_RPLAN_LINES + RPS_STORE_LINE, sizeof(e));
+		memcpy(&b, lines + i * 2ull * line, sizeof(b));
+		memcpy(&e, lines + i * 2ull * line + line, sizeof(e));
 		if (!rps_store_image_clean(b, e))
 			mask |= 1ull << i;
 	}

@@ -14,7 +14,7 @@
 /* Fixed parts of the frames the worker sends or receives. */
 #define RPS_WPLAN_PUSH_FIXED ((uint64_t)sizeof(struct rps_push))
 #define RPS_WPLAN_PULL_FIXED ((uint64_t)sizeof(struct rps_pull))
-#define RPS_WPLAN_HDR ((uint64_t)sizeof(struct rps_frame_hdr))
+#define RPS_WPLAN_HDR	     ((uint64_t)sizeof(struct rps_frame_hdr))
 
 /* Most float32 elements one frame may carry when the frame payload
  * (fixed + 4 * n) must not exceed max_msg and, if max_frame != 0, the whole
@@ -49,46 +49,65 @@ static inline void rps_wplan_frame(uint64_t nelems, uint64_t per, uint64_t i, ui
 }
 
 /* ---- RDMA read plan ----
- * A slice owns chunks [first, first + nchunks) of its shard's store; chunk c
- * lies at raddr0 + (c - first) * stride as [begin line][data][end line]
- * (stride = chunk_bytes + 2 * 64). One READ covers consecutive chunks with,
- * per chunk: the begin line -> scratch, the used data -> the caller's
- * buffer, the unused tail of a last partial chunk -> junk, the end line ->
- * scratch. Scratch lines of chunk i (relative to the read's first chunk) are
- * at lines + i * 128 (begin) and + 64 (end), so an end line and the next
- * begin line are adjacent locally as they are remotely and share one sge.
+ * A slice's chunks lie in its shard's store as the server laid them out
+ * (src/store.h): chunk c at raddr0 + c * stride as [begin line][data][end
+ * line], stride = chunk_bytes + 2 * line, line 64 (chunked) or 8 (compact,
+ * one chunk); every chunk holds chunk_bytes of data except the last, which
+ * holds last_bytes (its data rounded up to the line), its end line right
+ * after. One READ covers consecutive chunks with, per chunk: the begin line
+ * -> scratch, the used data -> the caller's buffer, padding after the last
+ * element -> junk, the end line -> scratch. Scratch lines of chunk i
+ * (relative to the read's first chunk) are at lines + i * 2 * line (begin)
+ * and + line (end), so an end line and the next begin line are adjacent
+ * locally as they are remotely and share one sge. A READ reads exactly the
+ * bytes the slice occupies.
  */
-#define RPS_RPLAN_LINES 128u        /* scratch bytes per chunk: begin + end line */
-#define RPS_RPLAN_MAX_CHUNKS 64u    /* chunks one READ may cover (torn mask is a u64) */
+#define RPS_RPLAN_LINES	     128u /* scratch bytes per chunk: begin + end line (64 each at most) */
+#define RPS_RPLAN_MAX_CHUNKS 64u  /* chunks one READ may cover (torn mask is a u64) */
 
 struct rps_rplan {
-	uint64_t raddr0;      /* remote address of the slice's first chunk (begin line) */
-	uint32_t chunk_bytes; /* data bytes of a chunk */
+	uint64_t raddr0;      /* remote address of the slice's chunk 0 (its begin line) */
+	uint32_t chunk_bytes; /* data bytes of a full chunk */
+	uint32_t line;	      /* bytes of a version line: 64 or 8 */
+	uint32_t last_bytes;  /* data bytes of the last chunk (0: chunk_bytes) */
 	uint64_t nelems;      /* elements of the slice */
 };
 
 static inline uint64_t rps_rplan_stride(const struct rps_rplan *p)
 {
-	return (uint64_t)p->chunk_bytes + 2 * 64;
+	return (uint64_t)p->chunk_bytes + 2ull * p->line;
+}
+/* Offset of chunk i's scratch lines from the lines of the read's first chunk. */
+static inline uint64_t rps_rplan_lines_off(const struct rps_rplan *p, uint64_t i)
+{
+	return i * 2ull * p->line;
 }
 /* Chunks of the slice (>= 1). */
 uint64_t rps_rplan_nchunks(const struct rps_rplan *p);
+/* Data bytes of chunk c as laid out remotely. */
+uint32_t rps_rplan_chunk_len(const struct rps_rplan *p, uint64_t c);
+/* Bytes the slice occupies remotely: chunk 0's begin line to the last end line. */
+uint64_t rps_rplan_span(const struct rps_rplan *p);
 
 /* Plan one READ starting at slice chunk lo, covering at most max_chunks
  * chunks and at most max_sge sges. dst = where the slice's element 0 goes;
  * lines = scratch for chunk lo (RPS_RPLAN_LINES per chunk); junk = at least
- * chunk_bytes of scratch whose content is ignored.
- * Returns the chunks covered (>= 1), or -EINVAL if lo is past the end or not
- * one chunk fits in max_sge. Fills sge[0..*nsge_p) and *raddr_p. */
+ * as many bytes of scratch as a chunk's padding (< chunk_bytes), content
+ * ignored.
+ * Returns the chunks covered (>= 1), or -EINVAL if the plan is malformed
+ * (line not 8 or 64, chunk_bytes not a multiple of 8, last_bytes past
+ * chunk_bytes), lo is past the end or not one chunk fits in max_sge.
+ * Fills sge[0..*nsge_p) and *raddr_p. */
 int rps_rplan_build(const struct rps_rplan *p, uint64_t lo, uint64_t max_chunks, float *dst,
 		    char *lines, char *junk, struct rps_tr_sge *sge, int max_sge, int *nsge_p,
 		    uint64_t *raddr_p);
 
-/* Sges the worst chunk needs (a partial last chunk: 4, or 3 when whole).
+/* Sges the worst chunk needs (one with padding: 4, or 3 without).
  * The read path is usable only if max_read_sge >= this. */
 #define RPS_RPLAN_MIN_SGE 4
 
-/* Bit i set if chunk i of n (n <= 64) read into lines is torn. */
-uint64_t rps_rplan_torn(const char *lines, uint64_t n);
+/* Bit i set if chunk i of n (n <= 64) read into lines (line bytes each,
+ * laid out as rps_rplan_build does) is torn. */
+uint64_t rps_rplan_torn(const char *lines, uint64_t n, uint32_t line);
 
 #endif

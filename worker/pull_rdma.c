@@ -7,8 +7,10 @@
  *    re-read it, with a growing delay (5 us .. 1 ms), until it holds.
  * 2. DATA: READ the slice's chunks, up to RPS_RD_WINDOW READs in flight,
  *    each covering as many consecutive chunks as max_read_sge allows
- *    (worker/plan.h): version lines into registered scratch, data straight
- *    into the caller's buffer, a partial last chunk's tail into junk.
+ *    (worker/plan.h), laid out as the DECLARE_ACK said (64-byte lines, or
+ *    one compact chunk with 8-byte words): version lines into registered
+ *    scratch, data straight into the caller's buffer, padding after the
+ *    last element into junk. Only the bytes the slice occupies are read.
  * 3. On each READ_DONE check every chunk's lines (rps_store_image_clean);
  *    re-read runs of torn chunks only, until all are clean.
  * All state changes happen under core.lock; READs are posted after it is
@@ -343,7 +345,7 @@ static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rp
 
 		lo = rd->lo + b;
 		maxc = rest ? (uint64_t)__builtin_ctzll(rest) : 64 - b;
-		lines = rd->lines + (size_t)b * RPS_RPLAN_LINES;
+		lines = rd->lines + rps_rplan_lines_off(&rp->plan, b);
 		rd->run_lo = b;
 	} else if (rp->next < rp->nchunks) {
 		lo = rp->next;
@@ -464,29 +466,34 @@ void rps_wrdma_piece_release_locked(struct rps_worker *w, struct rps_piece *p)
 	}
 }
 
+/* The slice's place and geometry (DECLARE_ACK) checked against the shard's
+ * store: its chunks lie after the store's data_off, 8-aligned, wholly inside
+ * the registered region. 0 or -EPROTO. */
 static int setup_slice(struct rps_worker *w, struct rps_piece *p, const struct rps_wslice *sl)
 {
 	struct rps_wserver *srv = &w->servers[p->server];
 	struct rps_wshard *sh = &srv->shards[p->shard];
 	struct rps_rpull *rp = &p->u.rp;
-	uint64_t rel, mod, end;
+	uint64_t off, span;
 
-	rp->plan.chunk_bytes = srv->chunk_bytes;
+	rp->plan.chunk_bytes = sl->chunk_bytes;
+	rp->plan.line = sl->line;
+	rp->plan.last_bytes = sl->last_bytes;
 	rp->plan.nelems = sl->nelems;
-	if (!sh->stride || sl->store_off < sh->data_off)
+	if (!sh->data_off || !sl->chunk_bytes || sl->chunk_bytes > srv->chunk_bytes ||
+	    (sl->line != RPS_STORE_WORD && sl->line != RPS_STORE_LINE))
+		return -EPROTO; /* store header not read, or no geometry from the ack */
+	/* store_off names chunk 0's data; its begin line is just before */
+	if (sl->store_off < sl->line)
 		return -EPROTO;
-	rel = sl->store_off - sh->data_off;
-	mod = rel % sh->stride;
-	/* the ack may name the begin line or the data of the first chunk */
-	if (mod == RPS_STORE_LINE)
-		rel -= RPS_STORE_LINE;
-	else if (mod)
+	off = sl->store_off - sl->line;
+	if (off < sh->data_off || off % RPS_STORE_WORD)
 		return -EPROTO;
-	rp->plan.raddr0 = sh->desc.addr + sh->data_off + rel;
+	span = rps_rplan_span(&rp->plan);
+	if (off > sh->desc.size || span > sh->desc.size - off)
+		return -EPROTO;
+	rp->plan.raddr0 = sh->desc.addr + off;
 	rp->nchunks = rps_rplan_nchunks(&rp->plan);
-	end = sh->data_off + rel + rp->nchunks * sh->stride;
-	if (end > sh->desc.size)
-		return -EPROTO;
 	return 0;
 }
 
@@ -620,8 +627,9 @@ void rps_wrdma_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 	} else if (sub < RPS_RD_WINDOW) {
 		struct rps_rd *rd = &rp->rd[sub];
 		uint64_t run = rd->run_n >= 64 ? ~0ull : ((1ull << rd->run_n) - 1);
-		uint64_t torn = rps_rplan_torn(rd->lines + (size_t)rd->run_lo * RPS_RPLAN_LINES,
-					       rd->run_n);
+		uint64_t torn =
+		    rps_rplan_torn(rd->lines + rps_rplan_lines_off(&rp->plan, rd->run_lo),
+				   rd->run_n, rp->plan.line);
 
 		rd->torn = (rd->torn & ~(run << rd->run_lo)) | (torn << rd->run_lo);
 	}

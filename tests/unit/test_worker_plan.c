@@ -54,8 +54,8 @@ static void test_frames_of_slice(void **state)
 	assert_int_equal(cnt, 3);
 }
 
-#define CB 256u /* chunk bytes in these tests: 64 elements */
-#define EPC (CB / 4)
+#define CB     256u /* chunk bytes in these tests: 64 elements */
+#define EPC    (CB / 4)
 #define STRIDE (CB + 128u)
 
 /* one object with gaps, so no two buffers are adjacent by accident (the
@@ -67,32 +67,34 @@ static struct {
 	char gap2[64];
 	char junk[CB];
 } mem;
-#define dst mem.dst
+#define dst   mem.dst
 #define lines mem.lines
-#define junk mem.junk
+#define junk  mem.junk
 
 /* Reconstruct what a plan reads: walk the sges against the remote layout
  * and check every remote byte lands where it must. */
-static void check_plan(const struct rps_rplan *p, uint64_t lo, int nch, const struct rps_tr_sge *sge,
-		       int nsge, uint64_t raddr)
+static void check_plan(const struct rps_rplan *p, uint64_t lo, int nch,
+		       const struct rps_tr_sge *sge, int nsge, uint64_t raddr)
 {
 	uint64_t r = raddr - p->raddr0; /* remote offset within the slice's chunks */
+	uint64_t epc = p->chunk_bytes / 4;
 	int i = 0;
 	uint32_t used_in_sge = 0;
 
-	assert_int_equal(r, lo * STRIDE);
+	assert_int_equal(r, lo * rps_rplan_stride(p));
 	for (int c = 0; c < nch; c++) {
 		uint64_t chunk = lo + (uint64_t)c;
-		uint64_t e0 = chunk * EPC;
-		uint64_t used = p->nelems - e0 < EPC ? p->nelems - e0 : EPC;
+		uint64_t e0 = chunk * epc;
+		uint64_t used = p->nelems - e0 < epc ? p->nelems - e0 : epc;
+		uint32_t len = rps_rplan_chunk_len(p, chunk);
 		struct {
 			char *where;
 			uint32_t len;
 		} want[4] = {
-			{ lines + c * RPS_RPLAN_LINES, 64 },
-			{ (char *)(dst + e0), (uint32_t)(used * 4) },
-			{ junk, (uint32_t)((EPC - used) * 4) },
-			{ lines + c * RPS_RPLAN_LINES + 64, 64 },
+		    {lines + rps_rplan_lines_off(p, (uint64_t)c), p->line},
+		    {(char *)(dst + e0), (uint32_t)(used * 4)},
+		    {junk, (uint32_t)(len - used * 4)},
+		    {lines + rps_rplan_lines_off(p, (uint64_t)c) + p->line, p->line},
 		};
 
 		for (int k = 0; k < 4; k++) {
@@ -113,21 +115,33 @@ static void check_plan(const struct rps_rplan *p, uint64_t lo, int nch, const st
 	assert_int_equal(used_in_sge, 0);
 }
 
+static uint64_t sge_bytes(const struct rps_tr_sge *sge, int nsge)
+{
+	uint64_t b = 0;
+
+	for (int i = 0; i < nsge; i++)
+		b += sge[i].len;
+	return b;
+}
+
+/* An older server (DECLARE_ACK aux 0): 64-byte lines, every chunk whole. */
 static void test_read_plan_whole_chunks(void **state)
 {
-	struct rps_rplan p = { .raddr0 = 0x10000, .chunk_bytes = CB, .nelems = EPC * 10 };
+	struct rps_rplan p = {.raddr0 = 0x10000, .chunk_bytes = CB, .line = 64, .nelems = EPC * 10};
 	struct rps_tr_sge sge[200];
 	uint64_t raddr;
 	int nsge, n;
 
 	(void)state;
 	assert_int_equal(rps_rplan_nchunks(&p), 10);
+	assert_int_equal(rps_rplan_span(&p), 10 * STRIDE);
 	/* plenty of sges: all 10 chunks in one READ; end line i + begin line
 	 * i + 1 share an sge, so 1 + 2 * 10 sges */
 	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 200, &nsge, &raddr);
 	assert_int_equal(n, 10);
 	assert_int_equal(nsge, 21);
 	assert_int_equal(raddr, 0x10000);
+	assert_int_equal(sge_bytes(sge, nsge), 10 * STRIDE);
 	check_plan(&p, 0, n, sge, nsge, raddr);
 	/* 30 sges: (30 - 1) / 2 = 14 chunks would fit; only 10 exist */
 	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 30, &nsge, &raddr);
@@ -149,11 +163,25 @@ static void test_read_plan_whole_chunks(void **state)
 	/* past the end */
 	assert_int_equal(rps_rplan_build(&p, 10, 64, dst, lines, junk, sge, 200, &nsge, &raddr),
 			 -EINVAL);
+	/* malformed plans */
+	p.line = 32;
+	assert_int_equal(rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 200, &nsge, &raddr),
+			 -EINVAL);
+	p.line = 64;
+	p.last_bytes = CB + 64;
+	assert_int_equal(rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 200, &nsge, &raddr),
+			 -EINVAL);
+	p.last_bytes = 0;
+	p.chunk_bytes = 0;
+	assert_int_equal(rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 200, &nsge, &raddr),
+			 -EINVAL);
 }
 
+/* A partial last chunk: whole (older server) and short (rounded up to 64). */
 static void test_read_plan_partial_last(void **state)
 {
-	struct rps_rplan p = { .raddr0 = 0x2000, .chunk_bytes = CB, .nelems = EPC * 3 + 5 };
+	struct rps_rplan p = {
+	    .raddr0 = 0x2000, .chunk_bytes = CB, .line = 64, .nelems = EPC * 3 + 5};
 	struct rps_tr_sge sge[200];
 	uint64_t raddr;
 	int nsge, n;
@@ -165,32 +193,112 @@ static void test_read_plan_partial_last(void **state)
 	/* 1 + 2 * 4 + the junk tail */
 	assert_int_equal(nsge, 10);
 	check_plan(&p, 0, n, sge, nsge, raddr);
-	/* the tail goes to junk with exactly the unused bytes */
+	/* last_bytes 0 (aux 0): the tail of a whole chunk goes to junk */
 	assert_ptr_equal(sge[8].addr, junk);
 	assert_int_equal(sge[8].len, (EPC - 5) * 4);
+	assert_int_equal(sge_bytes(sge, nsge), 4 * STRIDE);
+
+	/* this server's layout: the last chunk holds 20 bytes rounded up to 64 */
+	p.last_bytes = rps_store_geom_last(CB, 64, p.nelems);
+	assert_int_equal(p.last_bytes, 64);
+	assert_int_equal(rps_rplan_span(&p), 3 * STRIDE + 128 + 64);
+	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 200, &nsge, &raddr);
+	assert_int_equal(n, 4);
+	assert_int_equal(nsge, 10);
+	check_plan(&p, 0, n, sge, nsge, raddr);
+	assert_ptr_equal(sge[8].addr, junk);
+	assert_int_equal(sge[8].len, 64 - 5 * 4); /* only the padding */
+	assert_int_equal(sge_bytes(sge, nsge), rps_rplan_span(&p));
 	/* with 4 sges only the partial chunk alone fits (begin, data, junk, end) */
 	n = rps_rplan_build(&p, 3, 64, dst, lines, junk, sge, 4, &nsge, &raddr);
 	assert_int_equal(n, 1);
 	assert_int_equal(nsge, 4);
+	assert_int_equal(raddr, 0x2000 + 3 * STRIDE);
+	assert_int_equal(sge_bytes(sge, nsge), 128 + 64);
 	check_plan(&p, 3, n, sge, nsge, raddr);
 	/* 9 sges from 0: 3 whole chunks take 7; the partial one needs 3 more */
 	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 9, &nsge, &raddr);
 	assert_int_equal(n, 3);
 	assert_int_equal(nsge, 7);
 	check_plan(&p, 0, n, sge, nsge, raddr);
-	/* one element only */
-	p.nelems = 1;
-	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 4, &nsge, &raddr);
-	assert_int_equal(n, 1);
-	assert_int_equal(nsge, 4);
-	assert_int_equal(sge[1].len, 4);
-	assert_int_equal(sge[2].len, CB - 4);
+	/* a last chunk exactly 64-aligned needs no junk */
+	p.nelems = EPC * 3 + 16;
+	p.last_bytes = rps_store_geom_last(CB, 64, p.nelems);
+	n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 200, &nsge, &raddr);
+	assert_int_equal(n, 4);
+	assert_int_equal(nsge, 9);
 	check_plan(&p, 0, n, sge, nsge, raddr);
+	assert_int_equal(sge_bytes(sge, nsge), 3 * STRIDE + 128 + 64);
+	/* a last chunk shorter than its elements is refused */
+	p.nelems = EPC * 3 + 17;
+	assert_int_equal(rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 200, &nsge, &raddr),
+			 -EINVAL);
+}
+
+/* Compact slices: one chunk, 8-byte version words. */
+static void test_read_plan_compact(void **state)
+{
+	struct rps_tr_sge sge[8];
+	uint64_t raddr;
+	int nsge, n;
+
+	(void)state;
+	/* an 8-byte tensor: begin word, 8 data bytes, end word; 24 bytes */
+	{
+		struct rps_rplan p = {
+		    .raddr0 = 0x3008, .chunk_bytes = 8, .line = 8, .last_bytes = 8, .nelems = 2};
+
+		assert_int_equal(rps_rplan_nchunks(&p), 1);
+		assert_int_equal(rps_rplan_span(&p), 24);
+		n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 8, &nsge, &raddr);
+		assert_int_equal(n, 1);
+		assert_int_equal(nsge, 3);
+		assert_int_equal(raddr, 0x3008);
+		assert_ptr_equal(sge[0].addr, lines);
+		assert_int_equal(sge[0].len, 8);
+		assert_ptr_equal(sge[1].addr, dst);
+		assert_int_equal(sge[1].len, 8);
+		assert_ptr_equal(sge[2].addr, lines + 8);
+		assert_int_equal(sge[2].len, 8);
+		check_plan(&p, 0, n, sge, nsge, raddr);
+	}
+	/* an odd count: 3 floats in 16 bytes, 4 of them padding -> junk */
+	{
+		struct rps_rplan p = {
+		    .raddr0 = 0x4000, .chunk_bytes = 16, .line = 8, .last_bytes = 16, .nelems = 3};
+
+		n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 8, &nsge, &raddr);
+		assert_int_equal(n, 1);
+		assert_int_equal(nsge, 4);
+		assert_int_equal(sge[1].len, 12);
+		assert_ptr_equal(sge[2].addr, junk);
+		assert_int_equal(sge[2].len, 4);
+		assert_int_equal(sge_bytes(sge, nsge), 8 + 16 + 8);
+		check_plan(&p, 0, n, sge, nsge, raddr);
+		/* it needs RPS_RPLAN_MIN_SGE */
+		assert_int_equal(
+		    rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 3, &nsge, &raddr), -EINVAL);
+		assert_int_equal(RPS_RPLAN_MIN_SGE, 4);
+	}
+	/* the largest compact chunk */
+	{
+		struct rps_rplan p = {.raddr0 = 0x5000,
+				      .chunk_bytes = CB,
+				      .line = 8,
+				      .last_bytes = CB,
+				      .nelems = EPC};
+
+		n = rps_rplan_build(&p, 0, 64, dst, lines, junk, sge, 8, &nsge, &raddr);
+		assert_int_equal(n, 1);
+		assert_int_equal(nsge, 3);
+		assert_int_equal(sge_bytes(sge, nsge), CB + 16);
+		check_plan(&p, 0, n, sge, nsge, raddr);
+	}
 }
 
 static void test_read_plan_cap(void **state)
 {
-	struct rps_rplan p = { .raddr0 = 0, .chunk_bytes = CB, .nelems = EPC * 80 };
+	struct rps_rplan p = {.raddr0 = 0, .chunk_bytes = CB, .line = 64, .nelems = EPC * 80};
 	struct rps_tr_sge sge[300];
 	uint64_t raddr;
 	int nsge, n;
@@ -206,36 +314,49 @@ static void test_read_plan_cap(void **state)
 	assert_int_equal(raddr, 64ull * STRIDE);
 }
 
-static void set_lines(int c, uint64_t b, uint64_t e)
+static void set_lines(uint32_t line, int c, uint64_t b, uint64_t e)
 {
-	memcpy(lines + c * RPS_RPLAN_LINES, &b, 8);
-	memcpy(lines + c * RPS_RPLAN_LINES + 64, &e, 8);
+	memcpy(lines + (uint64_t)c * 2 * line, &b, 8);
+	memcpy(lines + (uint64_t)c * 2 * line + line, &e, 8);
+}
+
+static void torn(uint32_t line)
+{
+	memset(lines, 0, sizeof(lines));
+	assert_int_equal(rps_rplan_torn(lines, 64, line), 0);
+	set_lines(line, 0, 2, 2); /* clean */
+	set_lines(line, 1, 3, 3); /* odd: being written */
+	set_lines(line, 2, 4, 2); /* versions differ: torn */
+	set_lines(line, 3, 5, 4);
+	set_lines(line, 63, 7, 8);
+	assert_int_equal(rps_rplan_torn(lines, 4, line), 0xeull);
+	assert_int_equal(rps_rplan_torn(lines, 64, line), 0xeull | (1ull << 63));
+	assert_int_equal(rps_rplan_torn(lines, 1, line), 0);
 }
 
 static void test_torn(void **state)
 {
 	(void)state;
+	torn(64);
+	torn(8);
+	/* 8-byte words are looked for where line 8 puts them, not at 64 */
 	memset(lines, 0, sizeof(lines));
-	assert_int_equal(rps_rplan_torn(lines, 64), 0);
-	set_lines(0, 2, 2);     /* clean */
-	set_lines(1, 3, 3);     /* odd: being written */
-	set_lines(2, 4, 2);     /* versions differ: torn */
-	set_lines(3, 5, 4);
-	set_lines(63, 7, 8);
-	assert_int_equal(rps_rplan_torn(lines, 4), 0xeull);
-	assert_int_equal(rps_rplan_torn(lines, 64), 0xeull | (1ull << 63));
-	assert_int_equal(rps_rplan_torn(lines, 1), 0);
+	set_lines(64, 0, 2, 2);
+	set_lines(8, 0, 2, 3);
+	assert_int_equal(rps_rplan_torn(lines, 1, 8), 1);
+	assert_int_equal(rps_rplan_torn(lines, 1, 64), 0);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_frame_elems),
-		cmocka_unit_test(test_frames_of_slice),
-		cmocka_unit_test(test_read_plan_whole_chunks),
-		cmocka_unit_test(test_read_plan_partial_last),
-		cmocka_unit_test(test_read_plan_cap),
-		cmocka_unit_test(test_torn),
+	    cmocka_unit_test(test_frame_elems),
+	    cmocka_unit_test(test_frames_of_slice),
+	    cmocka_unit_test(test_read_plan_whole_chunks),
+	    cmocka_unit_test(test_read_plan_partial_last),
+	    cmocka_unit_test(test_read_plan_compact),
+	    cmocka_unit_test(test_read_plan_cap),
+	    cmocka_unit_test(test_torn),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
