@@ -30,7 +30,7 @@ static int write_slice(struct rps_shard *sh, struct rps_ckpt_writer *w,
 		       const struct rps_slice_meta *m)
 {
 	struct rps_ckpt_slice cs;
-	uint32_t epc = sh->store.epc;
+	uint32_t epc = m->sl.epc;
 	int nstate = rps_optim_state_floats(sh->p.optim.kind);
 	uint64_t e = 0;
 	int rc;
@@ -44,12 +44,12 @@ static int write_slice(struct rps_shard *sh, struct rps_ckpt_writer *w,
 	cs.nstate = nstate > 0 ? (uint32_t)nstate : 0;
 	rc = rps_ckpt_writer_begin_slice(w, &cs);
 	while (!rc && e < m->nelems) {
-		uint64_t c = m->sl.first_chunk + e / epc;
+		uint64_t c = e / epc;
 		uint64_t i = e % epc;
 		uint64_t n = RPS_MIN(epc - i, m->nelems - e);
 
 		/* we are the only writer: the chunk cannot change under us */
-		rc = rps_ckpt_writer_append(w, rps_store_chunk_data(&sh->store, c) + i, n);
+		rc = rps_ckpt_writer_append(w, rps_store_chunk_data(&sh->store, &m->sl, c) + i, n);
 		e += n;
 	}
 	if (!rc && cs.nstate >= 1)
@@ -134,7 +134,7 @@ static int restore_slice(const struct rps_ckpt_slice *cs, void *arg)
 	struct rps_declare d;
 	struct rps_declare_ack ack;
 	struct rps_slice_meta *m;
-	uint32_t epc = sh->store.epc;
+	uint32_t epc;
 	uint64_t e = 0;
 	int rc;
 
@@ -164,14 +164,16 @@ static int restore_slice(const struct rps_ckpt_slice *cs, void *arg)
 	m = rps_srv_keytab_lookup(&sh->tab, cs->key, cs->slice);
 	if (!m)
 		return -EPROTO;
+	epc = m->sl.epc;
 	while (e < m->nelems) {
-		uint64_t c = m->sl.first_chunk + e / epc;
+		uint64_t c = e / epc;
 		uint64_t i = e % epc;
 		uint64_t n = RPS_MIN(epc - i, m->nelems - e);
 
-		rps_store_write_begin(&sh->store, c);
-		memcpy(rps_store_chunk_data(&sh->store, c) + i, cs->params + e, n * sizeof(float));
-		rps_store_write_end(&sh->store, c);
+		rps_store_write_begin(&sh->store, &m->sl, c);
+		memcpy(rps_store_chunk_data(&sh->store, &m->sl, c) + i, cs->params + e,
+		       n * sizeof(float));
+		rps_store_write_end(&sh->store, &m->sl, c);
 		e += n;
 	}
 	if (nstate >= 1)

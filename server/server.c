@@ -300,8 +300,8 @@ static void conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int statu
 
 /* ---- answers ---------------------------------------------------------------------- */
 
-static void send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op, uint32_t req_id,
-		       int status, const void *fixed, size_t len)
+static void send_small_aux(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op,
+			   uint32_t req_id, int status, uint32_t aux, const void *fixed, size_t len)
 {
 	struct rps_frame_hdr h;
 	struct iovec iov = {(void *)fixed, len};
@@ -311,6 +311,7 @@ static void send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t 
 		return;
 	rps_proto_hdr_init(&h, op, (uint32_t)len, req_id);
 	h.status = status;
+	h.aux = aux;
 	rc = srv->tr->ops->post_send(sc->conn, &h, len ? &iov : NULL, len ? 1 : 0, 0);
 	if (rc)
 		RPS_DEBUG("%s to %s: %s", rps_proto_op_name(op), sc->conn->peer, strerror(-rc));
@@ -318,6 +319,12 @@ static void send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t 
 		atomic_fetch_add_explicit(&srv->bytes_out, sizeof(h) + len, memory_order_relaxed);
 		atomic_fetch_add_explicit(&srv->msgs_out, 1, memory_order_relaxed);
 	}
+}
+
+static void send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op, uint32_t req_id,
+		       int status, const void *fixed, size_t len)
+{
+	send_small_aux(srv, sc, op, req_id, status, 0, fixed, len);
 }
 
 /* A refused pull: its fixed part echoed with count 0 (a PULL_RESP's length
@@ -389,7 +396,15 @@ static void io_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req 
 {
 	struct rps_server *srv = arg;
 	struct rps_declare_ack a;
+	uint32_t aux = 0; /* the slice's geometry (src/proto.h) */
 
+	if (!status && ack) {
+		const struct rps_slice_meta *m =
+		    rps_srv_keytab_lookup(&sh->tab, ack->key, ack->slice);
+
+		if (m)
+			aux = rps_store_slice_aux(&m->sl);
+	}
 	if (status || !ack) {
 		memset(&a, 0, sizeof(a));
 		a.key = req->u.decl.key;
@@ -403,8 +418,8 @@ static void io_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req 
 				 req->worker, strerror(-status));
 	}
 	if (req->sc) {
-		send_small(srv, req->sc, RPS_OP_DECLARE_ACK, req->req_id, status, ack,
-			   sizeof(*ack));
+		send_small_aux(srv, req->sc, RPS_OP_DECLARE_ACK, req->req_id, status, aux, ack,
+			       sizeof(*ack));
 		conn_put(srv, req->sc);
 	}
 	rps_srv_pool_put(req);

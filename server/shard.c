@@ -127,16 +127,16 @@ static void fill_ack(const struct rps_slice_meta *m, struct rps_declare_ack *ack
 /* Write the initial values, chunk by chunk under the seqlock. */
 static void slice_fill(struct rps_shard *sh, struct rps_slice_meta *m, const struct rps_init *in)
 {
-	uint32_t epc = sh->store.epc;
+	uint32_t epc = m->sl.epc;
 	uint64_t e = 0;
 
 	while (e < m->nelems) {
-		uint64_t c = m->sl.first_chunk + e / epc;
+		uint64_t c = e / epc;
 		uint64_t i = e % epc;
 		uint64_t n = RPS_MIN(epc - i, m->nelems - e);
-		float *w = rps_store_chunk_data(&sh->store, c) + i;
+		float *w = rps_store_chunk_data(&sh->store, &m->sl, c) + i;
 
-		rps_store_write_begin(&sh->store, c);
+		rps_store_write_begin(&sh->store, &m->sl, c);
 		switch (in->kind) {
 		case RPS_INIT_UNIFORM:
 		case RPS_INIT_NORMAL:
@@ -151,7 +151,7 @@ static void slice_fill(struct rps_shard *sh, struct rps_slice_meta *m, const str
 			memset(w, 0, n * sizeof(float));
 			break;
 		}
-		rps_store_write_end(&sh->store, c);
+		rps_store_write_end(&sh->store, &m->sl, c);
 		e += n;
 	}
 }
@@ -179,8 +179,9 @@ int rps_shard_declare(struct rps_shard *sh, const struct rps_declare *d,
 		in.b = d->init_b;
 		in.seed = d->seed;
 	}
-	if (d->nelems > (uint64_t)sh->store.nchunks * sh->store.epc)
-		return -ENOSPC;
+	rc = rps_store_room(&sh->store, d->nelems); /* before allocating for it */
+	if (rc)
+		return rc;
 
 	m = rps_calloc(1, sizeof(*m));
 	if (!m)
@@ -215,7 +216,7 @@ int rps_shard_declare(struct rps_shard *sh, const struct rps_declare *d,
 	rc = rps_store_alloc(&sh->store, d->nelems, &m->sl);
 	if (rc)
 		goto err_meta;
-	m->data_off = rps_store_chunk_off(&sh->store, m->sl.first_chunk) + RPS_STORE_LINE;
+	m->data_off = m->sl.off + m->sl.line; /* chunk 0's data */
 	slice_fill(sh, m, &in);
 	rc = rps_srv_keytab_insert(&sh->tab, m); /* publishes it */
 	if (rc)

@@ -91,20 +91,20 @@ static void clip_piece(const struct rps_shard *sh, float *g, uint64_t n)
 static void step_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off, uint64_t n,
 		      float *g, uint64_t step, uint32_t staleness)
 {
-	uint32_t epc = sh->store.epc;
+	uint32_t epc = m->sl.epc;
 	uint64_t e = off, end = off + n;
 
 	clip_piece(sh, g, n);
 	while (e < end) {
-		uint64_t c = m->sl.first_chunk + e / epc;
+		uint64_t c = e / epc;
 		uint64_t i = e % epc;
 		uint64_t len = RPS_MIN(epc - i, end - e);
-		float *w = rps_store_chunk_data(&sh->store, c) + i;
+		float *w = rps_store_chunk_data(&sh->store, &m->sl, c) + i;
 
-		rps_store_write_begin(&sh->store, c);
+		rps_store_write_begin(&sh->store, &m->sl, c);
 		rps_optim_apply(&sh->optim_noclip, w, g + (e - off), m->opt.m ? m->opt.m + e : NULL,
 				m->opt.v ? m->opt.v + e : NULL, len, step, staleness);
-		rps_store_write_end(&sh->store, c);
+		rps_store_write_end(&sh->store, &m->sl, c);
 		e += len;
 	}
 }
@@ -113,17 +113,18 @@ static void step_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t o
 static void assign_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off, uint64_t n,
 			const float *g)
 {
-	uint32_t epc = sh->store.epc;
+	uint32_t epc = m->sl.epc;
 	uint64_t e = off, end = off + n;
 
 	while (e < end) {
-		uint64_t c = m->sl.first_chunk + e / epc;
+		uint64_t c = e / epc;
 		uint64_t i = e % epc;
 		uint64_t len = RPS_MIN(epc - i, end - e);
 
-		rps_store_write_begin(&sh->store, c);
-		memcpy(rps_store_chunk_data(&sh->store, c) + i, g + (e - off), len * sizeof(float));
-		rps_store_write_end(&sh->store, c);
+		rps_store_write_begin(&sh->store, &m->sl, c);
+		memcpy(rps_store_chunk_data(&sh->store, &m->sl, c) + i, g + (e - off),
+		       len * sizeof(float));
+		rps_store_write_end(&sh->store, &m->sl, c);
 		e += len;
 	}
 	for (e = off; e < end; e++) {

@@ -1,4 +1,4 @@
-/* A shard's readable store; layout and seqlock protocol in src/store.h.
+/* A shard's readable store; layout, geometry and seqlock protocol in src/store.h.
  *
  * Writer (the shard's update thread only), for chunk c at version v (even):
  *   begin = v+1; end = v+1; [release fence]; data; end = v+2 (release); begin = v+2 (release)
@@ -10,6 +10,8 @@
  * would let such a reader see begin == end == v and take mixed data as clean.
  * The begin line is written last, so a reader that saw begin == v+2 sees the
  * data of that version.
+ * "Line" is the slice's version line: 64 bytes for chunked slices, one 8-byte
+ * word for compact ones; the version is its first u64 either way.
  */
 #include "src/store.h"
 
@@ -31,14 +33,16 @@ static inline _Atomic uint64_t *word_at(const struct rps_store *s, uint64_t off)
 	return (_Atomic uint64_t *)((char *)s->base + off);
 }
 
-static inline _Atomic uint64_t *begin_word(const struct rps_store *s, uint64_t c)
+static inline _Atomic uint64_t *begin_word(const struct rps_store *s,
+					   const struct rps_store_slice *sl, uint64_t c)
 {
-	return word_at(s, rps_store_chunk_off(s, c));
+	return word_at(s, rps_store_chunk_off(sl, c));
 }
 
-static inline _Atomic uint64_t *end_word(const struct rps_store *s, uint64_t c)
+static inline _Atomic uint64_t *end_word(const struct rps_store *s,
+					 const struct rps_store_slice *sl, uint64_t c)
 {
-	return word_at(s, rps_store_chunk_off(s, c) + RPS_STORE_LINE + s->chunk_bytes);
+	return word_at(s, rps_store_chunk_off(sl, c) + sl->line + rps_store_chunk_len(sl, c));
 }
 
 static inline void cpu_relax(void)
@@ -60,9 +64,10 @@ int rps_store_init(struct rps_store *s, uint32_t shard, size_t capacity, uint32_
 	void *base;
 	int huge = 0;
 
-	if (chunk_bytes < RPS_STORE_LINE || chunk_bytes % RPS_STORE_LINE) {
-		RPS_ERR("shard %u store: chunk size %u is not a multiple of 64", shard,
-			chunk_bytes);
+	if (chunk_bytes < RPS_STORE_LINE || chunk_bytes % RPS_STORE_LINE ||
+	    chunk_bytes > RPS_STORE_CHUNK_MAX) {
+		RPS_ERR("shard %u store: chunk size %u is not a multiple of 64 in 64..%u", shard,
+			chunk_bytes, RPS_STORE_CHUNK_MAX);
 		return -EINVAL;
 	}
 	if (capacity < data_off + stride) {
@@ -103,7 +108,7 @@ int rps_store_init(struct rps_store *s, uint32_t shard, size_t capacity, uint32_
 	s->chunk_bytes = chunk_bytes;
 	s->epc = chunk_bytes / sizeof(float);
 	s->nchunks = nchunks;
-	s->next_chunk = 0;
+	s->next = data_off;
 	s->hdr->shard = shard;
 	s->hdr->chunk_bytes = chunk_bytes;
 	s->hdr->nchunks = nchunks;
@@ -111,8 +116,8 @@ int rps_store_init(struct rps_store *s, uint32_t shard, size_t capacity, uint32_
 	s->hdr->chunk_stride = stride;
 	atomic_store_explicit((_Atomic uint64_t *)&s->hdr->magic, RPS_STORE_MAGIC,
 			      memory_order_release);
-	RPS_DEBUG("shard %u store: %zu bytes, %llu chunks of %u bytes%s", shard, size,
-		  (unsigned long long)nchunks, chunk_bytes, huge ? ", huge pages" : "");
+	RPS_DEBUG("shard %u store: %zu bytes, chunks of up to %u bytes%s", shard, size, chunk_bytes,
+		  huge ? ", huge pages" : "");
 	return 0;
 }
 
@@ -127,46 +132,85 @@ void rps_store_fini(struct rps_store *s)
 	memset(s, 0, sizeof(*s));
 }
 
-int rps_store_alloc(struct rps_store *s, uint64_t nelems, struct rps_store_slice *sl_p)
+/* Where a slice of nelems would go now and how many bytes it takes; 0, or
+ * -ENOSPC if it does not fit. */
+static int place(const struct rps_store *s, uint64_t nelems, struct rps_store_slice *sl_p,
+		 uint64_t *need_p)
 {
-	uint64_t need = nelems / s->epc + (nelems % s->epc != 0);
+	struct rps_store_slice sl = {.nelems = nelems};
+	uint64_t off, span;
 
-	if (need == 0)
-		need = 1;
-	if (need > s->nchunks - s->next_chunk) {
-		RPS_WARN("shard %u store full: %llu elements need %llu chunks, %llu of %llu free "
-			 "(raise RDMAPS_SHARD_BYTES)",
-			 s->hdr->shard, (unsigned long long)nelems, (unsigned long long)need,
-			 (unsigned long long)(s->nchunks - s->next_chunk),
-			 (unsigned long long)s->nchunks);
+	*need_p = UINT64_MAX;
+	/* bounds the arithmetic below: no slice holds more floats than bytes exist */
+	if (nelems > s->size / sizeof(float))
 		return -ENOSPC;
-	}
-	sl_p->first_chunk = s->next_chunk;
-	sl_p->nchunks = need;
-	sl_p->nelems = nelems;
-	s->next_chunk += need;
+	rps_store_geom(s->chunk_bytes, nelems, &sl.chunk_bytes, &sl.line);
+	sl.epc = sl.chunk_bytes / (uint32_t)sizeof(float);
+	sl.nchunks = rps_store_geom_nchunks(sl.chunk_bytes, nelems);
+	off = RPS_ALIGN_UP(s->next, (uint64_t)sl.line);
+	span = rps_store_slice_span(&sl);
+	*need_p = off - s->next + span;
+	if (off > s->size || span > s->size - off)
+		return -ENOSPC;
+	sl.off = off;
+	*sl_p = sl;
 	return 0;
 }
 
-void rps_store_write_begin(struct rps_store *s, uint64_t c)
+static void warn_full(const struct rps_store *s, uint64_t nelems, uint64_t need)
 {
-	_Atomic uint64_t *b = begin_word(s, c);
+	RPS_WARN("shard %u store full: %llu elements need %llu bytes, %llu of %llu free "
+		 "(raise RDMAPS_SHARD_BYTES)",
+		 s->hdr->shard, (unsigned long long)nelems, (unsigned long long)need,
+		 (unsigned long long)(s->size - s->next),
+		 (unsigned long long)(s->size - s->hdr->data_off));
+}
+
+int rps_store_room(const struct rps_store *s, uint64_t nelems)
+{
+	struct rps_store_slice sl;
+	uint64_t need;
+
+	if (place(s, nelems, &sl, &need)) {
+		warn_full(s, nelems, need);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+int rps_store_alloc(struct rps_store *s, uint64_t nelems, struct rps_store_slice *sl_p)
+{
+	struct rps_store_slice sl;
+	uint64_t need;
+
+	if (place(s, nelems, &sl, &need)) {
+		warn_full(s, nelems, need);
+		return -ENOSPC;
+	}
+	s->next = sl.off + rps_store_slice_span(&sl);
+	*sl_p = sl;
+	return 0;
+}
+
+void rps_store_write_begin(struct rps_store *s, const struct rps_store_slice *sl, uint64_t c)
+{
+	_Atomic uint64_t *b = begin_word(s, sl, c);
 	uint64_t v = atomic_load_explicit(b, memory_order_relaxed); /* single writer */
 
-	assert(c < s->nchunks && (v & 1) == 0);
+	assert(c < sl->nchunks && (v & 1) == 0);
 	atomic_store_explicit(b, v + 1, memory_order_relaxed);
-	atomic_store_explicit(end_word(s, c), v + 1, memory_order_relaxed);
+	atomic_store_explicit(end_word(s, sl, c), v + 1, memory_order_relaxed);
 	/* the odd marks are visible before any data store */
 	atomic_thread_fence(memory_order_release);
 }
 
-void rps_store_write_end(struct rps_store *s, uint64_t c)
+void rps_store_write_end(struct rps_store *s, const struct rps_store_slice *sl, uint64_t c)
 {
-	_Atomic uint64_t *b = begin_word(s, c);
+	_Atomic uint64_t *b = begin_word(s, sl, c);
 	uint64_t v = atomic_load_explicit(b, memory_order_relaxed) + 1;
 
-	assert(c < s->nchunks && (v & 1) == 0);
-	atomic_store_explicit(end_word(s, c), v, memory_order_release);
+	assert(c < sl->nchunks && (v & 1) == 0);
+	atomic_store_explicit(end_word(s, sl, c), v, memory_order_release);
 	atomic_store_explicit(b, v, memory_order_release);
 }
 
@@ -177,11 +221,11 @@ uint64_t rps_store_read(const struct rps_store *s, const struct rps_store_slice 
 
 	assert(end >= off && end <= sl->nelems);
 	while (e < end) {
-		uint64_t c = sl->first_chunk + e / s->epc;
-		uint64_t idx = e % s->epc;
-		uint64_t run = RPS_MIN((uint64_t)s->epc - idx, end - e);
-		const float *src = rps_store_chunk_data(s, c) + idx;
-		_Atomic uint64_t *bw = begin_word(s, c), *ew = end_word(s, c);
+		uint64_t c = e / sl->epc;
+		uint64_t idx = e % sl->epc;
+		uint64_t run = RPS_MIN((uint64_t)sl->epc - idx, end - e);
+		const float *src = rps_store_chunk_data(s, sl, c) + idx;
+		_Atomic uint64_t *bw = begin_word(s, sl, c), *ew = end_word(s, sl, c);
 		unsigned spins = 0;
 
 		for (;;) {
@@ -213,12 +257,12 @@ void rps_store_for_runs(const struct rps_store *s, const struct rps_store_slice 
 
 	assert(end >= off && end <= sl->nelems);
 	while (e < end) {
-		uint64_t c = sl->first_chunk + e / s->epc;
-		uint64_t idx = e % s->epc;
-		uint64_t run = RPS_MIN((uint64_t)s->epc - idx, end - e);
+		uint64_t c = e / sl->epc;
+		uint64_t idx = e % sl->epc;
+		uint64_t run = RPS_MIN((uint64_t)sl->epc - idx, end - e);
 
-		/* elem_off: the run's first element within the slice */
-		fn(c, rps_store_chunk_data(s, c) + idx, e, run, arg);
+		/* c: the chunk within the slice; elem_off: the run's first element */
+		fn(c, rps_store_chunk_data(s, sl, c) + idx, e, run, arg);
 		e += run;
 	}
 }

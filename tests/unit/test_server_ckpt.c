@@ -64,6 +64,10 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* key 7: 200 floats, 4 chunks of 64 (the last short); key 8: K8 floats,
+ * one compact chunk (an odd count) */
+#define K8 37
+
 static void fill(float *v, size_t n, float x)
 {
 	for (size_t i = 0; i < n; i++)
@@ -78,7 +82,7 @@ static void one_clock(struct rps_shard *sh, uint32_t c)
 	for (uint32_t w = 0; w < 2; w++) {
 		fill(g, 200, (float)(w + 1 + c));
 		t_push(sh, w, 7, 0, 0, 200, c, g, 10 * c + w);
-		t_push(sh, w, 8, 0, 0, 100, c, g, 100 + 10 * c + w);
+		t_push(sh, w, 8, 0, 0, K8, c, g, 100 + 10 * c + w);
 		t_clock(sh, w, c, 2);
 	}
 	assert_int_equal(rps_store_clock(&sh->store), c + 1);
@@ -125,7 +129,7 @@ static void test_write_restore(void **state)
 	struct rps_slice_meta *m, *mm;
 
 	assert_int_equal(t_declare(sh, 7, 0, 200, RPS_INIT_CONST, 1.5f, 0, &a), 0);
-	assert_int_equal(t_declare(sh, 8, 0, 100, RPS_INIT_ZEROS, 0, 0, &a), 0);
+	assert_int_equal(t_declare(sh, 8, 0, K8, RPS_INIT_ZEROS, 0, 0, &a), 0);
 	one_clock(sh, 0);
 	assert_false(file_exists(f, 1)); /* every 2 clocks */
 	one_clock(sh, 1);
@@ -133,10 +137,10 @@ static void test_write_restore(void **state)
 	assert_int_equal(atomic_load(&sh->ckpts_ok), 1);
 	assert_int_equal(atomic_load(&sh->ckpt_clock), 2);
 	t_read(sh, 7, 0, 0, 200, at2);
-	t_read(sh, 8, 0, 0, 100, at2 + 200);
+	t_read(sh, 8, 0, 0, K8, at2 + 200);
 	m = rps_srv_keytab_lookup(&sh->tab, 7, 0);
 	memcpy(m2, m->opt.m, 200 * sizeof(float));
-	memcpy(m2 + 200, rps_srv_keytab_lookup(&sh->tab, 8, 0)->opt.m, 100 * sizeof(float));
+	memcpy(m2 + 200, rps_srv_keytab_lookup(&sh->tab, 8, 0)->opt.m, K8 * sizeof(float));
 	one_clock(sh, 2); /* moves on; no file at 3 */
 	assert_false(file_exists(f, 3));
 	t_read(sh, 7, 0, 0, 1, v);
@@ -148,13 +152,19 @@ static void test_write_restore(void **state)
 	assert_int_equal(rps_store_worker_clock(&sh2.store, 0), 2);
 	assert_int_equal(rps_store_worker_clock(&sh2.store, 1), 2);
 	t_read(&sh2, 7, 0, 0, 200, v);
-	t_read(&sh2, 8, 0, 0, 100, v + 200);
-	assert_memory_equal(v, at2, sizeof(at2));
+	t_read(&sh2, 8, 0, 0, K8, v + 200);
+	assert_memory_equal(v, at2, (200 + K8) * sizeof(float));
 	mm = rps_srv_keytab_lookup(&sh2.tab, 7, 0);
 	assert_non_null(mm);
 	assert_memory_equal(mm->opt.m, m2, 200 * sizeof(float));
 	assert_memory_equal(rps_srv_keytab_lookup(&sh2.tab, 8, 0)->opt.m, m2 + 200,
-			    100 * sizeof(float));
+			    K8 * sizeof(float));
+	/* the file holds values, not the layout: the restored slices have the
+	 * geometry of their length, chunked with a short last chunk and compact */
+	assert_true(mm->sl.line == RPS_STORE_LINE && mm->sl.nchunks == 4 &&
+		    rps_store_chunk_len(&mm->sl, 3) == 64);
+	assert_true(rps_srv_keytab_lookup(&sh2.tab, 8, 0)->sl.line == RPS_STORE_WORD);
+	assert_true(rps_srv_keytab_lookup(&sh2.tab, 8, 0)->sl.chunk_bytes == 152);
 	assert_int_equal(mm->opt.step, m->opt.step - 1);
 	/* the restored shard goes on: the same clock 2 gives the same values */
 	one_clock(&sh2, 2);
@@ -178,7 +188,7 @@ static void test_refusals(void **state)
 	long len;
 
 	assert_int_equal(t_declare(sh, 7, 0, 200, RPS_INIT_CONST, 1.5f, 0, NULL), 0);
-	assert_int_equal(t_declare(sh, 8, 0, 100, RPS_INIT_ZEROS, 0, 0, NULL), 0);
+	assert_int_equal(t_declare(sh, 8, 0, K8, RPS_INIT_ZEROS, 0, 0, NULL), 0);
 	one_clock(sh, 0);
 	one_clock(sh, 1);
 	assert_true(file_exists(f, 2));

@@ -144,6 +144,8 @@ static int client_wait(struct client *cl, uint32_t req_id, struct resp *r, int t
 	}
 }
 
+static uint32_t declare_aux; /* hdr.aux of the last DECLARE_ACK: the slice's geometry */
+
 static int declare(struct client *cl, uint64_t key, uint32_t shard, uint64_t nelems,
 		   struct rps_declare_ack *ack_p)
 {
@@ -157,6 +159,7 @@ static int declare(struct client *cl, uint64_t key, uint32_t shard, uint64_t nel
 
 	assert_int_equal(client_wait(cl, id, &r, WAIT_MS), 0);
 	assert_int_equal(r.hdr.op, RPS_OP_DECLARE_ACK);
+	declare_aux = r.hdr.aux;
 	if (ack_p)
 		memcpy(ack_p, r.fixed, sizeof(*ack_p));
 	return r.hdr.status;
@@ -324,10 +327,21 @@ static void test_bsp_round(void **state)
 	assert_int_equal(ack.key, 100);
 	assert_int_equal(ack.shard, 1);
 	assert_int_equal(ack.nelems, 10);
+	/* 40 bytes fit a 256-byte chunk: one compact chunk, 8-byte words */
+	assert_int_equal(declare_aux, RPS_DECLARE_ACK_COMPACT | 40);
+	assert_int_equal(ack.offset % 8, 0);
 	assert_int_equal(declare(&w1, 100, 1, 10, &ack2), 0); /* idempotent */
 	assert_int_equal(ack2.offset, ack.offset);
+	assert_int_equal(declare_aux, RPS_DECLARE_ACK_COMPACT | 40);
 	assert_int_equal(declare(&w1, 100, 1, 11, NULL), -EEXIST);
+	assert_int_equal(declare_aux, 0);			   /* no geometry with an error */
 	assert_int_equal(declare(&w1, 100, 7, 11, NULL), -EINVAL); /* no shard 7 */
+	assert_int_equal(declare_aux, 0);
+	/* 65 floats do not: chunks of 256 bytes, 64-byte lines */
+	assert_int_equal(declare(&w1, 101, 1, 65, &ack2), 0);
+	assert_int_equal(declare_aux, 256);
+	assert_int_equal(ack2.offset % 64, 0);
+	assert_true(ack2.offset >= ack.offset + 40 + 8 + 64);
 
 	/* clock 0 is there: a pull at 0 answers at once, with the initial values */
 	id = pull(&w0, 100, 1, 2, 5, 0);

@@ -56,7 +56,8 @@ static void test_declare(void **state)
 {
 	struct fixture *f = *state;
 	struct rps_shard *sh = &f->sh;
-	struct rps_declare_ack a1, a2, a3;
+	struct rps_declare_ack a1, a2, a3, a4;
+	const struct rps_slice_meta *m;
 	float v[200];
 
 	assert_int_equal(t_declare(sh, 7, 0, 200, RPS_INIT_CONST, 1.5f, 0, &a1), 0);
@@ -65,12 +66,33 @@ static void test_declare(void **state)
 	assert_int_equal(a1.offset % 64, 0);
 	assert_true(a1.offset >= 64 + 64 + 8 * RPS_MAX_WORKERS);
 	/* the offset is the data of the first chunk */
+	m = rps_srv_keytab_lookup(&sh->tab, 7, 0);
+	assert_non_null(m);
 	assert_ptr_equal((char *)sh->store.base + a1.offset,
-			 (char *)rps_store_chunk_data(
-			     &sh->store, rps_srv_keytab_lookup(&sh->tab, 7, 0)->sl.first_chunk));
-	t_read(sh, 7, 0, 0, 200, v); /* 4 chunks of 64 */
+			 (char *)rps_store_chunk_data(&sh->store, &m->sl, 0));
+	/* 4 chunks of 64 floats, 64-byte lines, the last with 8 floats in 64 bytes */
+	assert_true(m->sl.line == RPS_STORE_LINE && m->sl.chunk_bytes == 256 && m->sl.nchunks == 4);
+	assert_true(a1.offset == m->sl.off + 64);
+	assert_int_equal(rps_store_chunk_len(&m->sl, 3), 64);
+	t_read(sh, 7, 0, 0, 200, v);
 	for (int i = 0; i < 200; i++)
 		assert_true(v[i] == 1.5f);
+	/* a small slice: one compact chunk right after, 8-byte words */
+	assert_int_equal(t_declare(sh, 18, 0, 3, RPS_INIT_CONST, 2.5f, 0, &a4), 0);
+	m = rps_srv_keytab_lookup(&sh->tab, 18, 0);
+	assert_non_null(m);
+	assert_true(m->sl.line == RPS_STORE_WORD && m->sl.chunk_bytes == 16 && m->sl.nchunks == 1);
+	assert_true(a4.offset == m->sl.off + 8);
+	assert_true(m->sl.off == a1.offset - 64 + 3 * (256 + 128) + 128 + 64);
+	t_read(sh, 18, 0, 0, 3, v);
+	assert_true(v[0] == 2.5f && v[1] == 2.5f && v[2] == 2.5f);
+	{
+		uint64_t b, e;
+
+		memcpy(&b, (char *)sh->store.base + m->sl.off, 8);
+		memcpy(&e, (char *)sh->store.base + m->sl.off + 8 + 16, 8);
+		assert_true(b == 2 && e == 2); /* filled once under the seqlock */
+	}
 
 	/* idempotent */
 	assert_int_equal(t_declare(sh, 7, 0, 200, RPS_INIT_CONST, 9.0f, 0, &a2), 0);
@@ -81,7 +103,7 @@ static void test_declare(void **state)
 	assert_int_equal(t_declare(sh, 7, 0, 100, RPS_INIT_ZEROS, 0, 0, NULL), -EEXIST);
 	/* other slice of the same key: its own place */
 	assert_int_equal(t_declare(sh, 7, 1, 10, RPS_INIT_DEFAULT, 0, 0, &a3), 0);
-	assert_true(a3.offset >= a1.offset + 4 * (256 + 128));
+	assert_true(a3.offset == a4.offset - 8 + 32 + 8); /* packed after key 18's 32 bytes */
 	t_read(sh, 7, 1, 0, 10, v);
 	for (int i = 0; i < 10; i++)
 		assert_true(v[i] == 0.0f); /* the shard's default: zeros */
@@ -170,8 +192,10 @@ static void test_asp_apply(void **state)
 		assert_true(v[i] == ((i >= 50 && i < 80) ? 0.0f : 1.0f)); /* 1 - 0.5 * 2 */
 	/* the chunk versions moved and are even again */
 	for (uint64_t c = 0; c < 2; c++) {
-		uint64_t ver = *(volatile uint64_t *)((char *)sh->store.base +
-						      rps_store_chunk_off(&sh->store, c));
+		uint64_t ver =
+		    *(volatile uint64_t *)((char *)sh->store.base +
+					   rps_store_chunk_off(
+					       &rps_srv_keytab_lookup(&sh->tab, 1, 0)->sl, c));
 		assert_true(ver > 0 && (ver & 1) == 0);
 	}
 	/* applied as popped: worker 1's push too, no waiting for clocks */

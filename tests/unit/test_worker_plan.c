@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "src/store.h"
+#include "src/util.h"
 #include "worker/plan.h"
 
 static void test_frame_elems(void **state)
@@ -314,6 +315,123 @@ static void test_read_plan_cap(void **state)
 	assert_int_equal(raddr, 64ull * STRIDE);
 }
 
+/* ---- plans against a real store: what a READ would bring back ---- */
+
+/* Perform a READ locally: copy the remote bytes at raddr (relative to the
+ * store base) into the sges in order. Returns the bytes read. */
+static uint64_t fake_read(const struct rps_store *s, uint64_t raddr, const struct rps_tr_sge *sge,
+			  int nsge)
+{
+	const char *src = (const char *)s->base + raddr;
+	uint64_t b = 0;
+
+	for (int i = 0; i < nsge; i++) {
+		memcpy(sge[i].addr, src + b, sge[i].len);
+		b += sge[i].len;
+	}
+	assert_true(raddr + b <= s->size);
+	return b;
+}
+
+static void write_values(uint64_t c, float *data, uint64_t elem_off, uint64_t n, void *arg)
+{
+	struct rps_store *s = ((void **)arg)[0];
+	const struct rps_store_slice *sl = ((void **)arg)[1];
+
+	rps_store_write_begin(s, sl, c);
+	for (uint64_t i = 0; i < n; i++)
+		data[i] = 1000.0f * (float)sl->nelems + (float)(elem_off + i);
+	rps_store_write_end(s, sl, c);
+}
+
+/* Declare nelems in a store of store_cb, plan as a worker does from the
+ * DECLARE_ACK (offset, aux), read it all with at most max_sge sges per READ:
+ * exactly the slice's bytes, the right values, nothing torn; then a chunk
+ * mid-write is found torn. */
+static void plan_store(uint32_t store_cb, uint64_t nelems, int max_sge)
+{
+	struct rps_store s;
+	struct rps_store_slice pad, sl;
+	struct rps_rplan p;
+	struct rps_tr_sge sge[RPS_RPLAN_MAX_CHUNKS * 2 + 2];
+	uint64_t ack_off, bytes = 0, lo = 0, raddr, nch;
+	uint32_t aux, lo_min = UINT32_MAX;
+	void *arg[2] = {&s, &sl};
+	int nsge, n;
+
+	assert_true(nelems <= EPC * 80);
+	assert_int_equal(rps_store_init(&s, 0, 1 << 20, store_cb), 0);
+	assert_int_equal(rps_store_alloc(&s, 3, &pad), 0); /* not at data_off */
+	assert_int_equal(rps_store_alloc(&s, nelems, &sl), 0);
+	rps_store_for_runs(&s, &sl, 0, nelems, write_values, arg);
+	/* what the DECLARE_ACK says, decoded as worker/frame.c does */
+	ack_off = sl.off + sl.line;
+	aux = rps_store_slice_aux(&sl);
+	memset(&p, 0, sizeof(p));
+	p.chunk_bytes = aux & RPS_DECLARE_ACK_BYTES;
+	p.line = aux & RPS_DECLARE_ACK_COMPACT ? RPS_STORE_WORD : RPS_STORE_LINE;
+	p.last_bytes = rps_store_geom_last(p.chunk_bytes, p.line, nelems);
+	p.nelems = nelems;
+	p.raddr0 = ack_off - p.line; /* relative to the store base here */
+	nch = rps_rplan_nchunks(&p);
+	assert_true(nch == sl.nchunks);
+	assert_true(rps_rplan_span(&p) == rps_store_slice_span(&sl));
+	memset(dst, 0xff, sizeof(dst));
+	memset(lines, 0xff, sizeof(lines));
+	while (lo < nch) {
+		n = rps_rplan_build(&p, lo, 64, dst, lines, junk, sge, max_sge, &nsge, &raddr);
+		assert_true(n >= 1);
+		check_plan(&p, lo, n, sge, nsge, raddr);
+		assert_true(raddr == sl.off + bytes); /* READs tile the slice */
+		bytes += fake_read(&s, raddr, sge, nsge);
+		assert_int_equal(rps_rplan_torn(lines, (uint64_t)n, p.line), 0);
+		/* the versions read are the ones written (one write each: 2) */
+		for (int i = 0; i < n; i++) {
+			uint64_t b, e;
+
+			memcpy(&b, lines + rps_rplan_lines_off(&p, (uint64_t)i), 8);
+			memcpy(&e, lines + rps_rplan_lines_off(&p, (uint64_t)i) + p.line, 8);
+			assert_true(b == 2 && e == 2);
+		}
+		lo += (uint64_t)n;
+		lo_min = RPS_MIN(lo_min, (uint32_t)n);
+	}
+	/* exactly the bytes the slice occupies, and the values */
+	assert_true(bytes == rps_store_slice_span(&sl));
+	for (uint64_t e = 0; e < nelems; e++)
+		assert_true(dst[e] == 1000.0f * (float)nelems + (float)e);
+	assert_true(((uint32_t *)dst)[nelems] == 0xffffffffu); /* nothing past the slice */
+
+	/* a chunk mid-write: torn */
+	rps_store_write_begin(&s, &sl, nch - 1);
+	n = rps_rplan_build(&p, nch - 1, 64, dst, lines, junk, sge, max_sge, &nsge, &raddr);
+	assert_int_equal(n, 1);
+	fake_read(&s, raddr, sge, nsge);
+	assert_int_equal(rps_rplan_torn(lines, 1, p.line), 1);
+	rps_store_write_end(&s, &sl, nch - 1);
+	fake_read(&s, raddr, sge, nsge);
+	assert_int_equal(rps_rplan_torn(lines, 1, p.line), 0);
+	rps_store_fini(&s);
+}
+
+static void test_read_plan_store(void **state)
+{
+	(void)state;
+	/* compact: 1, 2 (8 bytes), 3 (odd), 63, the largest (64) */
+	plan_store(CB, 1, 4);
+	plan_store(CB, 2, 4);
+	plan_store(CB, 3, 4);
+	plan_store(CB, 63, 4);
+	plan_store(CB, EPC, 4);
+	/* chunked: one more element, a short last chunk, whole chunks */
+	plan_store(CB, EPC + 1, 4);
+	plan_store(CB, 3 * EPC + 5, 200);
+	plan_store(CB, 3 * EPC + 5, 7);
+	plan_store(CB, 10 * EPC, 200);
+	plan_store(CB, 70 * EPC + 33, 200); /* two READs (64-chunk cap) */
+	plan_store(CB, 70 * EPC + 33, 9);
+}
+
 static void set_lines(uint32_t line, int c, uint64_t b, uint64_t e)
 {
 	memcpy(lines + (uint64_t)c * 2 * line, &b, 8);
@@ -355,6 +473,7 @@ int main(void)
 	    cmocka_unit_test(test_read_plan_whole_chunks),
 	    cmocka_unit_test(test_read_plan_partial_last),
 	    cmocka_unit_test(test_read_plan_compact),
+	    cmocka_unit_test(test_read_plan_store),
 	    cmocka_unit_test(test_read_plan_cap),
 	    cmocka_unit_test(test_torn),
 	};
