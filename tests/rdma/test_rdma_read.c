@@ -6,14 +6,24 @@
  * hits); a read into a reg_mem'd buffer; 20 reads in flight at once.
  * Then a read outside the region: READ_DONE -EACCES and CLOSED on that
  * connection, while a second connection keeps reading and sending and the
- * listener accepts a third. A wrong rkey is refused the same way. */
+ * listener accepts a third. A wrong rkey is refused the same way.
+ * Torn reads: a shard store (src/store.h) with compact slices (1, 2 and 501
+ * floats) and a multi-chunk slice with a short last chunk, rewritten by an
+ * update thread with self-checking values while the client READs the slices
+ * with the worker's read plans (worker/plan.h) and re-reads torn chunks: no
+ * torn value may come back, and each pass reads exactly the slice's bytes. */
+#include <sched.h>
+
+#include "src/store.h"
 #include "test_rdma_util.h"
+#include "worker/plan.h"
 
 #define REGION (64 * 1024)
 #define MAXCTX 256
 
 static unsigned char *region;
 static struct rps_tr_mr region_mr;
+static struct rps_shard_desc hello_desc; /* what the server's HELLO_ACK hands out */
 
 struct srv {
 	atomic_int accepted, closed, recv;
@@ -22,10 +32,7 @@ struct srv {
 static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
 		    size_t *ack_len_p, const char **why_p)
 {
-	struct rps_shard_desc d = {
-	    .addr = region_mr.remote_addr, .size = REGION, .rkey = region_mr.rkey};
-
-	*ack_len_p = make_ack(ack, 1, &d);
+	*ack_len_p = make_ack(ack, 1, &hello_desc);
 	return 0;
 }
 
@@ -135,6 +142,8 @@ static void run(int event_mode)
 		region[i] = (unsigned char)(i * 7 + i / 256);
 	rc = ts->ops->reg_mem(ts, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr);
 	REQUIRE(rc == 0, "reg_mem: %s", strerror(-rc));
+	hello_desc = (struct rps_shard_desc){
+	    .addr = region_mr.remote_addr, .size = REGION, .rkey = region_mr.rkey};
 	CHECK(ts->ops->reg_mem(ts, region, REGION, 2u, &(struct rps_tr_mr){0}) == -EINVAL,
 	      "reg_mem with unknown access bits must fail");
 	rc = ts->ops->listen(ts, e.ip0, 0, &port);
@@ -362,6 +371,282 @@ static void run(int event_mode)
 	free(region);
 }
 
+/* ---- torn reads against a live store ---- */
+
+#define TORN_SECS    3.0
+#define TORN_CB	     4096u /* the store's chunk: 1024 floats */
+#define TORN_NSL     4
+#define TORN_CTX     200
+#define TORN_MAX_SGE ((int)(2 + 2 * RPS_RPLAN_MAX_CHUNKS))
+
+/* compact 4 bytes (padding to 8), an 8-byte tensor, compact odd (2004 of
+ * 2008 bytes), chunked: 3 full chunks and 77 floats (308 bytes -> 320) */
+static const uint64_t torn_n[TORN_NSL] = {1, 2, 501, 3 * 1024 + 77};
+static struct rps_store tstore;
+static struct rps_store_slice tsl[TORN_NSL];
+static atomic_int torn_stop;
+static _Atomic uint64_t torn_gens;
+
+/* Element e of a slice at generation g (1..16383): g * 1024 + e % 1024
+ * (exact in a float), so a chunk is clean iff every element gives the same
+ * g; g 0 (the zeroed store) is never read: reads start after generation 1. */
+static void *torn_writer(void *arg)
+{
+	uint32_t gen = 0;
+
+	(void)arg;
+	while (!atomic_load_explicit(&torn_stop, memory_order_relaxed)) {
+		gen = gen % 16383 + 1;
+		for (int k = 0; k < TORN_NSL; k++) {
+			const struct rps_store_slice *sl = &tsl[k];
+
+			for (uint64_t c = 0; c < sl->nchunks; c++) {
+				float *d = rps_store_chunk_data(&tstore, sl, c);
+				uint64_t e0 = c * sl->epc;
+				uint64_t n = RPS_MIN((uint64_t)sl->epc, sl->nelems - e0);
+
+				rps_store_write_begin(&tstore, sl, c);
+				for (uint64_t i = 0; i < n; i++)
+					d[i] = (float)((uint64_t)gen * 1024 + (e0 + i) % 1024);
+				rps_store_write_end(&tstore, sl, c);
+			}
+			sched_yield(); /* 2 vCPUs: leave room for the READ responder */
+		}
+		atomic_fetch_add(&torn_gens, 1);
+	}
+	return NULL;
+}
+
+/* The client's registered buffers, apart so the planner merges nothing by accident. */
+static struct {
+	float dst[4 * 1024];
+	char gap1[64];
+	char lines[RPS_RPLAN_LINES * RPS_RPLAN_MAX_CHUNKS];
+	char gap2[64];
+	char junk[TORN_CB];
+} __attribute__((aligned(4096))) tbuf;
+
+struct torn_stats {
+	uint64_t reads, passes, rereads, bad_chunks, bad_bytes, failed;
+};
+
+/* One READ, waited for by polling the client transport on this thread. */
+static int read_sync(struct rps_transport *t, struct rps_conn *c, const struct rps_tr_sge *sge,
+		     int nsge, uint64_t raddr, uint32_t rkey)
+{
+	struct rps_tr_event ev[8];
+	double end = now_s() + 10;
+	int rc = t->ops->read_remote(c, sge, nsge, raddr, rkey, TORN_CTX);
+
+	while (!rc && now_s() < end) {
+		int n = t->ops->poll(t, ev, 8, 100);
+
+		for (int k = 0; k < n; k++)
+			if (ev[k].type == RPS_TR_EV_READ_DONE && ev[k].ctx == TORN_CTX)
+				return ev[k].status;
+	}
+	return rc ? rc : -ETIMEDOUT;
+}
+
+/* Read slice k as a worker does: the plan from the DECLARE_ACK's offset and
+ * aux, READs of as many chunks as the sges allow, torn chunks read again
+ * alone until clean; then check every chunk holds one generation. */
+static void torn_read_slice(struct rps_transport *tc, struct rps_conn *c,
+			    const struct rps_shard_desc *d, int k, int max_sge,
+			    struct torn_stats *st)
+{
+	const struct rps_store_slice *sl = &tsl[k];
+	uint64_t ack_off = sl->off + sl->line;	/* DECLARE_ACK offset */
+	uint32_t aux = rps_store_slice_aux(sl); /* DECLARE_ACK hdr.aux */
+	struct rps_rplan p = {0};
+	struct rps_tr_sge sge[TORN_MAX_SGE];
+	uint64_t lo = 0, nch, bytes = 0, raddr, reread = 0;
+	uint64_t vb[RPS_RPLAN_MAX_CHUNKS] = {0}, ve[RPS_RPLAN_MAX_CHUNKS] = {0}; /* accepted */
+	int nsge, n, rc;
+
+	p.chunk_bytes = aux & RPS_DECLARE_ACK_BYTES;
+	p.line = aux & RPS_DECLARE_ACK_COMPACT ? RPS_STORE_WORD : RPS_STORE_LINE;
+	p.last_bytes = rps_store_geom_last(p.chunk_bytes, p.line, sl->nelems);
+	p.nelems = sl->nelems;
+	p.raddr0 = d->addr + ack_off - p.line;
+	nch = rps_rplan_nchunks(&p);
+	while (lo < nch) {
+		uint64_t torn;
+
+		n = rps_rplan_build(&p, lo, RPS_RPLAN_MAX_CHUNKS, tbuf.dst, tbuf.lines, tbuf.junk,
+				    sge, max_sge, &nsge, &raddr);
+		if (n < 1) {
+			st->failed++;
+			return;
+		}
+		for (int i = 0; i < nsge; i++)
+			bytes += sge[i].len;
+		rc = read_sync(tc, c, sge, nsge, raddr, d->rkey);
+		st->reads++;
+		if (rc) {
+			st->failed++;
+			return;
+		}
+		torn = rps_rplan_torn(tbuf.lines, (uint64_t)n, p.line);
+		for (int i = 0; i < n && lo + (uint64_t)i < RPS_RPLAN_MAX_CHUNKS; i++) {
+			memcpy(&vb[lo + (uint64_t)i],
+			       tbuf.lines + rps_rplan_lines_off(&p, (uint64_t)i), 8);
+			memcpy(&ve[lo + (uint64_t)i],
+			       tbuf.lines + rps_rplan_lines_off(&p, (uint64_t)i) + p.line, 8);
+		}
+		for (int tries = 0; torn && tries < 100000; tries++) {
+			uint64_t b = (uint64_t)__builtin_ctzll(torn);
+			char *ln = tbuf.lines + rps_rplan_lines_off(&p, b);
+
+			if (rps_rplan_build(&p, lo + b, 1, tbuf.dst, ln, tbuf.junk, sge, max_sge,
+					    &nsge, &raddr) != 1 ||
+			    read_sync(tc, c, sge, nsge, raddr, d->rkey)) {
+				st->failed++;
+				return;
+			}
+			st->reads++;
+			st->rereads++;
+			if (lo + b < RPS_RPLAN_MAX_CHUNKS) {
+				memcpy(&vb[lo + b], ln, 8);
+				memcpy(&ve[lo + b], ln + p.line, 8);
+				reread |= 1ull << (lo + b);
+			}
+			if (!rps_rplan_torn(ln, 1, p.line))
+				torn &= ~(1ull << b);
+		}
+		if (torn) {
+			st->failed++;
+			return;
+		}
+		lo += (uint64_t)n;
+	}
+	if (bytes != rps_store_slice_span(sl))
+		st->bad_bytes++;
+	st->passes++;
+	for (uint64_t ch = 0; ch < nch; ch++) {
+		uint64_t e0 = ch * (p.chunk_bytes / 4);
+		uint64_t e1 = RPS_MIN(e0 + p.chunk_bytes / 4, sl->nelems);
+		double g0 = (double)tbuf.dst[e0] - (double)(e0 % 1024);
+
+		for (uint64_t e = e0; e < e1; e++) {
+			double g = (double)tbuf.dst[e] - (double)(e % 1024);
+
+			if (g != g0 || g < 1024 || g > 16383.0 * 1024 || (uint64_t)g % 1024) {
+				if (st->bad_chunks < 10)
+					printf("torn value: slice of %llu (line %u) chunk %llu%s: "
+					       "versions %llu/%llu; element %llu of [%llu, %llu): "
+					       "generation %.3f, element %llu's %.3f\n",
+					       (unsigned long long)sl->nelems, p.line,
+					       (unsigned long long)ch,
+					       reread >> ch & 1 ? " (re-read)" : "",
+					       (unsigned long long)vb[ch],
+					       (unsigned long long)ve[ch], (unsigned long long)e,
+					       (unsigned long long)e0, (unsigned long long)e1,
+					       g / 1024, (unsigned long long)e0, g0 / 1024);
+				st->bad_chunks++;
+				break;
+			}
+		}
+	}
+}
+
+static void run_torn(int event_mode)
+{
+	struct tenv e;
+	struct rps_config cfg;
+	struct srv s = {0};
+	struct poller ps;
+	struct rps_transport *ts, *tc;
+	struct rps_conn *c;
+	struct rps_shard_desc d;
+	struct rps_tr_mr smr, cmr;
+	struct torn_stats st = {0};
+	struct rps_store_slice pad;
+	char ack[RPS_TR_ACK_MAX];
+	size_t ack_len;
+	pthread_t wt;
+	uint64_t g0, g1, live;
+	double end;
+	int cmr_ok, max_sge, rc;
+
+	tenv_get(&e);
+	tcfg_init(&cfg, event_mode);
+	ts = tr_create(&cfg, e.dev0, 1, on_hello, &s);
+	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
+	rc = rps_store_init(&tstore, 0, 1 << 20, TORN_CB);
+	REQUIRE(rc == 0, "store: %s", strerror(-rc));
+	rc = rps_store_alloc(&tstore, 5, &pad); /* the slices do not start at data_off */
+	REQUIRE(rc == 0, "store alloc: %s", strerror(-rc));
+	for (int k = 0; k < TORN_NSL; k++) {
+		rc = rps_store_alloc(&tstore, torn_n[k], &tsl[k]);
+		REQUIRE(rc == 0, "store alloc %llu: %s", (unsigned long long)torn_n[k],
+			strerror(-rc));
+	}
+	CHECK(tsl[0].line == 8 && tsl[1].line == 8 && tsl[2].line == 8, "small slices not compact");
+	CHECK(tsl[3].line == 64 && tsl[3].nchunks == 4 && rps_store_chunk_len(&tsl[3], 3) == 320,
+	      "chunked slice: line %u, %llu chunks, last %u bytes", tsl[3].line,
+	      (unsigned long long)tsl[3].nchunks, rps_store_chunk_len(&tsl[3], 3));
+	rc = ts->ops->reg_mem(ts, tstore.base, tstore.size, RPS_TR_ACCESS_REMOTE_READ, &smr);
+	REQUIRE(rc == 0, "reg_mem store: %s", strerror(-rc));
+	hello_desc =
+	    (struct rps_shard_desc){.addr = smr.remote_addr, .size = tstore.size, .rkey = smr.rkey};
+	cmr_ok = tc->ops->reg_mem(tc, &tbuf, sizeof(tbuf), RPS_TR_ACCESS_LOCAL, &cmr) == 0;
+	{
+		uint16_t port;
+
+		rc = ts->ops->listen(ts, e.ip0, 0, &port);
+		REQUIRE(rc == 0, "listen: %s", strerror(-rc));
+		poller_start(&ps, ts, srv_event, &s);
+		c = tr_connect(tc, e.ip0, port, 1, 0, ack, sizeof(ack), &ack_len, &rc);
+		REQUIRE(rc == 0, "connect: %s", strerror(-rc));
+	}
+	memcpy(&d, ack + sizeof(struct rps_hello_ack), sizeof(d));
+	max_sge = RPS_MIN(tc->max_read_sge, TORN_MAX_SGE);
+	CHECK(max_sge >= RPS_RPLAN_MIN_SGE, "max_read_sge %d", tc->max_read_sge);
+
+	atomic_store(&torn_stop, 0);
+	atomic_store(&torn_gens, 0); /* a fresh store: read once the writer went over it */
+	REQUIRE(pthread_create(&wt, NULL, torn_writer, NULL) == 0, "pthread_create");
+	while (atomic_load(&torn_gens) < 1)
+		usleep(1000);
+	g0 = atomic_load(&torn_gens);
+	end = now_s() + TORN_SECS;
+	while (now_s() < end && !st.failed)
+		for (int k = 0; k < TORN_NSL && !st.failed; k++)
+			torn_read_slice(tc, c, &d, k, max_sge, &st);
+	g1 = atomic_load(&torn_gens);
+	live = st.passes;
+	atomic_store(&torn_stop, 1);
+	pthread_join(wt, NULL);
+	/* and once more at rest: every slice holds the last generation */
+	for (int k = 0; k < TORN_NSL; k++)
+		torn_read_slice(tc, c, &d, k, max_sge, &st);
+
+	printf("torn reads (%s): %llu slice passes (%llu during the writes), %llu READs, "
+	       "%llu torn chunks re-read, %llu writer generations meanwhile\n",
+	       event_mode ? "event mode" : "busy poll", (unsigned long long)st.passes,
+	       (unsigned long long)live, (unsigned long long)st.reads,
+	       (unsigned long long)st.rereads, (unsigned long long)(g1 - g0));
+	CHECK(st.failed == 0, "%llu slice reads failed", (unsigned long long)st.failed);
+	CHECK(st.bad_chunks == 0, "%llu torn chunks returned as clean",
+	      (unsigned long long)st.bad_chunks);
+	CHECK(st.bad_bytes == 0, "%llu passes read other than the slice's bytes",
+	      (unsigned long long)st.bad_bytes);
+	CHECK(live >= TORN_NSL, "only %llu slice passes during the writes",
+	      (unsigned long long)live);
+	CHECK(g1 - g0 >= 2, "the writer made %llu generations during the reads",
+	      (unsigned long long)(g1 - g0));
+
+	tc->ops->close(c);
+	if (cmr_ok)
+		tc->ops->dereg_mem(tc, &cmr);
+	poller_stop(&ps);
+	rps_transport_destroy(tc);
+	ts->ops->dereg_mem(ts, &smr);
+	rps_transport_destroy(ts);
+	rps_store_fini(&tstore);
+}
+
 int main(int argc, char **argv)
 {
 	int mode = argc > 1 ? atoi(argv[1]) : -1;
@@ -374,6 +659,14 @@ int main(int argc, char **argv)
 	if (mode < 0 || mode == 0) {
 		printf("== busy-poll mode\n");
 		run(0);
+	}
+	if (mode < 0 || mode == 1) {
+		printf("== torn reads, event mode\n");
+		run_torn(1);
+	}
+	if (mode < 0 || mode == 0) {
+		printf("== torn reads, busy-poll mode\n");
+		run_torn(0);
 	}
 	return tr_finish("test_rdma_read");
 }
