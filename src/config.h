@@ -67,6 +67,8 @@ struct rps_config {
 	int rdma_credits;          /* sends in flight per connection */
 	int rdma_max_rd;           /* outstanding RDMA READs (clamped to both ends) */
 	int rdma_event_mode;       /* 1: sleep on the completion channel when idle */
+	int rdma_poll_spin_us;     /* event mode: spin this long after the last completion */
+	int wait_spin_us;          /* a waiting caller polls completions itself this long */
 	/* control */
 	int heartbeat_ms;
 	int heartbeat_timeout_ms;

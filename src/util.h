@@ -46,6 +46,16 @@ static inline void rps_deadline_ms(struct timespec *ts, int timeout_ms)
 }
 
 /* splitmix64 finaliser: a good 64-bit mix for key hashing. */
+/* A spin-wait hint to the CPU (and to a hyperthread sibling). */
+static inline void rps_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 static inline uint64_t rps_hash64(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ull;

@@ -15,7 +15,9 @@
  *   (-EACCES wrong secret, -EPROTO bad magic/version, ...).
  * - poll() is called by ONE thread per instance and returns events.
  *   post_send(), read_remote(), release() and close() may be called from any
- *   thread concurrently with poll().
+ *   thread concurrently with poll(). With RPS_TR_CAP_PROGRESS, progress()
+ *   too: a thread that waits for its own request reaps completions itself
+ *   (as perftest does) instead of sleeping until the poll() thread wakes it.
  * - Every RECV event carries a token; the consumer gives it back with
  *   release() when done with the payload (possibly later, from another thread:
  *   that is how a push buffer travels through a shard's priority ring).
@@ -36,6 +38,7 @@
 #define RPS_TR_CAP_READ (1u << 0)      /* one-sided read_remote of registered memory */
 #define RPS_TR_CAP_RECV_DEST (1u << 1) /* honours params.recv_dest (zero-copy receive) */
 #define RPS_TR_CAP_CHANNELS (1u << 2)  /* hello.channel selects a receive queue (shard) */
+#define RPS_TR_CAP_PROGRESS (1u << 3)  /* progress(): any thread may reap completions */
 
 #define RPS_TR_ACK_MAX 4096 /* largest HELLO_ACK payload */
 
@@ -140,6 +143,12 @@ struct rps_transport_ops {
 			   uint64_t raddr, uint32_t rkey, uint64_t ctx);
 	/* Up to max events; waits up to timeout_ms (0 = don't wait, < 0 = forever). */
 	int (*poll)(struct rps_transport *t, struct rps_tr_event *ev, int max, int timeout_ms);
+	/* Optional (RPS_TR_CAP_PROGRESS): reap completions from the calling
+	 * thread and return up to max pending events, as poll() would. Never
+	 * waits: returns 0 at once when another thread is reaping right now.
+	 * The caller handles the events exactly as the poll() thread does. Any
+	 * thread, concurrently with poll(). */
+	int (*progress)(struct rps_transport *t, struct rps_tr_event *ev, int max);
 	void (*release)(struct rps_transport *t, void *token);
 	/* Register memory (RDMA: ibv_reg_mr; TCP: records it, rkey 0). */
 	int (*reg_mem)(struct rps_transport *t, void *addr, size_t len, unsigned access,

@@ -114,8 +114,8 @@ struct rps_piece *rps_piece_by_ctx(struct rps_wcore *core, uint64_t ctx)
 	return p;
 }
 
-struct rps_piece *rps_piece_alloc_locked(struct rps_wcore *core, struct rps_req *req,
-					 uint8_t kind, uint8_t waits)
+struct rps_piece *rps_piece_alloc_locked(struct rps_wcore *core, struct rps_req *req, uint8_t kind,
+					 uint8_t waits)
 {
 	struct rps_piece *p;
 
@@ -151,8 +151,7 @@ static void req_put_locked(struct rps_req *req)
 		req_complete_locked(req);
 }
 
-void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigned mask,
-			    int status)
+void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigned mask, int status)
 {
 	struct rps_req *req;
 
@@ -323,7 +322,7 @@ static void req_complete_locked(struct rps_req *req)
 {
 	struct rps_wcore *core = req->core;
 
-	req->done = 1;
+	__atomic_store_n(&req->done, 1, __ATOMIC_RELEASE); /* spin_wait reads it unlocked */
 	core->reqs_inflight--;
 	if (req->cb || req->orphan) {
 		req->queued = 1;
@@ -384,6 +383,33 @@ int rps_wcore_drain(struct rps_wcore *core)
 	return n;
 }
 
+/* Reap completions from this thread for up to core->spin_ns (and within
+ * timeout_ms) while req is not done, like perftest's busy-polling client: a
+ * completion then wakes nobody. Called with the lock held; drops it while
+ * spinning. The progress thread never spins (it is the one that would
+ * otherwise do the work). When the spinning ends with this request still
+ * open, or others in flight, the progress thread is woken to take over. */
+static void spin_wait_locked(struct rps_req *req, int timeout_ms)
+{
+	struct rps_wcore *core = req->core;
+	uint64_t start, limit = core->spin_ns;
+
+	if (!core->spin || !limit || req->done || on_progress_thread(core))
+		return;
+	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < limit)
+		limit = (uint64_t)timeout_ms * 1000000u;
+	pthread_mutex_unlock(&core->lock);
+	start = rps_now_ns();
+	do
+		core->spin(core->wake_arg);
+	while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) && rps_now_ns() - start < limit);
+	pthread_mutex_lock(&core->lock);
+	/* while callers spin, the progress thread sleeps without completion
+	 * events (rps_tr_ops.progress): wake it if anyone now depends on it */
+	if ((!req->done || core->reqs_inflight) && core->wake)
+		core->wake(core->wake_arg);
+}
+
 /* Wait under the lock until req is done. 0 or -ETIMEDOUT. */
 static int wait_done_locked(struct rps_req *req, int timeout_ms)
 {
@@ -392,6 +418,7 @@ static int wait_done_locked(struct rps_req *req, int timeout_ms)
 
 	if (timeout_ms >= 0)
 		rps_deadline_ms(&ts, timeout_ms);
+	spin_wait_locked(req, timeout_ms);
 	while (!req->done) {
 		if (timeout_ms < 0) {
 			pthread_cond_wait(&core->cv, &core->lock);

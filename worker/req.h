@@ -147,6 +147,11 @@ struct rps_wcore {
 	_Atomic int have_progress;
 	void (*wake)(void *arg); /* make the progress thread drain */
 	void *wake_arg;
+	/* A waiting caller (not the progress thread) reaps completions itself
+	 * for up to spin_ns before it sleeps: spin(wake_arg) handles what the
+	 * transport has ready. NULL / 0: callers sleep at once. */
+	void (*spin)(void *arg);
+	uint64_t spin_ns;
 	/* called under the lock when a piece finishes, before it is freed */
 	void (*piece_fini)(void *arg, struct rps_piece *p);
 	void *piece_fini_arg;

@@ -121,7 +121,9 @@ static void test_defaults(void **state)
 	assert_int_equal(c.rdma_recv_bufs, 256);
 	assert_int_equal(c.rdma_credits, 64);
 	assert_int_equal(c.rdma_max_rd, 16);
-	assert_int_equal(c.rdma_event_mode, 0);
+	assert_int_equal(c.rdma_event_mode, 1);
+	assert_int_equal(c.rdma_poll_spin_us, 50);
+	assert_int_equal(c.wait_spin_us, 200);
 	assert_int_equal(c.heartbeat_ms, 1000);
 	assert_int_equal(c.heartbeat_timeout_ms, 5000);
 	assert_string_equal(c.checkpoint_dir, "");
@@ -168,7 +170,7 @@ static void test_table_covers_struct(void **state)
 		assert_int_equal(rps_config_init(&c), 0);
 		assert_int_equal(rps_config_set(&c, e->name, e->dflt), 0);
 	}
-	assert_int_equal(n, 52);
+	assert_int_equal(n, 54);
 	/* whatever is not covered is alignment padding (< 8 bytes per hole) */
 	for (size_t i = 0, hole = 0; i < sizeof(covered); i++) {
 		hole = covered[i] ? 0 : hole + 1;

@@ -17,15 +17,10 @@
 
 #define SLOW_EVERY_NS 1000000ull /* CM and async events, teardown: every 1 ms */
 #define EPOLL_CAP_MS  100
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
+/* While callers reap their own completions (progress()), poll() leaves the
+ * completion channel unarmed, so their completions wake no one, and looks
+ * again every CALLER_HOLD_MS; wake() ends that at once. */
+#define CALLER_HOLD_MS 1
 
 static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport **t_p)
 {
@@ -58,7 +53,8 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 		t->credits = 2;
 	}
 	t->max_rd = cfg && cfg->rdma_max_rd > 0 ? cfg->rdma_max_rd : 16;
-	t->event_mode = cfg ? cfg->rdma_event_mode : 0;
+	t->event_mode = cfg ? cfg->rdma_event_mode : 1;
+	t->poll_spin_ns = (uint64_t)(cfg ? cfg->rdma_poll_spin_us : 50) * 1000u;
 	t->timeout_ms = p->timeout_ms > 0	     ? p->timeout_ms
 			: cfg && cfg->timeout_ms > 0 ? cfg->timeout_ms
 						     : 10000;
@@ -68,7 +64,7 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 			    ? (uint32_t)cfg->num_servers * (uint32_t)RPS_MAX(cfg->shards, 1)
 			    : 4;
 	t->nsrqs = RPS_MAX(p->nchannels, 1u);
-	t->base.caps = RPS_TR_CAP_READ | RPS_TR_CAP_CHANNELS;
+	t->base.caps = RPS_TR_CAP_READ | RPS_TR_CAP_CHANNELS | RPS_TR_CAP_PROGRESS;
 	t->base.max_frame = t->buf_bytes;
 	t->base.max_read_sge = RDMA_MAX_SGE;
 	t->efd = -1;
@@ -78,6 +74,15 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 	pthread_mutex_init(&t->prog_lock, NULL);
 	pthread_mutex_init(&t->close_lock, NULL);
 	pthread_mutex_init(&t->mrc_lock, NULL);
+	pthread_mutex_init(&t->res_lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&t->res_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 
 	rc = -ENOMEM;
 	t->srqs = rps_calloc(t->nsrqs, sizeof(*t->srqs));
@@ -170,6 +175,8 @@ static void rps_rdma_destroy(struct rps_transport *tr)
 	pthread_mutex_destroy(&t->prog_lock);
 	pthread_mutex_destroy(&t->close_lock);
 	pthread_mutex_destroy(&t->mrc_lock);
+	pthread_mutex_destroy(&t->res_lock);
+	pthread_cond_destroy(&t->res_cv);
 	rps_free(t);
 }
 
@@ -204,7 +211,7 @@ static int rps_rdma_poll(struct rps_transport *tr, struct rps_tr_event *ev, int 
 	struct rps_rdma_transport *t = rps_rdma_t(tr);
 	uint64_t start = rps_now_ns();
 	uint64_t deadline = timeout_ms > 0 ? start + (uint64_t)timeout_ms * 1000000ull : 0;
-	int slow_due = 0, n;
+	int slow_due = 0, callers, n;
 
 	if (max <= 0)
 		return 0;
@@ -227,20 +234,30 @@ static int rps_rdma_poll(struct rps_transport *tr, struct rps_tr_event *ev, int 
 			rps_rdma_slow_path(t);
 			n += drain(t, ev + n, max - n);
 		}
+		if (n > 0)
+			atomic_store_explicit(&t->last_active_ns, now, memory_order_relaxed);
 		if (n > 0 || atomic_exchange(&t->woken, 0) || timeout_ms == 0 ||
 		    (deadline && now >= deadline)) {
 			pthread_mutex_unlock(&t->prog_lock);
 			return n;
 		}
 		d = atomic_load(&t->dev);
-		if (!t->event_mode) {
+		callers = t->event_mode &&
+			  now - atomic_load_explicit(&t->caller_poll_ns, memory_order_relaxed) <
+			      CALLER_HOLD_MS * 1000000ull;
+		/* busy-poll always, or for poll_spin_ns after the last activity
+		 * before sleeping (unless callers do the polling) */
+		if (!t->event_mode ||
+		    (!callers &&
+		     now - atomic_load_explicit(&t->last_active_ns, memory_order_relaxed) <
+			 t->poll_spin_ns)) {
 			pthread_mutex_unlock(&t->prog_lock);
 			for (int i = 0; i < 64; i++)
-				cpu_relax();
+				rps_cpu_relax();
 			continue;
 		}
 		/* event mode: arm, look once more, then sleep */
-		if (d && ibv_req_notify_cq(d->cq, 0))
+		if (!callers && d && ibv_req_notify_cq(d->cq, 0))
 			RPS_ERR("rdma: ibv_req_notify_cq failed");
 		if (d && rps_rdma_progress_cq(t) > 0) {
 			n = drain(t, ev, max);
@@ -253,12 +270,12 @@ static int rps_rdma_poll(struct rps_transport *tr, struct rps_tr_event *ev, int 
 		pthread_mutex_unlock(&t->prog_lock);
 		{
 			struct epoll_event ee[4];
-			int ms = EPOLL_CAP_MS, k;
+			int ms = callers ? CALLER_HOLD_MS : EPOLL_CAP_MS, k;
 
 			if (deadline) {
 				uint64_t left = deadline > now ? deadline - now : 0;
 
-				ms = (int)RPS_MIN(left / 1000000 + 1, (uint64_t)EPOLL_CAP_MS);
+				ms = (int)RPS_MIN(left / 1000000 + 1, (uint64_t)ms);
 			}
 			k = epoll_wait(t->epfd, ee, 4, ms);
 			atomic_store(&t->poll_sleeping, 0);
@@ -280,10 +297,32 @@ static int rps_rdma_poll(struct rps_transport *tr, struct rps_tr_event *ev, int 
 					break;
 				}
 			}
-			if (k == 0)
+			if (k == 0 && !callers)
 				slow_due = 1;
 		}
 	}
+}
+
+/* A caller reaping its own completions: never waits for prog_lock. */
+static int rps_rdma_progress(struct rps_transport *tr, struct rps_tr_event *ev, int max)
+{
+	struct rps_rdma_transport *t = rps_rdma_t(tr);
+	int n;
+
+	if (max <= 0)
+		return 0;
+	atomic_store_explicit(&t->caller_poll_ns, rps_now_ns(), memory_order_relaxed);
+	if (pthread_mutex_trylock(&t->prog_lock))
+		return 0;
+	n = drain(t, ev, max);
+	if (n < max) {
+		rps_rdma_progress_cq(t);
+		n += drain(t, ev + n, max - n);
+	}
+	if (t->evq.head != t->evq.tail)
+		rps_rdma_notify_poller(t); /* more than max: the poll() thread takes the rest */
+	pthread_mutex_unlock(&t->prog_lock);
+	return n;
 }
 
 static void rps_rdma_wake(struct rps_transport *tr)
@@ -291,6 +330,7 @@ static void rps_rdma_wake(struct rps_transport *tr)
 	struct rps_rdma_transport *t = rps_rdma_t(tr);
 	uint64_t one = 1;
 
+	atomic_store(&t->caller_poll_ns, 0); /* poll() arms completions again */
 	atomic_store(&t->woken, 1);
 	if (write(t->efd, &one, sizeof(one)) < 0)
 		RPS_DEBUG("rdma: eventfd write: %m");
@@ -323,6 +363,7 @@ const struct rps_transport_ops rps_rdma_ops = {
     .post_send = rps_rdma_post_send,
     .read_remote = rps_rdma_read_remote,
     .poll = rps_rdma_poll,
+    .progress = rps_rdma_progress,
     .release = rps_rdma_release,
     .reg_mem = rps_rdma_reg_mem,
     .dereg_mem = rps_rdma_dereg_mem,

@@ -224,6 +224,49 @@ void rps_rdma_progress_or_yield(struct rps_rdma_transport *t)
 		sched_yield();
 }
 
+#define RES_SPIN_NS 20000ull /* a sender spins this long before it sleeps */
+
+void rps_rdma_res_freed(struct rps_rdma_transport *t)
+{
+	atomic_fetch_add(&t->res_gen, 1);
+	if (atomic_load(&t->res_waiters)) {
+		pthread_mutex_lock(&t->res_lock);
+		pthread_cond_broadcast(&t->res_cv);
+		pthread_mutex_unlock(&t->res_lock);
+	}
+}
+
+void rps_rdma_progress_or_wait(struct rps_rdma_transport *t, uint64_t gen, uint64_t since_ns)
+{
+	struct timespec ts;
+	int n = 0;
+
+	if (!pthread_mutex_trylock(&t->prog_lock)) {
+		n = rps_rdma_progress_cq(t);
+		if (n > 0)
+			rps_rdma_notify_poller(t);
+		pthread_mutex_unlock(&t->prog_lock);
+	}
+	if (n > 0 || atomic_load(&t->res_gen) != gen)
+		return;
+	if (rps_now_ns() - since_ns < RES_SPIN_NS) {
+		for (int i = 0; i < 64; i++)
+			rps_cpu_relax();
+		return;
+	}
+	/* sleep: the poll() thread reaps (and must arm its completion channel,
+	 * which it does not while callers reap for themselves) */
+	atomic_fetch_add(&t->res_waiters, 1);
+	if (atomic_load(&t->caller_poll_ns))
+		t->base.ops->wake(&t->base);
+	rps_deadline_ms(&ts, 1);
+	pthread_mutex_lock(&t->res_lock);
+	if (atomic_load(&t->res_gen) == gen)
+		pthread_cond_timedwait(&t->res_cv, &t->res_lock, &ts);
+	pthread_mutex_unlock(&t->res_lock);
+	atomic_fetch_sub(&t->res_waiters, 1);
+}
+
 static int send_wait(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 		     const struct iovec *iov, int iovcnt, const void *payload, uint64_t ctx,
 		     int timeout_ms)
@@ -252,6 +295,7 @@ static int send_wait(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 	}
 	for (;;) {
 		int st = atomic_load(&c->state);
+		uint64_t gen = atomic_load(&t->res_gen);
 
 		if (st == C_DEAD || atomic_load(&c->user_closed))
 			return -ECONNRESET;
@@ -272,7 +316,7 @@ static int send_wait(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 				c->base.peer, timeout_ms);
 			return -ETIMEDOUT;
 		}
-		rps_rdma_progress_or_yield(t);
+		rps_rdma_progress_or_wait(t, gen, deadline - (uint64_t)timeout_ms * 1000000ull);
 	}
 }
 
@@ -367,6 +411,7 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 	wr.wr.rdma.rkey = rkey;
 	for (;;) {
 		struct rps_rdma_slot *s;
+		uint64_t gen = atomic_load(&t->res_gen);
 
 		if (atomic_load(&c->state) != C_UP || atomic_load(&c->user_closed)) {
 			rc = -ECONNRESET;
@@ -419,7 +464,7 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 			rc = -ETIMEDOUT;
 			goto err_tmp;
 		}
-		rps_rdma_progress_or_yield(t);
+		rps_rdma_progress_or_wait(t, gen, deadline - (uint64_t)t->timeout_ms * 1000000ull);
 	}
 
 err_tmp:
@@ -483,8 +528,9 @@ static void handle_recv(struct rps_rdma_transport *t, const struct ibv_wc *wc,
 		rps_rdma_conn_fail(c, err, wc->status == IBV_WC_WR_FLUSH_ERR ? NULL : r);
 		return;
 	}
-	if (wc->wc_flags & IBV_WC_WITH_IMM)
-		atomic_store(&c->peer_freed, ntohl(wc->imm_data));
+	if ((wc->wc_flags & IBV_WC_WITH_IMM) &&
+	    atomic_exchange(&c->peer_freed, ntohl(wc->imm_data)) != ntohl(wc->imm_data))
+		rps_rdma_res_freed(t); /* new credits */
 	st = atomic_load(&c->state);
 	if (wc->byte_len == 0) {
 		atomic_fetch_add(&t->st_ctrl_recv, 1);
@@ -620,6 +666,7 @@ static void handle_slot(struct rps_rdma_transport *t, const struct ibv_wc *wc,
 		c->sq_tail++;
 	} while (!last);
 	pthread_spin_unlock(&c->lock);
+	rps_rdma_res_freed(t); /* send-queue slots, perhaps send buffers */
 	if (err && last_kind != WR_DRAIN)
 		rps_rdma_conn_fail(c, err, wc->status == IBV_WC_WR_FLUSH_ERR ? NULL : why);
 	if (drained)

@@ -181,6 +181,7 @@ struct rps_rdma_transport {
 	uint32_t credits;
 	int max_rd;
 	int event_mode;
+	uint64_t poll_spin_ns; /* event mode: spin this long after activity */
 	int timeout_ms;
 	uint64_t max_msg;
 	uint32_t expect_peers; /* guess of connections per SRQ, for the grant */
@@ -198,6 +199,8 @@ struct rps_rdma_transport {
 	int epfd; /* event mode */
 	_Atomic int woken;
 	_Atomic int poll_sleeping;
+	_Atomic uint64_t last_active_ns; /* poll() last returned events */
+	_Atomic uint64_t caller_poll_ns; /* a caller's progress() last ran; 0 after wake() */
 
 	pthread_mutex_t prog_lock;
 	struct rps_rdma_evq evq;
@@ -205,6 +208,13 @@ struct rps_rdma_transport {
 	uint32_t qpmap_cap, qpmap_n;
 	struct rps_rdma_conn *all; /* every live conn (prog_lock) */
 	uint64_t last_slow_ns;
+
+	/* Senders out of credits / send buffers / send-queue slots spin a
+	 * little, then sleep until completions free some (res_gen moves). */
+	_Atomic uint64_t res_gen;
+	_Atomic int res_waiters;
+	pthread_mutex_t res_lock;
+	pthread_cond_t res_cv;
 
 	pthread_mutex_t close_lock;
 	struct rps_rdma_conn *closing;
@@ -283,6 +293,12 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 void rps_rdma_release(struct rps_transport *tr, void *token);
 int rps_rdma_progress_cq(struct rps_rdma_transport *t);
 void rps_rdma_progress_or_yield(struct rps_rdma_transport *t);
+/* A sender found no resource at res_gen `gen` (read before it looked) and has
+ * waited since `since_ns`: reap completions if no one else does, else spin
+ * for a while, then sleep until res_gen moves (at most a millisecond). */
+void rps_rdma_progress_or_wait(struct rps_rdma_transport *t, uint64_t gen, uint64_t since_ns);
+/* Completions freed send resources (prog_lock held): wake sleeping senders. */
+void rps_rdma_res_freed(struct rps_rdma_transport *t);
 int rps_rdma_send_frame(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 			const void *payload, uint32_t len, int timeout_ms);
 int rps_rdma_post_drain(struct rps_rdma_conn *c);
