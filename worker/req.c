@@ -347,13 +347,23 @@ void rps_wreq_seal_locked(struct rps_req *req)
 	req_put_locked(req);
 }
 
+/* A callback request has no waiter to reap its completions: if callers
+ * spun lately, the progress thread may be sleeping without completion
+ * events (see spin_wait_locked); make it take over now. */
+#define SPIN_RECENT_NS 20000000ull
+
 void rps_wreq_seal(struct rps_req *req)
 {
 	struct rps_wcore *core = req->core;
+	int kick = req->cb && core->spin && core->wake &&
+		   rps_now_ns() - atomic_load_explicit(&core->spin_last_ns, memory_order_relaxed) <
+		       SPIN_RECENT_NS;
 
 	pthread_mutex_lock(&core->lock);
 	req_put_locked(req);
 	rps_wcore_unlock(core);
+	if (kick)
+		core->wake(core->wake_arg);
 }
 
 int rps_wcore_drain(struct rps_wcore *core)
@@ -403,6 +413,7 @@ static void spin_wait_locked(struct rps_req *req, int timeout_ms)
 	do
 		core->spin(core->wake_arg);
 	while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) && rps_now_ns() - start < limit);
+	atomic_store_explicit(&core->spin_last_ns, rps_now_ns(), memory_order_relaxed);
 	pthread_mutex_lock(&core->lock);
 	/* while callers spin, the progress thread sleeps without completion
 	 * events (rps_tr_ops.progress): wake it if anyone now depends on it */
@@ -495,6 +506,10 @@ int rps_req_test(struct rps_req *req, int *done_p)
 	if (!req || !req->core || req->cb || !done_p)
 		return -EINVAL;
 	core = req->core;
+	/* a caller that polls its request reaps completions on the way */
+	if (core->spin && !__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) &&
+	    !on_progress_thread(core))
+		core->spin(core->wake_arg);
 	pthread_mutex_lock(&core->lock);
 	*done_p = req->done;
 	if (req->done) {

@@ -152,6 +152,7 @@ struct rps_wcore {
 	 * transport has ready. NULL / 0: callers sleep at once. */
 	void (*spin)(void *arg);
 	uint64_t spin_ns;
+	_Atomic uint64_t spin_last_ns; /* when a caller last spun */
 	/* called under the lock when a piece finishes, before it is freed */
 	void (*piece_fini)(void *arg, struct rps_piece *p);
 	void *piece_fini_arg;
