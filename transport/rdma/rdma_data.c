@@ -210,7 +210,9 @@ static int try_send(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 	return 0;
 }
 
-void rps_rdma_progress_or_yield(struct rps_rdma_transport *t)
+/* Reap completions unless another thread is at it; events it queued go to
+ * the poll() thread. Returns how many. */
+static int reap_if_free(struct rps_rdma_transport *t)
 {
 	int n = 0;
 
@@ -220,7 +222,12 @@ void rps_rdma_progress_or_yield(struct rps_rdma_transport *t)
 			rps_rdma_notify_poller(t);
 		pthread_mutex_unlock(&t->prog_lock);
 	}
-	if (n <= 0)
+	return n;
+}
+
+void rps_rdma_progress_or_yield(struct rps_rdma_transport *t)
+{
+	if (reap_if_free(t) <= 0)
 		sched_yield();
 }
 
@@ -239,15 +246,8 @@ void rps_rdma_res_freed(struct rps_rdma_transport *t)
 void rps_rdma_progress_or_wait(struct rps_rdma_transport *t, uint64_t gen, uint64_t since_ns)
 {
 	struct timespec ts;
-	int n = 0;
 
-	if (!pthread_mutex_trylock(&t->prog_lock)) {
-		n = rps_rdma_progress_cq(t);
-		if (n > 0)
-			rps_rdma_notify_poller(t);
-		pthread_mutex_unlock(&t->prog_lock);
-	}
-	if (n > 0 || atomic_load(&t->res_gen) != gen)
+	if (reap_if_free(t) > 0 || atomic_load(&t->res_gen) != gen)
 		return;
 	if (rps_now_ns() - since_ns < RES_SPIN_NS) {
 		for (int i = 0; i < 64; i++)
