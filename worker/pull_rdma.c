@@ -557,6 +557,10 @@ static void schedule_retry_locked(struct rps_worker *w, struct rps_piece *p)
 	rp->retry_at = rps_now_ns() + (uint64_t)rp->backoff_us * 1000u;
 	p->next = w->retry_head;
 	w->retry_head = p;
+	/* a caller reaping its own completions got here: the progress thread,
+	 * which runs the retry timers, may be asleep for its next 10 ms */
+	if (!rps_wcore_on_progress(&w->core))
+		rps_worker_wake(w);
 }
 
 static int parse_hdr(struct rps_worker *w, struct rps_piece *p)

@@ -36,7 +36,7 @@ void rps_wcore_fini(struct rps_wcore *core)
 	memset(core, 0, sizeof(*core));
 }
 
-static int on_progress_thread(const struct rps_wcore *core)
+int rps_wcore_on_progress(const struct rps_wcore *core)
 {
 	return atomic_load(&((struct rps_wcore *)core)->have_progress) &&
 	       pthread_equal(pthread_self(), core->progress);
@@ -44,7 +44,7 @@ static int on_progress_thread(const struct rps_wcore *core)
 
 void rps_wcore_unlock(struct rps_wcore *core)
 {
-	int kick = (core->drain_head || core->abort_pending) && !on_progress_thread(core);
+	int kick = (core->drain_head || core->abort_pending) && !rps_wcore_on_progress(core);
 
 	pthread_mutex_unlock(&core->lock);
 	if (kick && core->wake)
@@ -404,7 +404,7 @@ static void spin_wait_locked(struct rps_req *req, int timeout_ms)
 	struct rps_wcore *core = req->core;
 	uint64_t start, limit = core->spin_ns;
 
-	if (!core->spin || !limit || req->done || on_progress_thread(core))
+	if (!core->spin || !limit || req->done || rps_wcore_on_progress(core))
 		return;
 	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < limit)
 		limit = (uint64_t)timeout_ms * 1000000u;
@@ -508,7 +508,7 @@ int rps_req_test(struct rps_req *req, int *done_p)
 	core = req->core;
 	/* a caller that polls its request reaps completions on the way */
 	if (core->spin && !__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) &&
-	    !on_progress_thread(core))
+	    !rps_wcore_on_progress(core))
 		core->spin(core->wake_arg);
 	pthread_mutex_lock(&core->lock);
 	*done_p = req->done;

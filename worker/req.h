@@ -160,6 +160,8 @@ struct rps_wcore {
 
 int rps_wcore_init(struct rps_wcore *core);
 void rps_wcore_fini(struct rps_wcore *core);
+/* Is the calling thread the progress thread? */
+int rps_wcore_on_progress(const struct rps_wcore *core);
 /* Unlock; if completions were queued and we are not the progress thread, wake it. */
 void rps_wcore_unlock(struct rps_wcore *core);
 /* Progress thread: run queued callbacks, free orphans. Returns how many. */
