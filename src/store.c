@@ -45,15 +45,6 @@ static inline _Atomic uint64_t *end_word(const struct rps_store *s,
 	return word_at(s, rps_store_chunk_off(sl, c) + sl->line + rps_store_chunk_len(sl, c));
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 int rps_store_init(struct rps_store *s, uint32_t shard, size_t capacity, uint32_t chunk_bytes)
 {
 	uint64_t data_off =
@@ -242,7 +233,7 @@ uint64_t rps_store_read(const struct rps_store *s, const struct rps_store_slice 
 			if (++spins % 1024 == 0)
 				sched_yield(); /* writer preempted mid-chunk */
 			else
-				cpu_relax();
+				rps_cpu_relax();
 		}
 		dst += run;
 		e += run;
