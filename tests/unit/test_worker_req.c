@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "src/util.h"
 #include "worker/req.h"
 
 static struct rps_wcore core;
@@ -406,6 +407,116 @@ static void test_wait_forever_wakes(void **state)
 	pthread_join(t, NULL);
 }
 
+/* ---- callers that reap their own completions (core.spin) ---- */
+
+static int spin_calls, spin_finish_at;
+static struct rps_piece *spin_piece;
+
+/* Stands in for the transport's progress(): the spin_finish_at-th call
+ * "reaps" the completion of spin_piece (0: never). */
+static void spin_fn(void *arg)
+{
+	(void)arg;
+	if (++spin_calls == spin_finish_at && spin_piece)
+		clear(spin_piece, RPS_PW_RESP, 0);
+}
+
+static void spin_setup(uint64_t spin_ns, int finish_at, struct rps_piece *p)
+{
+	core.spin = spin_fn;
+	core.spin_ns = spin_ns;
+	core.wake = wake_fn;
+	spin_calls = 0;
+	spin_finish_at = finish_at;
+	spin_piece = p;
+	woken = 0;
+}
+
+static void test_wait_reaps_itself(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *p = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+
+	(void)state;
+	rps_wreq_seal(r);
+	spin_setup(5000000000ull, 3, p);
+	assert_int_equal(rps_req_wait(r, 5000), 0);
+	assert_int_equal(spin_calls, 3); /* stopped as soon as it was done */
+	assert_int_equal(woken, 0);	 /* nothing left for the progress thread */
+	assert_true(atomic_load(&core.spin_last_ns) > 0);
+}
+
+static void test_wait_spin_gives_up_and_wakes(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	pthread_t t;
+
+	(void)state;
+	bg_piece = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	rps_wreq_seal(r);
+	spin_setup(2000000ull, 0, NULL); /* 2 ms, never reaps it */
+	pthread_create(&t, NULL, complete_later, NULL);
+	assert_int_equal(rps_req_wait(r, -1), 0); /* completed by the other thread */
+	pthread_join(t, NULL);
+	assert_true(spin_calls > 0);
+	assert_int_equal(woken, 1); /* still open when spinning ended: wake */
+}
+
+static void test_wait_spin_wakes_for_others(void **state)
+{
+	struct rps_req *r1 = rps_wreq_new(&core, NULL, NULL);
+	struct rps_req *r2 = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *p1 = alloc(r1, RPS_PK_PULL, RPS_PW_RESP);
+	struct rps_piece *p2 = alloc(r2, RPS_PK_PUSH, RPS_PW_RESP);
+
+	(void)state;
+	rps_wreq_seal(r1);
+	rps_wreq_seal(r2);
+	spin_setup(5000000000ull, 1, p1);
+	assert_int_equal(rps_req_wait(r1, 5000), 0);
+	assert_int_equal(woken, 1); /* r2 is still in flight */
+	woken = 0;
+	spin_piece = NULL;
+	assert_int_equal(rps_req_wait(r2, 0), -ETIMEDOUT); /* no spin past the timeout */
+	clear(p2, RPS_PW_RESP, 0);
+	assert_int_equal(rps_req_wait(r2, 0), 0);
+}
+
+static void test_test_reaps_and_seal_kicks(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *p = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	struct rps_req *cbr;
+	int done = 0;
+
+	(void)state;
+	rps_wreq_seal(r);
+	spin_setup(5000000000ull, 1, p);
+	assert_int_equal(rps_req_test(r, &done), 0);
+	assert_int_equal(done, 1); /* rps_req_test reaped it on the way */
+	assert_int_equal(spin_calls, 1);
+
+	/* a callback request sealed while no caller spun lately: no kick */
+	atomic_store(&core.spin_last_ns, 0);
+	cbr = rps_wreq_new(&core, done_cb, NULL);
+	p = alloc(cbr, RPS_PK_PUSH, RPS_PW_RESP);
+	woken = 0;
+	rps_wreq_seal(cbr);
+	assert_int_equal(woken, 0);
+	clear(p, RPS_PW_RESP, 0);
+	rps_wcore_drain(&core);
+	/* ... and right after a spin: the progress thread is told */
+	atomic_store(&core.spin_last_ns, rps_now_ns());
+	cbr = rps_wreq_new(&core, done_cb, NULL);
+	p = alloc(cbr, RPS_PK_PUSH, RPS_PW_RESP);
+	woken = 0;
+	rps_wreq_seal(cbr);
+	assert_int_equal(woken, 1);
+	core.wake = NULL;
+	clear(p, RPS_PW_RESP, 0);
+	rps_wcore_drain(&core);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -423,6 +534,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_wait_timeout_and_orphan, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wait_forever_wakes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wait_reaps_itself, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wait_spin_gives_up_and_wakes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wait_spin_wakes_for_others, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_test_reaps_and_seal_kicks, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
