@@ -45,7 +45,6 @@ static inline void rps_deadline_ms(struct timespec *ts, int timeout_ms)
 	}
 }
 
-/* splitmix64 finaliser: a good 64-bit mix for key hashing. */
 /* A spin-wait hint to the CPU (and to a hyperthread sibling). */
 static inline void rps_cpu_relax(void)
 {
@@ -56,6 +55,7 @@ static inline void rps_cpu_relax(void)
 #endif
 }
 
+/* splitmix64 finaliser: a good 64-bit mix for key hashing. */
 static inline uint64_t rps_hash64(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ull;

@@ -6,9 +6,9 @@
 #include "src/log.h"
 
 static const struct rps_transport_ops *const transports[] = {
-    &rps_tcp_ops,
+	&rps_tcp_ops,
 #ifdef RPS_WITH_RDMA
-    &rps_rdma_ops,
+	&rps_rdma_ops,
 #endif
 };
 

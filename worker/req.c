@@ -114,8 +114,8 @@ struct rps_piece *rps_piece_by_ctx(struct rps_wcore *core, uint64_t ctx)
 	return p;
 }
 
-struct rps_piece *rps_piece_alloc_locked(struct rps_wcore *core, struct rps_req *req, uint8_t kind,
-					 uint8_t waits)
+struct rps_piece *rps_piece_alloc_locked(struct rps_wcore *core, struct rps_req *req,
+					 uint8_t kind, uint8_t waits)
 {
 	struct rps_piece *p;
 
@@ -151,7 +151,8 @@ static void req_put_locked(struct rps_req *req)
 		req_complete_locked(req);
 }
 
-void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigned mask, int status)
+void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigned mask,
+			    int status)
 {
 	struct rps_req *req;
 

@@ -12,9 +12,9 @@
 #include "worker/worker_int.h"
 
 #define RPS_WORKER_DEFAULT_TIMEOUT_MS 30000
-#define PROGRESS_EVENTS		      64
-#define PROGRESS_IDLE_MS	      200 /* bound on a poll, even when nothing is due */
-#define CALLER_EVENTS		      16  /* events a spinning caller takes at once */
+#define PROGRESS_EVENTS 64
+#define PROGRESS_IDLE_MS 200 /* bound on a poll, even when nothing is due */
+#define CALLER_EVENTS 16     /* events a spinning caller takes at once */
 
 void rps_worker_opts_init(struct rps_worker_opts *opts)
 {
@@ -38,21 +38,6 @@ void rps_worker_wake(struct rps_worker *w)
 static void core_wake(void *arg)
 {
 	rps_worker_wake(arg);
-}
-
-/* A waiting caller reaps completions itself (RPS_TR_CAP_PROGRESS). */
-static void handle_events(struct rps_worker *w, struct rps_tr_event *ev, int n);
-
-static void core_spin(void *arg)
-{
-	struct rps_worker *w = arg;
-	struct rps_tr_event ev[CALLER_EVENTS];
-	int n = w->tr->ops->progress(w->tr, ev, CALLER_EVENTS);
-
-	if (n > 0)
-		handle_events(w, ev, n);
-	else
-		rps_cpu_relax();
 }
 
 static void core_piece_fini(void *arg, struct rps_piece *p)
@@ -133,6 +118,19 @@ static void handle_events(struct rps_worker *w, struct rps_tr_event *ev, int n)
 		pthread_mutex_unlock(&w->core.lock);
 }
 
+/* A waiting caller reaps completions itself (RPS_TR_CAP_PROGRESS). */
+static void core_spin(void *arg)
+{
+	struct rps_worker *w = arg;
+	struct rps_tr_event ev[CALLER_EVENTS];
+	int n = w->tr->ops->progress(w->tr, ev, CALLER_EVENTS);
+
+	if (n > 0)
+		handle_events(w, ev, n);
+	else
+		rps_cpu_relax();
+}
+
 static void *progress_main(void *arg)
 {
 	struct rps_worker *w = arg;
@@ -158,7 +156,7 @@ static void *progress_main(void *arg)
 			if (n != -EINTR && n != -EAGAIN && errors++ < 3)
 				RPS_ERR("transport poll: %s", rps_strerror(n));
 			if (n != -EINTR && n != -EAGAIN) {
-				struct timespec ts = {0, 1000000};
+				struct timespec ts = { 0, 1000000 };
 
 				nanosleep(&ts, NULL);
 			}
@@ -190,7 +188,8 @@ static void on_dead(void *arg, const struct rps_node *node)
 		if (s->node_pid && node->pid && node->pid != s->node_pid)
 			continue; /* an older incarnation: we talk to its replacement */
 		/* a server that leaves cleanly is gone as well (-EHOSTDOWN) */
-		RPS_WARN("server %u (%s:%u) is gone (scheduler notice)", s->rank, s->host, s->port);
+		RPS_WARN("server %u (%s:%u) is gone (scheduler notice)", s->rank, s->host,
+			 s->port);
 		for (uint32_t j = 0; s->conns && j < s->nconns; j++)
 			rps_wconn_mark_dead(w, &s->conns[j], -EHOSTDOWN);
 	}
