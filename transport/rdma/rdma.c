@@ -199,6 +199,18 @@ static int drain(struct rps_rdma_transport *t, struct rps_tr_event *ev, int max)
 	return n;
 }
 
+/* prog_lock held: pending events, then what the completion queue holds. */
+static int take_events(struct rps_rdma_transport *t, struct rps_tr_event *ev, int max)
+{
+	int n = drain(t, ev, max);
+
+	if (n < max) {
+		rps_rdma_progress_cq(t);
+		n += drain(t, ev + n, max - n);
+	}
+	return n;
+}
+
 static void drain_efd(struct rps_rdma_transport *t)
 {
 	uint64_t v;
@@ -221,11 +233,7 @@ static int rps_rdma_poll(struct rps_transport *tr, struct rps_tr_event *ev, int 
 		struct rps_rdma_dev *d;
 
 		pthread_mutex_lock(&t->prog_lock);
-		n = drain(t, ev, max);
-		if (n < max) {
-			rps_rdma_progress_cq(t);
-			n += drain(t, ev + n, max - n);
-		}
+		n = take_events(t, ev, max);
 		if (slow_due || atomic_load(&t->closing_n) ||
 		    now - t->last_slow_ns >= SLOW_EVERY_NS) {
 			slow_due = 0;
@@ -315,11 +323,7 @@ static int rps_rdma_progress(struct rps_transport *tr, struct rps_tr_event *ev, 
 	atomic_store_explicit(&t->caller_poll_ns, rps_now_ns(), memory_order_relaxed);
 	if (pthread_mutex_trylock(&t->prog_lock))
 		return 0;
-	n = drain(t, ev, max);
-	if (n < max) {
-		rps_rdma_progress_cq(t);
-		n += drain(t, ev + n, max - n);
-	}
+	n = take_events(t, ev, max);
 	if (t->evq.head != t->evq.tail)
 		rps_rdma_notify_poller(t); /* more than max: the poll() thread takes the rest */
 	pthread_mutex_unlock(&t->prog_lock);
