@@ -581,7 +581,6 @@ static int parse_hdr(struct rps_worker *w, struct rps_piece *p)
 		return -EPROTO;
 	}
 	sh->data_off = h.data_off;
-	sh->stride = h.chunk_stride;
 	{
 		uint64_t clock;
 

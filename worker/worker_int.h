@@ -49,9 +49,9 @@ struct rps_wconn {
 struct rps_wshard {
 	struct rps_shard_desc desc; /* from HELLO_ACK */
 	struct rps_wconn *conn;     /* connection carrying this shard's frames */
-	/* RDMA store geometry, from the store header (read once at connect) */
+	/* RDMA: where the store's chunks begin, from its header (read at
+	 * connect); each slice's geometry comes with its DECLARE_ACK */
 	uint64_t data_off;
-	uint64_t stride;
 	/* clocks seen: PULL_RESP hdr.aux, or the store's clock words (RDMA) */
 	_Atomic uint32_t clock_seen;  /* shard clock (min over workers) */
 	_Atomic uint32_t wclock_seen; /* worker_clock[my rank] */
