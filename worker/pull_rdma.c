@@ -264,6 +264,11 @@ struct rpost {
 	struct rps_tr_sge sge[RPOST_MAX_SGE];
 };
 
+/* READs to post once the lock is dropped. About 10 KB: start one by setting
+ * n = 0, never by zeroing it (= { 0 }), which clears all of it on every pull
+ * and READ completion; under an emulator that cost more than the rest of the
+ * pull. Only p[0..n) is ever read, each written whole by rpost_new and its
+ * caller. */
 struct rposts {
 	int n;
 	struct rpost p[RPS_RD_WINDOW + 1];
@@ -311,8 +316,9 @@ static void do_posts(struct rps_worker *w, struct rposts *out)
 			rc = w->tr->ops->read_remote(r->wc->c, r->sge, r->nsge, r->raddr, r->rkey,
 						     r->ctx);
 		if (rc) {
-			struct rposts none = { 0 };
+			struct rposts none;
 
+			none.n = 0;
 			if (rc != -ECONNRESET && rc != -EHOSTDOWN)
 				RPS_ERR("server %u channel %u: rdma read: %s", r->wc->srv->rank,
 					r->wc->channel, rps_strerror(rc));
@@ -501,12 +507,13 @@ int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server,
 		     const struct rps_wslice *sl, float *dest, uint32_t min_clock)
 {
 	struct rps_wshard *sh = rps_wshard_get(w, server, shard);
-	struct rposts out = { 0 };
+	struct rposts out;
 	struct rps_piece *p;
 	struct rps_rpull *rp;
 	uint64_t slots;
 	int rc = 0;
 
+	out.n = 0;
 	pthread_mutex_lock(&w->core.lock);
 	p = rps_piece_alloc_locked(&w->core, req, RPS_PK_RPULL, RPS_PW_READ);
 	if (!p) {
@@ -592,11 +599,12 @@ static int parse_hdr(struct rps_worker *w, struct rps_piece *p)
 
 void rps_wrdma_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 {
-	struct rposts out = { 0 };
+	struct rposts out;
 	struct rps_piece *p;
 	struct rps_rpull *rp;
 	uint8_t sub = rps_ctx_sub(ev->ctx);
 
+	out.n = 0;
 	pthread_mutex_lock(&w->core.lock);
 	p = rps_piece_by_ctx(&w->core, ev->ctx);
 	if (!p || (p->kind != RPS_PK_RPULL && p->kind != RPS_PK_RHDR) ||
@@ -663,9 +671,10 @@ int rps_wrdma_timers(struct rps_worker *w)
 	}
 	pthread_mutex_unlock(&w->core.lock);
 	while (due) {
-		struct rposts out = { 0 };
+		struct rposts out;
 		struct rps_piece *p = due;
 
+		out.n = 0;
 		due = p->next; /* before step: a finished piece's link is reused */
 		pthread_mutex_lock(&w->core.lock);
 		p->next = NULL;
@@ -694,9 +703,10 @@ int rps_wrdma_read_headers(struct rps_worker *w, uint32_t server)
 		for (uint32_t j = 0; (server == UINT32_MAX || server == i) && j < w->servers[i].nshards;
 		     j++) {
 			struct rps_wshard *sh = rps_wshard_get(w, i, j);
-			struct rposts out = { 0 };
+			struct rposts out;
 			struct rps_piece *p;
 
+			out.n = 0;
 			pthread_mutex_lock(&w->core.lock);
 			p = rps_piece_alloc_locked(&w->core, req, RPS_PK_RHDR, RPS_PW_READ);
 			if (!p) {
