@@ -583,8 +583,10 @@ static void flag_name(const struct rps_config_entry *e, char *buf, size_t len)
 }
 
 /* RDMAPS_* variables that are not settings but belong to the test harness
- * (tools/softroce/rxe-run exports RDMAPS_RXE_DEV0, RDMAPS_RXE_IP0, ...). */
-static const char *const env_not_settings[] = {"RDMAPS_RXE_", "RDMAPS_SOFTROCE_"};
+ * (tools/softroce/rxe-run exports RDMAPS_RXE_DEV0, RDMAPS_RXE_IP0, ...) or
+ * the benchmark suite (RDMAPS_BENCH_ROUNDS, read by tools/bench). */
+static const char *const env_not_settings[] = {"RDMAPS_RXE_", "RDMAPS_SOFTROCE_",
+					       "RDMAPS_BENCH_"};
 
 static int env_is_harness(const char *v)
 {
