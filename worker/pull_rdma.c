@@ -29,7 +29,11 @@
 #define SUB_HDR 0xf1
 #define SCRATCH_REGIONS 64
 #define SCRATCH_BLOCKS 256 /* blocks per region */
-#define RPOST_MAX_SGE ((int)(2 + 2 * RPS_RPLAN_MAX_CHUNKS))
+/* Scatter entries of one READ. The RDMA transport offers at most 30
+ * (RDMA_MAX_SGE; devices' max_sge_rd is about that), so 15 chunks per READ;
+ * a larger array would only spread the batch of READs to post (struct
+ * rposts, on the stack of every pull and READ completion) over more pages. */
+#define RPOST_MAX_SGE 32
 #define BACKOFF_MIN_US 5
 #define BACKOFF_MAX_US 1000
 
