@@ -410,11 +410,17 @@ static void spin_wait_locked(struct rps_req *req, int timeout_ms)
 	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < limit)
 		limit = (uint64_t)timeout_ms * 1000000u;
 	pthread_mutex_unlock(&core->lock);
-	start = rps_now_ns();
-	do
-		core->spin(core->wake_arg);
-	while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) && rps_now_ns() - start < limit);
-	atomic_store_explicit(&core->spin_last_ns, rps_now_ns(), memory_order_relaxed);
+	/* the first reap usually finishes it (rxe completes a READ within the
+	 * doorbell call): read the clock only when it did not */
+	core->spin(core->wake_arg);
+	if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
+		start = rps_now_ns();
+		do
+			core->spin(core->wake_arg);
+		while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) &&
+		       rps_now_ns() - start < limit);
+	}
+	atomic_store_explicit(&core->spin_last_ns, rps_coarse_ns(), memory_order_relaxed);
 	pthread_mutex_lock(&core->lock);
 	/* while callers spin, the progress thread sleeps without completion
 	 * events (rps_tr_ops.progress): wake it if anyone now depends on it */

@@ -320,7 +320,7 @@ static int rps_rdma_progress(struct rps_transport *tr, struct rps_tr_event *ev, 
 
 	if (max <= 0)
 		return 0;
-	atomic_store_explicit(&t->caller_poll_ns, rps_now_ns(), memory_order_relaxed);
+	atomic_store_explicit(&t->caller_poll_ns, rps_coarse_ns(), memory_order_relaxed);
 	if (pthread_mutex_trylock(&t->prog_lock))
 		return 0;
 	n = take_events(t, ev, max);
