@@ -595,6 +595,7 @@ int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p)
 		goto err_free;
 	}
 	ctl->thread_started = 1;
+	pthread_setname_np(ctl->thread, "rps-control");
 	*ctl_p = ctl;
 	return 0;
 

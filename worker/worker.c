@@ -529,6 +529,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		w->progress_started = 0;
 		goto err_rdma;
 	}
+	pthread_setname_np(w->progress, "rps-progress");
 	if (w->use_read) {
 		rc = rps_wrdma_read_headers(w, UINT32_MAX);
 		if (rc)

@@ -403,6 +403,12 @@ static int run_size(struct perf_proc *pp, struct perf_thread *ths, struct rps_pe
 			fail(pp, -err, "starting threads");
 			break;
 		}
+		{
+			char nm[16];
+
+			snprintf(nm, sizeof(nm), "perf-%d", t);
+			pthread_setname_np(ths[t].tid, nm);
+		}
 		started++;
 	}
 	if (started)
