@@ -225,6 +225,7 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 	atomic_store(&c->refs, 1);
 	atomic_store(&c->state, C_ACCEPTING);
 	pthread_spin_init(&c->lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_mutex_init(&c->post_lock, NULL);
 	c->grant = ext.credits;
 	c->peer_window = (uint32_t)ext.credits + 1;
 	c->peer_buf = ext.buf_bytes;
@@ -296,6 +297,7 @@ err_res:
 err_conn:
 	rps_free(c->ack);
 	pthread_spin_destroy(&c->lock);
+	pthread_mutex_destroy(&c->post_lock);
 	rps_free(c);
 	return 1;
 }
@@ -602,6 +604,7 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 	atomic_store(&c->refs, 1);
 	atomic_store(&c->state, C_CONNECTING);
 	pthread_spin_init(&c->lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_mutex_init(&c->post_lock, NULL);
 	if (rdma_create_id(ch, &c->id, c, RDMA_PS_TCP)) {
 		rc = cm_err();
 		RPS_ERR("connect %s: rdma_create_id: %s", c->base.peer, strerror(-rc));
@@ -788,6 +791,7 @@ err_conn:
 	if (c->id)
 		rdma_destroy_id(c->id);
 	pthread_spin_destroy(&c->lock);
+	pthread_mutex_destroy(&c->post_lock);
 	rps_free(c);
 err_ch:
 	rdma_destroy_event_channel(ch);

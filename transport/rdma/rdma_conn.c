@@ -239,6 +239,7 @@ void rps_rdma_conn_put(struct rps_rdma_conn *c)
 		return;
 	rps_free(c->ack);
 	pthread_spin_destroy(&c->lock);
+	pthread_mutex_destroy(&c->post_lock);
 	rps_free(c);
 }
 
@@ -525,6 +526,7 @@ void rps_rdma_teardown_all(struct rps_rdma_transport *t)
 			rdma_destroy_id(c->id);
 		rps_free(c->ack);
 		pthread_spin_destroy(&c->lock);
+		pthread_mutex_destroy(&c->post_lock);
 		rps_free(c);
 	}
 	t->all = NULL;

@@ -98,11 +98,17 @@ static inline int want_signal(struct rps_rdma_conn *c, uint64_t ctx)
 	return 0;
 }
 
-/* Post a zero-length credit frame if enough credits are owed. Any thread. */
+static void post_unlock(struct rps_rdma_conn *c);
+
+/* Post a zero-length credit frame if enough credits are owed. Any thread;
+ * never waits for another poster: if one is at it, it sends the credits
+ * when it is done (post_unlock). */
 void rps_rdma_maybe_ctrl(struct rps_rdma_conn *c)
 {
 	struct rps_rdma_transport *t = c->t;
-	uint32_t f = atomic_load(&c->freed);
+	struct ibv_send_wr wr = {0}, *bad;
+	uint32_t f = atomic_load(&c->freed), prev;
+	int rc;
 
 	if (f - atomic_load(&c->reported) < c->ctrl_thresh) {
 		atomic_store(&c->ctrl_pending, 0);
@@ -110,40 +116,62 @@ void rps_rdma_maybe_ctrl(struct rps_rdma_conn *c)
 	}
 	if (atomic_load(&c->state) != C_UP)
 		return;
+	atomic_store(&c->ctrl_pending, 1); /* before the trylock: see post_unlock */
+	if (pthread_mutex_trylock(&c->post_lock))
+		return;
 	pthread_spin_lock(&c->lock);
 	f = atomic_load(&c->freed);
-	if (atomic_load(&c->state) != C_UP) {
+	prev = atomic_load(&c->reported);
+	if (atomic_load(&c->state) != C_UP || f - prev < c->ctrl_thresh) {
 		atomic_store(&c->ctrl_pending, 0);
-	} else if (f - atomic_load(&c->reported) < c->ctrl_thresh) {
-		atomic_store(&c->ctrl_pending, 0);
-	} else if (c->sent - atomic_load(&c->peer_freed) < c->peer_window &&
-		   sq_used(c) < c->nslots - 1) {
+		pthread_spin_unlock(&c->lock);
+		pthread_mutex_unlock(&c->post_lock);
+		return;
+	}
+	if (c->sent - atomic_load(&c->peer_freed) >= c->peer_window ||
+	    sq_used(c) >= c->nslots - 1) {
+		/* stays pending: a completion or the peer's credits retry it */
+		pthread_spin_unlock(&c->lock);
+		pthread_mutex_unlock(&c->post_lock);
+		return;
+	}
+	{
 		struct rps_rdma_slot *s = sq_next(c);
-		struct ibv_send_wr wr = {0}, *bad;
-		int rc;
 
 		s->kind = WR_CTRL;
 		s->has_buf = 0;
 		s->ctx = 0;
 		wr.wr_id = (uintptr_t)s;
-		wr.opcode = IBV_WR_SEND_WITH_IMM;
-		wr.imm_data = htonl(f);
-		wr.send_flags = want_signal(c, 0) ? IBV_SEND_SIGNALED : 0;
-		rc = ibv_post_send(c->qp, &wr, &bad);
-		if (rc) {
-			RPS_ERR("credit frame to %s: ibv_post_send: %s", c->base.peer,
-				strerror(rc));
-		} else {
-			c->sent++;
-			c->sq_head++;
-			atomic_store(&c->reported, f);
-			atomic_store(&c->ctrl_pending, 0);
-			atomic_fetch_add(&t->st_ctrl_sent, 1);
-		}
-	} else {
-		atomic_store(&c->ctrl_pending, 1);
 	}
+	c->sent++;
+	c->sq_head++;
+	atomic_store(&c->reported, f);
+	atomic_store(&c->ctrl_pending, 0);
+	wr.opcode = IBV_WR_SEND_WITH_IMM;
+	wr.imm_data = htonl(f);
+	wr.send_flags = want_signal(c, 0) ? IBV_SEND_SIGNALED : 0;
 	pthread_spin_unlock(&c->lock);
+	rc = ibv_post_send(c->qp, &wr, &bad);
+	if (rc) {
+		RPS_ERR("credit frame to %s: ibv_post_send: %s", c->base.peer, strerror(rc));
+		pthread_spin_lock(&c->lock); /* nobody posted after us: undo */
+		c->sent--;
+		c->sq_head--;
+		atomic_store(&c->reported, prev);
+		pthread_spin_unlock(&c->lock);
+	} else {
+		atomic_fetch_add(&t->st_ctrl_sent, 1);
+	}
+	pthread_mutex_unlock(&c->post_lock);
+}
+
+/* Drop post_lock; send the credits another thread could not send while we
+ * held it (it set ctrl_pending before its trylock failed). */
+static void post_unlock(struct rps_rdma_conn *c)
+{
+	pthread_mutex_unlock(&c->post_lock);
+	if (atomic_load(&c->ctrl_pending))
+		rps_rdma_maybe_ctrl(c);
 }
 
 /* Try to post one frame now: 0, -EAGAIN (no credit, slot or buffer),
@@ -156,21 +184,36 @@ static int try_send(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 	struct ibv_sge sge;
 	struct rps_rdma_slot *s;
 	char *buf, *p;
-	uint32_t f;
+	uint32_t f, prev;
 	int rc;
 
+	pthread_mutex_lock(&c->post_lock);
 	pthread_spin_lock(&c->lock);
 	if (atomic_load(&c->state) != C_UP) {
 		/* dead: its drain marker may be posted already; nothing after it */
 		pthread_spin_unlock(&c->lock);
+		post_unlock(c);
 		return -ECONNRESET;
 	}
 	if (c->sent - atomic_load(&c->peer_freed) >= c->grant || sq_used(c) >= c->nslots - 1 ||
 	    c->sb_head - c->sb_tail >= c->nsbuf) {
 		pthread_spin_unlock(&c->lock);
+		post_unlock(c);
 		return -EAGAIN;
 	}
 	buf = c->sbuf + (size_t)(c->sb_head % c->nsbuf) * c->t->buf_bytes;
+	s = sq_next(c);
+	s->kind = WR_SEND;
+	s->has_buf = 1;
+	s->ctx = ctx;
+	f = atomic_load(&c->freed);
+	prev = atomic_load(&c->reported);
+	c->sent++;
+	c->sq_head++;
+	c->sb_head++;
+	atomic_store(&c->reported, f);
+	pthread_spin_unlock(&c->lock);
+	/* the slot and buffer are ours; post_lock keeps later posts behind */
 	memcpy(buf, hdr, RDMA_HDR_LEN);
 	p = buf + RDMA_HDR_LEN;
 	if (payload) {
@@ -181,14 +224,9 @@ static int try_send(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 			p += iov[i].iov_len;
 		}
 	}
-	s = sq_next(c);
-	s->kind = WR_SEND;
-	s->has_buf = 1;
-	s->ctx = ctx;
 	sge.addr = (uintptr_t)buf;
 	sge.length = total;
 	sge.lkey = c->smr->lkey;
-	f = atomic_load(&c->freed);
 	wr.wr_id = (uintptr_t)s;
 	wr.opcode = IBV_WR_SEND_WITH_IMM;
 	wr.imm_data = htonl(f);
@@ -197,15 +235,17 @@ static int try_send(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 	wr.send_flags = want_signal(c, ctx) ? IBV_SEND_SIGNALED : 0;
 	rc = ibv_post_send(c->qp, &wr, &bad);
 	if (rc) {
+		pthread_spin_lock(&c->lock); /* nobody posted after us: undo */
+		c->sent--;
+		c->sq_head--;
+		c->sb_head--;
+		atomic_store(&c->reported, prev);
 		pthread_spin_unlock(&c->lock);
+		post_unlock(c);
 		RPS_ERR("send to %s: ibv_post_send: %s", c->base.peer, strerror(rc));
 		return atomic_load(&c->state) == C_DEAD ? -ECONNRESET : -rc;
 	}
-	c->sent++;
-	c->sq_head++;
-	c->sb_head++;
-	atomic_store(&c->reported, f);
-	pthread_spin_unlock(&c->lock);
+	post_unlock(c);
 	atomic_fetch_add(&c->t->st_frames_sent, 1);
 	return 0;
 }
@@ -346,9 +386,12 @@ int rps_rdma_post_drain(struct rps_rdma_conn *c)
 	struct rps_rdma_slot *s;
 	int rc;
 
+	/* after every post that reserved its slot before the state went dead */
+	pthread_mutex_lock(&c->post_lock);
 	pthread_spin_lock(&c->lock);
 	if (sq_used(c) >= c->nslots) {
 		pthread_spin_unlock(&c->lock);
+		pthread_mutex_unlock(&c->post_lock);
 		return -ENOSPC;
 	}
 	s = sq_next(c);
@@ -364,6 +407,7 @@ int rps_rdma_post_drain(struct rps_rdma_conn *c)
 	else if (sq_used(c) == 0)
 		atomic_store(&c->drained, 1);
 	pthread_spin_unlock(&c->lock);
+	pthread_mutex_unlock(&c->post_lock);
 	return -rc;
 }
 
@@ -375,7 +419,7 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 	struct rps_rdma_conn *c = rps_rdma_c(conn);
 	struct rps_rdma_transport *t = c->t;
 	struct ibv_sge sg[RDMA_MAX_SGE];
-	struct ibv_mr *tmp[RDMA_MAX_SGE];
+	struct ibv_mr *tmp[RDMA_MAX_SGE], **tmp_copy = NULL;
 	struct ibv_send_wr wr = {0}, *bad;
 	uint64_t total = 0, deadline = 0;
 	int ntmp = 0, rc;
@@ -409,6 +453,14 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 	wr.send_flags = IBV_SEND_SIGNALED;
 	wr.wr.rdma.remote_addr = raddr;
 	wr.wr.rdma.rkey = rkey;
+	if (ntmp) { /* the completion deregisters them */
+		tmp_copy = rps_malloc(ntmp * sizeof(*tmp_copy));
+		if (!tmp_copy) {
+			rc = -ENOMEM;
+			goto err_tmp;
+		}
+		memcpy(tmp_copy, tmp, ntmp * sizeof(*tmp));
+	}
 	for (;;) {
 		struct rps_rdma_slot *s;
 		uint64_t gen = atomic_load(&t->res_gen);
@@ -417,9 +469,11 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 			rc = -ECONNRESET;
 			goto err_tmp;
 		}
+		pthread_mutex_lock(&c->post_lock);
 		pthread_spin_lock(&c->lock);
 		if (atomic_load(&c->state) != C_UP) {
 			pthread_spin_unlock(&c->lock);
+			post_unlock(c);
 			rc = -ECONNRESET;
 			goto err_tmp;
 		}
@@ -429,23 +483,20 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 			s->has_buf = 0;
 			s->ctx = ctx;
 			s->ntmp = ntmp;
-			s->tmp_mr = NULL;
-			if (ntmp) {
-				s->tmp_mr = rps_malloc(ntmp * sizeof(*s->tmp_mr));
-				if (!s->tmp_mr) {
-					pthread_spin_unlock(&c->lock);
-					rc = -ENOMEM;
-					goto err_tmp;
-				}
-				memcpy(s->tmp_mr, tmp, ntmp * sizeof(*tmp));
-			}
+			s->tmp_mr = tmp_copy;
+			c->sq_head++;
+			pthread_spin_unlock(&c->lock);
+			/* the slot is ours; post_lock keeps later posts behind */
 			wr.wr_id = (uintptr_t)s;
 			rc = ibv_post_send(c->qp, &wr, &bad);
-			if (!rc)
-				c->sq_head++;
-			else
-				rps_free(s->tmp_mr);
-			pthread_spin_unlock(&c->lock);
+			if (rc) {
+				s->tmp_mr = NULL;
+				s->ntmp = 0;
+				pthread_spin_lock(&c->lock); /* nobody posted after us: undo */
+				c->sq_head--;
+				pthread_spin_unlock(&c->lock);
+			}
+			post_unlock(c);
 			if (rc) {
 				RPS_ERR("read from %s: ibv_post_send: %s", c->base.peer,
 					strerror(rc));
@@ -456,6 +507,7 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 			return 0;
 		}
 		pthread_spin_unlock(&c->lock);
+		post_unlock(c);
 		if (!deadline)
 			deadline = rps_now_ns() + (uint64_t)t->timeout_ms * 1000000ull;
 		else if (rps_now_ns() > deadline) {
@@ -468,6 +520,7 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 	}
 
 err_tmp:
+	rps_free(tmp_copy);
 	for (int i = 0; i < ntmp; i++)
 		ibv_dereg_mr(tmp[i]);
 	return rc;

@@ -113,7 +113,13 @@ struct rps_rdma_conn {
 	uint64_t drain_deadline;
 	uint8_t max_rd; /* reads in flight the peer takes */
 
-	/* send side (lock) */
+	/* send side. Posters take post_lock, reserve a send-queue slot (and a
+	 * send buffer) under lock, drop lock, fill the buffer and post. So
+	 * work requests reach the QP in slot order (completions are matched
+	 * by walking the ring), and the completion path, which takes only
+	 * lock, never waits for a post: under rxe ibv_post_send runs the
+	 * whole transfer inside its system call (milliseconds for 64 KiB). */
+	pthread_mutex_t post_lock;
 	pthread_spinlock_t lock;
 	uint32_t grant;	      /* data frames the peer lets us have in flight */
 	uint32_t peer_window; /* grant + 1 */
