@@ -73,7 +73,7 @@ const struct rps_config_entry rps_config_table[] = {
 	ENTRY(slice_bytes, "4M", RPS_CFG_U64, "tensors larger than this are split across servers"),
 	ENTRY(max_msg, "64M", RPS_CFG_U64, "largest frame accepted (bytes)"),
 	/* rdma */
-	ENTRY(rdma_buf_bytes, "64K", RPS_CFG_U64, "size of one pre-posted receive / send buffer"),
+	ENTRY(rdma_buf_bytes, "64K", RPS_CFG_U64, "payload bytes of one pre-posted receive / send buffer (+256 B for headers)"),
 	ENTRY(rdma_recv_bufs, "256", RPS_CFG_INT, "receive buffers per shard SRQ"),
 	ENTRY(rdma_credits, "64", RPS_CFG_INT, "sends in flight per connection"),
 	ENTRY(rdma_max_rd, "16", RPS_CFG_INT, "outstanding RDMA READs (clamped to both ends)"),

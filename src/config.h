@@ -62,7 +62,7 @@ struct rps_config {
 	uint64_t slice_bytes;      /* tensors larger than this are split across servers */
 	uint64_t max_msg;          /* largest frame accepted (bytes) */
 	/* rdma */
-	uint64_t rdma_buf_bytes;   /* size of one pre-posted receive / send buffer */
+	uint64_t rdma_buf_bytes;   /* payload of one receive / send buffer (+256 B headers) */
 	int rdma_recv_bufs;        /* receive buffers per shard SRQ */
 	int rdma_credits;          /* sends in flight per connection */
 	int rdma_max_rd;           /* outstanding RDMA READs (clamped to both ends) */

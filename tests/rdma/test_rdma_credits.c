@@ -12,7 +12,7 @@
 #define NCONN	2
 #define NFRAMES 600
 #define NBUFS	16
-#define MAXF	((4096 - 24 - 48) / 4)
+#define MAXF	((4096 + 256 - 24 - 48) / 4) /* RDMAPS_RDMA_BUF_BYTES 4096 + headroom */
 
 struct sconn {
 	int idx;

@@ -44,7 +44,9 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 	t->base.params.device = t->device;
 
 	t->buf_bytes = (uint32_t)RPS_MIN(
-	    RPS_MAX(cfg && cfg->rdma_buf_bytes ? cfg->rdma_buf_bytes : 65536u, 1024u), 1u << 30);
+			   RPS_MAX(cfg && cfg->rdma_buf_bytes ? cfg->rdma_buf_bytes : 65536u, 1024u),
+			   1u << 30) +
+		       RDMA_BUF_HEADROOM;
 	t->recv_bufs = (uint32_t)(cfg && cfg->rdma_recv_bufs > 0 ? cfg->rdma_recv_bufs : 256);
 	t->credits = (uint32_t)(cfg && cfg->rdma_credits > 0 ? cfg->rdma_credits : 64);
 	if (t->credits < 2) {

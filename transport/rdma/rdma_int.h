@@ -34,6 +34,13 @@
 
 #define RDMA_HDR_LEN	      ((uint32_t)sizeof(struct rps_frame_hdr))
 #define RDMA_MAX_SGE	      30
+/* Bytes each send / receive buffer has beyond RDMAPS_RDMA_BUF_BYTES, for the
+ * frame header and a frame's fixed part: a 64 KiB gradient then travels in
+ * one SEND with the default 64K, not a full one and a 72-byte tail. */
+#define RDMA_BUF_HEADROOM     256u
+_Static_assert(RDMA_HDR_LEN + sizeof(struct rps_push) <= RDMA_BUF_HEADROOM &&
+		   RDMA_HDR_LEN + sizeof(struct rps_pull) <= RDMA_BUF_HEADROOM,
+	       "frame headers fit the buffer headroom");
 #define RDMA_READ_SLOTS	      64  /* RDMA READs posted per connection */
 #define RDMA_MRC_SIZE	      256 /* MR cache entries */
 #define RDMA_MAX_PORTS	      8
