@@ -27,7 +27,7 @@ BW_SIZES="4096 65536 1048576"
 lat_iters=1000
 bw_secs=3  # rdmaps-perf -D per size
 cpu_secs=10
-rounds=${RDMAPS_BENCH_ROUNDS:-3} # of the pull-latency and push-bandwidth comparisons
+rounds=${RDMAPS_BENCH_ROUNDS:-5} # of the pull-latency and push-bandwidth comparisons
 # perftest bandwidth by iterations (its -D mode reports 0 MB/s for sends
 # and measures inside 2 s margins): a few seconds each at SoftRoCE-in-TCG
 # speeds (5..30 MB/s)
