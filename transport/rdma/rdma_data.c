@@ -117,6 +117,7 @@ void rps_rdma_maybe_ctrl(struct rps_rdma_conn *c)
 	if (atomic_load(&c->state) != C_UP)
 		return;
 	atomic_store(&c->ctrl_pending, 1); /* before the trylock: see post_unlock */
+	atomic_thread_fence(memory_order_seq_cst);
 	if (pthread_mutex_trylock(&c->post_lock))
 		return;
 	pthread_spin_lock(&c->lock);
@@ -166,10 +167,13 @@ void rps_rdma_maybe_ctrl(struct rps_rdma_conn *c)
 }
 
 /* Drop post_lock; send the credits another thread could not send while we
- * held it (it set ctrl_pending before its trylock failed). */
+ * held it (it set ctrl_pending before its trylock failed). The fences here
+ * and in rps_rdma_maybe_ctrl pair up: either its trylock sees the lock free,
+ * or this load sees its ctrl_pending, on any memory model. */
 static void post_unlock(struct rps_rdma_conn *c)
 {
 	pthread_mutex_unlock(&c->post_lock);
+	atomic_thread_fence(memory_order_seq_cst);
 	if (atomic_load(&c->ctrl_pending))
 		rps_rdma_maybe_ctrl(c);
 }
