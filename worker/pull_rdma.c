@@ -310,6 +310,15 @@ static void post_failed(struct rps_worker *w, uint64_t ctx, int rc, struct rpost
 	rps_wcore_unlock(&w->core);
 }
 
+/* The transport saw the connection die before the worker's progress thread
+ * did (its CLOSED event is still queued). Mark it dead now: a caller that
+ * retries at once then waits for the reconnection (rps_wready) instead of
+ * failing on the same dead connection again. */
+static int conn_lost(int rc)
+{
+	return rc == -ECONNRESET || rc == -EHOSTDOWN;
+}
+
 static void do_posts(struct rps_worker *w, struct rposts *out)
 {
 	for (int i = 0; i < out->n; i++) {
@@ -323,7 +332,9 @@ static void do_posts(struct rps_worker *w, struct rposts *out)
 			struct rposts none;
 
 			none.n = 0;
-			if (rc != -ECONNRESET && rc != -EHOSTDOWN)
+			if (conn_lost(rc))
+				rps_wconn_mark_dead(w, r->wc, rc);
+			else
 				RPS_ERR("server %u channel %u: rdma read: %s", r->wc->srv->rank,
 					r->wc->channel, rps_strerror(rc));
 			post_failed(w, r->ctx, rc, &none);
@@ -616,6 +627,9 @@ void rps_wrdma_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 		pthread_mutex_unlock(&w->core.lock);
 		return;
 	}
+	/* before the piece's request can complete and its caller retry */
+	if (conn_lost(ev->status))
+		rps_wconn_mark_dead(w, p->conn, ev->status);
 	rp = &p->u.rp;
 	rp->outstanding--;
 	if (sub < RPS_RD_WINDOW)
