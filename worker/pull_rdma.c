@@ -323,7 +323,7 @@ static void do_posts(struct rps_worker *w, struct rposts *out)
 {
 	for (int i = 0; i < out->n; i++) {
 		struct rpost *r = &out->p[i];
-		int rc = rps_wconn_dead(r->wc);
+		int marked = rps_wconn_dead(r->wc), rc = marked;
 
 		if (!rc)
 			rc = w->tr->ops->read_remote(r->wc->c, r->sge, r->nsge, r->raddr, r->rkey,
@@ -332,11 +332,13 @@ static void do_posts(struct rps_worker *w, struct rposts *out)
 			struct rposts none;
 
 			none.n = 0;
-			if (conn_lost(rc))
-				rps_wconn_mark_dead(w, r->wc, rc);
-			else
+			if (conn_lost(rc)) {
+				if (!marked) /* once, not per READ of a batch */
+					rps_wconn_mark_dead(w, r->wc, rc);
+			} else {
 				RPS_ERR("server %u channel %u: rdma read: %s", r->wc->srv->rank,
 					r->wc->channel, rps_strerror(rc));
+			}
 			post_failed(w, r->ctx, rc, &none);
 		}
 	}
