@@ -60,6 +60,9 @@ struct rps_conn {
 struct rps_tr_sge {
 	void *addr;
 	uint32_t len;
+	/* RDMA: the local key of a registration (rps_tr_mr.lkey) that covers
+	 * [addr, addr + len), or 0: the transport finds or makes one. */
+	uint32_t lkey;
 };
 
 struct rps_tr_mr {
@@ -67,6 +70,7 @@ struct rps_tr_mr {
 	size_t len;
 	uint64_t remote_addr; /* what a peer passes to read_remote */
 	uint32_t rkey;
+	uint32_t lkey;        /* RDMA: for rps_tr_sge.lkey (0 elsewhere) */
 	void *priv;           /* implementation's (struct ibv_mr *) */
 };
 

@@ -80,13 +80,14 @@ static int pull_frames(struct rps_worker *w, struct rps_req *req, const rps_key_
 static int pull_reads(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
 		      float *vals, const size_t *lens, size_t n, uint32_t min_clock)
 {
+	struct rps_wdest dd;
 	float *base = vals;
 	size_t total = 0;
 	int rc = 0;
 
 	for (size_t i = 0; i < n; i++)
 		total += lens[i];
-	rps_wrdma_pin_dest(w, vals, total * sizeof(float));
+	rps_wrdma_pin_dest(w, vals, total * sizeof(float), &dd);
 	for (size_t i = 0; i < n && !rc; base += lens[i], i++) {
 		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
 
@@ -99,7 +100,7 @@ static int pull_reads(struct rps_worker *w, struct rps_req *req, const rps_key_t
 
 			atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
 			rc = rps_wrdma_submit(w, req, sl->server, sl->shard, sl, base + sl->offset,
-					      min_clock);
+					      &dd, min_clock);
 		}
 	}
 	if (rc) {
@@ -133,6 +134,11 @@ static int pull_common(struct rps_worker *w, const rps_key_t *keys, float *vals,
 	rc = rps_wready(w);
 	if (rc)
 		return rc;
+	if (req_p && n == 1 && w->use_read) {
+		rc = rps_wrdma_pull1(w, keys[0], vals, atomic_load(&w->clock), req_p);
+		if (rc != -EAGAIN)
+			return rc;
+	}
 	req = rps_wreq_new(&w->core, cb, arg);
 	if (!req)
 		return -ENOMEM;

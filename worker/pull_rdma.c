@@ -63,9 +63,9 @@ struct pullbuf {
 };
 
 struct rps_scratch {
-	pthread_mutex_t pb_lock;
+	pthread_mutex_t pb_lock; /* adding to pb[]; readers go lock-free */
 	struct pullbuf pb[PULLBUF_MAX];
-	int npb;
+	_Atomic int npb;         /* pb[0..npb) complete, never change */
 	int pb_full_warned;
 	uint32_t per_read; /* chunks one READ slot may cover */
 	size_t blk;        /* per_read * RPS_RPLAN_LINES */
@@ -124,13 +124,25 @@ static int scratch_grow_locked(struct rps_worker *w)
 	return 0;
 }
 
-static char *scratch_get_locked(struct rps_worker *w)
+/* A scratch block, and its region's lkey (0 if not registered). */
+static char *scratch_get_locked(struct rps_worker *w, uint32_t *lkey_p)
 {
 	struct rps_scratch *sc = w->scratch;
+	char *b;
 
+	*lkey_p = 0;
 	if (!sc->nfree && scratch_grow_locked(w))
 		return NULL;
-	return sc->free[--sc->nfree];
+	b = sc->free[--sc->nfree];
+	for (int i = 0; i < sc->nreg; i++) {
+		const struct scratch_region *r = &sc->reg[i];
+
+		if (b >= r->mem && b < r->mem + r->len) {
+			*lkey_p = r->registered ? r->mr.lkey : 0;
+			break;
+		}
+	}
+	return b;
 }
 
 static void scratch_put_locked(struct rps_worker *w, char *b)
@@ -167,6 +179,7 @@ int rps_wrdma_init(struct rps_worker *w)
 	pthread_mutex_lock(&w->core.lock);
 	rc = scratch_grow_locked(w);
 	pthread_mutex_unlock(&w->core.lock);
+	atomic_init(&sc->npb, 0);
 	if (rc)
 		goto err;
 	return 0;
@@ -181,7 +194,7 @@ void rps_wrdma_fini(struct rps_worker *w)
 
 	if (!sc)
 		return;
-	for (int i = 0; i < sc->npb; i++)
+	for (int i = 0; i < atomic_load(&sc->npb); i++)
 		w->tr->ops->dereg_mem(w->tr, &sc->pb[i].mr);
 	pthread_mutex_destroy(&sc->pb_lock);
 	for (int i = 0; i < sc->nreg; i++) {
@@ -197,36 +210,52 @@ void rps_wrdma_fini(struct rps_worker *w)
 	w->scratch = NULL;
 }
 
-void rps_wrdma_pin_dest(struct rps_worker *w, void *addr, size_t len)
+static int pullbuf_find(struct rps_scratch *sc, uintptr_t s, uintptr_t e, int from,
+			struct rps_wdest *d)
+{
+	int n = atomic_load_explicit(&sc->npb, memory_order_acquire);
+
+	for (int i = from; i < n; i++) {
+		if (s >= sc->pb[i].start && e <= sc->pb[i].end) {
+			d->lo = sc->pb[i].start;
+			d->hi = sc->pb[i].end;
+			d->lkey = sc->pb[i].mr.lkey;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void rps_wrdma_pin_dest(struct rps_worker *w, void *addr, size_t len, struct rps_wdest *d)
 {
 	struct rps_scratch *sc = w->scratch;
 	uintptr_t ps = 4096, s, e;
 	struct pullbuf *b;
+	int n;
 
+	memset(d, 0, sizeof(*d));
 	if (!sc || !addr || !len)
 		return;
 	s = (uintptr_t)addr & ~(ps - 1);
 	e = ((uintptr_t)addr + len + ps - 1) & ~(ps - 1);
+	if (pullbuf_find(sc, s, e, 0, d)) /* the steady state: no lock */
+		return;
 	pthread_mutex_lock(&sc->pb_lock);
-	for (int i = 0; i < sc->npb; i++) {
-		if (s >= sc->pb[i].start && e <= sc->pb[i].end) {
-			pthread_mutex_unlock(&sc->pb_lock);
-			return;
-		}
-	}
-	if (sc->npb == PULLBUF_MAX) {
-		if (!sc->pb_full_warned++)
+	n = atomic_load_explicit(&sc->npb, memory_order_relaxed);
+	if (pullbuf_find(sc, s, e, 0, d) || n == PULLBUF_MAX) {
+		if (n == PULLBUF_MAX && !d->lkey && !sc->pb_full_warned++)
 			RPS_WARN("rdma pull: %d pull buffers registered already; pulls into new "
 				 "buffers register per chunk (reuse pull buffers)",
 				 PULLBUF_MAX);
 		pthread_mutex_unlock(&sc->pb_lock);
 		return;
 	}
-	b = &sc->pb[sc->npb];
+	b = &sc->pb[n];
 	if (w->tr->ops->reg_mem(w->tr, (void *)s, e - s, RPS_TR_ACCESS_LOCAL, &b->mr) == 0) {
 		b->start = s;
 		b->end = e;
-		sc->npb++;
+		atomic_store_explicit(&sc->npb, n + 1, memory_order_release);
+		pullbuf_find(sc, s, e, n, d);
 	}
 	pthread_mutex_unlock(&sc->pb_lock);
 }
@@ -350,6 +379,34 @@ static int max_sge(const struct rps_worker *w)
 	return RPS_MIN(w->tr->max_read_sge, RPOST_MAX_SGE);
 }
 
+static int within(const void *a, uint32_t len, uintptr_t lo, uintptr_t hi)
+{
+	uintptr_t s = (uintptr_t)a;
+
+	return s >= lo && s + len <= hi;
+}
+
+/* The lkeys of the worker's own registrations that each sge lies in, so
+ * the transport looks none up; 0 (look it up) for an sge that no single
+ * one covers, as when two adjacent buffers' sges were merged. */
+static void set_lkeys(const struct rps_scratch *sc, const struct rps_rpull *rp,
+		      const struct rps_rd *rd, struct rpost *r)
+{
+	uintptr_t jl = (uintptr_t)sc->junk, ll = (uintptr_t)rd->lines;
+	uint32_t jk = sc->junk_registered ? sc->junk_mr.lkey : 0;
+
+	for (int i = 0; i < r->nsge; i++) {
+		struct rps_tr_sge *g = &r->sge[i];
+
+		if (rp->dest_lkey && within(g->addr, g->len, rp->dest_lo, rp->dest_hi))
+			g->lkey = rp->dest_lkey;
+		else if (within(g->addr, g->len, ll, ll + sc->blk))
+			g->lkey = rd->lines_lkey;
+		else if (within(g->addr, g->len, jl, jl + sc->junk_len))
+			g->lkey = jk;
+	}
+}
+
 /* Post the next READ of slot i, if it has one. 0 or -errno (build failed). */
 static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rposts *out)
 {
@@ -386,6 +443,7 @@ static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rp
 		out->n--;
 		return n;
 	}
+	set_lkeys(w->scratch, rp, rd, r);
 	if (rd->torn) {
 		rp->torn_retries += (uint64_t)n;
 		atomic_fetch_add_explicit(&torn_retries_total, (uint64_t)n, memory_order_relaxed);
@@ -424,6 +482,7 @@ static void step_locked(struct rps_worker *w, struct rps_piece *p, struct rposts
 		r->sge[0].addr = rp->rd[0].lines;
 		/* the header line and the clock line after it */
 		r->sge[0].len = RPS_STORE_WCLOCK_OFF;
+		r->sge[0].lkey = rp->rd[0].lines_lkey;
 		r->nsge = 1;
 		r->raddr = sh->desc.addr;
 		rp->outstanding++;
@@ -436,6 +495,7 @@ static void step_locked(struct rps_worker *w, struct rps_piece *p, struct rposts
 
 				r->sge[0].addr = rp->rd[0].lines;
 				r->sge[0].len = sizeof(uint64_t);
+				r->sge[0].lkey = rp->rd[0].lines_lkey;
 				r->nsge = 1;
 				r->raddr = rp->clock_raddr;
 				rp->outstanding++;
@@ -520,23 +580,23 @@ static int setup_slice(struct rps_worker *w, struct rps_piece *p, const struct r
 	return 0;
 }
 
-int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server, uint32_t shard,
-		     const struct rps_wslice *sl, float *dest, uint32_t min_clock)
+/* A new RPULL piece of req for a slice, set up to its first step, with
+ * scratch for its read slots. Under core.lock; NULL when out of pieces (req
+ * failed). A slice that does not fit the shard's store leaves p->status set. */
+static struct rps_piece *rpull_new_locked(struct rps_worker *w, struct rps_req *req,
+					  uint32_t server, uint32_t shard,
+					  const struct rps_wslice *sl, float *dest,
+					  const struct rps_wdest *dd, uint32_t min_clock)
 {
 	struct rps_wshard *sh = rps_wshard_get(w, server, shard);
-	struct rposts out;
-	struct rps_piece *p;
+	struct rps_piece *p = rps_piece_alloc_locked(&w->core, req, RPS_PK_RPULL, RPS_PW_READ);
 	struct rps_rpull *rp;
 	uint64_t slots;
-	int rc = 0;
+	int rc;
 
-	out.n = 0;
-	pthread_mutex_lock(&w->core.lock);
-	p = rps_piece_alloc_locked(&w->core, req, RPS_PK_RPULL, RPS_PW_READ);
 	if (!p) {
 		rps_wreq_fail_locked(req, -ENOMEM);
-		pthread_mutex_unlock(&w->core.lock);
-		return -ENOMEM;
+		return NULL;
 	}
 	p->conn = sh->conn;
 	p->server = server;
@@ -544,6 +604,11 @@ int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server,
 	rp = &p->u.rp;
 	memset(rp, 0, sizeof(*rp));
 	rp->dest = dest;
+	if (dd && dd->lkey) {
+		rp->dest_lo = dd->lo;
+		rp->dest_hi = dd->hi;
+		rp->dest_lkey = dd->lkey;
+	}
 	rp->rkey = sh->desc.rkey;
 	rp->min_clock = min_clock;
 	rp->phase = RPS_RP_CLOCK;
@@ -557,19 +622,104 @@ int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server,
 			RPS_ERR("rdma pull: slice at store offset %llu does not fit shard %u/%u",
 				(unsigned long long)sl->store_off, server, shard);
 			p->status = rc;
+			return p;
 		}
 	}
 	slots = rp->nchunks ? (rp->nchunks + w->scratch->per_read - 1) / w->scratch->per_read : 1;
 	slots = RPS_MIN(slots, (uint64_t)RPS_RD_WINDOW);
-	for (uint64_t i = 0; i < slots && !p->status; i++) {
-		rp->rd[i].lines = scratch_get_locked(w);
-		if (!rp->rd[i].lines)
-			p->status = rc = -ENOMEM;
+	for (uint64_t i = 0; i < slots; i++) {
+		rp->rd[i].lines = scratch_get_locked(w, &rp->rd[i].lines_lkey);
+		if (!rp->rd[i].lines) {
+			p->status = -ENOMEM;
+			break;
+		}
+		rp->nslots++;
 	}
+	return p;
+}
+
+int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server, uint32_t shard,
+		     const struct rps_wslice *sl, float *dest, const struct rps_wdest *dd,
+		     uint32_t min_clock)
+{
+	struct rposts out;
+	struct rps_piece *p;
+	int rc;
+
+	out.n = 0;
+	pthread_mutex_lock(&w->core.lock);
+	p = rpull_new_locked(w, req, server, shard, sl, dest, dd, min_clock);
+	if (!p) {
+		pthread_mutex_unlock(&w->core.lock);
+		return -ENOMEM;
+	}
+	rc = p->status;
 	step_locked(w, p, &out);
 	pthread_mutex_unlock(&w->core.lock);
 	do_posts(w, &out);
 	return rc;
+}
+
+int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t min_clock,
+		    struct rps_req **req_p)
+{
+	const struct rps_wkey *k = rps_keytab_find(&w->keys, key);
+	const struct rps_wslice *sl;
+	struct rps_wshard *sh;
+	struct rps_rplan plan;
+	struct rps_wdest dd;
+	struct rposts out;
+	struct rps_piece *p;
+	struct rps_req *req;
+
+	if (!k || k->nslices != 1)
+		return -EAGAIN;
+	sl = &k->slices[0];
+	sh = rps_wshard_get(w, sl->server, sl->shard);
+	plan.chunk_bytes = sl->chunk_bytes;
+	plan.last_bytes = sl->last_bytes;
+	plan.nelems = sl->nelems;
+	plan.line = sl->line;
+	/* a clock read first, a read plan that may not fit, several READs, a
+	 * connection being replaced: all for the general path */
+	if (!sh->data_off || !sl->chunk_bytes || rps_wconn_dead(sh->conn) ||
+	    !rps_wclock_ok(w, sh, min_clock) || rps_rplan_nchunks(&plan) > w->scratch->per_read)
+		return -EAGAIN;
+	rps_wrdma_pin_dest(w, vals, k->nelems * sizeof(float), &dd);
+	out.n = 0;
+	rps_wsubmit_enter(w);
+	pthread_mutex_lock(&w->core.lock);
+	req = rps_wreq_new_locked(&w->core, NULL, NULL);
+	if (!req) {
+		pthread_mutex_unlock(&w->core.lock);
+		rps_wsubmit_leave(w);
+		return -ENOMEM;
+	}
+	p = rpull_new_locked(w, req, sl->server, sl->shard, sl, vals + sl->offset, &dd, min_clock);
+	if (p && !p->status) {
+		/* the clock condition holds: to the data at once, as step_locked's
+		 * CLOCK phase would go */
+		int rc;
+
+		if (w->consistency != RPS_ASP)
+			rps_wstat_staleness(w, min_clock, atomic_load(&sh->clock_seen));
+		p->u.rp.phase = RPS_RP_DATA;
+		rc = slot_step(w, p, 0, &out);
+		if (rc) {
+			RPS_ERR("rdma pull: no read plan for server %u shard %u: %s", p->server,
+				p->shard, rps_strerror(rc));
+			p->status = rc;
+		}
+	}
+	if (p && p->status)
+		step_locked(w, p, &out); /* failed: finishes the piece */
+	rps_wreq_seal_locked(req);
+	pthread_mutex_unlock(&w->core.lock);
+	do_posts(w, &out);
+	rps_wsubmit_leave(w);
+	atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
+	*req_p = req;
+	return 0;
 }
 
 static void schedule_retry_locked(struct rps_worker *w, struct rps_piece *p)
@@ -657,12 +807,20 @@ void rps_wrdma_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 			rp->backoff_us = 0;
 	} else if (sub < RPS_RD_WINDOW) {
 		struct rps_rd *rd = &rp->rd[sub];
-		uint64_t run = rd->run_n >= 64 ? ~0ull : ((1ull << rd->run_n) - 1);
-		uint64_t torn =
-		    rps_rplan_torn(rd->lines + rps_rplan_lines_off(&rp->plan, rd->run_lo),
-				   rd->run_n, rp->plan.line);
+		uint64_t run, torn;
 
+		run = rd->run_n >= 64 ? ~0ull : ((1ull << rd->run_n) - 1);
+		torn = rps_rplan_torn(rd->lines + rps_rplan_lines_off(&rp->plan, rd->run_lo),
+				      rd->run_n, rp->plan.line);
 		rd->torn = (rd->torn & ~(run << rd->run_lo)) | (torn << rd->run_lo);
+		if (!rd->torn && !rp->outstanding && rp->nslots == 1 && rp->next >= rp->nchunks &&
+		    !p->status) {
+			/* the last READ of a one-slot slice came back clean: done, as
+			 * step_locked would find (no slot busy or torn, nothing left) */
+			rps_piece_clear_locked(&w->core, p, RPS_PW_READ, 0);
+			pthread_mutex_unlock(&w->core.lock);
+			return;
+		}
 	}
 	step_locked(w, p, &out);
 	pthread_mutex_unlock(&w->core.lock);
@@ -740,7 +898,8 @@ int rps_wrdma_read_headers(struct rps_worker *w, uint32_t server)
 			memset(&p->u.rp, 0, sizeof(p->u.rp));
 			p->u.rp.rkey = sh->desc.rkey;
 			p->u.rp.phase = RPS_RP_HDR;
-			p->u.rp.rd[0].lines = scratch_get_locked(w);
+			p->u.rp.rd[0].lines = scratch_get_locked(w, &p->u.rp.rd[0].lines_lkey);
+			p->u.rp.nslots = 1;
 			if (!p->u.rp.rd[0].lines)
 				p->status = -ENOMEM;
 			step_locked(w, p, &out);

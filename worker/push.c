@@ -162,7 +162,7 @@ static int bsp_wait(struct rps_worker *w, const struct wait_target *t, size_t nt
 		struct rps_piece *p;
 
 		if (w->use_read) {
-			rc = rps_wrdma_submit(w, req, t[i].server, t[i].shard, NULL, NULL, c);
+			rc = rps_wrdma_submit(w, req, t[i].server, t[i].shard, NULL, NULL, NULL, c);
 			continue;
 		}
 		pthread_mutex_lock(&w->core.lock);

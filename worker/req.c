@@ -350,7 +350,7 @@ void rps_wreq_seal_locked(struct rps_req *req)
 
 /* A callback request has no waiter to reap its completions: if callers
  * spun lately, the progress thread may be sleeping without completion
- * events (see spin_wait_locked); make it take over now. */
+ * events (see spin_wait); make it take over now. */
 #define SPIN_RECENT_NS 20000000ull
 
 void rps_wreq_seal(struct rps_req *req)
@@ -396,20 +396,21 @@ int rps_wcore_drain(struct rps_wcore *core)
 
 /* Reap completions from this thread for up to core->spin_ns (and within
  * timeout_ms) while req is not done, like perftest's busy-polling client: a
- * completion then wakes nobody. Called with the lock held; drops it while
- * spinning. The progress thread never spins (it is the one that would
+ * completion then wakes nobody. Called without the lock; returns whether
+ * it spun. The progress thread never spins (it is the one that would
  * otherwise do the work). When the spinning ends with this request still
- * open, or others in flight, the progress thread is woken to take over. */
-static void spin_wait_locked(struct rps_req *req, int timeout_ms)
+ * open, or others in flight, the progress thread is woken to take over
+ * (wait_done). */
+static int spin_wait(struct rps_req *req, int timeout_ms)
 {
 	struct rps_wcore *core = req->core;
 	uint64_t start, limit = core->spin_ns;
 
-	if (!core->spin || !limit || req->done || rps_wcore_on_progress(core))
-		return;
+	if (!core->spin || !limit || __atomic_load_n(&req->done, __ATOMIC_ACQUIRE) ||
+	    rps_wcore_on_progress(core))
+		return 0;
 	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < limit)
 		limit = (uint64_t)timeout_ms * 1000000u;
-	pthread_mutex_unlock(&core->lock);
 	/* the first reap usually finishes it (rxe completes a READ within the
 	 * doorbell call): read the clock only when it did not */
 	core->spin(core->wake_arg);
@@ -421,22 +422,25 @@ static void spin_wait_locked(struct rps_req *req, int timeout_ms)
 		       rps_now_ns() - start < limit);
 	}
 	atomic_store_explicit(&core->spin_last_ns, rps_coarse_ns(), memory_order_relaxed);
-	pthread_mutex_lock(&core->lock);
-	/* while callers spin, the progress thread sleeps without completion
-	 * events (rps_tr_ops.progress): wake it if anyone now depends on it */
-	if ((!req->done || core->reqs_inflight) && core->wake)
-		core->wake(core->wake_arg);
+	return 1;
 }
 
-/* Wait under the lock until req is done. 0 or -ETIMEDOUT. */
-static int wait_done_locked(struct rps_req *req, int timeout_ms)
+/* Wait until req is done: 0, or -ETIMEDOUT. Takes core->lock and returns
+ * with it held. */
+static int wait_done(struct rps_req *req, int timeout_ms)
 {
 	struct rps_wcore *core = req->core;
 	struct timespec ts;
+	int spun;
 
 	if (timeout_ms >= 0)
 		rps_deadline_ms(&ts, timeout_ms);
-	spin_wait_locked(req, timeout_ms);
+	spun = spin_wait(req, timeout_ms);
+	pthread_mutex_lock(&core->lock);
+	/* while callers spin, the progress thread sleeps without completion
+	 * events (rps_tr_ops.progress): wake it if anyone now depends on it */
+	if (spun && (!req->done || core->reqs_inflight) && core->wake)
+		core->wake(core->wake_arg);
 	while (!req->done) {
 		if (timeout_ms < 0) {
 			pthread_cond_wait(&core->cv, &core->lock);
@@ -453,8 +457,7 @@ int rps_wreq_wait_internal(struct rps_req *req, int timeout_ms)
 	struct rps_wcore *core = req->core;
 	int rc;
 
-	pthread_mutex_lock(&core->lock);
-	rc = wait_done_locked(req, timeout_ms);
+	rc = wait_done(req, timeout_ms);
 	if (rc) {
 		req->orphan = 1; /* the progress thread frees it when it completes */
 	} else {
@@ -495,8 +498,7 @@ int rps_req_wait(struct rps_req *req, int timeout_ms)
 	if (!req || !req->core || req->cb)
 		return -EINVAL;
 	core = req->core;
-	pthread_mutex_lock(&core->lock);
-	rc = wait_done_locked(req, timeout_ms);
+	rc = wait_done(req, timeout_ms);
 	if (!rc) {
 		rc = req->status;
 		req_free_locked(req);

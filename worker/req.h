@@ -64,11 +64,15 @@ struct rps_rd {
 	uint32_t run_n;
 	uint64_t torn;   /* chunks (bit i = lo + i) still to re-read */
 	char *lines;     /* scratch: RPS_RPLAN_LINES per chunk (registered) */
+	uint32_t lines_lkey; /* its registration's, 0 if none */
 };
 
 struct rps_rpull {
 	struct rps_rplan plan;
 	float *dest;          /* element 0 of the slice in the caller's buffer */
+	uintptr_t dest_lo, dest_hi; /* the registered pull buffer around dest */
+	uint32_t dest_lkey;   /* its lkey, 0 if none */
+	uint8_t nslots;       /* read slots with scratch (rd[0..nslots)) */
 	uint32_t rkey;
 	uint64_t nchunks;     /* 0: a pure clock wait */
 	uint64_t next;        /* next chunk not yet given to a read slot */

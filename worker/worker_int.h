@@ -244,12 +244,25 @@ void rps_wrdma_fini(struct rps_worker *w);
 /* Read the store header (geometry) and clock of every shard of one server
  * (UINT32_MAX: all); at create and after a reconnect. */
 int rps_wrdma_read_headers(struct rps_worker *w, uint32_t server);
+/* A registered pull destination: READs into [lo, hi) pass its lkey. */
+struct rps_wdest {
+	uintptr_t lo, hi;
+	uint32_t lkey; /* 0: not registered (the transport finds a registration) */
+};
 /* Register a pull destination once (kept until destroy), so that reads into
- * it hit the transport's MR cache. Best effort. */
-void rps_wrdma_pin_dest(struct rps_worker *w, void *addr, size_t len);
-/* One RDMA pull piece for a slice (nchunks 0 when dest == NULL: clock wait). */
+ * it need no lookup. Best effort: *d gets lkey 0 when it is not registered. */
+void rps_wrdma_pin_dest(struct rps_worker *w, void *addr, size_t len, struct rps_wdest *d);
+/* One RDMA pull piece for a slice (nchunks 0 when dest == NULL: clock wait).
+ * dd: dest's registration (rps_wrdma_pin_dest), or NULL. */
 int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server, uint32_t shard,
-		     const struct rps_wslice *sl, float *dest, uint32_t min_clock);
+		     const struct rps_wslice *sl, float *dest, const struct rps_wdest *dd,
+		     uint32_t min_clock);
+/* The common pull made cheap: one key of one slice that one READ covers,
+ * its clock condition known to hold, no callback. Makes the request, posts
+ * the READ and returns 0 with *req_p set, or -EAGAIN (nothing done) when
+ * the pull is not of that kind: then the general path takes it. */
+int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t min_clock,
+		    struct rps_req **req_p);
 /* Progress thread: READ_DONE; timers. Returns the poll timeout to use (ms,
  * -1 none). */
 void rps_wrdma_read_done(struct rps_worker *w, const struct rps_tr_event *ev);

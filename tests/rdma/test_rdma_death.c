@@ -74,7 +74,7 @@ static void *stream_main(void *arg)
 		atomic_fetch_add(&s->sent, 1);
 		if (s->d.rkey && i % 4 == 0 &&
 		    atomic_load(&s->reads_posted) - atomic_load(&s->reads_done) < 8) {
-			struct rps_tr_sge sg = {rb[i % 8], 1024};
+			struct rps_tr_sge sg = {.addr = rb[i % 8], .len = 1024};
 
 			rc = s->t->ops->read_remote(s->c, &sg, 1, s->d.addr + (i % 16) * 1024,
 						    s->d.rkey, 1 + i);

@@ -162,7 +162,7 @@ static void run(int event_mode)
 	/* one sge */
 	{
 		unsigned char *b = malloc(4096);
-		struct rps_tr_sge sg = {b, 4096};
+		struct rps_tr_sge sg = {.addr = b, .len = 4096};
 
 		rc = read_wait(tc, c1, &sg, 1, d.addr, d.rkey, 1);
 		CHECK(rc == 0, "read 1 sge: %s", strerror(-rc));
@@ -172,7 +172,8 @@ static void run(int event_mode)
 	/* three sges into separate buffers, then 50 times more */
 	{
 		unsigned char *b0 = malloc(100), *b1 = malloc(3000), *b2 = malloc(5000);
-		struct rps_tr_sge sg[3] = {{b0, 100}, {b1, 3000}, {b2, 5000}};
+		struct rps_tr_sge sg[3] = {
+		    {.addr = b0, .len = 100}, {.addr = b1, .len = 3000}, {.addr = b2, .len = 5000}};
 		int bad = 0;
 
 		rc = read_wait(tc, c1, sg, 3, d.addr + 1000, d.rkey, 2);
@@ -213,7 +214,7 @@ static void run(int event_mode)
 		int bad = 0;
 
 		for (int i = 0; i < n; i++)
-			sg[i] = (struct rps_tr_sge){b + 128 * i, 64};
+			sg[i] = (struct rps_tr_sge){.addr = b + 128 * i, .len = 64};
 		rc = read_wait(tc, c1, sg, n, d.addr + 256, d.rkey, 4);
 		CHECK(rc == 0, "read %d sges: %s", n, strerror(-rc));
 		for (int i = 0; i < n; i++)
@@ -227,7 +228,7 @@ static void run(int event_mode)
 	{
 		unsigned char *b = aligned_alloc(4096, 8192);
 		struct rps_tr_mr mr;
-		struct rps_tr_sge sg = {b + 100, 5000};
+		struct rps_tr_sge sg = {.addr = b + 100, .len = 5000};
 
 		rc = tc->ops->reg_mem(tc, b, 8192, RPS_TR_ACCESS_LOCAL, &mr);
 		CHECK(rc == 0, "client reg_mem: %s", strerror(-rc));
@@ -247,7 +248,7 @@ static void run(int event_mode)
 		int bad = 0;
 
 		for (int i = 0; i < 20; i++) {
-			struct rps_tr_sge sg = {b[i], 1024};
+			struct rps_tr_sge sg = {.addr = b[i], .len = 1024};
 
 			atomic_store(&cs.done[10 + i], 0);
 			rc = tc->ops->read_remote(c1, &sg, 1, d.addr + 1024 * (uint64_t)i * 3,
@@ -267,7 +268,7 @@ static void run(int event_mode)
 	{
 		static double lat[200];
 		unsigned char b[64];
-		struct rps_tr_sge sg = {b, 64};
+		struct rps_tr_sge sg = {.addr = b, .len = 64};
 		struct rps_tr_event ev[8];
 		double sum = 0;
 		int i;
@@ -311,7 +312,7 @@ static void run(int event_mode)
 	cs.watch = c1;
 	{
 		unsigned char b[256];
-		struct rps_tr_sge sg = {b, 256};
+		struct rps_tr_sge sg = {.addr = b, .len = 256};
 
 		rc = read_wait(tc, c1, &sg, 1, d.addr + REGION + 4096, d.rkey, 100);
 		CHECK(rc == -EACCES, "read outside the region: %d (%s), want -EACCES", rc,
@@ -326,7 +327,7 @@ static void run(int event_mode)
 	CHECK(wait_flag(&s.closed, 10), "server saw no CLOSED for the failed connection");
 	{
 		unsigned char b[2048];
-		struct rps_tr_sge sg = {b, 2048};
+		struct rps_tr_sge sg = {.addr = b, .len = 2048};
 
 		rc = read_wait(tc, c2, &sg, 1, d.addr + 4096, d.rkey, 102);
 		CHECK(rc == 0 && !memcmp(b, region + 4096, 2048),
@@ -339,7 +340,7 @@ static void run(int event_mode)
 	CHECK(rc == 0, "third connection after the failure: %s", strerror(-rc));
 	if (c3) {
 		unsigned char b[512];
-		struct rps_tr_sge sg = {b, 512};
+		struct rps_tr_sge sg = {.addr = b, .len = 512};
 
 		/* a wrong rkey: refused the same way */
 		cs.watch = c3;
@@ -356,7 +357,7 @@ static void run(int event_mode)
 	      atomic_load(&cs.events_after_close));
 	{
 		unsigned char b[64];
-		struct rps_tr_sge sg = {b, 64};
+		struct rps_tr_sge sg = {.addr = b, .len = 64};
 
 		rc = read_wait(tc, c2, &sg, 1, d.addr + 64, d.rkey, 104);
 		CHECK(rc == 0 && !memcmp(b, region + 64, 64), "second connection at the end: %s",

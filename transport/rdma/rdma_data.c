@@ -435,12 +435,17 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 	if (atomic_load(&c->state) != C_UP)
 		return -ECONNRESET;
 	for (int i = 0; i < nsge; i++) {
-		tmp[ntmp] = NULL;
-		rc = rps_rdma_mrc_lkey(t, sge[i].addr, sge[i].len, &sg[i].lkey, &tmp[ntmp]);
-		if (rc)
-			goto err_tmp;
-		if (tmp[ntmp])
-			ntmp++;
+		if (sge[i].lkey) { /* the caller's own registration */
+			sg[i].lkey = sge[i].lkey;
+		} else {
+			tmp[ntmp] = NULL;
+			rc = rps_rdma_mrc_lkey(t, sge[i].addr, sge[i].len, &sg[i].lkey,
+					       &tmp[ntmp]);
+			if (rc)
+				goto err_tmp;
+			if (tmp[ntmp])
+				ntmp++;
+		}
 		sg[i].addr = (uintptr_t)sge[i].addr;
 		sg[i].length = sge[i].len;
 		total += sge[i].len;
