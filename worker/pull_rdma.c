@@ -458,6 +458,20 @@ static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rp
 	return 0;
 }
 
+/* slot_step; a plan that cannot be built fails the piece. 0 or -errno. */
+static int slot_step_or_fail(struct rps_worker *w, struct rps_piece *p, int i,
+			     struct rposts *out)
+{
+	int rc = slot_step(w, p, i, out);
+
+	if (rc) {
+		RPS_ERR("rdma pull: no read plan for server %u shard %u: %s", p->server, p->shard,
+			rps_strerror(rc));
+		p->status = rc;
+	}
+	return rc;
+}
+
 static void step_locked(struct rps_worker *w, struct rps_piece *p, struct rposts *out)
 {
 	struct rps_rpull *rp = &p->u.rp;
@@ -507,14 +521,8 @@ static void step_locked(struct rps_worker *w, struct rps_piece *p, struct rposts
 		rp->phase = RPS_RP_DATA;
 	}
 	for (int i = 0; i < RPS_RD_WINDOW; i++) {
-		int rc = slot_step(w, p, i, out);
-
-		if (rc) {
-			RPS_ERR("rdma pull: no read plan for server %u shard %u: %s", p->server,
-				p->shard, rps_strerror(rc));
-			p->status = rc;
+		if (slot_step_or_fail(w, p, i, out))
 			break;
-		}
 		if (rp->rd[i].busy || rp->rd[i].torn)
 			idle = 0;
 	}
@@ -699,17 +707,10 @@ int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t m
 	if (p && !p->status) {
 		/* the clock condition holds: to the data at once, as step_locked's
 		 * CLOCK phase would go */
-		int rc;
-
 		if (w->consistency != RPS_ASP)
 			rps_wstat_staleness(w, min_clock, atomic_load(&sh->clock_seen));
 		p->u.rp.phase = RPS_RP_DATA;
-		rc = slot_step(w, p, 0, &out);
-		if (rc) {
-			RPS_ERR("rdma pull: no read plan for server %u shard %u: %s", p->server,
-				p->shard, rps_strerror(rc));
-			p->status = rc;
-		}
+		slot_step_or_fail(w, p, 0, &out);
 	}
 	if (p && p->status)
 		step_locked(w, p, &out); /* failed: finishes the piece */
