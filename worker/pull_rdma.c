@@ -472,6 +472,39 @@ static int slot_step_or_fail(struct rps_worker *w, struct rps_piece *p, int i,
 	return rc;
 }
 
+/* slot_step for the first READ of a one-chunk slice (the short path of
+ * rps_wrdma_pull1): the scatter list straight from the geometry, with its
+ * lkeys. 0, or -EAGAIN: slot_step has to do it. */
+static int slot_step1(struct rps_worker *w, struct rps_piece *p, struct rposts *out)
+{
+	struct rps_rpull *rp = &p->u.rp;
+	struct rps_rd *rd = &rp->rd[0];
+	const struct rps_scratch *sc = w->scratch;
+	uint32_t dkey = 0;
+	struct rpost *r;
+
+	if (rp->nchunks != 1 || rp->next || !rd->lines || rd->busy ||
+	    max_sge(w) < RPS_RPLAN_MIN_SGE)
+		return -EAGAIN;
+	if (rp->dest_lkey && within(rp->dest, (uint32_t)(rp->plan.nelems * sizeof(float)),
+				   rp->dest_lo, rp->dest_hi))
+		dkey = rp->dest_lkey;
+	r = rpost_new(out, p, 0);
+	r->nsge = rps_rplan_build1(&rp->plan, rp->dest, dkey, rd->lines, rd->lines_lkey, sc->junk,
+				   sc->junk_registered ? sc->junk_mr.lkey : 0, r->sge, &r->raddr);
+	if (!r->nsge) {
+		out->n--;
+		return -EAGAIN;
+	}
+	rd->lo = 0;
+	rd->run_lo = 0;
+	rd->n = rd->run_n = 1;
+	rd->busy = 1;
+	rp->next = 1;
+	rp->outstanding++;
+	return 0;
+}
+
 static void step_locked(struct rps_worker *w, struct rps_piece *p, struct rposts *out)
 {
 	struct rps_rpull *rp = &p->u.rp;
@@ -710,7 +743,8 @@ int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t m
 		if (w->consistency != RPS_ASP)
 			rps_wstat_staleness(w, min_clock, atomic_load(&sh->clock_seen));
 		p->u.rp.phase = RPS_RP_DATA;
-		slot_step_or_fail(w, p, 0, &out);
+		if (slot_step1(w, p, &out))
+			slot_step_or_fail(w, p, 0, &out);
 	}
 	if (p && p->status)
 		step_locked(w, p, &out); /* failed: finishes the piece */
