@@ -112,7 +112,7 @@ static inline uint64_t rps_store_geom_nchunks(uint32_t chunk_bytes, uint64_t nel
 {
 	uint64_t epc = chunk_bytes / 4;
 
-	if (!nelems || !epc)
+	if (nelems <= epc || !epc) /* also spares small slices a division */
 		return 1;
 	return nelems / epc + (nelems % epc != 0);
 }

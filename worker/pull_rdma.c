@@ -666,7 +666,9 @@ static struct rps_piece *rpull_new_locked(struct rps_worker *w, struct rps_req *
 			return p;
 		}
 	}
-	slots = rp->nchunks ? (rp->nchunks + w->scratch->per_read - 1) / w->scratch->per_read : 1;
+	slots = rp->nchunks <= w->scratch->per_read
+		    ? 1
+		    : (rp->nchunks + w->scratch->per_read - 1) / w->scratch->per_read;
 	slots = RPS_MIN(slots, (uint64_t)RPS_RD_WINDOW);
 	for (uint64_t i = 0; i < slots; i++) {
 		rp->rd[i].lines = scratch_get_locked(w, &rp->rd[i].lines_lkey);

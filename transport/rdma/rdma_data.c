@@ -37,7 +37,7 @@ void rps_rdma_evq_push(struct rps_rdma_transport *t, const struct rps_tr_event *
 		q->ev = n;
 		q->cap = ncap;
 	}
-	q->ev[q->tail++ % q->cap] = *ev;
+	q->ev[q->tail++ & (q->cap - 1)] = *ev;
 }
 
 int rps_rdma_evq_pop(struct rps_rdma_transport *t, struct rps_tr_event *ev_p)
@@ -46,7 +46,7 @@ int rps_rdma_evq_pop(struct rps_rdma_transport *t, struct rps_tr_event *ev_p)
 
 	if (q->head == q->tail)
 		return 0;
-	*ev_p = q->ev[q->head++ % q->cap];
+	*ev_p = q->ev[q->head++ & (q->cap - 1)];
 	return 1;
 }
 
@@ -57,14 +57,14 @@ void rps_rdma_evq_purge(struct rps_rdma_transport *t, struct rps_rdma_conn *c)
 	uint32_t n = q->tail - q->head, keep = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		struct rps_tr_event ev = q->ev[(q->head + i) % q->cap];
+		struct rps_tr_event ev = q->ev[(q->head + i) & (q->cap - 1)];
 
 		if (ev.conn == &c->base) {
 			if (ev.type == RPS_TR_EV_RECV)
 				rps_rdma_release(&t->base, ev.token);
 			continue;
 		}
-		q->ev[(q->head + keep++) % q->cap] = ev;
+		q->ev[(q->head + keep++) & (q->cap - 1)] = ev;
 	}
 	q->tail = q->head + keep;
 }

@@ -181,7 +181,7 @@ struct rps_rdma_mrc_ent {
 /* Pending events: a growable ring under prog_lock. */
 struct rps_rdma_evq {
 	struct rps_tr_event *ev;
-	uint32_t cap, head, tail;
+	uint32_t cap, head, tail; /* cap: 0 or a power of two (1024, doubled) */
 };
 
 struct rps_rdma_transport {
