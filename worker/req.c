@@ -334,7 +334,8 @@ static void req_complete_locked(struct rps_req *req)
 			core->drain_head = req;
 		core->drain_tail = req;
 	}
-	pthread_cond_broadcast(&core->cv);
+	if (core->cv_waiters)
+		pthread_cond_broadcast(&core->cv);
 }
 
 void rps_wreq_fail_locked(struct rps_req *req, int status)
@@ -394,6 +395,20 @@ int rps_wcore_drain(struct rps_wcore *core)
 	return n;
 }
 
+/* Wait on core->cv (core->lock held) until a broadcast or the deadline
+ * (none if ts is NULL); counted, so completions broadcast only to someone.
+ * 0 or ETIMEDOUT. */
+static int cv_wait(struct rps_wcore *core, const struct timespec *ts)
+{
+	int rc;
+
+	core->cv_waiters++;
+	rc = ts ? pthread_cond_timedwait(&core->cv, &core->lock, ts)
+		: pthread_cond_wait(&core->cv, &core->lock);
+	core->cv_waiters--;
+	return rc;
+}
+
 /* Reap completions from this thread for up to core->spin_ns (and within
  * timeout_ms) while req is not done, like perftest's busy-polling client: a
  * completion then wakes nobody. Called without the lock; returns whether
@@ -442,12 +457,8 @@ static int wait_done(struct rps_req *req, int timeout_ms)
 	if (spun && (!req->done || core->reqs_inflight) && core->wake)
 		core->wake(core->wake_arg);
 	while (!req->done) {
-		if (timeout_ms < 0) {
-			pthread_cond_wait(&core->cv, &core->lock);
-		} else if (pthread_cond_timedwait(&core->cv, &core->lock, &ts) == ETIMEDOUT) {
-			if (!req->done)
-				return -ETIMEDOUT;
-		}
+		if (cv_wait(core, timeout_ms >= 0 ? &ts : NULL) == ETIMEDOUT && !req->done)
+			return -ETIMEDOUT;
 	}
 	return 0;
 }
@@ -477,9 +488,7 @@ int rps_wcore_quiesce(struct rps_wcore *core, int timeout_ms)
 		rps_deadline_ms(&ts, timeout_ms);
 	pthread_mutex_lock(&core->lock);
 	while (core->reqs_inflight) {
-		if (timeout_ms < 0) {
-			pthread_cond_wait(&core->cv, &core->lock);
-		} else if (pthread_cond_timedwait(&core->cv, &core->lock, &ts) == ETIMEDOUT) {
+		if (cv_wait(core, timeout_ms >= 0 ? &ts : NULL) == ETIMEDOUT) {
 			rc = core->reqs_inflight ? -ETIMEDOUT : 0;
 			break;
 		}

@@ -136,6 +136,7 @@ struct rps_req {
 struct rps_wcore {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;       /* a request completed, or pieces freed */
+	int cv_waiters;          /* threads in cv_wait (req.c): no broadcast without */
 	_Atomic(struct rps_piece *) blocks[RPS_PIECE_MAX_BLOCKS];
 	uint32_t nblocks;
 	struct rps_piece *free_pieces;
