@@ -51,6 +51,13 @@
  *                        kill, m >= the kill clock (where the worker reconnected,
  *                        or one more if that clock's push to the key was in flight
  *                        when the server died: it failed, -EHOSTDOWN).
+ *   itest-worker torn    ASP, SGD lr 1, every worker at once: TORN_ITERS times push
+ *                        all-ones gradients into two one-chunk keys and pull each
+ *                        alone (over RDMA: the short READ path, while the update
+ *                        threads rewrite the chunks). Every pulled vector must be
+ *                        uniform (one torn read shows as two values) and never
+ *                        higher than the one before; in the end exactly
+ *                        -(workers * TORN_ITERS). Prints the torn-read retries.
  *   itest-worker errors  unknown keys, wrong lengths, a key re-declared with
  *                        another length; and (rank 0, with ITEST_SERVER_PORTS)
  *                        bad frames over raw sockets while rank 1 keeps working;
@@ -251,6 +258,83 @@ out:
 	free(v);
 	free(g);
 	free(want);
+	return failures ? -1 : 0;
+}
+
+/* ---- torn reads through rps_worker_pull ---- */
+
+#define TORN_ITERS 150
+#define TORN_KEYS  2
+
+/* internal counter of the RDMA pull path (worker/pull_rdma.c) */
+uint64_t rps_worker_stat_torn_retries(void);
+
+static const rps_key_t torn_keys[TORN_KEYS] = { 2001, 2002 };
+/* a compact chunk of 8-byte words and one chunk of 64-byte lines */
+static const size_t torn_lens[TORN_KEYS] = { 100, 4096 };
+
+/* 1 if v[0..n) all equal v[0]; else reports the first other value */
+static int uniform(const float *v, size_t n, const char *what)
+{
+	for (size_t i = 1; i < n; i++) {
+		if (v[i] != v[0]) {
+			CHECK(0, "%s: element %zu is %g, element 0 is %g (a torn read)", what, i,
+			      (double)v[i], (double)v[0]);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static int run_torn(struct rps_worker *w)
+{
+	struct rps_init zeros = { .kind = RPS_INIT_ZEROS };
+	float *ones = malloc(torn_lens[1] * sizeof(float)),
+	      *v = malloc(torn_lens[1] * sizeof(float));
+	float last[TORN_KEYS] = { 0, 0 };
+	int rc;
+
+	CHECK(ones && v, "out of memory");
+	if (!ones || !v)
+		goto out;
+	for (size_t i = 0; i < torn_lens[1]; i++)
+		ones[i] = 1;
+	rc = rps_worker_declare(w, torn_keys, torn_lens, TORN_KEYS, &zeros);
+	CHECK(rc == 0, "declare: %s", rps_strerror(rc));
+	if (rc || rps_worker_barrier(w))
+		goto out;
+	for (int it = 0; it < TORN_ITERS && !failures; it++) {
+		for (int k = 0; k < TORN_KEYS && !failures; k++) {
+			struct rps_req *req = NULL;
+
+			if (wait_ok(rps_worker_push(w, &torn_keys[k], ones, &torn_lens[k], 1, &req),
+				    &req, "torn push"))
+				goto out;
+			if (wait_ok(rps_worker_pull(w, &torn_keys[k], v, &torn_lens[k], 1, &req),
+				    &req, "torn pull"))
+				goto out;
+			if (!uniform(v, torn_lens[k], "torn pull"))
+				goto out;
+			/* values only go down; this worker's own push is applied */
+			CHECK(v[0] <= last[k] - 1, "key %llu: pulled %g after %g",
+			      (unsigned long long)torn_keys[k], (double)v[0], (double)last[k]);
+			last[k] = v[0];
+		}
+	}
+	CHECK(rps_worker_barrier(w) == 0, "barrier");
+	for (int k = 0; k < TORN_KEYS; k++) {
+		struct rps_req *req = NULL;
+
+		if (wait_ok(rps_worker_pull(w, &torn_keys[k], v, &torn_lens[k], 1, &req), &req,
+			    "final pull") == 0 && uniform(v, torn_lens[k], "final pull"))
+			CHECK(v[0] == -(float)(nworkers * TORN_ITERS), "key %llu: final %g, want %d",
+			      (unsigned long long)torn_keys[k], (double)v[0], -(nworkers * TORN_ITERS));
+	}
+	printf("itest-worker %d: torn: %d pulls, %llu torn-read retries\n", rank,
+	       TORN_ITERS * TORN_KEYS, (unsigned long long)rps_worker_stat_torn_retries());
+out:
+	free(ones);
+	free(v);
 	return failures ? -1 : 0;
 }
 
@@ -1221,7 +1305,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc != 2) {
-		fprintf(stderr, "usage: itest-worker bsp|asp|errors|ssp|dead|drop|metrics|elastic|restart\n");
+		fprintf(stderr, "usage: itest-worker "
+				"bsp|asp|torn|errors|ssp|dead|drop|metrics|elastic|restart\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
@@ -1241,6 +1326,8 @@ int main(int argc, char **argv)
 			run_bsp(w);
 		else if (!strcmp(argv[1], "asp"))
 			run_asp(w);
+		else if (!strcmp(argv[1], "torn"))
+			run_torn(w);
 		else if (!strcmp(argv[1], "errors"))
 			run_errors(w);
 		else if (!strcmp(argv[1], "ssp"))
