@@ -102,16 +102,15 @@ int rps_rplan_build(const struct rps_rplan *p, uint64_t lo, uint64_t max_chunks,
 		    char *lines, char *junk, struct rps_tr_sge *sge, int max_sge, int *nsge_p,
 		    uint64_t *raddr_p);
 
-/* rps_rplan_build for a slice of one chunk read whole (lo 0), straight from
- * the geometry: the common small pull, with no loop and no merging of sges
- * (the scatter lists differ from rps_rplan_build's only where it merged two
- * locally adjacent sges; the READ lands the same bytes). Each sge gets the
- * lkey of its base: lines_lkey, dst_lkey or junk_lkey. Returns the sges
- * written (3 or 4, never more than RPS_RPLAN_MIN_SGE), or 0 when the plan is
- * not one valid chunk with data: the caller then uses rps_rplan_build. */
-static inline int rps_rplan_build1(const struct rps_rplan *p, float *dst, uint32_t dst_lkey,
-				   char *lines, uint32_t lines_lkey, char *junk,
-				   uint32_t junk_lkey, struct rps_tr_sge *sge, uint64_t *raddr_p)
+/* rps_rplan_build for a slice of one chunk (lo 0, the whole chunk), straight
+ * from the geometry: the common small pull, with no loop and no merging of
+ * sges (the scatter list differs from rps_rplan_build's only where that
+ * merges two locally adjacent sges; the READ lands the same bytes). lkeys 0,
+ * as rps_rplan_build leaves them. Returns the sges written (3 or 4, never
+ * more than RPS_RPLAN_MIN_SGE), or 0 when the plan is not one valid chunk
+ * with data: then rps_rplan_build has to do it. */
+static inline int rps_rplan_build1(const struct rps_rplan *p, float *dst, char *lines, char *junk,
+				   struct rps_tr_sge *sge, uint64_t *raddr_p)
 {
 	uint64_t used = p->nelems * sizeof(float);
 	uint32_t len = p->last_bytes ? p->last_bytes : p->chunk_bytes;
@@ -120,12 +119,11 @@ static inline int rps_rplan_build1(const struct rps_rplan *p, float *dst, uint32
 	if ((p->line != 8 && p->line != 64) || p->chunk_bytes % 8 || !used ||
 	    used > p->chunk_bytes || p->last_bytes > p->chunk_bytes || used > len)
 		return 0;
-	sge[n++] = (struct rps_tr_sge){.addr = lines, .len = p->line, .lkey = lines_lkey};
-	sge[n++] = (struct rps_tr_sge){.addr = dst, .len = (uint32_t)used, .lkey = dst_lkey};
+	sge[n++] = (struct rps_tr_sge){.addr = lines, .len = p->line};
+	sge[n++] = (struct rps_tr_sge){.addr = dst, .len = (uint32_t)used};
 	if (used < len)
-		sge[n++] = (struct rps_tr_sge){
-		    .addr = junk, .len = len - (uint32_t)used, .lkey = junk_lkey};
-	sge[n++] = (struct rps_tr_sge){.addr = lines + p->line, .len = p->line, .lkey = lines_lkey};
+		sge[n++] = (struct rps_tr_sge){.addr = junk, .len = len - (uint32_t)used};
+	sge[n++] = (struct rps_tr_sge){.addr = lines + p->line, .len = p->line};
 	*raddr_p = p->raddr0;
 	return n;
 }

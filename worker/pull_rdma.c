@@ -437,8 +437,17 @@ static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rp
 		return 0;
 	}
 	r = rpost_new(out, p, (uint8_t)i);
-	n = rps_rplan_build(&rp->plan, lo, maxc, rp->dest, lines, w->scratch->junk, r->sge,
-			    max_sge(w), &r->nsge, &r->raddr);
+	n = -EINVAL;
+	if (rp->nchunks == 1 && max_sge(w) >= RPS_RPLAN_MIN_SGE) {
+		/* most small keys: the scatter list straight from the geometry */
+		r->nsge = rps_rplan_build1(&rp->plan, rp->dest, lines, w->scratch->junk, r->sge,
+					   &r->raddr);
+		if (r->nsge)
+			n = 1;
+	}
+	if (n < 0)
+		n = rps_rplan_build(&rp->plan, lo, maxc, rp->dest, lines, w->scratch->junk,
+				    r->sge, max_sge(w), &r->nsge, &r->raddr);
 	if (n < 0) {
 		out->n--;
 		return n;
@@ -470,39 +479,6 @@ static int slot_step_or_fail(struct rps_worker *w, struct rps_piece *p, int i,
 		p->status = rc;
 	}
 	return rc;
-}
-
-/* slot_step for the first READ of a one-chunk slice (the short path of
- * rps_wrdma_pull1): the scatter list straight from the geometry, with its
- * lkeys. 0, or -EAGAIN: slot_step has to do it. */
-static int slot_step1(struct rps_worker *w, struct rps_piece *p, struct rposts *out)
-{
-	struct rps_rpull *rp = &p->u.rp;
-	struct rps_rd *rd = &rp->rd[0];
-	const struct rps_scratch *sc = w->scratch;
-	uint32_t dkey = 0;
-	struct rpost *r;
-
-	if (rp->nchunks != 1 || rp->next || !rd->lines || rd->busy ||
-	    max_sge(w) < RPS_RPLAN_MIN_SGE)
-		return -EAGAIN;
-	if (rp->dest_lkey && within(rp->dest, (uint32_t)(rp->plan.nelems * sizeof(float)),
-				   rp->dest_lo, rp->dest_hi))
-		dkey = rp->dest_lkey;
-	r = rpost_new(out, p, 0);
-	r->nsge = rps_rplan_build1(&rp->plan, rp->dest, dkey, rd->lines, rd->lines_lkey, sc->junk,
-				   sc->junk_registered ? sc->junk_mr.lkey : 0, r->sge, &r->raddr);
-	if (!r->nsge) {
-		out->n--;
-		return -EAGAIN;
-	}
-	rd->lo = 0;
-	rd->run_lo = 0;
-	rd->n = rd->run_n = 1;
-	rd->busy = 1;
-	rp->next = 1;
-	rp->outstanding++;
-	return 0;
 }
 
 static void step_locked(struct rps_worker *w, struct rps_piece *p, struct rposts *out)
@@ -709,7 +685,6 @@ int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t m
 	const struct rps_wkey *k = rps_keytab_find(&w->keys, key);
 	const struct rps_wslice *sl;
 	struct rps_wshard *sh;
-	struct rps_rplan plan;
 	struct rps_wdest dd;
 	struct rposts out;
 	struct rps_piece *p;
@@ -719,14 +694,11 @@ int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t m
 		return -EAGAIN;
 	sl = &k->slices[0];
 	sh = rps_wshard_get(w, sl->server, sl->shard);
-	plan.chunk_bytes = sl->chunk_bytes;
-	plan.last_bytes = sl->last_bytes;
-	plan.nelems = sl->nelems;
-	plan.line = sl->line;
 	/* a clock read first, a read plan that may not fit, several READs, a
 	 * connection being replaced: all for the general path */
 	if (!sh->data_off || !sl->chunk_bytes || rps_wconn_dead(sh->conn) ||
-	    !rps_wclock_ok(w, sh, min_clock) || rps_rplan_nchunks(&plan) > w->scratch->per_read)
+	    !rps_wclock_ok(w, sh, min_clock) ||
+	    rps_store_geom_nchunks(sl->chunk_bytes, sl->nelems) > w->scratch->per_read)
 		return -EAGAIN;
 	rps_wrdma_pin_dest(w, vals, k->nelems * sizeof(float), &dd);
 	out.n = 0;
@@ -745,8 +717,7 @@ int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t m
 		if (w->consistency != RPS_ASP)
 			rps_wstat_staleness(w, min_clock, atomic_load(&sh->clock_seen));
 		p->u.rp.phase = RPS_RP_DATA;
-		if (slot_step1(w, p, &out))
-			slot_step_or_fail(w, p, 0, &out);
+		slot_step_or_fail(w, p, 0, &out);
 	}
 	if (p && p->status)
 		step_locked(w, p, &out); /* failed: finishes the piece */
