@@ -28,6 +28,7 @@
 #ifndef RPS_TRANSPORT_H
 #define RPS_TRANSPORT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -55,6 +56,15 @@ struct rps_conn {
 	void *user;         /* owner's context */
 	char peer[64];      /* "10.9.0.2:4000", for messages */
 	struct rps_hello hello; /* listening side: the peer's hello */
+};
+
+/* The completion of a read_notify. */
+enum { RPS_TR_PENDING = 0, RPS_TR_DONE, RPS_TR_PENDING_WAKE };
+#define RPS_TR_CTX_NOTIFY 1ull /* READ_DONE: a read_notify that a sleeper waits for ended */
+
+struct rps_tr_done {
+	int status;       /* 0 or -errno, valid once state is RPS_TR_DONE */
+	_Atomic int state;
 };
 
 struct rps_tr_sge {
@@ -145,6 +155,16 @@ struct rps_transport_ops {
 	 * local sges, in order. Completion: READ_DONE(ctx). Only with RPS_TR_CAP_READ. */
 	int (*read_remote)(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
 			   uint64_t raddr, uint32_t rkey, uint64_t ctx);
+	/* Optional: read_remote whose completion is no event but d itself:
+	 * d->status, then d->state = RPS_TR_DONE (release). Whoever finds the
+	 * READ still pending and wants to sleep moves d->state from
+	 * RPS_TR_PENDING to RPS_TR_PENDING_WAKE; the completion of such a READ
+	 * is followed by a READ_DONE event with ctx RPS_TR_CTX_NOTIFY on its
+	 * connection (none once it was closed). Every READ posted completes,
+	 * with an error when the connection dies, so d must stay valid until
+	 * d->state is RPS_TR_DONE. */
+	int (*read_notify)(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
+			   uint64_t raddr, uint32_t rkey, struct rps_tr_done *d);
 	/* Up to max events; waits up to timeout_ms (0 = don't wait, < 0 = forever). */
 	int (*poll)(struct rps_transport *t, struct rps_tr_event *ev, int max, int timeout_ms);
 	/* Optional (RPS_TR_CAP_PROGRESS): reap completions from the calling

@@ -153,6 +153,9 @@ static void scratch_put_locked(struct rps_worker *w, char *b)
 		sc->free[sc->nfree++] = b;
 }
 
+static int direct_step(void *arg, struct rps_req *req, int arm);
+static void direct_fini_locked(void *arg, struct rps_req *req);
+
 int rps_wrdma_init(struct rps_worker *w)
 {
 	struct rps_scratch *sc = rps_calloc(1, sizeof(*sc));
@@ -171,6 +174,9 @@ int rps_wrdma_init(struct rps_worker *w)
 	for (uint32_t i = 0; i < w->num_servers; i++)
 		sc->junk_len = RPS_MAX(sc->junk_len, (size_t)w->servers[i].chunk_bytes);
 	w->scratch = sc;
+	w->core.direct_step = direct_step;
+	w->core.direct_fini_locked = direct_fini_locked;
+	w->core.direct_arg = w;
 	sc->junk = alloc_registered(w, sc->junk_len, &sc->junk_mr, &sc->junk_registered);
 	if (!sc->junk) {
 		rc = -ENOMEM;
@@ -389,19 +395,19 @@ static int within(const void *a, uint32_t len, uintptr_t lo, uintptr_t hi)
 /* The lkeys of the worker's own registrations that each sge lies in, so
  * the transport looks none up; 0 (look it up) for an sge that no single
  * one covers, as when two adjacent buffers' sges were merged. */
-static void set_lkeys(const struct rps_scratch *sc, const struct rps_rpull *rp,
-		      const struct rps_rd *rd, struct rpost *r)
+static void set_lkeys(const struct rps_scratch *sc, const struct rps_wdest *dest,
+		      const char *lines, uint32_t lines_lkey, struct rps_tr_sge *sge, int nsge)
 {
-	uintptr_t jl = (uintptr_t)sc->junk, ll = (uintptr_t)rd->lines;
+	uintptr_t jl = (uintptr_t)sc->junk, ll = (uintptr_t)lines;
 	uint32_t jk = sc->junk_registered ? sc->junk_mr.lkey : 0;
 
-	for (int i = 0; i < r->nsge; i++) {
-		struct rps_tr_sge *g = &r->sge[i];
+	for (int i = 0; i < nsge; i++) {
+		struct rps_tr_sge *g = &sge[i];
 
-		if (rp->dest_lkey && within(g->addr, g->len, rp->dest_lo, rp->dest_hi))
-			g->lkey = rp->dest_lkey;
+		if (dest->lkey && within(g->addr, g->len, dest->lo, dest->hi))
+			g->lkey = dest->lkey;
 		else if (within(g->addr, g->len, ll, ll + sc->blk))
-			g->lkey = rd->lines_lkey;
+			g->lkey = lines_lkey;
 		else if (within(g->addr, g->len, jl, jl + sc->junk_len))
 			g->lkey = jk;
 	}
@@ -452,7 +458,11 @@ static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rp
 		out->n--;
 		return n;
 	}
-	set_lkeys(w->scratch, rp, rd, r);
+	{
+		const struct rps_wdest dd = {.lo = rp->dest_lo, .hi = rp->dest_hi, .lkey = rp->dest_lkey};
+
+		set_lkeys(w->scratch, &dd, rd->lines, rd->lines_lkey, r->sge, r->nsge);
+	}
 	if (rd->torn) {
 		rp->torn_retries += (uint64_t)n;
 		atomic_fetch_add_explicit(&torn_retries_total, (uint64_t)n, memory_order_relaxed);
@@ -566,20 +576,19 @@ void rps_wrdma_piece_release_locked(struct rps_worker *w, struct rps_piece *p)
 	}
 }
 
-/* The slice's place and geometry (DECLARE_ACK) checked against the shard's
- * store: its chunks lie after the store's data_off, 8-aligned, wholly inside
- * the registered region. 0 or -EPROTO. */
-static int setup_slice(struct rps_worker *w, struct rps_piece *p, const struct rps_wslice *sl)
+/* The READ plan of a slice: its place and geometry (DECLARE_ACK) checked
+ * against the shard's store: its chunks lie after the store's data_off,
+ * 8-aligned, wholly inside the registered region. 0 or -EPROTO. */
+static int slice_plan(struct rps_worker *w, const struct rps_wslice *sl, struct rps_rplan *plan)
 {
-	struct rps_wserver *srv = &w->servers[p->server];
-	struct rps_wshard *sh = &srv->shards[p->shard];
-	struct rps_rpull *rp = &p->u.rp;
+	struct rps_wserver *srv = &w->servers[sl->server];
+	struct rps_wshard *sh = &srv->shards[sl->shard];
 	uint64_t off, span;
 
-	rp->plan.chunk_bytes = sl->chunk_bytes;
-	rp->plan.line = sl->line;
-	rp->plan.last_bytes = sl->last_bytes;
-	rp->plan.nelems = sl->nelems;
+	plan->chunk_bytes = sl->chunk_bytes;
+	plan->line = sl->line;
+	plan->last_bytes = sl->last_bytes;
+	plan->nelems = sl->nelems;
 	if (!sh->data_off || !sl->chunk_bytes || sl->chunk_bytes > srv->chunk_bytes ||
 	    (sl->line != RPS_STORE_WORD && sl->line != RPS_STORE_LINE))
 		return -EPROTO; /* store header not read, or no geometry from the ack */
@@ -589,11 +598,10 @@ static int setup_slice(struct rps_worker *w, struct rps_piece *p, const struct r
 	off = sl->store_off - sl->line;
 	if (off < sh->data_off || off % RPS_STORE_WORD)
 		return -EPROTO;
-	span = rps_rplan_span(&rp->plan);
+	span = rps_rplan_span(plan);
 	if (off > sh->desc.size || span > sh->desc.size - off)
 		return -EPROTO;
-	rp->plan.raddr0 = sh->desc.addr + off;
-	rp->nchunks = rps_rplan_nchunks(&rp->plan);
+	plan->raddr0 = sh->desc.addr + off;
 	return 0;
 }
 
@@ -634,7 +642,9 @@ static struct rps_piece *rpull_new_locked(struct rps_worker *w, struct rps_req *
 	else
 		rp->clock_raddr = sh->desc.addr + RPS_STORE_CLOCK_OFF;
 	if (dest && sl) {
-		rc = setup_slice(w, p, sl);
+		rc = slice_plan(w, sl, &rp->plan);
+		if (!rc)
+			rp->nchunks = rps_rplan_nchunks(&rp->plan);
 		if (rc) {
 			RPS_ERR("rdma pull: slice at store offset %llu does not fit shard %u/%u",
 				(unsigned long long)sl->store_off, server, shard);
@@ -679,6 +689,118 @@ int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server,
 	return rc;
 }
 
+/* ---- direct pulls: one READ, no piece, no event ---- */
+
+static void direct_fini_locked(void *arg, struct rps_req *req)
+{
+	scratch_put_locked(arg, req->dr.lines);
+	req->dr.lines = NULL;
+}
+
+/* Post dr's READ. 0 or -errno; a READ not posted leaves dr finished with
+ * that status. */
+static int direct_post(struct rps_worker *w, struct rps_rdirect *dr)
+{
+	int marked, rc;
+
+	rps_wsubmit_enter(w);
+	marked = rps_wconn_dead(dr->conn);
+	rc = marked ? marked
+		    : w->tr->ops->read_notify(dr->conn->c, dr->sge, dr->nsge, dr->raddr, dr->rkey,
+					      &dr->done);
+	rps_wsubmit_leave(w);
+	if (rc) {
+		if (!conn_lost(rc))
+			RPS_ERR("server %u channel %u: rdma read: %s", dr->conn->srv->rank,
+				dr->conn->channel, rps_strerror(rc));
+		else if (!marked)
+			rps_wconn_mark_dead(w, dr->conn, rc);
+		dr->done.status = rc;
+		atomic_store_explicit(&dr->done.state, RPS_TR_DONE, memory_order_release);
+	}
+	return rc;
+}
+
+/* rps_wcore.direct_step: is req's READ back, clean? Torn: read it again. */
+static int direct_step(void *arg, struct rps_req *req, int arm)
+{
+	struct rps_worker *w = arg;
+	struct rps_rdirect *dr = &req->dr;
+	int st = atomic_load_explicit(&dr->done.state, memory_order_acquire);
+
+	if (st != RPS_TR_DONE) {
+		/* lost to the completion: the caller's check under the lock sees it */
+		if (arm && st == RPS_TR_PENDING)
+			atomic_compare_exchange_strong(&dr->done.state, &st, RPS_TR_PENDING_WAKE);
+		return 0;
+	}
+	if (dr->done.status) {
+		if (conn_lost(dr->done.status))
+			rps_wconn_mark_dead(w, dr->conn, dr->done.status);
+		req->status = dr->done.status;
+		return 1;
+	}
+	if (!rps_rplan_torn(dr->lines, 1, dr->line))
+		return 1;
+	atomic_fetch_add_explicit(&torn_retries_total, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&w->stat_torn, 1, memory_order_relaxed);
+	if (direct_post(w, dr)) {
+		req->status = dr->done.status;
+		return 1;
+	}
+	return 0;
+}
+
+/* A one-chunk slice whose clock condition holds: one READ, finished by the
+ * caller's wait or test. -EAGAIN: use the general path (which also reports
+ * what went wrong here). */
+static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct rps_wshard *sh,
+		       float *vals, size_t len, uint32_t min_clock, struct rps_req **req_p)
+{
+	struct rps_scratch *sc = w->scratch;
+	struct rps_rplan plan;
+	struct rps_rdirect *dr;
+	struct rps_wdest dd;
+	struct rps_req *req;
+	uint32_t lkey = 0;
+	char *lines = NULL;
+
+	if (slice_plan(w, sl, &plan))
+		return -EAGAIN;
+	rps_wrdma_pin_dest(w, vals, len, &dd);
+	pthread_mutex_lock(&w->core.lock);
+	req = rps_wreq_new_direct_locked(&w->core);
+	if (req)
+		lines = scratch_get_locked(w, &lkey);
+	pthread_mutex_unlock(&w->core.lock);
+	if (!req || !lines)
+		goto err;
+	dr = &req->dr;
+	dr->lines = lines;
+	dr->conn = sh->conn;
+	dr->rkey = sh->desc.rkey;
+	dr->line = plan.line;
+	dr->nsge = rps_rplan_build1(&plan, vals + sl->offset, lines, sc->junk, dr->sge, &dr->raddr);
+	if (!dr->nsge)
+		goto err;
+	set_lkeys(sc, &dd, lines, lkey, dr->sge, dr->nsge);
+	if (w->consistency != RPS_ASP)
+		rps_wstat_staleness(w, min_clock, atomic_load(&sh->clock_seen));
+	if (direct_post(w, dr))
+		goto err;
+	atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
+	*req_p = req;
+	return 0;
+err:
+	pthread_mutex_lock(&w->core.lock);
+	if (req) {
+		req->dr.lines = lines;
+		rps_wreq_free_direct_locked(req);
+	}
+	pthread_mutex_unlock(&w->core.lock);
+	return -EAGAIN;
+}
+
 int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t min_clock,
 		    struct rps_req **req_p)
 {
@@ -700,6 +822,12 @@ int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t m
 	    !rps_wclock_ok(w, sh, min_clock) ||
 	    rps_store_geom_nchunks(sl->chunk_bytes, sl->nelems) > w->scratch->per_read)
 		return -EAGAIN;
+	/* one chunk: a direct request, unless nobody would reap its READ (the
+	 * caller is the progress thread, or callers never spin) */
+	if (w->direct && sl->nelems * sizeof(float) <= sl->chunk_bytes &&
+	    !rps_wcore_on_progress(&w->core) &&
+	    direct_pull(w, sl, sh, vals, k->nelems * sizeof(float), min_clock, req_p) == 0)
+		return 0;
 	rps_wrdma_pin_dest(w, vals, k->nelems * sizeof(float), &dd);
 	out.n = 0;
 	rps_wsubmit_enter(w);
@@ -779,6 +907,13 @@ void rps_wrdma_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 	struct rps_rpull *rp;
 	uint8_t sub = rps_ctx_sub(ev->ctx);
 
+	if (ev->ctx == RPS_TR_CTX_NOTIFY) { /* a direct request's sleeper */
+		pthread_mutex_lock(&w->core.lock);
+		if (w->core.cv_waiters)
+			pthread_cond_broadcast(&w->core.cv);
+		pthread_mutex_unlock(&w->core.lock);
+		return;
+	}
 	out.n = 0;
 	pthread_mutex_lock(&w->core.lock);
 	p = rps_piece_by_ctx(&w->core, ev->ctx);

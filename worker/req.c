@@ -1,6 +1,7 @@
 #include "worker/req.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -300,6 +301,29 @@ struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void
 	return r;
 }
 
+struct rps_req *rps_wreq_new_direct_locked(struct rps_wcore *core)
+{
+	struct rps_req *r;
+
+	if (!core->free_reqs && req_grow_locked(core))
+		return NULL;
+	r = core->free_reqs;
+	core->free_reqs = r->next;
+	/* the flags; dr is the creator's to fill */
+	memset(r, 0, offsetof(struct rps_req, dr));
+	r->core = core;
+	r->direct = 1;
+	return r;
+}
+
+static void req_free_locked(struct rps_req *r);
+
+void rps_wreq_free_direct_locked(struct rps_req *req)
+{
+	req->core->direct_fini_locked(req->core->direct_arg, req);
+	req_free_locked(req);
+}
+
 struct rps_req *rps_wreq_new(struct rps_wcore *core, rps_done_cb cb, void *arg)
 {
 	struct rps_req *r;
@@ -440,6 +464,82 @@ static int spin_wait(struct rps_req *req, int timeout_ms)
 	return 1;
 }
 
+/* A direct request's READ is out: sleep on cv until it ends (the READ_DONE
+ * wake-up, direct_step's arm) or the deadline, at most DIRECT_NAP_NS at a
+ * time (a wake-up can be lost with the connection). */
+#define DIRECT_NAP_NS 10000000ull
+
+static int direct_sleep(struct rps_req *req, const struct timespec *deadline)
+{
+	struct rps_wcore *core = req->core;
+	struct timespec nap;
+
+	if (core->direct_step(core->direct_arg, req, 1))
+		return 1;
+	rps_deadline_ms(&nap, (int)(DIRECT_NAP_NS / 1000000u));
+	if (deadline && (deadline->tv_sec < nap.tv_sec ||
+			 (deadline->tv_sec == nap.tv_sec && deadline->tv_nsec < nap.tv_nsec)))
+		nap = *deadline;
+	pthread_mutex_lock(&core->lock);
+	if (atomic_load_explicit(&req->dr.done.state, memory_order_acquire) != RPS_TR_DONE)
+		cv_wait(core, &nap);
+	pthread_mutex_unlock(&core->lock);
+	return core->direct_step(core->direct_arg, req, 0);
+}
+
+static int past(const struct timespec *ts)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > ts->tv_sec || (now.tv_sec == ts->tv_sec && now.tv_nsec >= ts->tv_nsec);
+}
+
+/* Wait until a direct request is finished: reap completions from this
+ * thread for up to core->spin_ns (the progress thread is woken when that
+ * ends), then sleep. 0, or -ETIMEDOUT (req stays the caller's). */
+static int direct_wait(struct rps_req *req, int timeout_ms)
+{
+	struct rps_wcore *core = req->core;
+	struct timespec ts;
+	uint64_t start, limit = core->spin_ns;
+
+	if (timeout_ms >= 0)
+		rps_deadline_ms(&ts, timeout_ms);
+	if (core->direct_step(core->direct_arg, req, 0))
+		return 0;
+	if (core->spin && limit && !rps_wcore_on_progress(core)) {
+		if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < limit)
+			limit = (uint64_t)timeout_ms * 1000000u;
+		/* the first reap usually finishes it (rxe completes a READ within
+		 * the doorbell call): read the clock only when it did not */
+		core->spin(core->wake_arg);
+		if (core->direct_step(core->direct_arg, req, 0))
+			return 0;
+		start = rps_now_ns();
+		do {
+			core->spin(core->wake_arg);
+			if (core->direct_step(core->direct_arg, req, 0))
+				return 0;
+		} while (rps_now_ns() - start < limit);
+		atomic_store_explicit(&core->spin_last_ns, rps_coarse_ns(), memory_order_relaxed);
+		if (core->wake)
+			core->wake(core->wake_arg); /* it reaps from now on */
+	}
+	for (;;) {
+		if (rps_wcore_on_progress(core)) {
+			/* a callback waits: nobody else reaps */
+			core->spin(core->wake_arg);
+			if (core->direct_step(core->direct_arg, req, 0))
+				return 0;
+		} else if (direct_sleep(req, timeout_ms >= 0 ? &ts : NULL)) {
+			return 0;
+		}
+		if (timeout_ms >= 0 && past(&ts))
+			return -ETIMEDOUT;
+	}
+}
+
 /* Wait until req is done: 0, or -ETIMEDOUT. Takes core->lock and returns
  * with it held. */
 static int wait_done(struct rps_req *req, int timeout_ms)
@@ -507,6 +607,16 @@ int rps_req_wait(struct rps_req *req, int timeout_ms)
 	if (!req || !req->core || req->cb)
 		return -EINVAL;
 	core = req->core;
+	if (req->direct) {
+		rc = direct_wait(req, timeout_ms);
+		if (rc)
+			return rc;
+		pthread_mutex_lock(&core->lock);
+		rc = req->status;
+		rps_wreq_free_direct_locked(req);
+		pthread_mutex_unlock(&core->lock);
+		return rc;
+	}
 	rc = wait_done(req, timeout_ms);
 	if (!rc) {
 		rc = req->status;
@@ -524,6 +634,19 @@ int rps_req_test(struct rps_req *req, int *done_p)
 	if (!req || !req->core || req->cb || !done_p)
 		return -EINVAL;
 	core = req->core;
+	if (req->direct) {
+		if (core->spin && !rps_wcore_on_progress(core) &&
+		    !core->direct_step(core->direct_arg, req, 0))
+			core->spin(core->wake_arg);
+		*done_p = core->direct_step(core->direct_arg, req, 0);
+		if (*done_p) {
+			pthread_mutex_lock(&core->lock);
+			rc = req->status;
+			rps_wreq_free_direct_locked(req);
+			pthread_mutex_unlock(&core->lock);
+		}
+		return rc;
+	}
 	/* a caller that polls its request reaps completions on the way */
 	if (core->spin && !__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) &&
 	    !rps_wcore_on_progress(core))

@@ -116,6 +116,20 @@ struct rps_piece {
 	} u;
 };
 
+/* A direct request: one READ of a one-chunk slice, posted by read_notify
+ * and finished by whoever waits for or tests the request (pull_rdma.c).
+ * It has no piece and no event; it is not counted in reqs_inflight. */
+struct rps_rdirect {
+	struct rps_tr_done done; /* the READ's completion */
+	struct rps_wconn *conn;
+	char *lines;             /* scratch: the chunk's two version lines */
+	uint64_t raddr;
+	uint32_t rkey;
+	uint32_t line;           /* version line bytes (rps_rplan_torn) */
+	int nsge;
+	struct rps_tr_sge sge[RPS_RPLAN_MIN_SGE];
+};
+
 struct rps_req {
 	struct rps_wcore *core;
 	int remaining;   /* pieces not finished + the guard while being built */
@@ -124,9 +138,11 @@ struct rps_req {
 	uint8_t done;
 	uint8_t orphan;  /* nobody will wait: free on completion */
 	uint8_t queued;  /* on the drain queue */
+	uint8_t direct;  /* a direct request: dr, no pieces */
 	rps_done_cb cb;
 	void *arg;
 	struct rps_req *next;
+	struct rps_rdirect dr;
 };
 
 #define RPS_PIECE_BLOCK 1024u
@@ -158,6 +174,13 @@ struct rps_wcore {
 	void (*spin)(void *arg);
 	uint64_t spin_ns;
 	_Atomic uint64_t spin_last_ns; /* when a caller last spun */
+	/* Direct requests (req->direct). direct_step(arg, req, arm): 1 once
+	 * req is finished (req->status set), 0 while its READ is out; arm: the
+	 * caller is about to sleep on cv and wants a broadcast when the READ
+	 * ends. direct_fini_locked(arg, req) releases what req holds. */
+	int (*direct_step)(void *arg, struct rps_req *req, int arm);
+	void (*direct_fini_locked)(void *arg, struct rps_req *req);
+	void *direct_arg;
 	/* called under the lock when a piece finishes, before it is freed */
 	void (*piece_fini)(void *arg, struct rps_piece *p);
 	void *piece_fini_arg;
@@ -236,6 +259,11 @@ void rps_wcore_abort_scan_locked(struct rps_wcore *core);
  * rps_req_wait/test. NULL on -ENOMEM. */
 struct rps_req *rps_wreq_new(struct rps_wcore *core, rps_done_cb cb, void *arg);
 struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void *arg);
+/* A direct request (struct rps_rdirect): no guard, not in reqs_inflight.
+ * Its creator fills r->dr; rps_wreq_free_direct_locked gives it back if its
+ * READ was never posted. */
+struct rps_req *rps_wreq_new_direct_locked(struct rps_wcore *core);
+void rps_wreq_free_direct_locked(struct rps_req *req);
 /* Record an error on the request without a piece (first error wins). */
 void rps_wreq_fail_locked(struct rps_req *req, int status);
 /* Drop the guard: the request completes once its pieces have. */

@@ -521,6 +521,8 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		w->core.spin = core_spin;
 		w->core.spin_ns = (uint64_t)w->cfg->wait_spin_us * 1000u;
 	}
+	/* one-chunk pulls as direct requests: their waiter reaps the READ */
+	w->direct = w->use_read && w->tr->ops->read_notify && w->core.spin;
 	w->progress_started = 1; /* wake() may be called from now on */
 	rc = pthread_create(&w->progress, NULL, progress_main, w);
 	if (rc) {

@@ -100,6 +100,7 @@ struct rps_worker {
 	enum rps_consistency consistency;
 	uint32_t staleness;
 	int use_read;            /* pulls by RDMA READ (RPS_TR_CAP_READ) */
+	int direct;              /* one-chunk pulls as direct requests (pull_rdma.c) */
 	int channels;            /* one connection per shard (RPS_TR_CAP_CHANNELS) */
 
 	_Atomic uint32_t clock;  /* the current clock c */

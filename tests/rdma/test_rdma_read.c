@@ -7,6 +7,8 @@
  * Then a read outside the region: READ_DONE -EACCES and CLOSED on that
  * connection, while a second connection keeps reading and sending and the
  * listener accepts a third. A wrong rkey is refused the same way.
+ * read_notify: the completion in a struct rps_tr_done, a READ_DONE wake-up
+ * only when armed; a wrong rkey ends it with -EACCES.
  * Torn reads: a shard store (src/store.h) with compact slices (1, 2 and 501
  * floats) and a multi-chunk slice with a short last chunk, rewritten by an
  * update thread with self-checking values while the client READs the slices
@@ -308,6 +310,48 @@ static void run(int event_mode)
 		    event_mode ? "event mode" : "busy poll", lat[100], sum / 200, lat[198]);
 	}
 
+	/* read_notify: the completion lands in a struct rps_tr_done, with a
+	 * READ_DONE (ctx RPS_TR_CTX_NOTIFY) only when a sleeper asked for one.
+	 * This thread reaps, so nobody completes a READ before it is armed. */
+	{
+		unsigned char b[512];
+		struct rps_tr_sge sg = {.addr = b, .len = 512};
+		struct rps_tr_done dn;
+		struct rps_tr_event ev[8];
+		int woken = 0, st, armed;
+
+		poller_stop(&pc);
+		for (int arm = 1; arm >= 0; arm--) {
+			double end = now_s() + 10;
+
+			memset(b, 0, sizeof(b));
+			woken = 0;
+			rc = tc->ops->read_notify(c1, &sg, 1, d.addr + 3000 + 512 * (uint64_t)arm,
+						  d.rkey, &dn);
+			CHECK(rc == 0, "read_notify: %s", strerror(-rc));
+			st = RPS_TR_PENDING;
+			armed = arm && atomic_compare_exchange_strong(&dn.state, &st,
+								      RPS_TR_PENDING_WAKE);
+			CHECK(!arm || armed, "read_notify: state %d before anyone reaped", st);
+			while (!rc && now_s() < end &&
+			       (atomic_load(&dn.state) != RPS_TR_DONE || (arm && !woken))) {
+				int n = tc->ops->poll(tc, ev, 8, 100);
+
+				for (int k = 0; k < n; k++)
+					if (ev[k].type == RPS_TR_EV_READ_DONE &&
+					    ev[k].ctx == RPS_TR_CTX_NOTIFY)
+						woken++;
+			}
+			CHECK(atomic_load(&dn.state) == RPS_TR_DONE && dn.status == 0,
+			      "read_notify (%s): state %d status %d", arm ? "armed" : "not armed",
+			      atomic_load(&dn.state), dn.status);
+			CHECK(!memcmp(b, region + 3000 + 512 * arm, 512), "read_notify: bytes differ");
+			CHECK(woken == arm, "read_notify (%s): %d wake-up events",
+			      arm ? "armed" : "not armed", woken);
+		}
+		poller_start(&pc, tc, cli_event, &cs);
+	}
+
 	/* outside the region: refused, that connection closes, the others stay */
 	cs.watch = c1;
 	{
@@ -350,6 +394,29 @@ static void run(int event_mode)
 		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after the wrong rkey");
 		rc = read_wait(tc, c3, &sg, 1, d.addr, d.rkey, 105);
 		CHECK(rc == -ECONNRESET, "read after CLOSED: %d, want -ECONNRESET", rc);
+		tc->ops->close(c3);
+	}
+	/* read_notify with a wrong rkey: done, -EACCES (the poller reaps) */
+	c3 = tr_connect(tc, e.ip0, port, 4, 0, NULL, 0, NULL, &rc);
+	CHECK(rc == 0, "fourth connection: %s", strerror(-rc));
+	if (c3) {
+		unsigned char b[64];
+		struct rps_tr_sge sg = {.addr = b, .len = 64};
+		struct rps_tr_done dn;
+		double end = now_s() + 10;
+
+		cs.watch = c3;
+		atomic_store(&cs.watch_closed, 0);
+		rc = tc->ops->read_notify(c3, &sg, 1, d.addr, d.rkey ^ 0x5a5a00, &dn);
+		CHECK(rc == 0, "read_notify, wrong rkey: posting: %s", strerror(-rc));
+		while (!rc && atomic_load(&dn.state) != RPS_TR_DONE && now_s() < end)
+			usleep(1000);
+		CHECK(atomic_load(&dn.state) == RPS_TR_DONE && dn.status == -EACCES,
+		      "read_notify, wrong rkey: state %d status %d, want done, -EACCES",
+		      atomic_load(&dn.state), dn.status);
+		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after read_notify's wrong rkey");
+		rc = tc->ops->read_notify(c3, &sg, 1, d.addr, d.rkey, &dn);
+		CHECK(rc == -ECONNRESET, "read_notify after CLOSED: %d, want -ECONNRESET", rc);
 		tc->ops->close(c3);
 	}
 	usleep(100000);

@@ -369,6 +369,7 @@ const struct rps_transport_ops rps_rdma_ops = {
     .connect = rps_rdma_connect,
     .post_send = rps_rdma_post_send,
     .read_remote = rps_rdma_read_remote,
+    .read_notify = rps_rdma_read_notify,
     .poll = rps_rdma_poll,
     .progress = rps_rdma_progress,
     .release = rps_rdma_release,

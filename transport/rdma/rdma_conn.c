@@ -376,6 +376,7 @@ static void conn_destroy(struct rps_rdma_transport *t, struct rps_rdma_conn *c)
 		atomic_fetch_sub(&t->st_conns, 1);
 	if (leak) {
 		/* work requests may still complete into our memory: keep it */
+		rps_rdma_notify_abandon(c, c->reason ? c->reason : -ECONNRESET);
 		RPS_WARN("connection to %s: send queue did not drain in time; leaking its "
 			 "resources",
 			 c->base.peer);
@@ -472,6 +473,7 @@ void rps_rdma_slow_path(struct rps_rdma_transport *t)
 		    c->drain_deadline && now > c->drain_deadline && !c->closed_sent) {
 			int handed = c->handed;
 
+			rps_rdma_notify_abandon(c, c->reason ? c->reason : -ECONNRESET);
 			conn_closed_event(c);
 			c->closed_sent = c->closed_sent || !handed;
 		}

@@ -417,8 +417,10 @@ int rps_rdma_post_drain(struct rps_rdma_conn *c)
 
 /* --------------------------------------------------------- RDMA READ */
 
-int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
-			 uint64_t raddr, uint32_t rkey, uint64_t ctx)
+/* A READ whose slot is of kind (WR_READ: ctx is the caller's; WR_RNOTIFY: ctx
+ * is its struct rps_tr_done). */
+static int post_read(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
+		     uint64_t raddr, uint32_t rkey, int kind, uint64_t ctx)
 {
 	struct rps_rdma_conn *c = rps_rdma_c(conn);
 	struct rps_rdma_transport *t = c->t;
@@ -488,7 +490,7 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 		}
 		if (sq_used(c) < c->nslots - 1) {
 			s = sq_next(c);
-			s->kind = WR_READ;
+			s->kind = (uint8_t)kind;
 			s->has_buf = 0;
 			s->ctx = ctx;
 			s->ntmp = ntmp;
@@ -533,6 +535,55 @@ err_tmp:
 	for (int i = 0; i < ntmp; i++)
 		ibv_dereg_mr(tmp[i]);
 	return rc;
+}
+
+int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
+			 uint64_t raddr, uint32_t rkey, uint64_t ctx)
+{
+	return post_read(conn, sge, nsge, raddr, rkey, WR_READ, ctx);
+}
+
+int rps_rdma_read_notify(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
+			 uint64_t raddr, uint32_t rkey, struct rps_tr_done *d)
+{
+	d->status = 0;
+	atomic_store_explicit(&d->state, RPS_TR_PENDING, memory_order_relaxed);
+	return post_read(conn, sge, nsge, raddr, rkey, WR_RNOTIFY, (uintptr_t)d);
+}
+
+static void push_done(struct rps_rdma_transport *t, struct rps_rdma_conn *c, int type, uint64_t ctx,
+		      int status);
+
+/* A read_notify's READ is over: tell d, and a sleeper if one asked. Not a
+ * word of d after the state changed: its owner may reuse it at once. */
+static void notify_done(struct rps_rdma_transport *t, struct rps_rdma_conn *c, uint64_t ctx,
+			int status)
+{
+	struct rps_tr_done *d = (struct rps_tr_done *)(uintptr_t)ctx;
+
+	d->status = status;
+	if (atomic_exchange_explicit(&d->state, RPS_TR_DONE, memory_order_acq_rel) ==
+	    RPS_TR_PENDING_WAKE)
+		push_done(t, c, RPS_TR_EV_READ_DONE, RPS_TR_CTX_NOTIFY, status);
+}
+
+/* c is given up without its drain marker: its outstanding read_notify
+ * READs end now, with status, and their slots forget them (a completion
+ * that still comes touches nothing). */
+void rps_rdma_notify_abandon(struct rps_rdma_conn *c, int status)
+{
+	if (!c->slots)
+		return;
+	pthread_spin_lock(&c->lock);
+	for (uint32_t i = c->sq_tail; i != c->sq_head; i++) {
+		struct rps_rdma_slot *s = &c->slots[i % c->nslots];
+
+		if (s->kind == WR_RNOTIFY && s->ctx) {
+			notify_done(c->t, c, s->ctx, status);
+			s->ctx = 0;
+		}
+	}
+	pthread_spin_unlock(&c->lock);
 }
 
 /* ----------------------------------------------------------- receive */
@@ -711,7 +762,11 @@ static void handle_slot(struct rps_rdma_transport *t, const struct ibv_wc *wc,
 				push_done(t, c, RPS_TR_EV_SEND_DONE, cur->ctx, st);
 			break;
 		case WR_READ:
-			push_done(t, c, RPS_TR_EV_READ_DONE, cur->ctx, st);
+		case WR_RNOTIFY:
+			if (cur->kind == WR_READ)
+				push_done(t, c, RPS_TR_EV_READ_DONE, cur->ctx, st);
+			else if (cur->ctx)
+				notify_done(t, c, cur->ctx, st);
 			if (cur->tmp_mr) {
 				for (int i = 0; i < cur->ntmp; i++)
 					ibv_dereg_mr(cur->tmp_mr[i]);

@@ -53,6 +53,7 @@ enum rps_rdma_wr_kind {
 	WR_SEND,     /* struct rps_rdma_slot ... */
 	WR_CTRL,
 	WR_READ,
+	WR_RNOTIFY, /* a READ of read_notify: ctx is its struct rps_tr_done */
 	WR_DRAIN,
 };
 
@@ -83,7 +84,7 @@ struct rps_rdma_srq {
 
 /* A send-queue entry of a connection; wr_id of its work request. */
 struct rps_rdma_slot {
-	uint8_t kind; /* WR_SEND, WR_CTRL, WR_READ, WR_DRAIN */
+	uint8_t kind; /* WR_SEND, WR_CTRL, WR_READ, WR_RNOTIFY, WR_DRAIN */
 	uint8_t has_buf;
 	struct rps_rdma_conn *c;
 	uint64_t ctx;
@@ -303,6 +304,11 @@ int rps_rdma_post_send(struct rps_conn *conn, const struct rps_frame_hdr *hdr,
 		       const struct iovec *iov, int iovcnt, uint64_t ctx);
 int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
 			 uint64_t raddr, uint32_t rkey, uint64_t ctx);
+int rps_rdma_read_notify(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
+			 uint64_t raddr, uint32_t rkey, struct rps_tr_done *d);
+/* Given up on c's drain marker (prog_lock held): its read_notify READs end
+ * now with status. */
+void rps_rdma_notify_abandon(struct rps_rdma_conn *c, int status);
 void rps_rdma_release(struct rps_transport *tr, void *token);
 int rps_rdma_progress_cq(struct rps_rdma_transport *t);
 void rps_rdma_progress_or_yield(struct rps_rdma_transport *t);
