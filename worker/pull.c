@@ -128,15 +128,26 @@ static int pull_common(struct rps_worker *w, const rps_key_t *keys, float *vals,
 
 	if (!w || (!cb && !req_p))
 		return -EINVAL;
-	rc = rps_keytab_check(&w->keys, keys, lens, n, vals, NULL);
-	if (rc)
-		return rc;
-	rc = rps_wready(w);
-	if (rc)
-		return rc;
-	if (req_p && n == 1 && w->use_read) {
-		rc = rps_wrdma_pull1(w, keys[0], vals, atomic_load(&w->clock), req_p);
+	if (req_p && n == 1 && w->use_read && keys && lens && vals) {
+		/* one key by RDMA: checked as rps_keytab_check would, looked up once */
+		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[0]);
+
+		if (!k)
+			return -ENOENT;
+		if (lens[0] != k->nelems)
+			return -EINVAL;
+		rc = rps_wready(w);
+		if (rc)
+			return rc;
+		rc = rps_wrdma_pull1(w, k, vals, atomic_load(&w->clock), req_p);
 		if (rc != -EAGAIN)
+			return rc;
+	} else {
+		rc = rps_keytab_check(&w->keys, keys, lens, n, vals, NULL);
+		if (rc)
+			return rc;
+		rc = rps_wready(w);
+		if (rc)
 			return rc;
 	}
 	req = rps_wreq_new(&w->core, cb, arg);

@@ -62,6 +62,11 @@ struct pullbuf {
 	struct rps_tr_mr mr;
 };
 
+struct scratch_blk {
+	char *mem;
+	uint32_t lkey; /* 0: its region is not registered */
+};
+
 struct rps_scratch {
 	pthread_mutex_t pb_lock; /* adding to pb[]; readers go lock-free */
 	struct pullbuf pb[PULLBUF_MAX];
@@ -75,7 +80,7 @@ struct rps_scratch {
 	int junk_registered;
 	struct scratch_region reg[SCRATCH_REGIONS];
 	int nreg;
-	char **free;
+	struct scratch_blk *free; /* free blocks, each with its region's lkey */
 	size_t nfree, cap;
 };
 
@@ -106,7 +111,7 @@ static int scratch_grow_locked(struct rps_worker *w)
 		return -ENOMEM;
 	need = sc->nfree + SCRATCH_BLOCKS;
 	if (need > sc->cap) {
-		char **nf = rps_realloc(sc->free, need * sizeof(*nf));
+		struct scratch_blk *nf = rps_realloc(sc->free, need * sizeof(*nf));
 
 		if (!nf)
 			return -ENOMEM;
@@ -120,7 +125,8 @@ static int scratch_grow_locked(struct rps_worker *w)
 		return -ENOMEM;
 	sc->nreg++;
 	for (size_t i = 0; i < SCRATCH_BLOCKS; i++)
-		sc->free[sc->nfree++] = r->mem + i * sc->blk;
+		sc->free[sc->nfree++] = (struct scratch_blk){
+		    .mem = r->mem + i * sc->blk, .lkey = r->registered ? r->mr.lkey : 0};
 	return 0;
 }
 
@@ -128,29 +134,22 @@ static int scratch_grow_locked(struct rps_worker *w)
 static char *scratch_get_locked(struct rps_worker *w, uint32_t *lkey_p)
 {
 	struct rps_scratch *sc = w->scratch;
-	char *b;
 
-	*lkey_p = 0;
-	if (!sc->nfree && scratch_grow_locked(w))
+	if (!sc->nfree && scratch_grow_locked(w)) {
+		*lkey_p = 0;
 		return NULL;
-	b = sc->free[--sc->nfree];
-	for (int i = 0; i < sc->nreg; i++) {
-		const struct scratch_region *r = &sc->reg[i];
-
-		if (b >= r->mem && b < r->mem + r->len) {
-			*lkey_p = r->registered ? r->mr.lkey : 0;
-			break;
-		}
 	}
-	return b;
+	sc->nfree--;
+	*lkey_p = sc->free[sc->nfree].lkey;
+	return sc->free[sc->nfree].mem;
 }
 
-static void scratch_put_locked(struct rps_worker *w, char *b)
+static void scratch_put_locked(struct rps_worker *w, char *b, uint32_t lkey)
 {
 	struct rps_scratch *sc = w->scratch;
 
 	if (b && sc->nfree < sc->cap)
-		sc->free[sc->nfree++] = b;
+		sc->free[sc->nfree++] = (struct scratch_blk){.mem = b, .lkey = lkey};
 }
 
 static int direct_step(void *arg, struct rps_req *req, int arm);
@@ -571,7 +570,7 @@ void rps_wrdma_piece_release_locked(struct rps_worker *w, struct rps_piece *p)
 	}
 	for (int i = 0; i < RPS_RD_WINDOW; i++) {
 		if (rp->rd[i].lines && w->scratch)
-			scratch_put_locked(w, rp->rd[i].lines);
+			scratch_put_locked(w, rp->rd[i].lines, rp->rd[i].lines_lkey);
 		rp->rd[i].lines = NULL;
 	}
 }
@@ -693,7 +692,7 @@ int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server,
 
 static void direct_fini_locked(void *arg, struct rps_req *req)
 {
-	scratch_put_locked(arg, req->dr.lines);
+	scratch_put_locked(arg, req->dr.lines, req->dr.lines_lkey);
 	req->dr.lines = NULL;
 }
 
@@ -762,28 +761,35 @@ static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct
 	struct rps_rdirect *dr;
 	struct rps_wdest dd;
 	struct rps_req *req;
-	uint32_t lkey = 0;
-	char *lines = NULL;
 
 	if (slice_plan(w, sl, &plan))
 		return -EAGAIN;
 	rps_wrdma_pin_dest(w, vals, len, &dd);
-	pthread_mutex_lock(&w->core.lock);
-	req = rps_wreq_new_direct_locked(&w->core);
-	if (req)
-		lines = scratch_get_locked(w, &lkey);
-	pthread_mutex_unlock(&w->core.lock);
-	if (!req || !lines)
-		goto err;
+	req = rps_wreq_new_direct(&w->core);
+	if (!req)
+		return -EAGAIN;
 	dr = &req->dr;
-	dr->lines = lines;
+	if (!dr->lines) {
+		pthread_mutex_lock(&w->core.lock);
+		dr->lines = scratch_get_locked(w, &dr->lines_lkey);
+		pthread_mutex_unlock(&w->core.lock);
+		if (!dr->lines)
+			goto err;
+	}
 	dr->conn = sh->conn;
 	dr->rkey = sh->desc.rkey;
 	dr->line = plan.line;
-	dr->nsge = rps_rplan_build1(&plan, vals + sl->offset, lines, sc->junk, dr->sge, &dr->raddr);
+	dr->nsge =
+	    rps_rplan_build1(&plan, vals + sl->offset, dr->lines, sc->junk, dr->sge, &dr->raddr);
 	if (!dr->nsge)
 		goto err;
-	set_lkeys(sc, &dd, lines, lkey, dr->sge, dr->nsge);
+	/* build1's scatter list: begin line, data, [padding into junk,] end line */
+	dr->sge[0].lkey = dr->lines_lkey;
+	dr->sge[1].lkey =
+	    dd.lkey && within(dr->sge[1].addr, dr->sge[1].len, dd.lo, dd.hi) ? dd.lkey : 0;
+	if (dr->nsge == 4)
+		dr->sge[2].lkey = sc->junk_registered ? sc->junk_mr.lkey : 0;
+	dr->sge[dr->nsge - 1].lkey = dr->lines_lkey;
 	if (w->consistency != RPS_ASP)
 		rps_wstat_staleness(w, min_clock, atomic_load(&sh->clock_seen));
 	if (direct_post(w, dr))
@@ -792,19 +798,13 @@ static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct
 	*req_p = req;
 	return 0;
 err:
-	pthread_mutex_lock(&w->core.lock);
-	if (req) {
-		req->dr.lines = lines;
-		rps_wreq_free_direct_locked(req);
-	}
-	pthread_mutex_unlock(&w->core.lock);
+	rps_wreq_free_direct(req);
 	return -EAGAIN;
 }
 
-int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t min_clock,
-		    struct rps_req **req_p)
+int rps_wrdma_pull1(struct rps_worker *w, const struct rps_wkey *k, float *vals,
+		    uint32_t min_clock, struct rps_req **req_p)
 {
-	const struct rps_wkey *k = rps_keytab_find(&w->keys, key);
 	const struct rps_wslice *sl;
 	struct rps_wshard *sh;
 	struct rps_wdest dd;

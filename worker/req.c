@@ -9,12 +9,14 @@
 #include "src/log.h"
 #include "src/util.h"
 
+static _Atomic uint64_t core_ids; /* rps_wcore.id */
+
 int rps_wcore_init(struct rps_wcore *core)
 {
 	pthread_condattr_t ca;
 
 	memset(core, 0, sizeof(*core));
-	atomic_init(&core->have_progress, 0);
+	core->id = atomic_fetch_add(&core_ids, 1) + 1;
 	for (uint32_t i = 0; i < RPS_PIECE_MAX_BLOCKS; i++)
 		atomic_init(&core->blocks[i], NULL);
 	pthread_mutex_init(&core->lock, NULL);
@@ -37,10 +39,16 @@ void rps_wcore_fini(struct rps_wcore *core)
 	memset(core, 0, sizeof(*core));
 }
 
+static _Thread_local uint64_t progress_of; /* id of the core whose progress thread this is */
+
+void rps_wcore_be_progress(struct rps_wcore *core)
+{
+	progress_of = core->id;
+}
+
 int rps_wcore_on_progress(const struct rps_wcore *core)
 {
-	return atomic_load(&((struct rps_wcore *)core)->have_progress) &&
-	       pthread_equal(pthread_self(), core->progress);
+	return progress_of == core->id;
 }
 
 void rps_wcore_unlock(struct rps_wcore *core)
@@ -301,27 +309,60 @@ struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void
 	return r;
 }
 
-struct rps_req *rps_wreq_new_direct_locked(struct rps_wcore *core)
-{
-	struct rps_req *r;
+/* Each thread keeps the last direct request it finished, with its scratch,
+ * for its next one: a pull that takes no lock to start and none to end. A
+ * request is the core's memory (freed with it); the core's id, never reused,
+ * tells whether the kept one still belongs to a live core. */
+static _Thread_local struct {
+	uint64_t core_id;
+	struct rps_req *req;
+} kept;
 
-	if (!core->free_reqs && req_grow_locked(core))
-		return NULL;
-	r = core->free_reqs;
-	core->free_reqs = r->next;
-	/* the flags; dr is the creator's to fill */
+static void direct_reset(struct rps_wcore *core, struct rps_req *r)
+{
+	/* the flags; dr is the creator's to fill (dr.lines stays, if any) */
 	memset(r, 0, offsetof(struct rps_req, dr));
 	r->core = core;
 	r->direct = 1;
+}
+
+struct rps_req *rps_wreq_new_direct(struct rps_wcore *core)
+{
+	struct rps_req *r = kept.req;
+
+	if (r && kept.core_id == core->id) {
+		kept.req = NULL;
+		direct_reset(core, r);
+		return r;
+	}
+	pthread_mutex_lock(&core->lock);
+	if (!core->free_reqs && req_grow_locked(core)) {
+		pthread_mutex_unlock(&core->lock);
+		return NULL;
+	}
+	r = core->free_reqs;
+	core->free_reqs = r->next;
+	pthread_mutex_unlock(&core->lock);
+	direct_reset(core, r);
+	r->dr.lines = NULL;
 	return r;
 }
 
 static void req_free_locked(struct rps_req *r);
 
-void rps_wreq_free_direct_locked(struct rps_req *req)
+void rps_wreq_free_direct(struct rps_req *req)
 {
-	req->core->direct_fini_locked(req->core->direct_arg, req);
+	struct rps_wcore *core = req->core;
+
+	if (req->dr.lines && (!kept.req || kept.core_id != core->id)) {
+		kept.core_id = core->id;
+		kept.req = req; /* one from a destroyed core is just forgotten */
+		return;
+	}
+	pthread_mutex_lock(&core->lock);
+	core->direct_fini_locked(core->direct_arg, req);
 	req_free_locked(req);
+	pthread_mutex_unlock(&core->lock);
 }
 
 struct rps_req *rps_wreq_new(struct rps_wcore *core, rps_done_cb cb, void *arg)
@@ -455,10 +496,11 @@ static int spin_wait(struct rps_req *req, int timeout_ms)
 	core->spin(core->wake_arg);
 	if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
 		start = rps_now_ns();
-		do
+		do {
+			rps_cpu_relax();
 			core->spin(core->wake_arg);
-		while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) &&
-		       rps_now_ns() - start < limit);
+		} while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) &&
+			 rps_now_ns() - start < limit);
 	}
 	atomic_store_explicit(&core->spin_last_ns, rps_coarse_ns(), memory_order_relaxed);
 	return 1;
@@ -506,8 +548,6 @@ static int direct_wait(struct rps_req *req, int timeout_ms)
 
 	if (timeout_ms >= 0)
 		rps_deadline_ms(&ts, timeout_ms);
-	if (core->direct_step(core->direct_arg, req, 0))
-		return 0;
 	if (core->spin && limit && !rps_wcore_on_progress(core)) {
 		if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < limit)
 			limit = (uint64_t)timeout_ms * 1000000u;
@@ -518,6 +558,7 @@ static int direct_wait(struct rps_req *req, int timeout_ms)
 			return 0;
 		start = rps_now_ns();
 		do {
+			rps_cpu_relax();
 			core->spin(core->wake_arg);
 			if (core->direct_step(core->direct_arg, req, 0))
 				return 0;
@@ -529,6 +570,7 @@ static int direct_wait(struct rps_req *req, int timeout_ms)
 	for (;;) {
 		if (rps_wcore_on_progress(core)) {
 			/* a callback waits: nobody else reaps */
+			rps_cpu_relax();
 			core->spin(core->wake_arg);
 			if (core->direct_step(core->direct_arg, req, 0))
 				return 0;
@@ -611,10 +653,8 @@ int rps_req_wait(struct rps_req *req, int timeout_ms)
 		rc = direct_wait(req, timeout_ms);
 		if (rc)
 			return rc;
-		pthread_mutex_lock(&core->lock);
 		rc = req->status;
-		rps_wreq_free_direct_locked(req);
-		pthread_mutex_unlock(&core->lock);
+		rps_wreq_free_direct(req);
 		return rc;
 	}
 	rc = wait_done(req, timeout_ms);
@@ -640,10 +680,8 @@ int rps_req_test(struct rps_req *req, int *done_p)
 			core->spin(core->wake_arg);
 		*done_p = core->direct_step(core->direct_arg, req, 0);
 		if (*done_p) {
-			pthread_mutex_lock(&core->lock);
 			rc = req->status;
-			rps_wreq_free_direct_locked(req);
-			pthread_mutex_unlock(&core->lock);
+			rps_wreq_free_direct(req);
 		}
 		return rc;
 	}

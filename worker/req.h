@@ -123,6 +123,7 @@ struct rps_rdirect {
 	struct rps_tr_done done; /* the READ's completion */
 	struct rps_wconn *conn;
 	char *lines;             /* scratch: the chunk's two version lines */
+	uint32_t lines_lkey;     /* its registration's, 0 if none */
 	uint64_t raddr;
 	uint32_t rkey;
 	uint32_t line;           /* version line bytes (rps_rplan_torn) */
@@ -150,6 +151,7 @@ struct rps_req {
 #define RPS_REQ_BLOCK 256u
 
 struct rps_wcore {
+	uint64_t id;             /* unique in the process, never reused */
 	pthread_mutex_t lock;
 	pthread_cond_t cv;       /* a request completed, or pieces freed */
 	int cv_waiters;          /* threads in cv_wait (req.c): no broadcast without */
@@ -164,8 +166,6 @@ struct rps_wcore {
 	uint64_t reqs_inflight;  /* requests not yet complete */
 	struct rps_req *drain_head, *drain_tail; /* completed cb / orphan requests */
 	int abort_pending;       /* some request was aborted: rps_wcore_abort_scan */
-	pthread_t progress;      /* thread that runs callbacks (set by itself) */
-	_Atomic int have_progress;
 	void (*wake)(void *arg); /* make the progress thread drain */
 	void *wake_arg;
 	/* A waiting caller (not the progress thread) reaps completions itself
@@ -188,6 +188,8 @@ struct rps_wcore {
 
 int rps_wcore_init(struct rps_wcore *core);
 void rps_wcore_fini(struct rps_wcore *core);
+/* The calling thread is core's progress thread (it calls this first). */
+void rps_wcore_be_progress(struct rps_wcore *core);
 /* Is the calling thread the progress thread? */
 int rps_wcore_on_progress(const struct rps_wcore *core);
 /* Unlock; if completions were queued and we are not the progress thread, wake it. */
@@ -260,10 +262,14 @@ void rps_wcore_abort_scan_locked(struct rps_wcore *core);
 struct rps_req *rps_wreq_new(struct rps_wcore *core, rps_done_cb cb, void *arg);
 struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void *arg);
 /* A direct request (struct rps_rdirect): no guard, not in reqs_inflight.
- * Its creator fills r->dr; rps_wreq_free_direct_locked gives it back if its
- * READ was never posted. */
-struct rps_req *rps_wreq_new_direct_locked(struct rps_wcore *core);
-void rps_wreq_free_direct_locked(struct rps_req *req);
+ * Its creator fills r->dr; r->dr.lines, if not NULL, is scratch it had
+ * before (the calling thread's last one, kept). Takes core->lock only when
+ * the thread kept none. NULL on -ENOMEM. */
+struct rps_req *rps_wreq_new_direct(struct rps_wcore *core);
+/* A direct request is finished (or its READ never posted): kept for the
+ * thread's next, or back to the pool (direct_fini_locked releases its
+ * scratch). Not under core->lock. */
+void rps_wreq_free_direct(struct rps_req *req);
 /* Record an error on the request without a piece (first error wins). */
 void rps_wreq_fail_locked(struct rps_req *req, int status);
 /* Drop the guard: the request completes once its pieces have. */

@@ -258,12 +258,13 @@ void rps_wrdma_pin_dest(struct rps_worker *w, void *addr, size_t len, struct rps
 int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server, uint32_t shard,
 		     const struct rps_wslice *sl, float *dest, const struct rps_wdest *dd,
 		     uint32_t min_clock);
-/* The common pull made cheap: one key of one slice that one READ covers,
- * its clock condition known to hold, no callback. Makes the request, posts
- * the READ and returns 0 with *req_p set, or -EAGAIN (nothing done) when
- * the pull is not of that kind: then the general path takes it. */
-int rps_wrdma_pull1(struct rps_worker *w, rps_key_t key, float *vals, uint32_t min_clock,
-		    struct rps_req **req_p);
+/* The common pull made cheap: one key (k, checked) of one slice that one
+ * READ covers, its clock condition known to hold, no callback. Makes the
+ * request (a direct one for a one-chunk slice when callers spin), posts the
+ * READ and returns 0 with *req_p set, or -EAGAIN (nothing done) when the
+ * pull is not of that kind: then the general path takes it. */
+int rps_wrdma_pull1(struct rps_worker *w, const struct rps_wkey *k, float *vals,
+		    uint32_t min_clock, struct rps_req **req_p);
 /* Progress thread: READ_DONE; timers. Returns the poll timeout to use (ms,
  * -1 none). */
 void rps_wrdma_read_done(struct rps_worker *w, const struct rps_tr_event *ev);

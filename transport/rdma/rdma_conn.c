@@ -135,10 +135,17 @@ int rps_rdma_conn_setup(struct rps_rdma_transport *t, struct rps_rdma_conn *c,
 	c->nslots = c->nsbuf + RDMA_READ_SLOTS + 8 + 1;
 	if ((int)c->nslots > d->attr.max_qp_wr)
 		c->nslots = (uint32_t)d->attr.max_qp_wr;
-	c->slots = rps_calloc(c->nslots, sizeof(*c->slots));
+	/* the ring a power of two, indexed by masking the free-running
+	 * counters: no division per work request, and none that breaks when
+	 * the counters wrap */
+	c->slot_mask = 1;
+	while (c->slot_mask < c->nslots)
+		c->slot_mask <<= 1;
+	c->slot_mask--;
+	c->slots = rps_calloc(c->slot_mask + 1, sizeof(*c->slots));
 	if (!c->slots)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < c->nslots; i++)
+	for (uint32_t i = 0; i <= c->slot_mask; i++)
 		c->slots[i].c = c;
 	bytes = (uint64_t)c->nsbuf * t->buf_bytes;
 	rc = rps_rdma_memlock_check(t, bytes, "send buffers of a connection");
@@ -218,7 +225,7 @@ void rps_rdma_conn_free_res(struct rps_rdma_conn *c)
 		c->smr = NULL;
 		rps_rdma_locked_add(t, -(int64_t)((uint64_t)c->nsbuf * t->buf_bytes));
 	}
-	for (uint32_t i = 0; c->slots && i < c->nslots; i++) {
+	for (uint32_t i = 0; c->slots && i <= c->slot_mask; i++) {
 		for (int k = 0; k < c->slots[i].ntmp && c->slots[i].tmp_mr; k++)
 			ibv_dereg_mr(c->slots[i].tmp_mr[k]);
 		rps_free(c->slots[i].tmp_mr);

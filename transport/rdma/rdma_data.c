@@ -86,7 +86,7 @@ static inline uint32_t sq_used(const struct rps_rdma_conn *c)
 
 static inline struct rps_rdma_slot *sq_next(struct rps_rdma_conn *c)
 {
-	return &c->slots[c->sq_head % c->nslots];
+	return &c->slots[c->sq_head & c->slot_mask];
 }
 
 static inline int want_signal(struct rps_rdma_conn *c, uint64_t ctx)
@@ -576,7 +576,7 @@ void rps_rdma_notify_abandon(struct rps_rdma_conn *c, int status)
 		return;
 	pthread_spin_lock(&c->lock);
 	for (uint32_t i = c->sq_tail; i != c->sq_head; i++) {
-		struct rps_rdma_slot *s = &c->slots[i % c->nslots];
+		struct rps_rdma_slot *s = &c->slots[i & c->slot_mask];
 
 		if (s->kind == WR_RNOTIFY && s->ctx) {
 			notify_done(c->t, c, s->ctx, status);
@@ -744,7 +744,7 @@ static void handle_slot(struct rps_rdma_transport *t, const struct ibv_wc *wc,
 		why = rps_rdma_wc_reason(wc->status, &err);
 	pthread_spin_lock(&c->lock);
 	do {
-		struct rps_rdma_slot *cur = &c->slots[c->sq_tail % c->nslots];
+		struct rps_rdma_slot *cur = &c->slots[c->sq_tail & c->slot_mask];
 		int st;
 
 		if (c->sq_head == c->sq_tail) {

@@ -136,6 +136,7 @@ struct rps_rdma_conn {
 	_Atomic uint32_t peer_freed;
 	struct rps_rdma_slot *slots;
 	uint32_t nslots; /* one more than any user of the ring may take */
+	uint32_t slot_mask; /* slots[] has slot_mask + 1 >= nslots entries (a power of two) */
 	uint32_t sq_head, sq_tail;
 	char *sbuf;
 	struct ibv_mr *smr;
