@@ -112,6 +112,15 @@ int rps_rplan_build(const struct rps_rplan *p, uint64_t lo, uint64_t max_chunks,
 	return (int)done;
 }
 
+int rps_rplan_torn_whole1(const char *buf, uint32_t line, uint32_t len)
+{
+	uint64_t b, e;
+
+	memcpy(&b, buf, sizeof(b));
+	memcpy(&e, buf + line + len, sizeof(e));
+	return !rps_store_image_clean(b, e);
+}
+
 uint64_t rps_rplan_torn(const char *lines, uint64_t n, uint32_t line)
 {
 	uint64_t mask = 0;

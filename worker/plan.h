@@ -102,6 +102,19 @@ int rps_rplan_build(const struct rps_rplan *p, uint64_t lo, uint64_t max_chunks,
 		    char *lines, char *junk, struct rps_tr_sge *sge, int max_sge, int *nsge_p,
 		    uint64_t *raddr_p);
 
+/* Data bytes of a slice of one chunk as laid out remotely (its last_bytes,
+ * or chunk_bytes), or 0 when the plan is not one valid chunk with data. */
+static inline uint32_t rps_rplan_len1(const struct rps_rplan *p)
+{
+	uint64_t used = p->nelems * sizeof(float);
+	uint32_t len = p->last_bytes ? p->last_bytes : p->chunk_bytes;
+
+	if ((p->line != 8 && p->line != 64) || p->chunk_bytes % 8 || !used ||
+	    used > p->chunk_bytes || p->last_bytes > p->chunk_bytes || used > len)
+		return 0;
+	return len;
+}
+
 /* rps_rplan_build for a slice of one chunk (lo 0, the whole chunk), straight
  * from the geometry: the common small pull, with no loop and no merging of
  * sges (the scatter list differs from rps_rplan_build's only where that
@@ -113,11 +126,10 @@ static inline int rps_rplan_build1(const struct rps_rplan *p, float *dst, char *
 				   struct rps_tr_sge *sge, uint64_t *raddr_p)
 {
 	uint64_t used = p->nelems * sizeof(float);
-	uint32_t len = p->last_bytes ? p->last_bytes : p->chunk_bytes;
+	uint32_t len = rps_rplan_len1(p);
 	int n = 0;
 
-	if ((p->line != 8 && p->line != 64) || p->chunk_bytes % 8 || !used ||
-	    used > p->chunk_bytes || p->last_bytes > p->chunk_bytes || used > len)
+	if (!len)
 		return 0;
 	sge[n++] = (struct rps_tr_sge){.addr = lines, .len = p->line};
 	sge[n++] = (struct rps_tr_sge){.addr = dst, .len = (uint32_t)used};
@@ -127,6 +139,20 @@ static inline int rps_rplan_build1(const struct rps_rplan *p, float *dst, char *
 	*raddr_p = p->raddr0;
 	return n;
 }
+
+/* A slice of one chunk read whole into one buffer: its begin line at buf,
+ * its data at buf + line, its end line at buf + line + rps_rplan_len1(p).
+ * Returns the bytes to read from p->raddr0 (as many as rps_rplan_build1's
+ * scatter list takes), or 0 as rps_rplan_len1. */
+static inline uint32_t rps_rplan_whole1(const struct rps_rplan *p)
+{
+	uint32_t len = rps_rplan_len1(p);
+
+	return len ? 2u * p->line + len : 0;
+}
+
+/* Is a chunk read whole (rps_rplan_whole1, data len bytes) into buf torn? */
+int rps_rplan_torn_whole1(const char *buf, uint32_t line, uint32_t len);
 
 /* Sges the worst chunk needs (one with padding: 4, or 3 without).
  * The read path is usable only if max_read_sge >= this. */

@@ -29,6 +29,12 @@
 #define SUB_HDR 0xf1
 #define SCRATCH_REGIONS 64
 #define SCRATCH_BLOCKS 256 /* blocks per region */
+/* A direct pull of a chunk up to this long (lines included) reads it whole
+ * into its scratch block with one sge and copies the data out: one local
+ * page and one sge for the device, not two pages and build1's three or four
+ * sges. Blocks are at least this long, so that they are pages (regions are
+ * page-aligned). */
+#define DIRECT_WHOLE_MAX 4096u
 /* Scatter entries of one READ. The RDMA transport offers at most 30
  * (RDMA_MAX_SGE; devices' max_sge_rd is about that), so 15 chunks per READ;
  * a larger array would only spread the batch of READs to post (struct
@@ -169,7 +175,7 @@ int rps_wrdma_init(struct rps_worker *w)
 	sc->per_read = (uint32_t)RPS_MAX(1, (max_sge - 2) / 2);
 	if (sc->per_read > RPS_RPLAN_MAX_CHUNKS)
 		sc->per_read = RPS_RPLAN_MAX_CHUNKS;
-	sc->blk = (size_t)sc->per_read * RPS_RPLAN_LINES;
+	sc->blk = RPS_MAX((size_t)sc->per_read * RPS_RPLAN_LINES, (size_t)DIRECT_WHOLE_MAX);
 	for (uint32_t i = 0; i < w->num_servers; i++)
 		sc->junk_len = RPS_MAX(sc->junk_len, (size_t)w->servers[i].chunk_bytes);
 	w->scratch = sc;
@@ -739,8 +745,12 @@ static int direct_step(void *arg, struct rps_req *req, int arm)
 		req->status = dr->done.status;
 		return 1;
 	}
-	if (!rps_rplan_torn(dr->lines, 1, dr->line))
+	if (dr->copy ? !rps_rplan_torn_whole1(dr->lines, dr->line, dr->len)
+		     : !rps_rplan_torn(dr->lines, 1, dr->line)) {
+		if (dr->copy)
+			memcpy(dr->dest, dr->lines + dr->line, dr->copy);
 		return 1;
+	}
 	atomic_fetch_add_explicit(&torn_retries_total, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&w->stat_torn, 1, memory_order_relaxed);
 	if (direct_post(w, dr)) {
@@ -750,21 +760,45 @@ static int direct_step(void *arg, struct rps_req *req, int arm)
 	return 0;
 }
 
+/* dr's READ as build1's scatter list: begin line and end line into scratch,
+ * the data straight into dest (its tensor's buffer: vals, len bytes). 0 if
+ * the plan is not for build1. */
+static int direct_scatter(struct rps_worker *w, struct rps_rdirect *dr, const struct rps_rplan *plan,
+			  float *dest, float *vals, size_t len)
+{
+	struct rps_scratch *sc = w->scratch;
+	struct rps_wdest dd;
+
+	dr->nsge = rps_rplan_build1(plan, dest, dr->lines, sc->junk, dr->sge, &dr->raddr);
+	if (!dr->nsge)
+		return 0;
+	rps_wrdma_pin_dest(w, vals, len, &dd);
+	/* begin line, data, [padding into junk,] end line */
+	dr->sge[0].lkey = dr->lines_lkey;
+	dr->sge[1].lkey =
+	    dd.lkey && within(dr->sge[1].addr, dr->sge[1].len, dd.lo, dd.hi) ? dd.lkey : 0;
+	if (dr->nsge == 4)
+		dr->sge[2].lkey = sc->junk_registered ? sc->junk_mr.lkey : 0;
+	dr->sge[dr->nsge - 1].lkey = dr->lines_lkey;
+	dr->copy = 0;
+	return 1;
+}
+
 /* A one-chunk slice whose clock condition holds: one READ, finished by the
- * caller's wait or test. -EAGAIN: use the general path (which also reports
- * what went wrong here). */
+ * caller's wait or test. A chunk that fits a scratch block is read whole
+ * (one sge) and its data copied out when clean; a bigger one by build1's
+ * scatter list. -EAGAIN: use the general path (which also reports what went
+ * wrong here). */
 static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct rps_wshard *sh,
 		       float *vals, size_t len, uint32_t min_clock, struct rps_req **req_p)
 {
-	struct rps_scratch *sc = w->scratch;
 	struct rps_rplan plan;
 	struct rps_rdirect *dr;
-	struct rps_wdest dd;
 	struct rps_req *req;
+	uint32_t whole;
 
 	if (slice_plan(w, sl, &plan))
 		return -EAGAIN;
-	rps_wrdma_pin_dest(w, vals, len, &dd);
 	req = rps_wreq_new_direct(&w->core);
 	if (!req)
 		return -EAGAIN;
@@ -779,17 +813,17 @@ static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct
 	dr->conn = sh->conn;
 	dr->rkey = sh->desc.rkey;
 	dr->line = plan.line;
-	dr->nsge =
-	    rps_rplan_build1(&plan, vals + sl->offset, dr->lines, sc->junk, dr->sge, &dr->raddr);
-	if (!dr->nsge)
+	whole = rps_rplan_whole1(&plan);
+	if (whole && whole <= w->scratch->blk) {
+		dr->sge[0] = (struct rps_tr_sge){.addr = dr->lines, .len = whole, .lkey = dr->lines_lkey};
+		dr->nsge = 1;
+		dr->raddr = plan.raddr0;
+		dr->dest = vals + sl->offset;
+		dr->len = whole - 2u * plan.line;
+		dr->copy = (uint32_t)(plan.nelems * sizeof(float));
+	} else if (!direct_scatter(w, dr, &plan, vals + sl->offset, vals, len)) {
 		goto err;
-	/* build1's scatter list: begin line, data, [padding into junk,] end line */
-	dr->sge[0].lkey = dr->lines_lkey;
-	dr->sge[1].lkey =
-	    dd.lkey && within(dr->sge[1].addr, dr->sge[1].len, dd.lo, dd.hi) ? dd.lkey : 0;
-	if (dr->nsge == 4)
-		dr->sge[2].lkey = sc->junk_registered ? sc->junk_mr.lkey : 0;
-	dr->sge[dr->nsge - 1].lkey = dr->lines_lkey;
+	}
 	if (w->consistency != RPS_ASP)
 		rps_wstat_staleness(w, min_clock, atomic_load(&sh->clock_seen));
 	if (direct_post(w, dr))

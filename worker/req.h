@@ -127,6 +127,10 @@ struct rps_rdirect {
 	uint64_t raddr;
 	uint32_t rkey;
 	uint32_t line;           /* version line bytes (rps_rplan_torn) */
+	/* copy != 0: the chunk is read whole into lines (one sge); its data,
+	 * len bytes at lines + line, of which copy go to dest once clean */
+	float *dest;
+	uint32_t len, copy;
 	int nsge;
 	struct rps_tr_sge sge[RPS_RPLAN_MIN_SGE];
 };

@@ -457,6 +457,13 @@ static void one_chunk(uint32_t chunk_bytes, uint32_t line, uint32_t last_bytes, 
 	assert_int_equal(sge_bytes(full, n2), sge_bytes(sge, n));
 	for (int i = 0; i < n; i++)
 		assert_int_equal(sge[i].lkey, 0);
+	/* read whole: the same bytes, the data after the begin line, the end
+	 * line after the data as laid out */
+	assert_int_equal(rps_rplan_whole1(&p), sge_bytes(sge, n));
+	assert_int_equal(rps_rplan_len1(&p), last_bytes ? last_bytes : chunk_bytes);
+	assert_ptr_equal(sge[1].addr, dst);
+	assert_int_equal(sge[0].len, line);
+	assert_int_equal(sge[1].len, nelems * sizeof(float));
 }
 
 static void test_read_plan_one_chunk(void **state)
@@ -494,6 +501,16 @@ static void test_read_plan_one_chunk(void **state)
 	assert_int_equal(rps_rplan_build1(&p, dst, lines, junk, sge, &raddr), 0);
 	p.last_bytes = 16;
 	assert_true(rps_rplan_build1(&p, dst, lines, junk, sge, &raddr) > 0);
+	/* what build1 refuses, whole1 refuses */
+	assert_int_equal(rps_rplan_whole1(&p), 2 * 64 + 16);
+	p.last_bytes = 8;
+	assert_int_equal(rps_rplan_whole1(&p), 0);
+	p.last_bytes = 16;
+	p.nelems = 0;
+	assert_int_equal(rps_rplan_whole1(&p), 0);
+	p.nelems = EPC + 1;
+	p.last_bytes = 0;
+	assert_int_equal(rps_rplan_whole1(&p), 0);
 }
 
 static void set_lines(uint32_t line, int c, uint64_t b, uint64_t e)
@@ -516,11 +533,34 @@ static void torn(uint32_t line)
 	assert_int_equal(rps_rplan_torn(lines, 1, line), 0);
 }
 
+/* A chunk read whole: begin word at 0, end word after line + len bytes. */
+static void torn_whole(uint32_t line, uint32_t len)
+{
+	uint64_t b = 6, e = 6, odd = 9;
+
+	memset(lines, 0, sizeof(lines));
+	memcpy(lines, &b, 8);
+	memcpy(lines + line + len, &e, 8);
+	/* the data's first word, where build1's end line would be, is not looked at */
+	memcpy(lines + line, &odd, 8);
+	assert_int_equal(rps_rplan_torn_whole1(lines, line, len), 0);
+	e = 8; /* written since the begin word was read */
+	memcpy(lines + line + len, &e, 8);
+	assert_int_equal(rps_rplan_torn_whole1(lines, line, len), 1);
+	b = e = 7; /* odd: being written */
+	memcpy(lines, &b, 8);
+	memcpy(lines + line + len, &e, 8);
+	assert_int_equal(rps_rplan_torn_whole1(lines, line, len), 1);
+}
+
 static void test_torn(void **state)
 {
 	(void)state;
 	torn(64);
 	torn(8);
+	torn_whole(8, 16);
+	torn_whole(8, 4096);
+	torn_whole(64, 1024);
 	/* 8-byte words are looked for where line 8 puts them, not at 64 */
 	memset(lines, 0, sizeof(lines));
 	set_lines(64, 0, 2, 2);
