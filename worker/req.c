@@ -545,17 +545,20 @@ static int direct_wait(struct rps_req *req, int timeout_ms)
 	struct rps_wcore *core = req->core;
 	struct timespec ts;
 	uint64_t start, limit = core->spin_ns;
+	int spin = core->spin && limit && !rps_wcore_on_progress(core);
 
-	if (timeout_ms >= 0)
-		rps_deadline_ms(&ts, timeout_ms);
-	if (core->spin && limit && !rps_wcore_on_progress(core)) {
-		if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < limit)
-			limit = (uint64_t)timeout_ms * 1000000u;
-		/* the first reap usually finishes it (rxe completes a READ within
-		 * the doorbell call): read the clock only when it did not */
+	/* the first reap usually finishes it (rxe completes a READ within the
+	 * doorbell call): read the clock only when it did not */
+	if (spin) {
 		core->spin(core->wake_arg);
 		if (core->direct_step(core->direct_arg, req, 0))
 			return 0;
+	}
+	if (timeout_ms >= 0)
+		rps_deadline_ms(&ts, timeout_ms);
+	if (spin) {
+		if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < limit)
+			limit = (uint64_t)timeout_ms * 1000000u;
 		start = rps_now_ns();
 		do {
 			rps_cpu_relax();

@@ -204,12 +204,12 @@ static int drain(struct rps_rdma_transport *t, struct rps_tr_event *ev, int max)
 /* prog_lock held: pending events, then what the completion queue holds. */
 static int take_events(struct rps_rdma_transport *t, struct rps_tr_event *ev, int max)
 {
-	int n = drain(t, ev, max);
+	int n = t->evq.head != t->evq.tail ? drain(t, ev, max) : 0;
 
-	if (n < max) {
-		rps_rdma_progress_cq(t);
+	/* a queue drained empty gets only what this reap adds (often nothing:
+	 * a direct READ's completion is no event) */
+	if (n < max && rps_rdma_progress_cq(t) > 0)
 		n += drain(t, ev + n, max - n);
-	}
 	return n;
 }
 
