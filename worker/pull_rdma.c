@@ -43,11 +43,19 @@
 #define BACKOFF_MIN_US 5
 #define BACKOFF_MAX_US 1000
 
-static _Atomic uint64_t torn_retries_total;
+static _Atomic uint64_t torn_retries_total, direct_pulls_total;
 
 uint64_t rps_worker_stat_torn_retries(void)
 {
 	return atomic_load(&torn_retries_total);
+}
+
+/* Tests: direct pulls posted, and their waits that slept / napped
+ * (rps_wcore_stat_direct), in this process. */
+void rps_worker_stat_direct(uint64_t *pulls_p, uint64_t *sleeps_p, uint64_t *naps_p)
+{
+	*pulls_p = atomic_load(&direct_pulls_total);
+	rps_wcore_stat_direct(sleeps_p, naps_p);
 }
 
 /* ---- registered scratch ---- */
@@ -829,6 +837,7 @@ static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct
 	if (direct_post(w, dr))
 		goto err;
 	atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&direct_pulls_total, 1, memory_order_relaxed);
 	*req_p = req;
 	return 0;
 err:
@@ -856,8 +865,8 @@ int rps_wrdma_pull1(struct rps_worker *w, const struct rps_wkey *k, float *vals,
 	    !rps_wclock_ok(w, sh, min_clock) ||
 	    rps_store_geom_nchunks(sl->chunk_bytes, sl->nelems) > w->scratch->per_read)
 		return -EAGAIN;
-	/* one chunk: a direct request, unless nobody would reap its READ (the
-	 * caller is the progress thread, or callers never spin) */
+	/* one chunk: a direct request, unless the caller is the progress thread
+	 * (a callback; it must not wait) */
 	if (w->direct && sl->nelems * sizeof(float) <= sl->chunk_bytes &&
 	    !rps_wcore_on_progress(&w->core) &&
 	    direct_pull(w, sl, sh, vals, k->nelems * sizeof(float), min_clock, req_p) == 0)

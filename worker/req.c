@@ -511,6 +511,14 @@ static int spin_wait(struct rps_req *req, int timeout_ms)
  * time (a wake-up can be lost with the connection). */
 #define DIRECT_NAP_NS 10000000ull
 
+static _Atomic uint64_t direct_sleeps, direct_naps;
+
+void rps_wcore_stat_direct(uint64_t *sleeps_p, uint64_t *naps_p)
+{
+	*sleeps_p = atomic_load(&direct_sleeps);
+	*naps_p = atomic_load(&direct_naps);
+}
+
 static int direct_sleep(struct rps_req *req, const struct timespec *deadline)
 {
 	struct rps_wcore *core = req->core;
@@ -523,8 +531,11 @@ static int direct_sleep(struct rps_req *req, const struct timespec *deadline)
 			 (deadline->tv_sec == nap.tv_sec && deadline->tv_nsec < nap.tv_nsec)))
 		nap = *deadline;
 	pthread_mutex_lock(&core->lock);
-	if (atomic_load_explicit(&req->dr.done.state, memory_order_acquire) != RPS_TR_DONE)
-		cv_wait(core, &nap);
+	if (atomic_load_explicit(&req->dr.done.state, memory_order_acquire) != RPS_TR_DONE) {
+		atomic_fetch_add_explicit(&direct_sleeps, 1, memory_order_relaxed);
+		if (cv_wait(core, &nap) == ETIMEDOUT)
+			atomic_fetch_add_explicit(&direct_naps, 1, memory_order_relaxed);
+	}
 	pthread_mutex_unlock(&core->lock);
 	return core->direct_step(core->direct_arg, req, 0);
 }
@@ -573,6 +584,8 @@ static int direct_wait(struct rps_req *req, int timeout_ms)
 	for (;;) {
 		if (rps_wcore_on_progress(core)) {
 			/* a callback waits: nobody else reaps */
+			if (!core->spin)
+				return -EDEADLK;
 			rps_cpu_relax();
 			core->spin(core->wake_arg);
 			if (core->direct_step(core->direct_arg, req, 0))

@@ -274,6 +274,9 @@ struct rps_req *rps_wreq_new_direct(struct rps_wcore *core);
  * thread's next, or back to the pool (direct_fini_locked releases its
  * scratch). Not under core->lock. */
 void rps_wreq_free_direct(struct rps_req *req);
+/* Waits for direct requests that slept on cv, and those sleeps that ended
+ * by their timeout (no wake-up came), in this process. */
+void rps_wcore_stat_direct(uint64_t *sleeps_p, uint64_t *naps_p);
 /* Record an error on the request without a piece (first error wins). */
 void rps_wreq_fail_locked(struct rps_req *req, int status);
 /* Drop the guard: the request completes once its pieces have. */

@@ -520,8 +520,9 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		w->core.spin = core_spin;
 		w->core.spin_ns = (uint64_t)w->cfg->wait_spin_us * 1000u;
 	}
-	/* one-chunk pulls as direct requests: their waiter reaps the READ */
-	w->direct = w->use_read && w->tr->ops->read_notify && w->core.spin;
+	/* one-chunk pulls as direct requests: their waiter reaps the READ, or
+	 * sleeps until the progress thread did (RDMAPS_WAIT_SPIN_US=0) */
+	w->direct = w->use_read && w->tr->ops->read_notify;
 	w->progress_started = 1; /* wake() may be called from now on */
 	rc = pthread_create(&w->progress, NULL, progress_main, w);
 	if (rc) {

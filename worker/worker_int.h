@@ -260,7 +260,7 @@ int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server,
 		     uint32_t min_clock);
 /* The common pull made cheap: one key (k, checked) of one slice that one
  * READ covers, its clock condition known to hold, no callback. Makes the
- * request (a direct one for a one-chunk slice when callers spin), posts the
+ * request (a direct one for a one-chunk slice), posts the
  * READ and returns 0 with *req_p set, or -EAGAIN (nothing done) when the
  * pull is not of that kind: then the general path takes it. */
 int rps_wrdma_pull1(struct rps_worker *w, const struct rps_wkey *k, float *vals,

@@ -7,7 +7,8 @@
 # servers refuse 30% of the pushes (-EIO); bsp_faults: bsp with delayed frames
 # and stalled update threads; metrics: scrape /metrics, rdmaps-ctl status;
 # elastic: a killed worker is replaced by a new one mid-run; restart: a killed
-# server is restored from its checkpoint (exact clocks lost).
+# server is restored from its checkpoint (exact clocks lost); torn_sleep:
+# torn with waiters that sleep at once (RDMAPS_WAIT_SPIN_US=0).
 # TRANSPORT rdma: servers on the SoftRoCE device rxe0 (RDMAPS_RXE_IP0), workers
 # on rxe1 (RDMAPS_RXE_IP1) — run it inside tools/softroce/rxe-run.
 set -euo pipefail
@@ -40,6 +41,11 @@ dead_bsp | dead_ssp)
 	fi
 	;;
 drop) export RDMAPS_CONSISTENCY=asp RDMAPS_FAULT=drop=0.3,seed=7 ;;
+torn_sleep)
+	# torn, with waiters that sleep at once: the progress thread reaps, and
+	# a direct pull's READ wakes its sleeping waiter
+	export RDMAPS_CONSISTENCY=asp RDMAPS_WAIT_SPIN_US=0 WMODE=torn
+	;;
 bsp_faults)
 	# late frames and slow update threads must not change a single value
 	export RDMAPS_CONSISTENCY=bsp WMODE=bsp

@@ -268,6 +268,7 @@ out:
 
 /* internal counter of the RDMA pull path (worker/pull_rdma.c) */
 uint64_t rps_worker_stat_torn_retries(void);
+void rps_worker_stat_direct(uint64_t *pulls_p, uint64_t *sleeps_p, uint64_t *naps_p);
 
 static const rps_key_t torn_keys[TORN_KEYS] = { 2001, 2002 };
 /* a compact chunk of 8-byte words and one chunk of 64-byte lines */
@@ -332,6 +333,24 @@ static int run_torn(struct rps_worker *w)
 	}
 	printf("itest-worker %d: torn: %d pulls, %llu torn-read retries\n", rank,
 	       TORN_ITERS * TORN_KEYS, (unsigned long long)rps_worker_stat_torn_retries());
+	{
+		const char *tr = getenv("RDMAPS_TRANSPORT");
+		uint64_t direct, sleeps, naps;
+
+		rps_worker_stat_direct(&direct, &sleeps, &naps);
+		printf("itest-worker %d: torn: %llu direct pulls, %llu waits slept, %llu naps "
+		       "without a wake-up\n",
+		       rank, (unsigned long long)direct, (unsigned long long)sleeps,
+		       (unsigned long long)naps);
+		/* over RDMA every pull of these one-chunk keys is a direct request */
+		if (tr && !strcmp(tr, "rdma"))
+			CHECK(direct >= (uint64_t)(TORN_ITERS * TORN_KEYS),
+			      "%llu direct pulls over RDMA, want %d or more",
+			      (unsigned long long)direct, TORN_ITERS * TORN_KEYS);
+		/* a sleeping waiter is woken by its READ's wake-up, not by its nap */
+		CHECK(naps * 2 <= sleeps + 8, "%llu of %llu direct waits slept to the nap",
+		      (unsigned long long)naps, (unsigned long long)sleeps);
+	}
 out:
 	free(ones);
 	free(v);

@@ -1,6 +1,6 @@
 # The core integration scenarios again, over RDMA: servers on rxe0, workers on
 # rxe1 (tests/integration/cluster.sh with transport rdma).
-foreach(mode bsp asp torn errors ssp ssp0 dead_bsp dead_ssp drop bsp_faults metrics elastic restart)
+foreach(mode bsp asp torn torn_sleep errors ssp ssp0 dead_bsp dead_ssp drop bsp_faults metrics elastic restart)
   rps_rdma_test(integration.${mode}
     ${PROJECT_SOURCE_DIR}/tests/integration/cluster.sh ${CMAKE_BINARY_DIR}/bin ${mode} rdma
     TIMEOUT 300)
