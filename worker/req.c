@@ -19,6 +19,8 @@ int rps_wcore_init(struct rps_wcore *core)
 	core->id = atomic_fetch_add(&core_ids, 1) + 1;
 	for (uint32_t i = 0; i < RPS_PIECE_MAX_BLOCKS; i++)
 		atomic_init(&core->blocks[i], NULL);
+	for (uint32_t i = 0; i < RPS_KEPT_SLOTS; i++)
+		atomic_init(&core->kept[i], NULL);
 	pthread_mutex_init(&core->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -310,13 +312,18 @@ struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void
 }
 
 /* Each thread keeps the last direct request it finished, with its scratch,
- * for its next one: a pull that takes no lock to start and none to end. A
- * request is the core's memory (freed with it); the core's id, never reused,
- * tells whether the kept one still belongs to a live core. */
-static _Thread_local struct {
-	uint64_t core_id;
-	struct rps_req *req;
-} kept;
+ * in a slot of the core (its own, unless more threads than slots share
+ * them) for its next one: a pull that takes no lock to start and none to
+ * end. A request is the core's memory, freed with it. */
+static _Atomic unsigned thread_slots;
+static _Thread_local unsigned my_slot; /* 0: none yet; else slot index + 1 */
+
+static unsigned kept_slot(void)
+{
+	if (!my_slot)
+		my_slot = atomic_fetch_add(&thread_slots, 1) % RPS_KEPT_SLOTS + 1;
+	return my_slot - 1;
+}
 
 static void direct_reset(struct rps_wcore *core, struct rps_req *r)
 {
@@ -328,10 +335,10 @@ static void direct_reset(struct rps_wcore *core, struct rps_req *r)
 
 struct rps_req *rps_wreq_new_direct(struct rps_wcore *core)
 {
-	struct rps_req *r = kept.req;
+	struct rps_req *r =
+	    atomic_exchange_explicit(&core->kept[kept_slot()], NULL, memory_order_acq_rel);
 
-	if (r && kept.core_id == core->id) {
-		kept.req = NULL;
+	if (r) {
 		direct_reset(core, r);
 		return r;
 	}
@@ -354,10 +361,11 @@ void rps_wreq_free_direct(struct rps_req *req)
 {
 	struct rps_wcore *core = req->core;
 
-	if (req->dr.lines && (!kept.req || kept.core_id != core->id)) {
-		kept.core_id = core->id;
-		kept.req = req; /* one from a destroyed core is just forgotten */
-		return;
+	if (req->dr.lines) {
+		/* kept; one that another thread kept in the same slot goes back */
+		req = atomic_exchange_explicit(&core->kept[kept_slot()], req, memory_order_acq_rel);
+		if (!req)
+			return;
 	}
 	pthread_mutex_lock(&core->lock);
 	core->direct_fini_locked(core->direct_arg, req);
@@ -582,14 +590,14 @@ static int direct_wait(struct rps_req *req, int timeout_ms)
 			core->wake(core->wake_arg); /* it reaps from now on */
 	}
 	for (;;) {
+		if (core->direct_step(core->direct_arg, req, 0))
+			return 0;
 		if (rps_wcore_on_progress(core)) {
 			/* a callback waits: nobody else reaps */
 			if (!core->spin)
 				return -EDEADLK;
 			rps_cpu_relax();
 			core->spin(core->wake_arg);
-			if (core->direct_step(core->direct_arg, req, 0))
-				return 0;
 		} else if (direct_sleep(req, timeout_ms >= 0 ? &ts : NULL)) {
 			return 0;
 		}

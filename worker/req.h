@@ -153,6 +153,7 @@ struct rps_req {
 #define RPS_PIECE_BLOCK 1024u
 #define RPS_PIECE_MAX_BLOCKS 4096u /* 4M pieces: req_id keeps 22 bits of slot */
 #define RPS_REQ_BLOCK 256u
+#define RPS_KEPT_SLOTS 64u /* threads that keep a direct request each */
 
 struct rps_wcore {
 	uint64_t id;             /* unique in the process, never reused */
@@ -183,6 +184,8 @@ struct rps_wcore {
 	 * caller is about to sleep on cv and wants a broadcast when the READ
 	 * ends. direct_fini_locked(arg, req) releases what req holds. */
 	int (*direct_step)(void *arg, struct rps_req *req, int arm);
+	/* finished direct requests kept, one per thread (rps_wreq_new_direct) */
+	_Atomic(struct rps_req *) kept[RPS_KEPT_SLOTS];
 	void (*direct_fini_locked)(void *arg, struct rps_req *req);
 	void *direct_arg;
 	/* called under the lock when a piece finishes, before it is freed */
@@ -267,8 +270,8 @@ struct rps_req *rps_wreq_new(struct rps_wcore *core, rps_done_cb cb, void *arg);
 struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void *arg);
 /* A direct request (struct rps_rdirect): no guard, not in reqs_inflight.
  * Its creator fills r->dr; r->dr.lines, if not NULL, is scratch it had
- * before (the calling thread's last one, kept). Takes core->lock only when
- * the thread kept none. NULL on -ENOMEM. */
+ * before (the calling thread's last one, kept in core->kept). Takes
+ * core->lock only when the thread kept none. NULL on -ENOMEM. */
 struct rps_req *rps_wreq_new_direct(struct rps_wcore *core);
 /* A direct request is finished (or its READ never posted): kept for the
  * thread's next, or back to the pool (direct_fini_locked releases its

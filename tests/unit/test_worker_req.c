@@ -1,5 +1,6 @@
 /* Worker requests: fan-out into pieces, completion accounting, first error,
- * id/ctx lookups and staleness, connection failure, callbacks, waits. */
+ * id/ctx lookups and staleness, connection failure, callbacks, waits; direct
+ * requests (kept per thread and core, their waits). */
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -517,6 +518,134 @@ static void test_test_reaps_and_seal_kicks(void **state)
 	rps_wcore_drain(&core);
 }
 
+/* ---- direct requests (their READ is the RDMA test's; here the hooks) ---- */
+
+static int dstep_ret, dstep_status, dfini_calls, darmed;
+
+static int fake_direct_step(void *arg, struct rps_req *req, int arm)
+{
+	(void)arg;
+	darmed += arm;
+	if (dstep_ret)
+		req->status = dstep_status;
+	return dstep_ret;
+}
+
+static void fake_direct_fini(void *arg, struct rps_req *req)
+{
+	(void)arg;
+	dfini_calls++;
+	req->dr.lines = NULL;
+}
+
+static void direct_hooks(struct rps_wcore *c)
+{
+	c->direct_step = fake_direct_step;
+	c->direct_fini_locked = fake_direct_fini;
+	dstep_ret = 1;
+	dstep_status = 0;
+	dfini_calls = 0;
+	darmed = 0;
+}
+
+static void test_direct_kept(void **state)
+{
+	static char blk1[64], blk2[64];
+	struct rps_req *r1, *r2, *r3;
+	int done = 0;
+
+	(void)state;
+	direct_hooks(&core);
+	r1 = rps_wreq_new_direct(&core);
+	assert_non_null(r1);
+	assert_true(r1->direct);
+	assert_null(r1->dr.lines);
+	r1->dr.lines = blk1;
+	assert_int_equal(rps_req_wait(r1, 0), 0); /* finished: kept, not freed */
+	assert_int_equal(dfini_calls, 0);
+	r2 = rps_wreq_new_direct(&core);
+	assert_ptr_equal(r2, r1); /* the thread's kept one, with its scratch */
+	assert_ptr_equal(r2->dr.lines, blk1);
+	assert_true(r2->direct);
+	r3 = rps_wreq_new_direct(&core); /* nothing kept: from the pool */
+	assert_ptr_not_equal(r3, r2);
+	r3->dr.lines = blk2;
+	dstep_status = -ECONNRESET;
+	assert_int_equal(rps_req_wait(r2, 0), -ECONNRESET); /* the READ's status */
+	dstep_status = 0;
+	assert_int_equal(rps_req_test(r3, &done), 0);
+	assert_int_equal(done, 1);
+	/* r3 took the slot; r2 went back to the pool with its scratch */
+	assert_int_equal(dfini_calls, 1);
+	r1 = rps_wreq_new_direct(&core);
+	assert_ptr_equal(r1, r3);
+	assert_ptr_equal(r1->dr.lines, blk2);
+	assert_int_equal(r1->status, 0);
+	assert_int_equal(rps_req_wait(r1, 0), 0);
+	/* not in the count destroy waits for */
+	assert_int_equal(rps_wcore_quiesce(&core, 0), 0);
+}
+
+/* One thread, two workers, pulls alternating: each keeps its own request
+ * (none is lost, none goes back and forth through the pool). */
+static void test_direct_two_cores(void **state)
+{
+	static char blk1[64], blk2[64];
+	struct rps_wcore c2;
+	struct rps_req *k1 = NULL, *k2 = NULL;
+
+	(void)state;
+	rps_wcore_init(&c2);
+	direct_hooks(&core);
+	direct_hooks(&c2);
+	for (int i = 0; i < 1000; i++) {
+		struct rps_req *a = rps_wreq_new_direct(&core), *b = rps_wreq_new_direct(&c2);
+
+		assert_non_null(a);
+		assert_non_null(b);
+		if (!i) {
+			a->dr.lines = blk1;
+			b->dr.lines = blk2;
+			k1 = a;
+			k2 = b;
+		}
+		assert_ptr_equal(a, k1);
+		assert_ptr_equal(b, k2);
+		assert_int_equal(rps_req_wait(a, 0), 0);
+		assert_int_equal(rps_req_wait(b, 0), 0);
+	}
+	assert_int_equal(dfini_calls, 0);
+	rps_wcore_fini(&c2);
+}
+
+static void test_direct_wait_times_out(void **state)
+{
+	struct rps_req *r;
+	uint64_t s0, n0, s1, n1;
+
+	(void)state;
+	direct_hooks(&core);
+	r = rps_wreq_new_direct(&core);
+	assert_non_null(r);
+	dstep_ret = 0; /* its READ never comes back */
+	rps_wcore_stat_direct(&s0, &n0);
+	assert_int_equal(rps_req_wait(r, 30), -ETIMEDOUT);
+	rps_wcore_stat_direct(&s1, &n1);
+	assert_true(darmed > 0);   /* it asked for a wake-up before sleeping */
+	assert_true(s1 > s0);      /* and slept */
+	assert_true(n1 > n0);      /* to the end of its nap: nobody woke it */
+	dstep_ret = 1;             /* the request stays the caller's */
+	assert_int_equal(rps_req_wait(r, 0), 0);
+	/* the progress thread (a callback) cannot wait for one when nobody
+	 * else reaps */
+	r = rps_wreq_new_direct(&core);
+	dstep_ret = 0;
+	rps_wcore_be_progress(&core);
+	assert_int_equal(rps_req_wait(r, 1000), -EDEADLK);
+	dstep_ret = 1;
+	assert_int_equal(rps_req_wait(r, 0), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -538,6 +667,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wait_spin_gives_up_and_wakes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wait_spin_wakes_for_others, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_test_reaps_and_seal_kicks, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_two_cores, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_direct_wait_times_out, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
