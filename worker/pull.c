@@ -123,6 +123,7 @@ static int pull_common(struct rps_worker *w, const rps_key_t *keys, float *vals,
 		       const size_t *lens, size_t n, rps_done_cb cb, void *arg,
 		       struct rps_req **req_p)
 {
+	const struct rps_wkey *k = NULL;
 	struct rps_req *req;
 	int rc;
 
@@ -130,24 +131,18 @@ static int pull_common(struct rps_worker *w, const rps_key_t *keys, float *vals,
 		return -EINVAL;
 	if (req_p && n == 1 && w->use_read && keys && lens && vals) {
 		/* one key by RDMA: checked as rps_keytab_check would, looked up once */
-		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[0]);
-
-		if (!k)
-			return -ENOENT;
-		if (lens[0] != k->nelems)
-			return -EINVAL;
-		rc = rps_wready(w);
-		if (rc)
-			return rc;
-		rc = rps_wrdma_pull1(w, k, vals, atomic_load(&w->clock), req_p);
-		if (rc != -EAGAIN)
-			return rc;
+		k = rps_keytab_find(&w->keys, keys[0]);
+		rc = !k ? -ENOENT : lens[0] != k->nelems ? -EINVAL : 0;
 	} else {
 		rc = rps_keytab_check(&w->keys, keys, lens, n, vals, NULL);
-		if (rc)
-			return rc;
+	}
+	if (!rc)
 		rc = rps_wready(w);
-		if (rc)
+	if (rc)
+		return rc;
+	if (k) {
+		rc = rps_wrdma_pull1(w, k, vals, atomic_load(&w->clock), req_p);
+		if (rc != -EAGAIN)
 			return rc;
 	}
 	req = rps_wreq_new(&w->core, cb, arg);
