@@ -699,10 +699,11 @@ int rps_req_test(struct rps_req *req, int *done_p)
 		return -EINVAL;
 	core = req->core;
 	if (req->direct) {
-		if (core->spin && !rps_wcore_on_progress(core) &&
-		    !core->direct_step(core->direct_arg, req, 0))
-			core->spin(core->wake_arg);
 		*done_p = core->direct_step(core->direct_arg, req, 0);
+		if (!*done_p && core->spin && !rps_wcore_on_progress(core)) {
+			core->spin(core->wake_arg); /* reap on the way, as below */
+			*done_p = core->direct_step(core->direct_arg, req, 0);
+		}
 		if (*done_p) {
 			rc = req->status;
 			rps_wreq_free_direct(req);
