@@ -187,13 +187,25 @@ int rps_keytab_check(const struct rps_keytab *t, const rps_key_t *keys, const si
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		const struct rps_wkey *k = rps_keytab_find(t, keys[i]);
+		const struct rps_wkey *k;
+		int rc = rps_keytab_check1(t, keys[i], lens[i], &k);
 
-		if (!k || lens[i] != k->nelems) {
+		if (rc) {
 			if (bad_p)
 				*bad_p = i;
-			return k ? -EINVAL : -ENOENT;
+			return rc;
 		}
 	}
 	return 0;
+}
+
+int rps_keytab_check1(const struct rps_keytab *t, rps_key_t key, size_t len,
+		      const struct rps_wkey **k_p)
+{
+	const struct rps_wkey *k = rps_keytab_find(t, key);
+
+	*k_p = k;
+	if (!k)
+		return -ENOENT;
+	return len != k->nelems ? -EINVAL : 0;
 }

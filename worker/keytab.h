@@ -75,5 +75,9 @@ struct rps_wkey *rps_wkey_new(const struct rps_keymap *m, rps_key_t key, uint64_
  * index of the offending key. */
 int rps_keytab_check(const struct rps_keytab *t, const rps_key_t *keys, const size_t *lens,
 		     size_t n, const void *buf, size_t *bad_p);
+/* rps_keytab_check of one key of len elements: 0 with *k_p its entry,
+ * -ENOENT or -EINVAL. */
+int rps_keytab_check1(const struct rps_keytab *t, rps_key_t key, size_t len,
+		      const struct rps_wkey **k_p);
 
 #endif

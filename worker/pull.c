@@ -130,9 +130,9 @@ static int pull_common(struct rps_worker *w, const rps_key_t *keys, float *vals,
 	if (!w || (!cb && !req_p))
 		return -EINVAL;
 	if (req_p && n == 1 && w->use_read && keys && lens && vals) {
-		/* one key by RDMA: checked as rps_keytab_check would, looked up once */
-		k = rps_keytab_find(&w->keys, keys[0]);
-		rc = !k ? -ENOENT : lens[0] != k->nelems ? -EINVAL : 0;
+		rc = rps_keytab_check1(&w->keys, keys[0], lens[0], &k); /* looked up once */
+		if (rc)
+			k = NULL;
 	} else {
 		rc = rps_keytab_check(&w->keys, keys, lens, n, vals, NULL);
 	}

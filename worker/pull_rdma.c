@@ -739,7 +739,7 @@ static int direct_step(void *arg, struct rps_req *req, int arm)
 {
 	struct rps_worker *w = arg;
 	struct rps_rdirect *dr = &req->dr;
-	int st = atomic_load_explicit(&dr->done.state, memory_order_acquire);
+	int st = atomic_load_explicit(&dr->done.state, memory_order_acquire), torn;
 
 	if (st != RPS_TR_DONE) {
 		/* lost to the completion: the caller's check under the lock sees it */
@@ -753,12 +753,15 @@ static int direct_step(void *arg, struct rps_req *req, int arm)
 		req->status = dr->done.status;
 		return 1;
 	}
-	if (dr->copy ? !rps_rplan_torn_whole1(dr->lines, dr->line, dr->len)
-		     : !rps_rplan_torn(dr->lines, 1, dr->line)) {
-		if (dr->copy)
+	if (dr->copy) {
+		torn = rps_rplan_torn_whole1(dr->lines, dr->line, dr->len);
+		if (!torn)
 			memcpy(dr->dest, dr->lines + dr->line, dr->copy);
-		return 1;
+	} else {
+		torn = rps_rplan_torn(dr->lines, 1, dr->line) != 0;
 	}
+	if (!torn)
+		return 1;
 	atomic_fetch_add_explicit(&torn_retries_total, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&w->stat_torn, 1, memory_order_relaxed);
 	if (direct_post(w, dr)) {
@@ -781,13 +784,7 @@ static int direct_scatter(struct rps_worker *w, struct rps_rdirect *dr, const st
 	if (!dr->nsge)
 		return 0;
 	rps_wrdma_pin_dest(w, vals, len, &dd);
-	/* begin line, data, [padding into junk,] end line */
-	dr->sge[0].lkey = dr->lines_lkey;
-	dr->sge[1].lkey =
-	    dd.lkey && within(dr->sge[1].addr, dr->sge[1].len, dd.lo, dd.hi) ? dd.lkey : 0;
-	if (dr->nsge == 4)
-		dr->sge[2].lkey = sc->junk_registered ? sc->junk_mr.lkey : 0;
-	dr->sge[dr->nsge - 1].lkey = dr->lines_lkey;
+	set_lkeys(sc, &dd, dr->lines, dr->lines_lkey, dr->sge, dr->nsge);
 	dr->copy = 0;
 	return 1;
 }
@@ -851,6 +848,7 @@ int rps_wrdma_pull1(struct rps_worker *w, const struct rps_wkey *k, float *vals,
 	const struct rps_wslice *sl;
 	struct rps_wshard *sh;
 	struct rps_wdest dd;
+	uint64_t nch;
 	struct rposts out;
 	struct rps_piece *p;
 	struct rps_req *req;
@@ -859,15 +857,15 @@ int rps_wrdma_pull1(struct rps_worker *w, const struct rps_wkey *k, float *vals,
 		return -EAGAIN;
 	sl = &k->slices[0];
 	sh = rps_wshard_get(w, sl->server, sl->shard);
+	nch = rps_store_geom_nchunks(sl->chunk_bytes, sl->nelems);
 	/* a clock read first, a read plan that may not fit, several READs, a
 	 * connection being replaced: all for the general path */
 	if (!sh->data_off || !sl->chunk_bytes || rps_wconn_dead(sh->conn) ||
-	    !rps_wclock_ok(w, sh, min_clock) ||
-	    rps_store_geom_nchunks(sl->chunk_bytes, sl->nelems) > w->scratch->per_read)
+	    !rps_wclock_ok(w, sh, min_clock) || nch > w->scratch->per_read)
 		return -EAGAIN;
 	/* one chunk: a direct request, unless the caller is the progress thread
 	 * (a callback; it must not wait) */
-	if (w->direct && sl->nelems * sizeof(float) <= sl->chunk_bytes &&
+	if (w->direct && nch == 1 &&
 	    !rps_wcore_on_progress(&w->core) &&
 	    direct_pull(w, sl, sh, vals, k->nelems * sizeof(float), min_clock, req_p) == 0)
 		return 0;

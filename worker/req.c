@@ -294,7 +294,9 @@ static int req_grow_locked(struct rps_wcore *core)
 	return 0;
 }
 
-struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void *arg)
+/* A request from the pool, its flags cleared (not dr: a direct request's,
+ * which only its creator reads). NULL on -ENOMEM. */
+static struct rps_req *req_pop_locked(struct rps_wcore *core)
 {
 	struct rps_req *r;
 
@@ -302,8 +304,17 @@ struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void
 		return NULL;
 	r = core->free_reqs;
 	core->free_reqs = r->next;
-	memset(r, 0, sizeof(*r));
+	memset(r, 0, offsetof(struct rps_req, dr));
 	r->core = core;
+	return r;
+}
+
+struct rps_req *rps_wreq_new_locked(struct rps_wcore *core, rps_done_cb cb, void *arg)
+{
+	struct rps_req *r = req_pop_locked(core);
+
+	if (!r)
+		return NULL;
 	r->remaining = 1; /* the guard */
 	r->cb = cb;
 	r->arg = arg;
@@ -325,33 +336,24 @@ static unsigned kept_slot(void)
 	return my_slot - 1;
 }
 
-static void direct_reset(struct rps_wcore *core, struct rps_req *r)
-{
-	/* the flags; dr is the creator's to fill (dr.lines stays, if any) */
-	memset(r, 0, offsetof(struct rps_req, dr));
-	r->core = core;
-	r->direct = 1;
-}
-
 struct rps_req *rps_wreq_new_direct(struct rps_wcore *core)
 {
 	struct rps_req *r =
 	    atomic_exchange_explicit(&core->kept[kept_slot()], NULL, memory_order_acq_rel);
 
 	if (r) {
-		direct_reset(core, r);
-		return r;
-	}
-	pthread_mutex_lock(&core->lock);
-	if (!core->free_reqs && req_grow_locked(core)) {
+		/* the flags; dr is the creator's to fill (dr.lines stays) */
+		memset(r, 0, offsetof(struct rps_req, dr));
+		r->core = core;
+	} else {
+		pthread_mutex_lock(&core->lock);
+		r = req_pop_locked(core);
 		pthread_mutex_unlock(&core->lock);
-		return NULL;
+		if (!r)
+			return NULL;
+		r->dr.lines = NULL;
 	}
-	r = core->free_reqs;
-	core->free_reqs = r->next;
-	pthread_mutex_unlock(&core->lock);
-	direct_reset(core, r);
-	r->dr.lines = NULL;
+	r->direct = 1;
 	return r;
 }
 

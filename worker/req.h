@@ -184,10 +184,10 @@ struct rps_wcore {
 	 * caller is about to sleep on cv and wants a broadcast when the READ
 	 * ends. direct_fini_locked(arg, req) releases what req holds. */
 	int (*direct_step)(void *arg, struct rps_req *req, int arm);
-	/* finished direct requests kept, one per thread (rps_wreq_new_direct) */
-	_Atomic(struct rps_req *) kept[RPS_KEPT_SLOTS];
 	void (*direct_fini_locked)(void *arg, struct rps_req *req);
 	void *direct_arg;
+	/* finished direct requests kept, one per thread (rps_wreq_new_direct) */
+	_Atomic(struct rps_req *) kept[RPS_KEPT_SLOTS];
 	/* called under the lock when a piece finishes, before it is freed */
 	void (*piece_fini)(void *arg, struct rps_piece *p);
 	void *piece_fini_arg;
