@@ -167,7 +167,7 @@ static int send_frame(struct sched_peer *p, uint8_t op, uint32_t req_id, int32_t
 		iov[n++] = (struct iovec){.iov_base = (void *)a, .iov_len = alen};
 	if (blen)
 		iov[n++] = (struct iovec){.iov_base = (void *)b, .iov_len = blen};
-	rc = p->conn->tr->ops->post_send(p->conn, &h, iov, n, 0);
+	rc = rps_tr_post_send(p->conn, &h, iov, n, 0);
 	if (rc) {
 		RPS_DEBUG("send %s to %s: %s", rps_proto_op_name(op), p->conn->peer,
 			  rps_strerror(rc));
@@ -773,7 +773,7 @@ static void on_event(struct rps_sched *s, struct rps_tr_event *ev)
 		p = rps_calloc(1, sizeof(*p));
 		if (!p) {
 			RPS_ERR("%s: out of memory: closing", ev->conn->peer);
-			s->tr->ops->close(ev->conn);
+			rps_tr_close(ev->conn);
 			return;
 		}
 		p->conn = ev->conn;
@@ -792,13 +792,13 @@ static void on_event(struct rps_sched *s, struct rps_tr_event *ev)
 		if (p)
 			on_recv(s, p, ev);
 		if (ev->token)
-			s->tr->ops->release(s->tr, ev->token);
+			rps_tr_release(s->tr, ev->token);
 		break;
 	case RPS_TR_EV_CLOSED:
 		if (p && !p->closing)
 			on_closed(s, p, ev->status);
 		else if (!p)
-			s->tr->ops->close(ev->conn);
+			rps_tr_close(ev->conn);
 		break;
 	default:
 		break;
@@ -821,7 +821,7 @@ static void flush_closes(struct rps_sched *s)
 		*pp = p->next;
 		if (p->slot >= 0 && s->slots[p->slot].peer == p)
 			s->slots[p->slot].peer = NULL;
-		s->tr->ops->close(p->conn);
+		rps_tr_close(p->conn);
 		rps_free(p);
 	}
 }
@@ -966,7 +966,7 @@ int rps_sched_run(struct rps_sched *s)
 
 		if (atomic_load(&s->stop) && !s->stopping)
 			begin_stop(s);
-		n = s->tr->ops->poll(s->tr, ev, SCHED_EVENTS, SCHED_POLL_MS);
+		n = rps_tr_poll(s->tr, ev, SCHED_EVENTS, SCHED_POLL_MS);
 		if (n < 0 && n != -EINTR && n != -EAGAIN) {
 			RPS_ERR("poll: %s", rps_strerror(n));
 			return n;
@@ -1236,7 +1236,7 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 		rc = -EMSGSIZE;
 		goto err_transport;
 	}
-	rc = s->tr->ops->listen(s->tr, s->host[0] ? s->host : "0.0.0.0", o->port, &s->port);
+	rc = rps_tr_listen(s->tr, s->host[0] ? s->host : "0.0.0.0", o->port, &s->port);
 	if (rc)
 		goto err_transport; /* the transport said why */
 	if (o->metrics_port > 0) {
@@ -1264,7 +1264,7 @@ void rps_sched_destroy(struct rps_sched *s)
 		struct sched_peer *p = s->peers;
 
 		s->peers = p->next;
-		s->tr->ops->close(p->conn);
+		rps_tr_close(p->conn);
 		rps_free(p);
 	}
 	rps_http_stop(s->m.http);

@@ -230,7 +230,7 @@ static void conn_put(struct rps_server *srv, struct rps_srv_conn *sc)
 		sc->close_next = head;
 	} while (!atomic_compare_exchange_weak_explicit(
 	    &srv->close_stack, &head, sc, memory_order_release, memory_order_relaxed));
-	srv->tr->ops->wake(srv->tr);
+	rps_tr_wake(srv->tr);
 }
 
 static void conn_unlink(struct rps_server *srv, struct rps_srv_conn *sc)
@@ -254,7 +254,7 @@ static void close_drain(struct rps_server *srv)
 
 		conn_unlink(srv, sc);
 		sc->conn->user = NULL;
-		srv->tr->ops->close(sc->conn);
+		rps_tr_close(sc->conn);
 		rps_free(sc);
 		sc = n;
 	}
@@ -294,7 +294,7 @@ static void conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int statu
 	RPS_WARN("closing %s: %s", sc->conn->peer, why);
 	rps_proto_hdr_init(&h, RPS_OP_ERROR, (uint32_t)iov.iov_len, 0);
 	h.status = status;
-	srv->tr->ops->post_send(sc->conn, &h, &iov, 1, 0);
+	rps_tr_post_send(sc->conn, &h, &iov, 1, 0);
 	conn_drop(srv, sc);
 }
 
@@ -312,7 +312,7 @@ static void send_small_aux(struct rps_server *srv, struct rps_srv_conn *sc, uint
 	rps_proto_hdr_init(&h, op, (uint32_t)len, req_id);
 	h.status = status;
 	h.aux = aux;
-	rc = srv->tr->ops->post_send(sc->conn, &h, len ? &iov : NULL, len ? 1 : 0, 0);
+	rc = rps_tr_post_send(sc->conn, &h, len ? &iov : NULL, len ? 1 : 0, 0);
 	if (rc)
 		RPS_DEBUG("%s to %s: %s", rps_proto_op_name(op), sc->conn->peer, strerror(-rc));
 	else {
@@ -366,7 +366,7 @@ static void pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct
 	iov.iov_base = buf;
 	iov.iov_len = len;
 	conn_get(sc);
-	rc = srv->tr->ops->post_send(sc->conn, &h, &iov, 1, (uint64_t)(uintptr_t)buf);
+	rc = rps_tr_post_send(sc->conn, &h, &iov, 1, (uint64_t)(uintptr_t)buf);
 	if (rc) {
 		RPS_DEBUG("pull answer to %s: %s", sc->conn->peer, strerror(-rc));
 		rps_srv_pool_put(buf);
@@ -383,7 +383,7 @@ static void io_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *re
 	struct rps_server *srv = arg;
 
 	if (req->token)
-		srv->tr->ops->release(srv->tr, req->token);
+		rps_tr_release(srv->tr, req->token);
 	if (req->sc) {
 		send_small(srv, req->sc, RPS_OP_PUSH_ACK, req->req_id, status, NULL, 0);
 		conn_put(srv, req->sc);
@@ -668,7 +668,7 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 	int kept = 0;
 
 	if (!sc || atomic_load_explicit(&sc->closed, memory_order_relaxed)) {
-		srv->tr->ops->release(srv->tr, ev->token);
+		rps_tr_release(srv->tr, ev->token);
 		return;
 	}
 	atomic_fetch_add_explicit(&srv->bytes_in, sizeof(ev->hdr) + ev->hdr.len,
@@ -684,7 +684,7 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 	}
 	if (rps_proto_payload_check(&ev->hdr, ev->fixed, &why)) {
 		conn_fail(srv, sc, -EPROTO, why ? why : "malformed frame");
-		srv->tr->ops->release(srv->tr, ev->token);
+		rps_tr_release(srv->tr, ev->token);
 		return;
 	}
 	switch (ev->hdr.op) {
@@ -720,7 +720,7 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 	}
 	}
 	if (!kept)
-		srv->tr->ops->release(srv->tr, ev->token);
+		rps_tr_release(srv->tr, ev->token);
 }
 
 static void on_accepted(struct rps_server *srv, struct rps_conn *c)
@@ -729,7 +729,7 @@ static void on_accepted(struct rps_server *srv, struct rps_conn *c)
 
 	if (!sc) {
 		RPS_ERR("connection from %s: out of memory", c->peer);
-		srv->tr->ops->close(c);
+		rps_tr_close(c);
 		return;
 	}
 	sc->conn = c;
@@ -751,7 +751,7 @@ static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
 	struct rps_srv_conn *sc = ev->conn->user;
 
 	if (!sc) {
-		srv->tr->ops->close(ev->conn);
+		rps_tr_close(ev->conn);
 		return;
 	}
 	if (!sc->net_ref)
@@ -1072,7 +1072,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	}
 	/* listen first: it binds the RDMA device the stores are registered with.
 	 * No worker connects before rps_server_run has joined the cluster. */
-	rc = srv->tr->ops->listen(srv->tr, srv->host, opts->port, &srv->port);
+	rc = rps_tr_listen(srv->tr, srv->host, opts->port, &srv->port);
 	if (rc) {
 		RPS_ERR("listen on %s:%u: %s", srv->host, opts->port, strerror(-rc));
 		goto err_shards;
@@ -1080,7 +1080,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	for (int s = 0; s < srv->nshards; s++) {
 		struct rps_shard *sh = &srv->shards[s];
 
-		rc = srv->tr->ops->reg_mem(srv->tr, sh->store.base, sh->store.size,
+		rc = rps_tr_reg_mem(srv->tr, sh->store.base, sh->store.size,
 					   RPS_TR_ACCESS_REMOTE_READ, &sh->mr);
 		if (rc) {
 			RPS_ERR("shard %d: register %zu bytes with %s: %s", s, sh->store.size,
@@ -1116,7 +1116,7 @@ err_threads:
 err_shards:
 	for (int s = 0; s < srv->shards_ready; s++)
 		if (srv->shards[s].mr_ok)
-			srv->tr->ops->dereg_mem(srv->tr, &srv->shards[s].mr);
+			rps_tr_dereg_mem(srv->tr, &srv->shards[s].mr);
 err_tr:
 	rps_transport_destroy(srv->tr);
 	for (int s = 0; s < srv->shards_ready; s++)
@@ -1337,7 +1337,7 @@ int rps_server_serve(struct rps_server *srv)
 	int rc = 0;
 
 	while (!atomic_load(&srv->stop)) {
-		int n = srv->tr->ops->poll(srv->tr, ev, RPS_SRV_EVENTS, RPS_SRV_POLL_MS);
+		int n = rps_tr_poll(srv->tr, ev, RPS_SRV_EVENTS, RPS_SRV_POLL_MS);
 
 		if (n < 0 && n != -EINTR && n != -EAGAIN && n != -ETIMEDOUT) {
 			RPS_ERR("poll %s: %s", srv->transport, strerror(-n));
@@ -1392,7 +1392,7 @@ void rps_server_checkpoint(struct rps_server *srv)
 		return;
 	atomic_store(&srv->ckpt_request, 1);
 	if (srv->tr)
-		srv->tr->ops->wake(srv->tr);
+		rps_tr_wake(srv->tr);
 }
 
 /* The server ranks that have checkpoint files in dir: the one rank, or
@@ -1637,7 +1637,7 @@ void rps_server_stop(struct rps_server *srv)
 		return;
 	atomic_store(&srv->stop, 1);
 	if (srv->tr)
-		srv->tr->ops->wake(srv->tr);
+		rps_tr_wake(srv->tr);
 }
 
 void rps_server_destroy(struct rps_server *srv)
@@ -1659,14 +1659,14 @@ void rps_server_destroy(struct rps_server *srv)
 		struct rps_srv_conn *n = sc->next;
 
 		sc->conn->user = NULL;
-		srv->tr->ops->close(sc->conn);
+		rps_tr_close(sc->conn);
 		rps_free(sc);
 		sc = n;
 	}
 	srv->conns = NULL;
 	for (int s = 0; s < srv->nshards; s++)
 		if (srv->shards[s].mr_ok)
-			srv->tr->ops->dereg_mem(srv->tr, &srv->shards[s].mr);
+			rps_tr_dereg_mem(srv->tr, &srv->shards[s].mr);
 	rps_transport_destroy(srv->tr);
 	srv->tr = NULL;
 	for (int s = 0; s < srv->shards_ready; s++)

@@ -118,7 +118,7 @@ static int send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32_
 		return -ECONNRESET;
 	rps_proto_hdr_init(&h, op, (uint32_t)len, req_id);
 	h.aux = aux;
-	return ctl->tr->ops->post_send(ctl->conn, &h, &iov, len ? 1 : 0, 0);
+	return rps_tr_post_send(ctl->conn, &h, &iov, len ? 1 : 0, 0);
 }
 
 static void send_heartbeat_locked(struct rps_ctl *ctl, uint64_t now)
@@ -267,7 +267,7 @@ static void on_closed(struct rps_ctl *ctl, const struct rps_tr_event *ev)
 
 	pthread_mutex_lock(&ctl->lock);
 	if (ctl->conn) {
-		ctl->tr->ops->close(ctl->conn);
+		rps_tr_close(ctl->conn);
 		ctl->conn = NULL;
 	}
 	ctl->closed = 1;
@@ -330,7 +330,7 @@ static void handle_event(struct rps_ctl *ctl, struct rps_tr_event *ev, struct ct
 			break;
 		}
 		if (ev->token)
-			ctl->tr->ops->release(ctl->tr, ev->token);
+			rps_tr_release(ctl->tr, ev->token);
 		break;
 	case RPS_TR_EV_CLOSED:
 		on_closed(ctl, ev);
@@ -354,7 +354,7 @@ static void *ctl_thread(void *arg)
 	int wait_ms = RPS_MAX(5, RPS_MIN(ctl->heartbeat_ms / 2, 100));
 
 	while (!atomic_load(&ctl->stop)) {
-		int n = ctl->tr->ops->poll(ctl->tr, ev, CTL_EVENTS, wait_ms);
+		int n = rps_tr_poll(ctl->tr, ev, CTL_EVENTS, wait_ms);
 
 		if (n < 0 && n != -EINTR && n != -EAGAIN) {
 			RPS_ERR("control channel poll: %s", rps_strerror(n));
@@ -415,7 +415,7 @@ static int ctl_connect(struct rps_ctl *ctl, const char *host, uint16_t port, uin
 	for (;;) {
 		int left = remaining_ms(deadline);
 
-		rc = ctl->tr->ops->connect(ctl->tr, host, port, &hello, ack, sizeof(ack), &ack_len,
+		rc = rps_tr_connect(ctl->tr, host, port, &hello, ack, sizeof(ack), &ack_len,
 					   RPS_MAX(left, 1), &ctl->conn);
 		if (!rc)
 			return 0;
@@ -479,7 +479,7 @@ static int ctl_wait_map(struct rps_ctl *ctl, uint64_t deadline, int timeout_ms)
 		pthread_mutex_unlock(&ctl->lock);
 		if (left <= 0)
 			break;
-		n = ctl->tr->ops->poll(ctl->tr, ev, CTL_EVENTS,
+		n = rps_tr_poll(ctl->tr, ev, CTL_EVENTS,
 				       RPS_MIN(left, RPS_MAX(5, ctl->heartbeat_ms / 2)));
 		if (n < 0 && n != -EINTR && n != -EAGAIN) {
 			RPS_ERR("control channel poll: %s", rps_strerror(n));
@@ -502,7 +502,7 @@ static int ctl_wait_map(struct rps_ctl *ctl, uint64_t deadline, int timeout_ms)
 static void ctl_free(struct rps_ctl *ctl)
 {
 	if (ctl->conn)
-		ctl->tr->ops->close(ctl->conn);
+		rps_tr_close(ctl->conn);
 	if (ctl->tr)
 		rps_transport_destroy(ctl->tr);
 	pthread_cond_destroy(&ctl->cond);
@@ -741,7 +741,7 @@ void rps_ctl_leave(struct rps_ctl *ctl)
 	pthread_mutex_unlock(&ctl->lock);
 	atomic_store(&ctl->stop, 1);
 	if (ctl->thread_started) {
-		ctl->tr->ops->wake(ctl->tr);
+		rps_tr_wake(ctl->tr);
 		pthread_join(ctl->thread, NULL);
 	}
 	ctl_free(ctl);

@@ -36,7 +36,8 @@ int rps_transport_create(const char *name, const struct rps_tr_params *p,
 			return rc;
 		/* a capability promises its op */
 		if (((*t_p)->caps & RPS_TR_CAP_READ && !o->read_remote) ||
-		    ((*t_p)->caps & RPS_TR_CAP_PROGRESS && !o->progress)) {
+		    ((*t_p)->caps & RPS_TR_CAP_PROGRESS && !o->progress) ||
+		    ((*t_p)->caps & RPS_TR_CAP_READ_NOTIFY && !o->read_notify)) {
 			RPS_ERR("transport %s: capabilities %#x without their ops", name,
 				(*t_p)->caps);
 			o->destroy(*t_p);

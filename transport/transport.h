@@ -40,6 +40,7 @@
 #define RPS_TR_CAP_RECV_DEST (1u << 1) /* honours params.recv_dest (zero-copy receive) */
 #define RPS_TR_CAP_CHANNELS (1u << 2)  /* hello.channel selects a receive queue (shard) */
 #define RPS_TR_CAP_PROGRESS (1u << 3)  /* progress(): any thread may reap completions */
+#define RPS_TR_CAP_READ_NOTIFY (1u << 4) /* read_notify(): a READ whose completion is a flag */
 
 #define RPS_TR_ACK_MAX 4096 /* largest HELLO_ACK payload */
 
@@ -193,9 +194,88 @@ extern const struct rps_transport_ops rps_rdma_ops;
 int rps_transport_create(const char *name, const struct rps_tr_params *p,
 			 struct rps_transport **t_p);
 
+/* Call sites use these wrappers, never t->ops->op(...) (as verbs.h does for
+ * ibv_post_send): one place to see what every op costs. Optional ops are
+ * reached only under their capability, which rps_transport_create checked. */
 static inline void rps_transport_destroy(struct rps_transport *t)
 {
 	t->ops->destroy(t);
+}
+
+static inline int rps_tr_has(const struct rps_transport *t, uint32_t cap)
+{
+	return (t->caps & cap) == cap;
+}
+
+static inline int rps_tr_listen(struct rps_transport *t, const char *host, uint16_t port,
+				uint16_t *port_p)
+{
+	return t->ops->listen(t, host, port, port_p);
+}
+
+static inline int rps_tr_connect(struct rps_transport *t, const char *host, uint16_t port,
+				 const struct rps_hello *hello, void *ack, size_t ack_cap,
+				 size_t *ack_len_p, int timeout_ms, struct rps_conn **conn_p)
+{
+	return t->ops->connect(t, host, port, hello, ack, ack_cap, ack_len_p, timeout_ms, conn_p);
+}
+
+static inline int rps_tr_post_send(struct rps_conn *c, const struct rps_frame_hdr *hdr,
+				   const struct iovec *iov, int iovcnt, uint64_t ctx)
+{
+	return c->tr->ops->post_send(c, hdr, iov, iovcnt, ctx);
+}
+
+/* RPS_TR_CAP_READ only. */
+static inline int rps_tr_read_remote(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
+				     uint64_t raddr, uint32_t rkey, uint64_t ctx)
+{
+	return c->tr->ops->read_remote(c, sge, nsge, raddr, rkey, ctx);
+}
+
+/* RPS_TR_CAP_READ_NOTIFY only. */
+static inline int rps_tr_read_notify(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
+				     uint64_t raddr, uint32_t rkey, struct rps_tr_done *d)
+{
+	return c->tr->ops->read_notify(c, sge, nsge, raddr, rkey, d);
+}
+
+static inline int rps_tr_poll(struct rps_transport *t, struct rps_tr_event *ev, int max,
+			      int timeout_ms)
+{
+	return t->ops->poll(t, ev, max, timeout_ms);
+}
+
+/* RPS_TR_CAP_PROGRESS only. */
+static inline int rps_tr_progress(struct rps_transport *t, struct rps_tr_event *ev, int max)
+{
+	return t->ops->progress(t, ev, max);
+}
+
+static inline void rps_tr_release(struct rps_transport *t, void *token)
+{
+	t->ops->release(t, token);
+}
+
+static inline int rps_tr_reg_mem(struct rps_transport *t, void *addr, size_t len,
+				 unsigned access, struct rps_tr_mr *mr_p)
+{
+	return t->ops->reg_mem(t, addr, len, access, mr_p);
+}
+
+static inline void rps_tr_dereg_mem(struct rps_transport *t, struct rps_tr_mr *mr)
+{
+	t->ops->dereg_mem(t, mr);
+}
+
+static inline void rps_tr_close(struct rps_conn *c)
+{
+	c->tr->ops->close(c);
+}
+
+static inline void rps_tr_wake(struct rps_transport *t)
+{
+	t->ops->wake(t);
 }
 
 #endif

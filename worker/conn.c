@@ -39,7 +39,7 @@ static int connect_one(struct rps_worker *w, struct rps_wserver *s, uint32_t cha
 
 		if (left < 1)
 			left = 1;
-		rc = w->tr->ops->connect(w->tr, s->host, s->port, &h, ack, RPS_TR_ACK_MAX, ack_len_p,
+		rc = rps_tr_connect(w->tr, s->host, s->port, &h, ack, RPS_TR_ACK_MAX, ack_len_p,
 					 left, conn_p);
 		if (!rc)
 			return 0;
@@ -127,13 +127,13 @@ static int connect_server(struct rps_worker *w, struct rps_wserver *s, uint64_t 
 		goto out;
 	rc = parse_ack(w, s, 0, ack, ack_len, 1);
 	if (rc) {
-		w->tr->ops->close(c);
+		rps_tr_close(c);
 		goto out;
 	}
 	s->nconns = w->channels ? s->nshards : 1;
 	s->conns = rps_calloc(s->nconns, sizeof(*s->conns));
 	if (!s->conns) {
-		w->tr->ops->close(c);
+		rps_tr_close(c);
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -249,7 +249,7 @@ void rps_wconn_close_all(struct rps_worker *w)
 				int zero = 0;
 
 				atomic_compare_exchange_strong(&wc->dead, &zero, -ECONNRESET);
-				w->tr->ops->close(wc->c);
+				rps_tr_close(wc->c);
 				wc->closed = 1;
 			}
 		}
@@ -300,7 +300,7 @@ int rps_wconn_reap(struct rps_worker *w)
 				waiting = 1; /* a caller may be posting on it: next round */
 				continue;
 			}
-			w->tr->ops->close(wc->c);
+			rps_tr_close(wc->c);
 			wc->closed = 1;
 			pthread_mutex_lock(&w->core.lock);
 			n = rps_wcore_fail_conn_locked(&w->core, wc, why);
@@ -387,7 +387,7 @@ static int connect_again(struct rps_worker *w, struct rps_wserver *s, uint64_t d
 		if (!rc) {
 			rc = parse_ack_again(w, s, j, ack, ack_len, desc);
 			if (rc) {
-				w->tr->ops->close(conns[j]);
+				rps_tr_close(conns[j]);
 				conns[j] = NULL;
 			}
 		}
@@ -395,7 +395,7 @@ static int connect_again(struct rps_worker *w, struct rps_wserver *s, uint64_t d
 	if (rc) {
 		for (uint32_t j = 0; j < s->nconns; j++)
 			if (conns[j])
-				w->tr->ops->close(conns[j]);
+				rps_tr_close(conns[j]);
 	}
 	rps_free(ack);
 	return rc;
@@ -554,7 +554,7 @@ int rps_wsync_send(struct rps_worker *w, uint32_t server, uint32_t c)
 
 			rps_proto_hdr_init(&h, RPS_OP_SYNC, sizeof(y), 0);
 			if (!rc)
-				rc = w->tr->ops->post_send(wc->c, &h, &iov, 1, 0);
+				rc = rps_tr_post_send(wc->c, &h, &iov, 1, 0);
 			if (rc && !first) {
 				RPS_ERR("server %u channel %u: sync at clock %u: %s", s->rank, j, c,
 					rps_strerror(rc));

@@ -60,7 +60,7 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 		rc = -EINVAL;
 		goto err;
 	}
-	rc = w->tr->ops->post_send(wc->c, hp, iov, cnt, ctx);
+	rc = rps_tr_post_send(wc->c, hp, iov, cnt, ctx);
 	if (!rc)
 		return;
 	if (rc != -ECONNRESET)

@@ -108,7 +108,7 @@ static void *alloc_registered(struct rps_worker *w, size_t len, struct rps_tr_mr
 		return NULL;
 	memset(mem, 0, len);
 	/* registered once; if that fails the transport's own cache registers it */
-	if (w->tr->ops->reg_mem(w->tr, mem, len, RPS_TR_ACCESS_LOCAL, mr) == 0)
+	if (rps_tr_reg_mem(w->tr, mem, len, RPS_TR_ACCESS_LOCAL, mr) == 0)
 		*registered_p = 1;
 	else
 		RPS_WARN("rdma pull: registering %zu bytes of scratch failed", len);
@@ -214,15 +214,15 @@ void rps_wrdma_fini(struct rps_worker *w)
 	if (!sc)
 		return;
 	for (int i = 0; i < atomic_load(&sc->npb); i++)
-		w->tr->ops->dereg_mem(w->tr, &sc->pb[i].mr);
+		rps_tr_dereg_mem(w->tr, &sc->pb[i].mr);
 	pthread_mutex_destroy(&sc->pb_lock);
 	for (int i = 0; i < sc->nreg; i++) {
 		if (sc->reg[i].registered)
-			w->tr->ops->dereg_mem(w->tr, &sc->reg[i].mr);
+			rps_tr_dereg_mem(w->tr, &sc->reg[i].mr);
 		rps_free(sc->reg[i].mem);
 	}
 	if (sc->junk_registered)
-		w->tr->ops->dereg_mem(w->tr, &sc->junk_mr);
+		rps_tr_dereg_mem(w->tr, &sc->junk_mr);
 	rps_free(sc->junk);
 	rps_free(sc->free);
 	rps_free(sc);
@@ -270,7 +270,7 @@ void rps_wrdma_pin_dest(struct rps_worker *w, void *addr, size_t len, struct rps
 		return;
 	}
 	b = &sc->pb[n];
-	if (w->tr->ops->reg_mem(w->tr, (void *)s, e - s, RPS_TR_ACCESS_LOCAL, &b->mr) == 0) {
+	if (rps_tr_reg_mem(w->tr, (void *)s, e - s, RPS_TR_ACCESS_LOCAL, &b->mr) == 0) {
 		b->start = s;
 		b->end = e;
 		atomic_store_explicit(&sc->npb, n + 1, memory_order_release);
@@ -374,7 +374,7 @@ static void do_posts(struct rps_worker *w, struct rposts *out)
 		int marked = rps_wconn_dead(r->wc), rc = marked;
 
 		if (!rc)
-			rc = w->tr->ops->read_remote(r->wc->c, r->sge, r->nsge, r->raddr, r->rkey,
+			rc = rps_tr_read_remote(r->wc->c, r->sge, r->nsge, r->raddr, r->rkey,
 						     r->ctx);
 		if (rc) {
 			struct rposts none;
@@ -719,7 +719,7 @@ static int direct_post(struct rps_worker *w, struct rps_rdirect *dr)
 	rps_wsubmit_enter(w);
 	marked = rps_wconn_dead(dr->conn);
 	rc = marked ? marked
-		    : w->tr->ops->read_notify(dr->conn->c, dr->sge, dr->nsge, dr->raddr, dr->rkey,
+		    : rps_tr_read_notify(dr->conn->c, dr->sge, dr->nsge, dr->raddr, dr->rkey,
 					      &dr->done);
 	rps_wsubmit_leave(w);
 	if (rc) {

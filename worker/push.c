@@ -267,7 +267,7 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 			int rc = rps_wconn_dead(wc);
 
 			if (!rc)
-				rc = w->tr->ops->post_send(wc->c, &h, &iov, 1, 0);
+				rc = rps_tr_post_send(wc->c, &h, &iov, 1, 0);
 			if (rc) {
 				if (rc != -ECONNRESET && rc != -EHOSTDOWN && rc != -ENOTCONN)
 					RPS_ERR("server %u channel %u: send clock %u: %s", s->rank,

@@ -32,7 +32,7 @@ void rps_worker_opts_init(struct rps_worker_opts *opts)
 void rps_worker_wake(struct rps_worker *w)
 {
 	if (w->tr && w->progress_started)
-		w->tr->ops->wake(w->tr);
+		rps_tr_wake(w->tr);
 }
 
 static void core_wake(void *arg)
@@ -78,7 +78,7 @@ static void handle_events(struct rps_worker *w, struct rps_tr_event *ev, int n)
 			if (wc)
 				rps_wrecv_locked(w, wc, e);
 			if (e->token)
-				w->tr->ops->release(w->tr, e->token);
+				rps_tr_release(w->tr, e->token);
 			break;
 		case RPS_TR_EV_SEND_DONE: {
 			struct rps_piece *p = rps_piece_by_ctx(&w->core, e->ctx);
@@ -125,7 +125,7 @@ static void core_spin(void *arg)
 {
 	struct rps_worker *w = arg;
 	struct rps_tr_event ev[CALLER_EVENTS];
-	int n = w->tr->ops->progress(w->tr, ev, CALLER_EVENTS);
+	int n = rps_tr_progress(w->tr, ev, CALLER_EVENTS);
 
 	if (n > 0)
 		handle_events(w, ev, n);
@@ -150,7 +150,7 @@ static void *progress_main(void *arg)
 			if (t >= 0 && t < timeout)
 				timeout = t;
 		}
-		n = w->tr->ops->poll(w->tr, ev, PROGRESS_EVENTS, timeout);
+		n = rps_tr_poll(w->tr, ev, PROGRESS_EVENTS, timeout);
 		if (n < 0) {
 			if (n != -EINTR && n != -EAGAIN && errors++ < 3)
 				RPS_ERR("transport poll: %s", rps_strerror(n));
@@ -522,7 +522,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	}
 	/* one-chunk pulls as direct requests: their waiter reaps the READ, or
 	 * sleeps until the progress thread did (RDMAPS_WAIT_SPIN_US=0) */
-	w->direct = w->use_read && w->tr->ops->read_notify;
+	w->direct = w->use_read && rps_tr_has(w->tr, RPS_TR_CAP_READ_NOTIFY);
 	w->progress_started = 1; /* wake() may be called from now on */
 	rc = pthread_create(&w->progress, NULL, progress_main, w);
 	if (rc) {
@@ -555,7 +555,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 
 err_thread:
 	atomic_store(&w->stop, 1);
-	w->tr->ops->wake(w->tr);
+	rps_tr_wake(w->tr);
 	pthread_join(w->progress, NULL);
 	w->progress_started = 0;
 err_rdma:
@@ -601,7 +601,7 @@ void rps_worker_destroy(struct rps_worker *w)
 	}
 	if (w->progress_started) {
 		atomic_store(&w->stop, 1);
-		w->tr->ops->wake(w->tr);
+		rps_tr_wake(w->tr);
 		pthread_join(w->progress, NULL);
 		w->progress_started = 0;
 	}

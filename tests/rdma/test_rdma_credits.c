@@ -54,7 +54,7 @@ static void srv_event(struct poller *p, struct rps_tr_event *ev)
 		if (s->qt - s->qh >= (int)RPS_ARRAY_SIZE(s->q)) {
 			fprintf(stderr, "FAIL: more frames held than buffers exist\n");
 			tr_failures++;
-			p->t->ops->release(p->t, ev->token);
+			rps_tr_release(p->t, ev->token);
 		} else {
 			s->q[s->qt++ % RPS_ARRAY_SIZE(s->q)] = *ev;
 			if (s->qt - s->qh > s->max_held)
@@ -68,7 +68,7 @@ static void srv_event(struct poller *p, struct rps_tr_event *ev)
 
 		if (c)
 			atomic_store(&c->closed, 1);
-		p->t->ops->close(ev->conn);
+		rps_tr_close(ev->conn);
 		break;
 	}
 	default:
@@ -129,7 +129,7 @@ static void *update_main(void *arg)
 		/* stall now and then, like a busy optimizer */
 		if (++n % 97 == 0)
 			usleep(20000);
-		s->t->ops->release(s->t, ev.token);
+		rps_tr_release(s->t, ev.token);
 	}
 	return NULL;
 }
@@ -147,7 +147,7 @@ static void cli_event(struct poller *p, struct rps_tr_event *ev)
 	case RPS_TR_EV_RECV:
 		if (ev->hdr.op == RPS_OP_PUSH_ACK)
 			atomic_fetch_add(&c->acks, 1);
-		p->t->ops->release(p->t, ev->token);
+		rps_tr_release(p->t, ev->token);
 		break;
 	case RPS_TR_EV_SEND_DONE:
 		if (ev->status == 0 && ev->ctx >= 1000)
@@ -162,7 +162,7 @@ static void cli_event(struct poller *p, struct rps_tr_event *ev)
 				mine = 1;
 			}
 		if (!mine) /* the test's own connections: it closes them */
-			p->t->ops->close(ev->conn);
+			rps_tr_close(ev->conn);
 		break;
 	}
 	default:
@@ -226,7 +226,7 @@ static void run(int event_mode)
 	ts = tr_create(&cfg, e.dev0, 1, NULL, NULL);
 	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
 	s.t = ts;
-	rc = ts->ops->listen(ts, e.ip0, 0, &port);
+	rc = rps_tr_listen(ts, e.ip0, 0, &port);
 	REQUIRE(rc == 0, "listen: %s", strerror(-rc));
 	poller_start(&ps, ts, srv_event, &s);
 	poller_start(&pc, tc, cli_event, &cs);
@@ -255,7 +255,7 @@ static void run(int event_mode)
 		struct iovec iov = {big, 8};
 
 		rps_proto_hdr_init(&h, RPS_OP_PUSH, 48, 0);
-		rc = tc->ops->post_send(cs.conn[0], &h, &iov, 1, 0);
+		rc = rps_tr_post_send(cs.conn[0], &h, &iov, 1, 0);
 		CHECK(rc == -EINVAL, "iov shorter than hdr.len: %d, want -EINVAL", rc);
 	}
 
@@ -310,7 +310,7 @@ static void run(int event_mode)
 		/* the two connections hold all 16 buffers: make room */
 		double end = now_s() + 10;
 
-		tc->ops->close(cs.conn[1]);
+		rps_tr_close(cs.conn[1]);
 		cs.conn[1] = NULL;
 		do {
 			usleep(100000);
@@ -329,12 +329,12 @@ static void run(int event_mode)
 
 		rps_proto_hdr_init(&h, RPS_OP_BARRIER, 0, 1);
 		h.magic = 0x41414141;
-		rc = tc->ops->post_send(cs.conn[NCONN], &h, NULL, 0, 0);
+		rc = rps_tr_post_send(cs.conn[NCONN], &h, NULL, 0, 0);
 		CHECK(rc == 0, "send bad frame: %s", strerror(-rc));
 	}
 	CHECK(wait_flag(&s.sc[NCONN].closed, 10), "server did not close the bad connection");
 	CHECK(wait_flag(&cs.closed[NCONN], 10), "client saw no CLOSED for the bad connection");
-	tc->ops->close(cs.conn[NCONN]);
+	rps_tr_close(cs.conn[NCONN]);
 	{
 		static float v[4];
 		int before = atomic_load(&s.got[0]);

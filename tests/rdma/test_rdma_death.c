@@ -38,7 +38,7 @@ static void stream_event(struct poller *p, struct rps_tr_event *ev)
 		atomic_fetch_add(&s->after_close, 1);
 	switch (ev->type) {
 	case RPS_TR_EV_RECV:
-		p->t->ops->release(p->t, ev->token);
+		rps_tr_release(p->t, ev->token);
 		break;
 	case RPS_TR_EV_READ_DONE:
 		atomic_fetch_add(&s->reads_done, 1);
@@ -48,7 +48,7 @@ static void stream_event(struct poller *p, struct rps_tr_event *ev)
 			/* the streaming thread may still use it: closed after the join */
 			atomic_store(&s->closed, 1);
 		} else {
-			p->t->ops->close(ev->conn);
+			rps_tr_close(ev->conn);
 		}
 		break;
 	default:
@@ -76,7 +76,7 @@ static void *stream_main(void *arg)
 		    atomic_load(&s->reads_posted) - atomic_load(&s->reads_done) < 8) {
 			struct rps_tr_sge sg = {.addr = rb[i % 8], .len = 1024};
 
-			rc = s->t->ops->read_remote(s->c, &sg, 1, s->d.addr + (i % 16) * 1024,
+			rc = rps_tr_read_remote(s->c, &sg, 1, s->d.addr + (i % 16) * 1024,
 						    s->d.rkey, 1 + i);
 			if (rc == 0)
 				atomic_fetch_add(&s->reads_posted, 1);
@@ -121,11 +121,11 @@ static void srv_event(struct poller *p, struct rps_tr_event *ev)
 		atomic_fetch_add(&s->frames[r], 1);
 		if (ev->hdr.req_id % 10 == 0)
 			send_simple(p->t, ev->conn, RPS_OP_PUSH_ACK, ev->hdr.req_id, 0);
-		p->t->ops->release(p->t, ev->token);
+		rps_tr_release(p->t, ev->token);
 		break;
 	case RPS_TR_EV_CLOSED:
 		atomic_store(&s->closed[r], 1);
-		p->t->ops->close(ev->conn);
+		rps_tr_close(ev->conn);
 		break;
 	default:
 		break;
@@ -140,9 +140,9 @@ static struct rps_transport *server_up(struct rps_config *cfg, const char *dev, 
 
 	for (int i = 0; i < REGION; i++)
 		region[i] = (unsigned char)(i * 13);
-	rc = t->ops->reg_mem(t, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr);
+	rc = rps_tr_reg_mem(t, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr);
 	REQUIRE(rc == 0, "reg_mem: %s", strerror(-rc));
-	rc = t->ops->listen(t, ip, 0, port_p);
+	rc = rps_tr_listen(t, ip, 0, port_p);
 	REQUIRE(rc == 0, "listen: %s", strerror(-rc));
 	poller_start(ps, t, srv_event, s);
 	return t;
@@ -211,7 +211,7 @@ static int child_client(int in, int rank, int expect_close)
 			atomic_load(&s.after_close));
 		return 1;
 	}
-	s.t->ops->close(s.c);
+	rps_tr_close(s.c);
 	poller_stop(&pc);
 	rps_transport_destroy(s.t);
 	return 0;
@@ -349,7 +349,7 @@ int main(void)
 	/* B: the server closes it mid-stream */
 	CHECK(wait_count(&s.frames[2], 200, 60), "B: %d frames arrived", atomic_load(&s.frames[2]));
 	if (s.by_rank[2])
-		ts->ops->close(s.by_rank[2]);
+		rps_tr_close(s.by_rank[2]);
 	st = wait_child(pb, 70);
 	CHECK(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
 	      "B: child status 0x%x (it must see CLOSED / -ECONNRESET)", st);
@@ -372,7 +372,7 @@ int main(void)
 	atomic_store(&cl.stop, 1);
 	pthread_join(th, NULL);
 	if (atomic_load(&cl.closed))
-		tc->ops->close(cl.c);
+		rps_tr_close(cl.c);
 	CHECK(cl.send_rc == 0 || cl.send_rc == -ECONNRESET || cl.send_rc == -ETIMEDOUT,
 	      "C: post_send ended with %d", cl.send_rc);
 	usleep(200000);
@@ -404,7 +404,7 @@ int main(void)
 	poller_stop(&pc);
 	poller_stop(&ps);
 	rps_transport_destroy(tc);
-	ts->ops->dereg_mem(ts, &region_mr);
+	rps_tr_dereg_mem(ts, &region_mr);
 	rps_transport_destroy(ts);
 	return tr_finish("test_rdma_death");
 }

@@ -54,12 +54,12 @@ static void srv_event(struct poller *p, struct rps_tr_event *ev)
 	case RPS_TR_EV_RECV:
 		if (ev->hdr.op == RPS_OP_BARRIER && ev->hdr.aux == 1234)
 			send_simple(p->t, ev->conn, RPS_OP_BARRIER_DONE, ev->hdr.req_id, 4321);
-		p->t->ops->release(p->t, ev->token);
+		rps_tr_release(p->t, ev->token);
 		atomic_fetch_add(&s->recv, 1);
 		break;
 	case RPS_TR_EV_CLOSED:
 		atomic_fetch_add(&s->closed, 1);
-		p->t->ops->close(ev->conn);
+		rps_tr_close(ev->conn);
 		break;
 	default:
 		break;
@@ -77,7 +77,7 @@ static void cli_event(struct poller *p, struct rps_tr_event *ev)
 
 	if (ev->type == RPS_TR_EV_RECV) {
 		c->aux = ev->hdr.aux;
-		p->t->ops->release(p->t, ev->token);
+		rps_tr_release(p->t, ev->token);
 		atomic_fetch_add(&c->got, 1);
 	}
 }
@@ -109,7 +109,7 @@ static void run(int event_mode)
 	      (unsigned long long)ts->max_frame);
 	CHECK(ts->max_read_sge >= 1 && ts->max_read_sge <= 30, "max_read_sge %d", ts->max_read_sge);
 
-	rc = ts->ops->listen(ts, e.ip0, 0, &port);
+	rc = rps_tr_listen(ts, e.ip0, 0, &port);
 	REQUIRE(rc == 0, "listen %s:0: %s", e.ip0, strerror(-rc));
 	CHECK(port != 0, "listen on port 0 gave port 0");
 	poller_start(&ps, ts, srv_event, &s);
@@ -133,12 +133,12 @@ static void run(int event_mode)
 		struct rps_conn *x = NULL;
 		size_t al;
 
-		rc = tc->ops->connect(tc, e.ip0, port, &h, ack, sizeof(ack), &al, 10000, &x);
+		rc = rps_tr_connect(tc, e.ip0, port, &h, ack, sizeof(ack), &al, 10000, &x);
 		CHECK(rc == -EACCES, "wrong secret: connect returned %d (%s), want -EACCES", rc,
 		      strerror(-rc));
 		rps_proto_hello_init(&h, RPS_ROLE_WORKER, 4, SECRET);
 		h.version = 99;
-		rc = tc->ops->connect(tc, e.ip0, port, &h, ack, sizeof(ack), &al, 10000, &x);
+		rc = rps_tr_connect(tc, e.ip0, port, &h, ack, sizeof(ack), &al, 10000, &x);
 		CHECK(rc == -EPROTO, "bad version: connect returned %d (%s), want -EPROTO", rc,
 		      strerror(-rc));
 	}
@@ -166,7 +166,7 @@ static void run(int event_mode)
 	}
 
 	/* close from the client: the server sees CLOSED */
-	tc->ops->close(c);
+	rps_tr_close(c);
 	CHECK(wait_flag(&s.closed, 10), "server saw no CLOSED after the client closed");
 
 	poller_stop(&pc);

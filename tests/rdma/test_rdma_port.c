@@ -27,14 +27,14 @@ static void cli_event(struct poller *p, struct rps_tr_event *ev)
 
 	switch (ev->type) {
 	case RPS_TR_EV_RECV:
-		p->t->ops->release(p->t, ev->token);
+		rps_tr_release(p->t, ev->token);
 		break;
 	case RPS_TR_EV_CLOSED:
 		if (ev->conn == c->c) {
 			c->status = ev->status;
 			atomic_store(&c->closed, 1);
 		} else {
-			p->t->ops->close(ev->conn);
+			rps_tr_close(ev->conn);
 		}
 		break;
 	default:
@@ -48,9 +48,9 @@ static void srv_event(struct poller *p, struct rps_tr_event *ev)
 
 	if (ev->type == RPS_TR_EV_RECV) {
 		atomic_fetch_add(frames, 1);
-		p->t->ops->release(p->t, ev->token);
+		rps_tr_release(p->t, ev->token);
 	} else if (ev->type == RPS_TR_EV_CLOSED) {
-		p->t->ops->close(ev->conn);
+		rps_tr_close(ev->conn);
 	}
 }
 
@@ -163,7 +163,7 @@ int main(void)
 
 	cfg.timeout_ms = 5000;
 	ts = tr_create(&cfg, e.dev0, 1, NULL, NULL);
-	rc = ts->ops->listen(ts, e.ip0, 0, &port);
+	rc = rps_tr_listen(ts, e.ip0, 0, &port);
 	REQUIRE(rc == 0, "listen: %s", strerror(-rc));
 	poller_start(&ps, ts, srv_event, &frames);
 	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
@@ -196,7 +196,7 @@ int main(void)
 	       strerror(-c.status), c.send_rc ? strerror(-c.send_rc) : "ok (still running)");
 	atomic_store(&c.stop, 1);
 	pthread_join(th, NULL);
-	tc->ops->close(c.c);
+	rps_tr_close(c.c);
 
 	/* no reconnect here: see the comment at the top */
 	REQUIRE(link_set(netdev, e.dev1, 1) == 0, "could not bring %s back up", netdev);

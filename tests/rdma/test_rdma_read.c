@@ -48,12 +48,12 @@ static void srv_event(struct poller *p, struct rps_tr_event *ev)
 		break;
 	case RPS_TR_EV_RECV:
 		send_simple(p->t, ev->conn, RPS_OP_BARRIER_DONE, ev->hdr.req_id, 77);
-		p->t->ops->release(p->t, ev->token);
+		rps_tr_release(p->t, ev->token);
 		atomic_fetch_add(&s->recv, 1);
 		break;
 	case RPS_TR_EV_CLOSED:
 		atomic_fetch_add(&s->closed, 1);
-		p->t->ops->close(ev->conn);
+		rps_tr_close(ev->conn);
 		break;
 	default:
 		break;
@@ -85,7 +85,7 @@ static void cli_event(struct poller *p, struct rps_tr_event *ev)
 		break;
 	case RPS_TR_EV_RECV:
 		atomic_fetch_add(&c->acks, 1);
-		p->t->ops->release(p->t, ev->token);
+		rps_tr_release(p->t, ev->token);
 		break;
 	case RPS_TR_EV_CLOSED:
 		if (ev->conn == c->watch) {
@@ -93,7 +93,7 @@ static void cli_event(struct poller *p, struct rps_tr_event *ev)
 			c->closed_status = ev->status;
 			atomic_store(&c->watch_closed, 1);
 		} else {
-			p->t->ops->close(ev->conn);
+			rps_tr_close(ev->conn);
 		}
 		break;
 	default:
@@ -109,7 +109,7 @@ static int read_wait(struct rps_transport *t, struct rps_conn *c, const struct r
 	int rc;
 
 	atomic_store(&cs.done[ctx], 0);
-	rc = t->ops->read_remote(c, sg, n, raddr, rkey, ctx);
+	rc = rps_tr_read_remote(c, sg, n, raddr, rkey, ctx);
 	if (rc)
 		return rc;
 	if (!wait_flag(&cs.done[ctx], 10))
@@ -142,13 +142,13 @@ static void run(int event_mode)
 	REQUIRE(region, "alloc");
 	for (int i = 0; i < REGION; i++)
 		region[i] = (unsigned char)(i * 7 + i / 256);
-	rc = ts->ops->reg_mem(ts, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr);
+	rc = rps_tr_reg_mem(ts, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr);
 	REQUIRE(rc == 0, "reg_mem: %s", strerror(-rc));
 	hello_desc = (struct rps_shard_desc){
 	    .addr = region_mr.remote_addr, .size = REGION, .rkey = region_mr.rkey};
-	CHECK(ts->ops->reg_mem(ts, region, REGION, 2u, &(struct rps_tr_mr){0}) == -EINVAL,
+	CHECK(rps_tr_reg_mem(ts, region, REGION, 2u, &(struct rps_tr_mr){0}) == -EINVAL,
 	      "reg_mem with unknown access bits must fail");
-	rc = ts->ops->listen(ts, e.ip0, 0, &port);
+	rc = rps_tr_listen(ts, e.ip0, 0, &port);
 	REQUIRE(rc == 0, "listen: %s", strerror(-rc));
 	poller_start(&ps, ts, srv_event, &s);
 	poller_start(&pc, tc, cli_event, &cs);
@@ -222,7 +222,7 @@ static void run(int event_mode)
 		for (int i = 0; i < n; i++)
 			bad += memcmp(b + 128 * i, region + 256 + 64 * i, 64) != 0;
 		CHECK(bad == 0, "read %d sges: %d pieces differ", n, bad);
-		rc = tc->ops->read_remote(c1, sg, n + 1, d.addr, d.rkey, 5);
+		rc = rps_tr_read_remote(c1, sg, n + 1, d.addr, d.rkey, 5);
 		CHECK(rc == -EINVAL, "read with %d sges: %d, want -EINVAL", n + 1, rc);
 		free(b);
 	}
@@ -232,7 +232,7 @@ static void run(int event_mode)
 		struct rps_tr_mr mr;
 		struct rps_tr_sge sg = {.addr = b + 100, .len = 5000};
 
-		rc = tc->ops->reg_mem(tc, b, 8192, RPS_TR_ACCESS_LOCAL, &mr);
+		rc = rps_tr_reg_mem(tc, b, 8192, RPS_TR_ACCESS_LOCAL, &mr);
 		CHECK(rc == 0, "client reg_mem: %s", strerror(-rc));
 		rps_rdma_get_stats(tc, &st0);
 		rc = read_wait(tc, c1, &sg, 1, d.addr + 20000, d.rkey, 6);
@@ -241,7 +241,7 @@ static void run(int event_mode)
 		      strerror(-rc));
 		CHECK(st1.mr_cache_regs == st0.mr_cache_regs,
 		      "reg_mem'd buffer was registered again");
-		tc->ops->dereg_mem(tc, &mr);
+		rps_tr_dereg_mem(tc, &mr);
 		free(b);
 	}
 	/* 20 reads in flight */
@@ -253,7 +253,7 @@ static void run(int event_mode)
 			struct rps_tr_sge sg = {.addr = b[i], .len = 1024};
 
 			atomic_store(&cs.done[10 + i], 0);
-			rc = tc->ops->read_remote(c1, &sg, 1, d.addr + 1024 * (uint64_t)i * 3,
+			rc = rps_tr_read_remote(c1, &sg, 1, d.addr + 1024 * (uint64_t)i * 3,
 						  d.rkey, 10 + (uint64_t)i);
 			CHECK(rc == 0, "read %d in flight: %s", i, strerror(-rc));
 		}
@@ -280,9 +280,9 @@ static void run(int event_mode)
 			double t0 = now_s(), end = t0 + 10;
 			int done = 0;
 
-			rc = tc->ops->read_remote(c1, &sg, 1, d.addr + 64 * (uint64_t)i, d.rkey, 7);
+			rc = rps_tr_read_remote(c1, &sg, 1, d.addr + 64 * (uint64_t)i, d.rkey, 7);
 			while (!rc && !done && now_s() < end) {
-				int n = tc->ops->poll(tc, ev, 8, 100);
+				int n = rps_tr_poll(tc, ev, 8, 100);
 
 				for (int k = 0; k < n; k++)
 					if (ev[k].type == RPS_TR_EV_READ_DONE && ev[k].ctx == 7) {
@@ -326,7 +326,7 @@ static void run(int event_mode)
 
 			memset(b, 0, sizeof(b));
 			woken = 0;
-			rc = tc->ops->read_notify(c1, &sg, 1, d.addr + 3000 + 512 * (uint64_t)arm,
+			rc = rps_tr_read_notify(c1, &sg, 1, d.addr + 3000 + 512 * (uint64_t)arm,
 						  d.rkey, &dn);
 			CHECK(rc == 0, "read_notify: %s", strerror(-rc));
 			st = RPS_TR_PENDING;
@@ -335,7 +335,7 @@ static void run(int event_mode)
 			CHECK(!arm || armed, "read_notify: state %d before anyone reaped", st);
 			while (!rc && now_s() < end &&
 			       (atomic_load(&dn.state) != RPS_TR_DONE || (arm && !woken))) {
-				int n = tc->ops->poll(tc, ev, 8, 100);
+				int n = rps_tr_poll(tc, ev, 8, 100);
 
 				for (int k = 0; k < n; k++)
 					if (ev[k].type == RPS_TR_EV_READ_DONE &&
@@ -364,10 +364,10 @@ static void run(int event_mode)
 		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after the refused read");
 		CHECK(cs.closed_status == -EACCES, "CLOSED status %d, want -EACCES",
 		      cs.closed_status);
-		rc = tc->ops->read_remote(c1, &sg, 1, d.addr, d.rkey, 101);
+		rc = rps_tr_read_remote(c1, &sg, 1, d.addr, d.rkey, 101);
 		CHECK(rc == -ECONNRESET, "read on the closed connection: %d, want -ECONNRESET", rc);
 	}
-	tc->ops->close(c1);
+	rps_tr_close(c1);
 	CHECK(wait_flag(&s.closed, 10), "server saw no CLOSED for the failed connection");
 	{
 		unsigned char b[2048];
@@ -394,7 +394,7 @@ static void run(int event_mode)
 		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after the wrong rkey");
 		rc = read_wait(tc, c3, &sg, 1, d.addr, d.rkey, 105);
 		CHECK(rc == -ECONNRESET, "read after CLOSED: %d, want -ECONNRESET", rc);
-		tc->ops->close(c3);
+		rps_tr_close(c3);
 	}
 	/* read_notify with a wrong rkey: done, -EACCES (the poller reaps) */
 	c3 = tr_connect(tc, e.ip0, port, 4, 0, NULL, 0, NULL, &rc);
@@ -407,7 +407,7 @@ static void run(int event_mode)
 
 		cs.watch = c3;
 		atomic_store(&cs.watch_closed, 0);
-		rc = tc->ops->read_notify(c3, &sg, 1, d.addr, d.rkey ^ 0x5a5a00, &dn);
+		rc = rps_tr_read_notify(c3, &sg, 1, d.addr, d.rkey ^ 0x5a5a00, &dn);
 		CHECK(rc == 0, "read_notify, wrong rkey: posting: %s", strerror(-rc));
 		while (!rc && atomic_load(&dn.state) != RPS_TR_DONE && now_s() < end)
 			usleep(1000);
@@ -415,9 +415,9 @@ static void run(int event_mode)
 		      "read_notify, wrong rkey: state %d status %d, want done, -EACCES",
 		      atomic_load(&dn.state), dn.status);
 		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after read_notify's wrong rkey");
-		rc = tc->ops->read_notify(c3, &sg, 1, d.addr, d.rkey, &dn);
+		rc = rps_tr_read_notify(c3, &sg, 1, d.addr, d.rkey, &dn);
 		CHECK(rc == -ECONNRESET, "read_notify after CLOSED: %d, want -ECONNRESET", rc);
-		tc->ops->close(c3);
+		rps_tr_close(c3);
 	}
 	usleep(100000);
 	CHECK(atomic_load(&cs.events_after_close) == 0, "%d events after CLOSED",
@@ -434,7 +434,7 @@ static void run(int event_mode)
 	poller_stop(&pc);
 	poller_stop(&ps);
 	rps_transport_destroy(tc);
-	ts->ops->dereg_mem(ts, &region_mr);
+	rps_tr_dereg_mem(ts, &region_mr);
 	rps_transport_destroy(ts);
 	free(region);
 }
@@ -504,10 +504,10 @@ static int read_sync(struct rps_transport *t, struct rps_conn *c, const struct r
 {
 	struct rps_tr_event ev[8];
 	double end = now_s() + 10;
-	int rc = t->ops->read_remote(c, sge, nsge, raddr, rkey, TORN_CTX);
+	int rc = rps_tr_read_remote(c, sge, nsge, raddr, rkey, TORN_CTX);
 
 	while (!rc && now_s() < end) {
-		int n = t->ops->poll(t, ev, 8, 100);
+		int n = rps_tr_poll(t, ev, 8, 100);
 
 		for (int k = 0; k < n; k++)
 			if (ev[k].type == RPS_TR_EV_READ_DONE && ev[k].ctx == TORN_CTX)
@@ -654,15 +654,15 @@ static void run_torn(int event_mode)
 	CHECK(tsl[3].line == 64 && tsl[3].nchunks == 4 && rps_store_chunk_len(&tsl[3], 3) == 320,
 	      "chunked slice: line %u, %llu chunks, last %u bytes", tsl[3].line,
 	      (unsigned long long)tsl[3].nchunks, rps_store_chunk_len(&tsl[3], 3));
-	rc = ts->ops->reg_mem(ts, tstore.base, tstore.size, RPS_TR_ACCESS_REMOTE_READ, &smr);
+	rc = rps_tr_reg_mem(ts, tstore.base, tstore.size, RPS_TR_ACCESS_REMOTE_READ, &smr);
 	REQUIRE(rc == 0, "reg_mem store: %s", strerror(-rc));
 	hello_desc =
 	    (struct rps_shard_desc){.addr = smr.remote_addr, .size = tstore.size, .rkey = smr.rkey};
-	cmr_ok = tc->ops->reg_mem(tc, &tbuf, sizeof(tbuf), RPS_TR_ACCESS_LOCAL, &cmr) == 0;
+	cmr_ok = rps_tr_reg_mem(tc, &tbuf, sizeof(tbuf), RPS_TR_ACCESS_LOCAL, &cmr) == 0;
 	{
 		uint16_t port;
 
-		rc = ts->ops->listen(ts, e.ip0, 0, &port);
+		rc = rps_tr_listen(ts, e.ip0, 0, &port);
 		REQUIRE(rc == 0, "listen: %s", strerror(-rc));
 		poller_start(&ps, ts, srv_event, &s);
 		c = tr_connect(tc, e.ip0, port, 1, 0, ack, sizeof(ack), &ack_len, &rc);
@@ -705,12 +705,12 @@ static void run_torn(int event_mode)
 	CHECK(g1 - g0 >= 2, "the writer made %llu generations during the reads",
 	      (unsigned long long)(g1 - g0));
 
-	tc->ops->close(c);
+	rps_tr_close(c);
 	if (cmr_ok)
-		tc->ops->dereg_mem(tc, &cmr);
+		rps_tr_dereg_mem(tc, &cmr);
 	poller_stop(&ps);
 	rps_transport_destroy(tc);
-	ts->ops->dereg_mem(ts, &smr);
+	rps_tr_dereg_mem(ts, &smr);
 	rps_transport_destroy(ts);
 	rps_store_fini(&tstore);
 }

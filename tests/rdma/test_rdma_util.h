@@ -134,7 +134,7 @@ static inline struct rps_conn *tr_connect(struct rps_transport *t, const char *i
 
 	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank, SECRET);
 	h.channel = channel;
-	*rc_p = t->ops->connect(t, ip, port, &h, ack ? ack : dummy, ack ? ack_cap : sizeof(dummy),
+	*rc_p = rps_tr_connect(t, ip, port, &h, ack ? ack : dummy, ack ? ack_cap : sizeof(dummy),
 				&alen, 10000, &c);
 	if (ack_len_p)
 		*ack_len_p = alen;
@@ -159,7 +159,7 @@ static inline int send_push(struct rps_transport *t, struct rps_conn *c, uint32_
 	iov[0].iov_len = sizeof(p);
 	iov[1].iov_base = scratch;
 	iov[1].iov_len = n * sizeof(float);
-	return t->ops->post_send(c, &h, iov, n ? 2 : 1, ctx);
+	return rps_tr_post_send(c, &h, iov, n ? 2 : 1, ctx);
 }
 
 static inline int send_simple(struct rps_transport *t, struct rps_conn *c, uint8_t op,
@@ -169,7 +169,7 @@ static inline int send_simple(struct rps_transport *t, struct rps_conn *c, uint8
 
 	rps_proto_hdr_init(&h, op, 0, req_id);
 	h.aux = aux;
-	return t->ops->post_send(c, &h, NULL, 0, 0);
+	return rps_tr_post_send(c, &h, NULL, 0, 0);
 }
 
 /* A thread polling one transport, handing every event to a callback. */
@@ -187,7 +187,7 @@ static void *poller_main(void *arg)
 	struct rps_tr_event ev[16];
 
 	while (!atomic_load(&p->stop)) {
-		int n = p->t->ops->poll(p->t, ev, 16, 50);
+		int n = rps_tr_poll(p->t, ev, 16, 50);
 
 		for (int i = 0; i < n; i++)
 			p->on_event(p, &ev[i]);
@@ -208,7 +208,7 @@ static inline void poller_start(struct poller *p, struct rps_transport *t,
 static inline void poller_stop(struct poller *p)
 {
 	atomic_store(&p->stop, 1);
-	p->t->ops->wake(p->t);
+	rps_tr_wake(p->t);
 	pthread_join(p->th, NULL);
 }
 

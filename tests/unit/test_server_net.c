@@ -58,7 +58,7 @@ static int client_open(struct client *cl, uint32_t rank, const char *secret)
 	rc = rps_transport_create("tcp", &p, &cl->t);
 	assert_int_equal(rc, 0);
 	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank, secret);
-	rc = cl->t->ops->connect(cl->t, "127.0.0.1", port, &h, cl->ack, sizeof(cl->ack),
+	rc = rps_tr_connect(cl->t, "127.0.0.1", port, &h, cl->ack, sizeof(cl->ack),
 				 &cl->ack_len, WAIT_MS, &cl->c);
 	if (rc) {
 		rps_transport_destroy(cl->t);
@@ -71,14 +71,14 @@ static int client_open(struct client *cl, uint32_t rank, const char *secret)
 static void client_close(struct client *cl)
 {
 	if (cl->c)
-		cl->t->ops->close(cl->c);
+		rps_tr_close(cl->c);
 	/* a poll lets the transport free it */
 	struct rps_tr_event ev[8];
-	int n = cl->t->ops->poll(cl->t, ev, 8, 10);
+	int n = rps_tr_poll(cl->t, ev, 8, 10);
 
 	for (int i = 0; i < n; i++)
 		if (ev[i].type == RPS_TR_EV_RECV)
-			cl->t->ops->release(cl->t, ev[i].token);
+			rps_tr_release(cl->t, ev[i].token);
 	rps_transport_destroy(cl->t);
 	memset(cl, 0, sizeof(*cl));
 }
@@ -91,7 +91,7 @@ static uint32_t client_send(struct client *cl, uint8_t op, const void *fixed, si
 	uint32_t id = cl->next_id++;
 
 	rps_proto_hdr_init(&h, op, (uint32_t)(flen + dlen), id);
-	assert_int_equal(cl->t->ops->post_send(cl->c, &h, iov, dlen ? 2 : 1, 0), 0);
+	assert_int_equal(rps_tr_post_send(cl->c, &h, iov, dlen ? 2 : 1, 0), 0);
 	return id;
 }
 
@@ -112,7 +112,7 @@ static int client_wait(struct client *cl, uint32_t req_id, struct resp *r, int t
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		struct rps_tr_event ev[8];
-		int n = cl->t->ops->poll(cl->t, ev, 8, 50);
+		int n = rps_tr_poll(cl->t, ev, 8, 50);
 		int found = 0;
 
 		for (int i = 0; i < n; i++) {
@@ -132,7 +132,7 @@ static int client_wait(struct client *cl, uint32_t req_id, struct resp *r, int t
 						memcpy(r->data, ev[i].data, ev[i].data_len);
 					found = 1;
 				}
-				cl->t->ops->release(cl->t, ev[i].token);
+				rps_tr_release(cl->t, ev[i].token);
 			}
 		}
 		if (found)

@@ -294,15 +294,15 @@ static int query_status(const char *addr, char *out, size_t len)
 	if (rps_transport_create("tcp", &tp, &tr))
 		return -ENOMEM;
 	rps_proto_hello_init(&hello, RPS_ROLE_CTL, UINT32_MAX, SECRET);
-	if (tr->ops->connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, 2000, &c)) {
+	if (rps_tr_connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, 2000, &c)) {
 		rps_transport_destroy(tr);
 		return -ECONNREFUSED;
 	}
 	rps_proto_hdr_init(&h, RPS_OP_STATUS, 0, 7);
-	tr->ops->post_send(c, &h, NULL, 0, 0);
+	rps_tr_post_send(c, &h, NULL, 0, 0);
 	for (int k = 0; k < 100 && rc == -ETIMEDOUT; k++) {
 		struct rps_tr_event ev[4];
-		int n = tr->ops->poll(tr, ev, 4, 20);
+		int n = rps_tr_poll(tr, ev, 4, 20);
 
 		for (int i = 0; i < n; i++) {
 			if (ev[i].type == RPS_TR_EV_RECV) {
@@ -313,13 +313,13 @@ static int query_status(const char *addr, char *out, size_t len)
 					out[k2] = '\0';
 					rc = ev[i].hdr.status;
 				}
-				tr->ops->release(tr, ev[i].token);
+				rps_tr_release(tr, ev[i].token);
 			} else if (ev[i].type == RPS_TR_EV_CLOSED) {
 				rc = -ECONNRESET;
 			}
 		}
 	}
-	tr->ops->close(c);
+	rps_tr_close(c);
 	rps_transport_destroy(tr);
 	return rc;
 }
@@ -473,13 +473,13 @@ static void test_dead_on_close(void **state)
 	assert_int_equal(rps_transport_create("tcp", &tp, &tr), 0);
 	rps_proto_hello_init(&hello, RPS_ROLE_WORKER, UINT32_MAX, SECRET);
 	assert_int_equal(
-	    tr->ops->connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, 2000, &c), 0);
+	    rps_tr_connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, 2000, &c), 0);
 	memset(&reg, 0, sizeof(reg));
 	reg.role = RPS_ROLE_WORKER;
 	reg.want_rank = UINT32_MAX;
 	strcpy(reg.host, "raw");
 	rps_proto_hdr_init(&h, RPS_OP_REGISTER, sizeof(reg), 1);
-	assert_int_equal(tr->ops->post_send(c, &h, &iov, 1, 0), 0);
+	assert_int_equal(rps_tr_post_send(c, &h, &iov, 1, 0), 0);
 
 	node_init(&nd[0], RPS_ROLE_SERVER, r.addr);
 	node_init(&nd[1], RPS_ROLE_WORKER, r.addr);
@@ -491,19 +491,19 @@ static void test_dead_on_close(void **state)
 	int got_map = 0;
 	for (int k = 0; k < 100 && !got_map; k++) {
 		struct rps_tr_event ev[8];
-		int n = tr->ops->poll(tr, ev, 8, 20);
+		int n = rps_tr_poll(tr, ev, 8, 20);
 
 		for (int i = 0; i < n; i++) {
 			if (ev[i].type != RPS_TR_EV_RECV)
 				continue;
 			got_map |= ev[i].hdr.op == RPS_OP_MAP;
-			tr->ops->release(tr, ev[i].token);
+			rps_tr_release(tr, ev[i].token);
 		}
 	}
 	assert_true(got_map);
 
 	t0 = rps_now_ns();
-	tr->ops->close(c);
+	rps_tr_close(c);
 	rps_transport_destroy(tr);
 	assert_true(wait_int(&nd[0].dead, 1, 2000));
 	assert_true(wait_int(&nd[1].dead, 1, 2000));

@@ -110,7 +110,7 @@ static void echo(struct side *s, const struct rps_tr_event *ev)
 	memcpy(&p, ev->fixed, sizeof(p));
 	p.count = 1;
 	rps_proto_hdr_init(&h, RPS_OP_PULL_RESP, sizeof(p) + sizeof(v), ev->hdr.req_id);
-	if (s->t->ops->post_send(ev->conn, &h, iov, 2, 0) != 0)
+	if (rps_tr_post_send(ev->conn, &h, iov, 2, 0) != 0)
 		atomic_fetch_add(&s->errors, 1);
 }
 
@@ -124,7 +124,7 @@ static void flood(struct side *s, struct rps_conn *c)
 		struct iovec iov = {chunk, sizeof(chunk)};
 
 		rps_proto_hdr_init(&h, RPS_OP_STATUS, sizeof(chunk), (uint32_t)n);
-		rc = s->t->ops->post_send(c, &h, &iov, 1, 0);
+		rc = rps_tr_post_send(c, &h, &iov, 1, 0);
 	} while (rc == 0 && ++n < 200);
 	atomic_store(&s->flood_sent, n);
 	atomic_store(&s->flood_rc, rc);
@@ -136,7 +136,7 @@ static void *poller(void *arg)
 	struct rps_tr_event ev[32];
 
 	while (!atomic_load(&s->stop)) {
-		int n = s->t->ops->poll(s->t, ev, 32, 50);
+		int n = rps_tr_poll(s->t, ev, 32, 50);
 
 		if (n < 0)
 			atomic_fetch_add(&s->errors, 1);
@@ -163,10 +163,10 @@ static void *poller(void *arg)
 				}
 				if (s->echo && ev[i].hdr.op == RPS_OP_PULL)
 					echo(s, &ev[i]);
-				s->t->ops->release(s->t, ev[i].token);
+				rps_tr_release(s->t, ev[i].token);
 			}
 			if (ev[i].type == RPS_TR_EV_CLOSED && s->auto_close)
-				s->t->ops->close(ev[i].conn);
+				rps_tr_close(ev[i].conn);
 			pthread_mutex_lock(&s->lock);
 			if (s->n < MAX_RECS) /* never reallocated: tests keep pointers */
 				s->recs[s->n++] = r;
@@ -195,7 +195,7 @@ static void side_start(struct side *s, const char *secret, int timeout_ms, int l
 	assert_non_null(s->recs);
 	assert_int_equal(rps_transport_create("tcp", &p, &s->t), 0);
 	if (listen) {
-		assert_int_equal(s->t->ops->listen(s->t, "127.0.0.1", 0, &s->port), 0);
+		assert_int_equal(rps_tr_listen(s->t, "127.0.0.1", 0, &s->port), 0);
 		assert_true(s->port != 0);
 	}
 	assert_int_equal(pthread_create(&s->th, NULL, poller, s), 0);
@@ -204,7 +204,7 @@ static void side_start(struct side *s, const char *secret, int timeout_ms, int l
 static void side_stop(struct side *s)
 {
 	atomic_store(&s->stop, 1);
-	s->t->ops->wake(s->t);
+	rps_tr_wake(s->t);
 	pthread_join(s->th, NULL);
 	assert_int_equal(atomic_load(&s->errors), 0);
 	rps_transport_destroy(s->t);
@@ -272,7 +272,7 @@ static struct rps_conn *client_connect(struct side *cl, struct side *srv, const 
 	struct rps_conn *c = NULL;
 
 	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank, secret);
-	*rc_p = cl->t->ops->connect(cl->t, "127.0.0.1", srv->port, &h, ack, sizeof(ack), &ack_len,
+	*rc_p = rps_tr_connect(cl->t, "127.0.0.1", srv->port, &h, ack, sizeof(ack), &ack_len,
 				    2000, &c);
 	return c;
 }
@@ -285,7 +285,7 @@ static int send_pull(struct rps_transport *t, struct rps_conn *c, uint32_t req_i
 	struct iovec iov = {&p, sizeof(p)};
 
 	rps_proto_hdr_init(&h, RPS_OP_PULL, sizeof(p), req_id);
-	return t->ops->post_send(c, &h, &iov, 1, ctx);
+	return rps_tr_post_send(c, &h, &iov, 1, ctx);
 }
 
 /* ---- raw sockets ---- */
@@ -380,7 +380,7 @@ static void test_handshake(void **state)
 
 	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 5, SECRET);
 	h.channel = 0;
-	assert_int_equal(cl.t->ops->connect(cl.t, "127.0.0.1", srv.port, &h, ack, sizeof(ack),
+	assert_int_equal(rps_tr_connect(cl.t, "127.0.0.1", srv.port, &h, ack, sizeof(ack),
 					    &ack_len, 2000, &c),
 			 0);
 	assert_non_null(c);
@@ -413,7 +413,7 @@ static void test_handshake(void **state)
 	{
 		struct rps_conn *c3 = NULL;
 
-		assert_int_equal(cl.t->ops->connect(cl.t, "127.0.0.1", srv.port, &h, ack, 10,
+		assert_int_equal(rps_tr_connect(cl.t, "127.0.0.1", srv.port, &h, ack, 10,
 						    &ack_len, 2000, &c3),
 				 -EMSGSIZE);
 		assert_null(c3);
@@ -422,7 +422,7 @@ static void test_handshake(void **state)
 	{
 		struct rps_conn *c4 = NULL;
 
-		assert_int_equal(cl.t->ops->connect(cl.t, "127.0.0.1", 1, &h, ack, sizeof(ack),
+		assert_int_equal(rps_tr_connect(cl.t, "127.0.0.1", 1, &h, ack, sizeof(ack),
 						    &ack_len, 2000, &c4),
 				 -ECONNREFUSED);
 	}
@@ -434,7 +434,7 @@ static void test_handshake(void **state)
 	assert_int_equal(r->hdr.req_id, 7);
 	assert_ptr_equal(r->conn, nth(&srv, RPS_TR_EV_ACCEPTED, NULL, 0)->conn);
 
-	cl.t->ops->close(c);
+	rps_tr_close(c);
 	side_stop(&cl);
 	side_stop(&srv);
 }
@@ -461,7 +461,7 @@ static void test_wrong_secret(void **state)
 	pthread_mutex_lock(&srv.lock);
 	assert_int_equal(count_locked(&srv, RPS_TR_EV_ACCEPTED, NULL), 1);
 	pthread_mutex_unlock(&srv.lock);
-	cl.t->ops->close(c);
+	rps_tr_close(c);
 	side_stop(&cl);
 	side_stop(&srv);
 }
@@ -579,7 +579,7 @@ static void test_bad_frames(void **state)
 	assert_int_equal(count_locked(&cl, RPS_TR_EV_CLOSED, NULL), 0);
 	pthread_mutex_unlock(&cl.lock);
 
-	cl.t->ops->close(good);
+	rps_tr_close(good);
 	side_stop(&cl);
 	side_stop(&srv);
 }
@@ -626,7 +626,7 @@ static void test_bad_hello(void **state)
 	assert_int_equal(count_locked(&srv, RPS_TR_EV_ACCEPTED, NULL), 1);
 	assert_int_equal(count_locked(&srv, RPS_TR_EV_CLOSED, NULL), 0);
 	pthread_mutex_unlock(&srv.lock);
-	cl.t->ops->close(c);
+	rps_tr_close(c);
 	side_stop(&cl);
 	side_stop(&srv);
 }
@@ -675,7 +675,7 @@ static void test_many_small_in_order(void **state)
 	}
 	assert_int_equal(rps_tcp_pool_created(srv.t), created);
 
-	cl.t->ops->close(c);
+	rps_tr_close(c);
 	side_stop(&cl);
 	side_stop(&srv);
 }
@@ -702,7 +702,7 @@ static void send_big(struct side *cl, struct rps_conn *c, uint8_t *data, unsigne
 	iov[2].iov_base = data + half;
 	iov[2].iov_len = BIG_COUNT * 4 - half;
 	rps_proto_hdr_init(&h, RPS_OP_PUSH, sizeof(p) + BIG_COUNT * 4, seed);
-	assert_int_equal(cl->t->ops->post_send(c, &h, iov, 3, ctx), 0);
+	assert_int_equal(rps_tr_post_send(c, &h, iov, 3, ctx), 0);
 	if (!ctx) /* the transport copied what it could not send: scribble */
 		memset(data, 0, BIG_COUNT * 4);
 }
@@ -773,12 +773,12 @@ static void test_big_frames(void **state)
 		struct iovec iov = {data, 8};
 
 		rps_proto_hdr_init(&h, RPS_OP_PUSH, MAX_MSG + 1, 0);
-		assert_int_equal(cl.t->ops->post_send(c, &h, &iov, 1, 0), -EMSGSIZE);
+		assert_int_equal(rps_tr_post_send(c, &h, &iov, 1, 0), -EMSGSIZE);
 		rps_proto_hdr_init(&h, RPS_OP_PUSH, 9, 0);
-		assert_int_equal(cl.t->ops->post_send(c, &h, &iov, 1, 0), -EINVAL);
+		assert_int_equal(rps_tr_post_send(c, &h, &iov, 1, 0), -EINVAL);
 	}
 
-	cl.t->ops->close(c);
+	rps_tr_close(c);
 	side_stop(&cl);
 	side_stop(&srv);
 	free(data);
@@ -809,7 +809,7 @@ static void *sender_main(void *arg)
 		for (int k = 0; k < 16; k++)
 			v[k] = (float)(s->id * 100000 + i * 16 + (uint32_t)k);
 		rps_proto_hdr_init(&h, RPS_OP_PUSH, sizeof(p) + sizeof(local), s->id << 16 | i);
-		if (s->cl->t->ops->post_send(s->c, &h, iov, 2,
+		if (rps_tr_post_send(s->c, &h, iov, 2,
 					     zero_copy ? (uint64_t)s->id << 32 | i : 0) != 0)
 			return (void *)1;
 	}
@@ -873,7 +873,7 @@ static void test_concurrent_senders(void **state)
 		assert_int_equal(k, next[t]);
 		next[t]++;
 	}
-	cl.t->ops->close(c);
+	rps_tr_close(c);
 	side_stop(&cl);
 	side_stop(&srv);
 	free(snd);
@@ -897,7 +897,7 @@ static void test_send_done(void **state)
 
 		pulls[i].key = i;
 		rps_proto_hdr_init(&h, RPS_OP_PULL, sizeof(pulls[i]), i);
-		assert_int_equal(cl.t->ops->post_send(c, &h, &iov, 1, i % 2 ? 100 + i : 0), 0);
+		assert_int_equal(rps_tr_post_send(c, &h, &iov, 1, i % 2 ? 100 + i : 0), 0);
 	}
 	assert_true(wait_count(&cl, RPS_TR_EV_SEND_DONE, c, 5));
 	assert_true(wait_count(&srv, RPS_TR_EV_RECV, NULL, 10));
@@ -911,7 +911,7 @@ static void test_send_done(void **state)
 		assert_int_equal(r->ctx, 100 + 2 * i + 1);
 		assert_int_equal(r->status, 0);
 	}
-	cl.t->ops->close(c);
+	rps_tr_close(c);
 	side_stop(&cl);
 	side_stop(&srv);
 }
@@ -941,18 +941,18 @@ static void test_peer_close(void **state)
 	}
 
 	/* the client closes: the server sees CLOSED(-ECONNRESET) */
-	cl.t->ops->close(c1);
+	rps_tr_close(c1);
 	assert_true(wait_count(&srv, RPS_TR_EV_CLOSED, s1, 1));
 	assert_int_equal(nth(&srv, RPS_TR_EV_CLOSED, s1, 0)->status, -ECONNRESET);
 
 	/* the server closes: the client sees CLOSED, and sends fail */
-	srv.t->ops->close(s2);
+	rps_tr_close(s2);
 	assert_true(wait_count(&cl, RPS_TR_EV_CLOSED, c2, 1));
 	r = nth(&cl, RPS_TR_EV_CLOSED, c2, 0);
 	assert_int_equal(r->status, -ECONNRESET);
 	assert_int_equal(send_pull(cl.t, c2, 1, 0), -ECONNRESET);
 	assert_int_equal(send_pull(cl.t, c2, 2, 5), -ECONNRESET);
-	cl.t->ops->close(c2);
+	rps_tr_close(c2);
 	side_stop(&cl);
 	side_stop(&srv);
 }
@@ -1011,7 +1011,7 @@ static void test_backpressure(void **state)
 	side_start(&cl, SECRET, 300, 0); /* send timeout 300 ms */
 	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0, SECRET);
 	assert_int_equal(
-	    cl.t->ops->connect(cl.t, "127.0.0.1", m.port, &h, NULL, 0, &ack_len, 2000, &c), 0);
+	    rps_tr_connect(cl.t, "127.0.0.1", m.port, &h, NULL, 0, &ack_len, 2000, &c), 0);
 	assert_int_equal(ack_len, 0);
 
 	t0 = now_ms();
@@ -1021,7 +1021,7 @@ static void test_backpressure(void **state)
 		uint64_t before = now_ms();
 
 		rps_proto_hdr_init(&fh, RPS_OP_ERROR, 1 << 20, (uint32_t)sent);
-		rc = cl.t->ops->post_send(c, &fh, &iov, 1, 0);
+		rc = rps_tr_post_send(c, &fh, &iov, 1, 0);
 		if (rc) {
 			t_fail = now_ms() - before;
 			break;
@@ -1035,7 +1035,7 @@ static void test_backpressure(void **state)
 	assert_true(t_fail >= 250);
 	assert_true(now_ms() - t0 < 5000);
 
-	cl.t->ops->close(c);
+	rps_tr_close(c);
 	side_stop(&cl);
 	atomic_store(&m.done, 1);
 	pthread_join(th, &ret);
@@ -1118,7 +1118,7 @@ static void *waker(void *arg)
 	struct rps_transport *t = arg;
 
 	usleep(100 * 1000);
-	t->ops->wake(t);
+	rps_tr_wake(t);
 	return NULL;
 }
 
@@ -1134,19 +1134,19 @@ static void test_wake_and_reg_mem(void **state)
 
 	assert_int_equal(rps_transport_create("tcp", &p, &t), 0);
 	assert_int_equal(t->max_frame, 4096 + 24);
-	assert_int_equal(t->ops->reg_mem(t, buf, sizeof(buf), RPS_TR_ACCESS_REMOTE_READ, &mr), 0);
+	assert_int_equal(rps_tr_reg_mem(t, buf, sizeof(buf), RPS_TR_ACCESS_REMOTE_READ, &mr), 0);
 	assert_ptr_equal(mr.addr, buf);
 	assert_int_equal(mr.len, sizeof(buf));
 	assert_int_equal(mr.rkey, 0);
-	t->ops->dereg_mem(t, &mr);
+	rps_tr_dereg_mem(t, &mr);
 
-	assert_int_equal(t->ops->poll(t, ev, 4, 0), 0);
+	assert_int_equal(rps_tr_poll(t, ev, 4, 0), 0);
 	t0 = now_ms();
-	assert_int_equal(t->ops->poll(t, ev, 4, 50), 0);
+	assert_int_equal(rps_tr_poll(t, ev, 4, 50), 0);
 	assert_true(now_ms() - t0 >= 45);
 	assert_int_equal(pthread_create(&th, NULL, waker, t), 0);
 	t0 = now_ms();
-	assert_int_equal(t->ops->poll(t, ev, 4, -1), 0);
+	assert_int_equal(rps_tr_poll(t, ev, 4, -1), 0);
 	assert_true(now_ms() - t0 >= 90);
 	pthread_join(th, NULL);
 	rps_transport_destroy(t);

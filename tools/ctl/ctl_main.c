@@ -68,7 +68,7 @@ static int status(const struct rps_config *cfg)
 		return 1;
 	}
 	rps_proto_hello_init(&hello, RPS_ROLE_CTL, UINT32_MAX, cfg->secret);
-	rc = tr->ops->connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, cfg->timeout_ms,
+	rc = rps_tr_connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, cfg->timeout_ms,
 			      &conn);
 	if (rc) {
 		if (rc == -EACCES)
@@ -83,7 +83,7 @@ static int status(const struct rps_config *cfg)
 		goto out_transport;
 	}
 	rps_proto_hdr_init(&h, RPS_OP_STATUS, 0, 1);
-	rc = tr->ops->post_send(conn, &h, NULL, 0, 0);
+	rc = rps_tr_post_send(conn, &h, NULL, 0, 0);
 	if (rc) {
 		fprintf(stderr, "rdmaps-ctl: sending to the scheduler at %s: %s\n", cfg->scheduler,
 			rps_strerror(rc));
@@ -102,7 +102,7 @@ static int status(const struct rps_config *cfg)
 				cfg->scheduler, cfg->timeout_ms);
 			break;
 		}
-		n = tr->ops->poll(tr, ev, 8, (int)((deadline - now) / 1000000ull) + 1);
+		n = rps_tr_poll(tr, ev, 8, (int)((deadline - now) / 1000000ull) + 1);
 		if (n < 0 && n != -EINTR && n != -EAGAIN) {
 			fprintf(stderr, "rdmaps-ctl: poll: %s\n", rps_strerror(n));
 			break;
@@ -135,13 +135,13 @@ static int status(const struct rps_config *cfg)
 					done = 1;
 				}
 				if (ev[i].token)
-					tr->ops->release(tr, ev[i].token);
+					rps_tr_release(tr, ev[i].token);
 			}
 		}
 	}
 	fflush(stdout);
 out_conn:
-	tr->ops->close(conn);
+	rps_tr_close(conn);
 out_transport:
 	rps_transport_destroy(tr);
 	return rc;

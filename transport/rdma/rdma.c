@@ -67,7 +67,8 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 			    ? (uint32_t)cfg->num_servers * (uint32_t)RPS_MAX(cfg->shards, 1)
 			    : 4;
 	t->nsrqs = RPS_MAX(p->nchannels, 1u);
-	t->base.caps = RPS_TR_CAP_READ | RPS_TR_CAP_CHANNELS | RPS_TR_CAP_PROGRESS;
+	t->base.caps = RPS_TR_CAP_READ | RPS_TR_CAP_CHANNELS | RPS_TR_CAP_PROGRESS |
+		       RPS_TR_CAP_READ_NOTIFY;
 	t->base.max_frame = t->buf_bytes;
 	t->base.max_read_sge = RDMA_MAX_SGE;
 	t->efd = -1;
