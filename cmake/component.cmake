@@ -96,3 +96,8 @@ function(rps_legacy_user target folder)
   string(MAKE_C_IDENTIFIER "legacy_${folder}" v)
   target_link_libraries(${target} PRIVATE rps_all rps_view_${v})
 endfunction()
+
+# The views cannot stop `#include "../worker/x.h"`: a check in every build can.
+add_custom_target(rps_check_includes ALL
+  COMMAND ${CMAKE_SOURCE_DIR}/cmake/check_includes.sh ${CMAKE_SOURCE_DIR}
+  COMMENT "include paths do not climb out of their folder" VERBATIM)
