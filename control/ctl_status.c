@@ -38,6 +38,7 @@ int rps_ctl_opts_from_args(int *argc_p, char **argv, FILE *out, struct rps_ctl_o
 		return 1;
 	}
 	memset(opts_p, 0, sizeof(*opts_p));
+	opts_p->field_mask = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
 	snprintf(opts_p->scheduler, sizeof(opts_p->scheduler), "%s", cfg.scheduler);
 	snprintf(opts_p->secret, sizeof(opts_p->secret), "%s", cfg.secret);
 	opts_p->timeout_ms = cfg.timeout_ms;
@@ -111,8 +112,34 @@ static int status_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, F
 	return rc;
 }
 
-int rps_ctl_status_print(const struct rps_ctl_opts *o, FILE *out)
+/* opts with every member set: the caller's, the rest from the environment */
+static int opts_complete(const struct rps_ctl_opts *in, struct rps_ctl_opts *o)
 {
+	const uint64_t all = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
+	uint64_t m = in ? in->field_mask : 0;
+	struct rps_config cfg;
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	memset(&cfg, 0, sizeof(cfg));
+	if ((m & all) != all) {
+		rc = rps_config_init(&cfg);
+		if (rc)
+			return rc;
+	}
+	snprintf(o->scheduler, sizeof(o->scheduler), "%s",
+		 m & RPS_CTL_OPT_SCHEDULER ? in->scheduler : cfg.scheduler);
+	snprintf(o->secret, sizeof(o->secret), "%s",
+		 m & RPS_CTL_OPT_SECRET ? in->secret : cfg.secret);
+	o->timeout_ms = m & RPS_CTL_OPT_TIMEOUT_MS ? in->timeout_ms : cfg.timeout_ms;
+	o->field_mask = all;
+	return 0;
+}
+
+int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
+{
+	struct rps_ctl_opts full;
+	const struct rps_ctl_opts *o = &full;
 	struct rps_transport *tr;
 	struct rps_tr_params tp;
 	struct rps_conn *conn = NULL;
@@ -123,6 +150,9 @@ int rps_ctl_status_print(const struct rps_ctl_opts *o, FILE *out)
 	uint16_t port;
 	int rc;
 
+	rc = opts_complete(opts, &full);
+	if (rc)
+		return rc;
 	if (rps_config_parse_hostport(o->scheduler, host, sizeof(host), &port)) {
 		fprintf(stderr, "rdmaps-ctl: scheduler address '%s': expected host:port\n",
 			o->scheduler);
