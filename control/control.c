@@ -185,6 +185,8 @@ void rps_ctl_join_opts_init(struct rps_ctl_join_opts *o, const struct rps_config
 
 int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p)
 {
+	const struct rps_config *cfg = o->cfg;
+	struct rps_config dflt;
 	struct rps_tr_params tp;
 	pthread_condattr_t ca;
 	struct rps_ctl *ctl;
@@ -205,9 +207,13 @@ int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p)
 		RPS_ERR("scheduler address '%s': expected host:port", o->scheduler);
 		return -EINVAL;
 	}
-	timeout_ms = o->timeout_ms;
-	if (timeout_ms <= 0 && o->cfg)
-		timeout_ms = o->cfg->timeout_ms;
+	if (!cfg) {
+		rc = rps_config_init(&dflt); /* defaults and RDMAPS_* */
+		if (rc)
+			return rc;
+		cfg = &dflt;
+	}
+	timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : cfg->timeout_ms;
 	if (timeout_ms <= 0)
 		timeout_ms = 30000;
 	deadline = rps_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -217,9 +223,7 @@ int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p)
 		return -ENOMEM;
 	snprintf(ctl->sched, sizeof(ctl->sched), "%s", o->scheduler);
 	ctl->role = o->role;
-	ctl->heartbeat_ms = o->heartbeat_ms;
-	if (ctl->heartbeat_ms <= 0 && o->cfg)
-		ctl->heartbeat_ms = o->cfg->heartbeat_ms;
+	ctl->heartbeat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : cfg->heartbeat_ms;
 	if (ctl->heartbeat_ms <= 0)
 		ctl->heartbeat_ms = 1000;
 	ctl->on_dead = o->on_dead;
@@ -244,7 +248,7 @@ int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p)
 	tp.max_msg = CTL_MAX_MSG;
 	tp.timeout_ms = timeout_ms;
 	tp.nchannels = 1;
-	tp.cfg = o->cfg;
+	tp.cfg = cfg;
 	tp.arg = ctl;
 	rc = rps_transport_create("tcp", &tp, &ctl->tr);
 	if (rc)

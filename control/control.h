@@ -26,7 +26,7 @@ struct rps_ctl_join_opts {
 	uint32_t want_rank; /* UINT32_MAX: any; a rank to rejoin as after a restart */
 	int timeout_ms;	    /* how long to wait for the scheduler and the cluster */
 	int heartbeat_ms;
-	const struct rps_config *cfg; /* the node's configuration; NULL: defaults */
+	const struct rps_config *cfg; /* the node's configuration; NULL: defaults + RDMAPS_* */
 	/* Called from the control thread. */
 	void (*on_dead)(void *arg, const struct rps_node *node);
 	void (*on_shutdown)(void *arg);

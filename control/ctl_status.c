@@ -112,34 +112,27 @@ static int status_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, F
 	return rc;
 }
 
-/* opts with every member set: the caller's, the rest from the environment */
-static int opts_complete(const struct rps_ctl_opts *in, struct rps_ctl_opts *o)
+/* opts with every member set: the caller's, the rest from cfg (defaults
+ * and the environment) */
+static void opts_complete(const struct rps_ctl_opts *in, const struct rps_config *cfg,
+			  struct rps_ctl_opts *o)
 {
-	const uint64_t all = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
 	uint64_t m = in ? in->field_mask : 0;
-	struct rps_config cfg;
-	int rc;
 
 	memset(o, 0, sizeof(*o));
-	memset(&cfg, 0, sizeof(cfg));
-	if ((m & all) != all) {
-		rc = rps_config_init(&cfg);
-		if (rc)
-			return rc;
-	}
 	snprintf(o->scheduler, sizeof(o->scheduler), "%s",
-		 m & RPS_CTL_OPT_SCHEDULER ? in->scheduler : cfg.scheduler);
+		 m & RPS_CTL_OPT_SCHEDULER ? in->scheduler : cfg->scheduler);
 	snprintf(o->secret, sizeof(o->secret), "%s",
-		 m & RPS_CTL_OPT_SECRET ? in->secret : cfg.secret);
-	o->timeout_ms = m & RPS_CTL_OPT_TIMEOUT_MS ? in->timeout_ms : cfg.timeout_ms;
-	o->field_mask = all;
-	return 0;
+		 m & RPS_CTL_OPT_SECRET ? in->secret : cfg->secret);
+	o->timeout_ms = m & RPS_CTL_OPT_TIMEOUT_MS ? in->timeout_ms : cfg->timeout_ms;
+	o->field_mask = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
 }
 
 int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 {
 	struct rps_ctl_opts full;
 	const struct rps_ctl_opts *o = &full;
+	struct rps_config cfg;
 	struct rps_transport *tr;
 	struct rps_tr_params tp;
 	struct rps_conn *conn = NULL;
@@ -150,9 +143,10 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 	uint16_t port;
 	int rc;
 
-	rc = opts_complete(opts, &full);
+	rc = rps_config_init(&cfg);
 	if (rc)
 		return rc;
+	opts_complete(opts, &cfg, &full);
 	if (rps_config_parse_hostport(o->scheduler, host, sizeof(host), &port)) {
 		fprintf(stderr, "rdmaps-ctl: scheduler address '%s': expected host:port\n",
 			o->scheduler);
@@ -163,6 +157,7 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 	tp.max_msg = CTL_STATUS_MAX_MSG;
 	tp.timeout_ms = o->timeout_ms;
 	tp.nchannels = 1;
+	tp.cfg = &cfg;
 	rc = rps_transport_create("tcp", &tp, &tr);
 	if (rc) {
 		fprintf(stderr, "rdmaps-ctl: tcp transport: %s\n", rps_strerror(rc));
