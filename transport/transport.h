@@ -106,13 +106,30 @@ struct rps_tr_event {
 	void *token;             /* RECV: give back with release() */
 };
 
+/* Settings of the RDMA transport (the RDMAPS_RDMA_* options). */
+struct rps_rdma_params {
+	uint64_t buf_bytes;     /* payload of one receive / send buffer */
+	uint32_t recv_bufs;     /* receive buffers per SRQ */
+	uint32_t credits;       /* sends in flight per connection (>= 2) */
+	int max_rd;             /* outstanding RDMA READs */
+	int event_mode;         /* 1: sleep on the completion channel when idle */
+	int poll_spin_us;       /* event mode: spin this long after activity */
+	uint32_t expect_peers;  /* connections expected per SRQ (receive grant) */
+	uint32_t expect_out;    /* outgoing connections expected */
+};
+
+/* What a transport is created with. Fill it with rps_tr_params_from_config()
+ * (the one place that maps options to transport settings, with the option
+ * table's defaults), then set the callbacks and what the caller overrides.
+ * A transport takes every value as given: it has no defaults of its own.
+ * TCP uses only the common part. */
 struct rps_tr_params {
 	const char *secret;      /* checked against every incoming hello */
 	uint64_t max_msg;        /* largest frame payload accepted */
-	int timeout_ms;
+	int timeout_ms;          /* connect, handshake, send waits */
 	uint32_t nchannels;      /* listening side: receive queues (shards) */
-	const char *device;      /* RDMA device name or NULL */
-	const struct rps_config *cfg; /* everything else (buffer sizes, credits) */
+	const char *device;      /* RDMA device name or NULL (by local address) */
+	struct rps_rdma_params rdma;
 	void *arg;               /* passed to the callbacks */
 	/* Listening side: accept (return 0 and fill ack[0..*ack_len_p), at most
 	 * RPS_TR_ACK_MAX) or refuse (-errno, *why_p = reason). May be NULL:
@@ -188,6 +205,12 @@ extern const struct rps_transport_ops rps_tcp_ops;
 #ifdef RPS_WITH_RDMA
 extern const struct rps_transport_ops rps_rdma_ops;
 #endif
+
+struct rps_config;
+
+/* Fill *p_p from cfg: secret, max_msg, timeout_ms, device and the RDMA
+ * settings; nchannels 1, no callbacks. Strings point into cfg. */
+void rps_tr_params_from_config(const struct rps_config *cfg, struct rps_tr_params *p_p);
 
 /* By name ("tcp", "rdma"): checks the mandatory ops and creates it.
  * -ENOTSUP for an unknown or not-built transport, with a logged reason. */

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "src/config.h"
 #include "src/proto.h"
 #include "transport/tcp/tcp.h"
 #include "transport/transport.h"
@@ -179,14 +180,26 @@ static void *poller(void *arg)
 	return NULL;
 }
 
+/* The option table's defaults, as every transport's caller passes them. */
+static void tparams(struct rps_tr_params *p_p)
+{
+	struct rps_config cfg;
+
+	assert_int_equal(rps_config_init(&cfg), 0);
+	rps_tr_params_from_config(&cfg, p_p);
+}
+
 static void side_start(struct side *s, const char *secret, int timeout_ms, int listen)
 {
-	struct rps_tr_params p = {.secret = secret,
-				  .max_msg = MAX_MSG,
-				  .timeout_ms = timeout_ms,
-				  .on_hello = on_hello,
-				  .recv_dest = recv_dest,
-				  .arg = s};
+	struct rps_tr_params p;
+
+	tparams(&p);
+	p.secret = secret;
+	p.max_msg = MAX_MSG;
+	p.timeout_ms = timeout_ms;
+	p.on_hello = on_hello;
+	p.recv_dest = recv_dest;
+	p.arg = s;
 
 	memset(s, 0, sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);
@@ -1124,7 +1137,7 @@ static void *waker(void *arg)
 
 static void test_wake_and_reg_mem(void **state)
 {
-	struct rps_tr_params p = {.secret = SECRET, .max_msg = 4096};
+	struct rps_tr_params p;
 	struct rps_transport *t;
 	struct rps_tr_event ev[4];
 	struct rps_tr_mr mr;
@@ -1132,6 +1145,9 @@ static void test_wake_and_reg_mem(void **state)
 	uint64_t t0;
 	char buf[64];
 
+	tparams(&p);
+	p.secret = SECRET;
+	p.max_msg = 4096;
 	assert_int_equal(rps_transport_create("tcp", &p, &t), 0);
 	assert_int_equal(t->max_frame, 4096 + 24);
 	assert_int_equal(rps_tr_reg_mem(t, buf, sizeof(buf), RPS_TR_ACCESS_REMOTE_READ, &mr), 0);

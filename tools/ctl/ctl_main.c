@@ -56,12 +56,8 @@ static int status(const struct rps_config *cfg)
 			cfg->scheduler);
 		return 2;
 	}
-	memset(&tp, 0, sizeof(tp));
-	tp.secret = cfg->secret;
+	rps_tr_params_from_config(cfg, &tp);
 	tp.max_msg = CTL_MAX_MSG;
-	tp.timeout_ms = cfg->timeout_ms;
-	tp.nchannels = 1;
-	tp.cfg = cfg;
 	rc = rps_transport_create("tcp", &tp, &tr);
 	if (rc) {
 		fprintf(stderr, "rdmaps-ctl: tcp transport: %s\n", rps_strerror(rc));

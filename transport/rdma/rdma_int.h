@@ -190,7 +190,7 @@ struct rps_rdma_transport {
 	struct rps_transport base;
 	char secret[128];
 	char device[64];
-	/* settings (from params.cfg, with defaults) */
+	/* settings, from params (rps_tr_params_from_config) */
 	uint32_t buf_bytes;
 	uint32_t recv_bufs;
 	uint32_t credits;

@@ -27,6 +27,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,7 +37,6 @@
 #include <unistd.h>
 
 #include "src/alloc.h"
-#include "src/config.h"
 #include "src/log.h"
 #include "src/util.h"
 #include "transport/tcp/tcp.h"
@@ -205,11 +205,18 @@ void tcp_conn_free(struct tcp_conn *c)
 
 static int tcp_create(const struct rps_tr_params *p, struct rps_transport **t_p)
 {
-	struct tcp_transport *tt = rps_calloc(1, sizeof(*tt));
 	struct epoll_event e = {.events = EPOLLIN};
+	struct tcp_transport *tt;
 	uint64_t max_msg;
 	int rc;
 
+	if (!p->max_msg || p->timeout_ms <= 0) {
+		/* the settings as given (rps_tr_params_from_config): no defaults here */
+		RPS_ERR("tcp: transport parameters not set (max_msg %" PRIu64 ", timeout %d ms)",
+			p->max_msg, p->timeout_ms);
+		return -EINVAL;
+	}
+	tt = rps_calloc(1, sizeof(*tt));
 	if (!tt)
 		return -ENOMEM;
 	tt->base.ops = &rps_tcp_ops;
@@ -221,16 +228,11 @@ static int tcp_create(const struct rps_tr_params *p, struct rps_transport **t_p)
 	}
 	tt->base.params.secret = tt->secret;
 	max_msg = p->max_msg;
-	if (!max_msg)
-		max_msg = p->cfg && p->cfg->max_msg ? p->cfg->max_msg : TCP_DEFAULT_MAX_MSG;
 	if (max_msg > UINT32_MAX)
 		max_msg = UINT32_MAX; /* hdr.len is 32 bits */
 	tt->max_msg = max_msg;
 	tt->base.params.max_msg = max_msg;
-	tt->timeout_ms = p->timeout_ms > 0		    ? p->timeout_ms
-			 : p->cfg && p->cfg->timeout_ms > 0 ? p->cfg->timeout_ms
-							    : TCP_DEFAULT_TIMEOUT_MS;
-	tt->base.params.timeout_ms = tt->timeout_ms;
+	tt->timeout_ms = p->timeout_ms;
 	tt->base.caps = RPS_TR_CAP_RECV_DEST;
 	tt->base.max_frame = max_msg + sizeof(struct rps_frame_hdr);
 	tt->base.max_read_sge = 0;

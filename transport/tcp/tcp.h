@@ -31,8 +31,6 @@
 #define TCP_IOV_MAX	       1024	     /* iovecs in one post_send (header included) */
 #define TCP_IOV_BATCH	       64	     /* iovecs gathered per flush syscall */
 #define TCP_ERR_TEXT_MAX       256	     /* reason text in ERROR frames we send */
-#define TCP_DEFAULT_TIMEOUT_MS 10000
-#define TCP_DEFAULT_MAX_MSG    (64ull << 20)
 #define TCP_MAX_LISTENERS      8
 
 /* Receive buffer pool: class 0 holds no data (the fixed part only, for
