@@ -2,7 +2,10 @@
  * transport directly. Implementations: transport/tcp (always), transport/rdma
  * (verbs + librdmacm). Each fills a `static const struct rps_transport_ops`
  * with designated initializers; rps_transport_create() checks the mandatory
- * ops and capabilities are queried from t->caps, never guessed from NULLs.
+ * ops and that every capability has its op, and fills the optional ops a
+ * transport leaves out with stubs returning -EOPNOTSUPP (rdma-core's
+ * dummy_ops). Capabilities are queried with rps_tr_has(), never guessed
+ * from NULL pointers.
  *
  * Model
  * - A transport instance is created per process and role (one for the data
@@ -170,10 +173,10 @@ struct rps_transport_ops {
 	int (*post_send)(struct rps_conn *c, const struct rps_frame_hdr *hdr,
 			 const struct iovec *iov, int iovcnt, uint64_t ctx);
 	/* One-sided read of [raddr, raddr + sum(sge.len)) under rkey into the
-	 * local sges, in order. Completion: READ_DONE(ctx). Only with RPS_TR_CAP_READ. */
+	 * local sges, in order. Completion: READ_DONE(ctx). RPS_TR_CAP_READ. */
 	int (*read_remote)(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
 			   uint64_t raddr, uint32_t rkey, uint64_t ctx);
-	/* Optional: read_remote whose completion is no event but d itself:
+	/* RPS_TR_CAP_READ_NOTIFY: read_remote whose completion is no event but d itself:
 	 * d->status, then d->state = RPS_TR_DONE (release). Whoever finds the
 	 * READ still pending and wants to sleep moves d->state from
 	 * RPS_TR_PENDING to RPS_TR_PENDING_WAKE; the completion of such a READ
@@ -185,7 +188,7 @@ struct rps_transport_ops {
 			   uint64_t raddr, uint32_t rkey, struct rps_tr_done *d);
 	/* Up to max events; waits up to timeout_ms (0 = don't wait, < 0 = forever). */
 	int (*poll)(struct rps_transport *t, struct rps_tr_event *ev, int max, int timeout_ms);
-	/* Optional (RPS_TR_CAP_PROGRESS): reap completions from the calling
+	/* RPS_TR_CAP_PROGRESS: reap completions from the calling
 	 * thread and return up to max pending events, as poll() would. Never
 	 * waits: returns 0 at once when another thread is reaping right now.
 	 * The caller handles the events exactly as the poll() thread does. Any
@@ -218,8 +221,8 @@ int rps_transport_create(const char *name, const struct rps_tr_params *p,
 			 struct rps_transport **t_p);
 
 /* Call sites use these wrappers, never t->ops->op(...) (as verbs.h does for
- * ibv_post_send): one place to see what every op costs. Optional ops are
- * reached only under their capability, which rps_transport_create checked. */
+ * ibv_post_send): one place to see what every op costs. An optional op
+ * without its capability returns -EOPNOTSUPP. */
 static inline void rps_transport_destroy(struct rps_transport *t)
 {
 	t->ops->destroy(t);

@@ -387,7 +387,11 @@ static void test_handshake(void **state)
 	side_start(&srv, SECRET, 2000, 1);
 	side_start(&cl, SECRET, 2000, 0);
 	assert_int_equal(srv.t->caps, RPS_TR_CAP_RECV_DEST);
-	assert_null(srv.t->ops->read_remote);
+	assert_false(rps_tr_has(srv.t, RPS_TR_CAP_READ));
+	assert_false(rps_tr_has(srv.t, RPS_TR_CAP_READ_NOTIFY));
+	assert_false(rps_tr_has(srv.t, RPS_TR_CAP_PROGRESS));
+	/* optional ops without their capability: stubs, never NULL */
+	assert_int_equal(rps_tr_progress(srv.t, NULL, 0), -EOPNOTSUPP);
 	assert_int_equal(srv.t->max_frame, (uint64_t)MAX_MSG + 24);
 	assert_string_equal(srv.t->ops->name, "tcp");
 
@@ -397,6 +401,7 @@ static void test_handshake(void **state)
 					    &ack_len, 2000, &c),
 			 0);
 	assert_non_null(c);
+	assert_int_equal(rps_tr_read_remote(c, NULL, 0, 0, 0, 1), -EOPNOTSUPP);
 	assert_int_equal(ack_len, sizeof(a) + sizeof(d));
 	memcpy(&a, ack, sizeof(a));
 	memcpy(d, ack + sizeof(a), sizeof(d));

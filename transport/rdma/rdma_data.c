@@ -302,7 +302,7 @@ void rps_rdma_progress_or_wait(struct rps_rdma_transport *t, uint64_t gen, uint6
 	 * which it does not while callers reap for themselves) */
 	atomic_fetch_add(&t->res_waiters, 1);
 	if (atomic_load(&t->caller_poll_ns))
-		t->base.ops->wake(&t->base);
+		rps_tr_wake(&t->base);
 	rps_deadline_ms(&ts, 1);
 	pthread_mutex_lock(&t->res_lock);
 	if (atomic_load(&t->res_gen) == gen)

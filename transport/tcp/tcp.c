@@ -910,7 +910,6 @@ const struct rps_transport_ops rps_tcp_ops = {
     .listen = tcp_listen,
     .connect = tcp_connect,
     .post_send = tcp_post_send,
-    .read_remote = NULL,
     .poll = tcp_poll,
     .release = tcp_release,
     .reg_mem = tcp_reg_mem,
