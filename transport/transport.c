@@ -14,9 +14,9 @@
 #define NTRANSPORTS (sizeof(transports) / sizeof(transports[0]))
 
 static const struct rps_transport_ops *const transports[] = {
-	&rps_tcp_ops,
+    &rps_tcp_ops,
 #ifdef RPS_WITH_RDMA
-	&rps_rdma_ops,
+    &rps_rdma_ops,
 #endif
 };
 
@@ -50,9 +50,9 @@ static const struct {
 	size_t op; /* offsetof(struct rps_transport_ops, op) */
 	const char *name;
 } cap_ops[] = {
-	{RPS_TR_CAP_READ, offsetof(struct rps_transport_ops, read_remote), "read_remote"},
-	{RPS_TR_CAP_READ_NOTIFY, offsetof(struct rps_transport_ops, read_notify), "read_notify"},
-	{RPS_TR_CAP_PROGRESS, offsetof(struct rps_transport_ops, progress), "progress"},
+    {RPS_TR_CAP_READ, offsetof(struct rps_transport_ops, read_remote), "read_remote"},
+    {RPS_TR_CAP_READ_NOTIFY, offsetof(struct rps_transport_ops, read_notify), "read_notify"},
+    {RPS_TR_CAP_PROGRESS, offsetof(struct rps_transport_ops, progress), "progress"},
 };
 
 static int has_op(const struct rps_transport_ops *o, size_t off)

@@ -21,7 +21,7 @@
 
 #include "src/config.h"
 #include "src/proto.h"
-#include "transport/tcp/tcp.h"
+#include "transport/tcp/tcp_int.h"
 #include "transport/transport.h"
 
 #define SECRET	  "s3cret"
