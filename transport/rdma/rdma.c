@@ -1,7 +1,9 @@
 /* The RDMA transport (verbs + librdmacm): the ops table, create/destroy,
  * poll() and wake(). The rest: rdma_dev.c (device, SRQs), rdma_cm.c
- * (listen/connect), rdma_conn.c (connections, teardown), rdma_data.c (data
- * path), rdma_mr.c (registration, MR cache). Deployment: docs/rdma.md. */
+ * (listen, CM events), rdma_connect.c (connect), rdma_conn.c (connections,
+ * teardown), rdma_send.c (SENDs, credits, event queue), rdma_read.c (RDMA
+ * READs), rdma_cq.c (completions), rdma_mr.c (registration, MR cache).
+ * Deployment: docs/rdma.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
