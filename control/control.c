@@ -243,12 +243,10 @@ int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p)
 		goto err_free;
 	}
 
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(cfg, &tp);
 	tp.secret = o->secret ? o->secret : "";
 	tp.max_msg = CTL_MAX_MSG;
 	tp.timeout_ms = timeout_ms;
-	tp.nchannels = 1;
-	tp.cfg = cfg;
 	tp.arg = ctl;
 	rc = rps_transport_create("tcp", &tp, &ctl->tr);
 	if (rc)

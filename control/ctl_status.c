@@ -152,12 +152,10 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 			o->scheduler);
 		return -EDESTADDRREQ;
 	}
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(&cfg, &tp);
 	tp.secret = o->secret;
 	tp.max_msg = CTL_STATUS_MAX_MSG;
 	tp.timeout_ms = o->timeout_ms;
-	tp.nchannels = 1;
-	tp.cfg = &cfg;
 	rc = rps_transport_create("tcp", &tp, &tr);
 	if (rc) {
 		fprintf(stderr, "rdmaps-ctl: tcp transport: %s\n", rps_strerror(rc));

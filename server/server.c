@@ -1024,13 +1024,11 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	rps_srv_pool_init(&srv->reqs, sizeof(struct rps_srv_req));
 	rps_srv_bufpool_init(&srv->net_bufs, srv->max_msg);
 
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(cfg, &tp);
 	tp.secret = srv->secret;
-	tp.max_msg = srv->max_msg;
-	tp.timeout_ms = opts->timeout_ms;
+	if (opts->timeout_ms > 0)
+		tp.timeout_ms = opts->timeout_ms;
 	tp.nchannels = (uint32_t)srv->nshards;
-	tp.device = cfg->device[0] ? cfg->device : NULL;
-	tp.cfg = cfg;
 	tp.arg = srv;
 	tp.on_hello = on_hello;
 	tp.recv_dest = NULL;

@@ -473,12 +473,9 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		goto err_leave;
 	}
 
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(w->cfg, &tp);
 	tp.secret = w->secret;
-	tp.max_msg = w->cfg->max_msg;
 	tp.timeout_ms = w->timeout_ms;
-	tp.device = w->cfg->device[0] ? w->cfg->device : NULL;
-	tp.cfg = w->cfg;
 	tp.arg = w;
 	tp.recv_dest = rps_wrecv_dest;
 	rc = rps_transport_create(w->transport_name, &tp, &w->tr);
