@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,6 +47,31 @@ static int env_is_harness(const char *v)
 	return 0;
 }
 
+/* Each problem with the environment ("RDMAPS_PORT=abc", an unknown variable)
+ * is reported once per process, however many configurations are filled (every
+ * worker and server fills its own). Remembered by a hash of "NAME=value". */
+static pthread_mutex_t reported_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t reported[64];
+static unsigned nreported;
+
+/* 1 the first time for this text (the caller reports it), else 0. */
+static int first_report(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	int first = 1;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	pthread_mutex_lock(&reported_lock);
+	for (unsigned i = 0; i < nreported; i++)
+		if (reported[i] == h)
+			first = 0;
+	if (first && nreported < RPS_ARRAY_SIZE(reported))
+		reported[nreported++] = h;
+	pthread_mutex_unlock(&reported_lock);
+	return first;
+}
+
 static void warn_unknown_env(void)
 {
 	for (char **ep = environ; ep && *ep; ep++) {
@@ -66,6 +92,8 @@ static void warn_unknown_env(void)
 		} else {
 			name[0] = '\0';
 		}
+		if (!first_report(v, (size_t)(eq - v)))
+			continue;
 		const char *near = name[0] ? rps_cfg_closest_name(name) : NULL;
 
 		if (near) {
@@ -91,13 +119,18 @@ int rps_config_init(struct rps_config *cfg)
 	for (const struct rps_config_entry *e = rps_config_table; e->name; e++)
 		rps_cfg_set_default(cfg, e);
 	for (const struct rps_config_entry *e = rps_config_table; e->name; e++) {
-		char var[80];
+		char var[80], seen[RPS_STR_MAX + 96];
 		const char *v;
 
 		rps_cfg_env_name(e, var, sizeof(var));
 		v = getenv(var);
-		if (v && rps_cfg_set_entry(cfg, e, v, var, '=', 0) && !rc)
-			rc = -EINVAL;
+		if (!v || !rps_cfg_set_entry(cfg, e, v, var, '=', 1))
+			continue;
+		/* bad: the default stays; say why, once per process */
+		snprintf(seen, sizeof(seen), "%s=%s", var, v);
+		if (first_report(seen, strlen(seen)))
+			rps_cfg_set_entry(cfg, e, v, var, '=', 0);
+		rc = -EINVAL;
 	}
 	rps_log_set_level(rps_log_level_parse(cfg->log_level));
 	warn_unknown_env();
