@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "src/init.h"
 #include "src/log.h"
 #include "src/proto.h"
 #include "src/util.h"
@@ -161,46 +162,12 @@ int rps_cfg_check_secret(const char *v, const char **why_p)
 	return 0;
 }
 
-/* zeros | const:V | uniform:A,B | normal:MEAN,STD | push */
+/* zeros | const:V | uniform:A,B | normal:MEAN,STD | push: src/init.c says. */
 int rps_cfg_check_init(const char *v, const char **why_p)
 {
-	const char *arg = strchr(v, ':');
-	size_t kind_len = arg ? (size_t)(arg - v) : strlen(v);
-	int nargs;
-	char *end;
-	double a, b = 0;
+	struct rps_init in = {0};
 
-	*why_p = "expected zeros | const:V | uniform:A,B | normal:MEAN,STD | push";
-	if (!arg)
-		return (!strcmp(v, "zeros") || !strcmp(v, "push")) ? 0 : -EINVAL;
-	if (kind_len == 5 && !strncmp(v, "const", 5))
-		nargs = 1;
-	else if ((kind_len == 7 && !strncmp(v, "uniform", 7)) ||
-		 (kind_len == 6 && !strncmp(v, "normal", 6)))
-		nargs = 2;
-	else
-		return -EINVAL;
-	arg++;
-	a = strtod(arg, &end);
-	if (end == arg || !isfinite(a))
-		return -EINVAL;
-	if (nargs == 2) {
-		if (*end != ',')
-			return -EINVAL;
-		arg = end + 1;
-		b = strtod(arg, &end);
-		if (end == arg || !isfinite(b))
-			return -EINVAL;
-		if (!strncmp(v, "uniform", 7) && !(a < b)) {
-			*why_p = "uniform:A,B needs A < B";
-			return -EINVAL;
-		}
-		if (!strncmp(v, "normal", 6) && b < 0) {
-			*why_p = "normal:MEAN,STD needs STD >= 0";
-			return -EINVAL;
-		}
-	}
-	return *end ? -EINVAL : 0;
+	return rps_init_parse(v, &in, why_p);
 }
 
 /* Parse and validate value for e and store it in cfg. origin names the source
