@@ -5,6 +5,8 @@
 #include <rdmaps/status.h>
 #include <rdmaps/types.h>
 #include <rdmaps/config.h>
+#include <rdmaps/keys.h>
+#include <rdmaps/optim.h>
 #include <rdmaps/worker.h>
 #include <rdmaps/server.h>
 
