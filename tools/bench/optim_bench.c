@@ -12,10 +12,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "src/alloc.h"
+#include <rdmaps/rdmaps.h>
+
+/* The one internal header: this benchmarks the servers' optimizer kernel
+ * itself (rps_optim_apply on caller-given state, as a shard applies it), which
+ * the public rps_optimizer API wraps with state of its own. */
 #include "src/optim.h"
-#include "src/util.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* splitmix64: reproducible pseudo-random buffer contents */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
 
 #define SGD_MIN_RATIO 0.8
 
@@ -150,13 +171,13 @@ struct bufs {
 /* One pass of kernel k; returns seconds. */
 static double run_once(struct bufs *b, int k)
 {
-	uint64_t t0 = rps_now_ns();
+	uint64_t t0 = now_ns();
 
 	if (k == K_SAXPY)
 		cblas_saxpy((int)b->n, -1e-6f, b->g, 1, b->w, 1);
 	else
 		rps_optim_apply(&b->opts[k], b->w, b->g, b->m, b->v, b->n, 0, 0);
-	return (double)(rps_now_ns() - t0) * 1e-9;
+	return (double)(now_ns() - t0) * 1e-9;
 }
 
 int main(int argc, char **argv)
@@ -185,13 +206,13 @@ int main(int argc, char **argv)
 	/* per-core figures: OpenBLAS would otherwise spread saxpy over threads */
 	openblas_set_num_threads(1);
 
-	b.w = rps_aligned_alloc(64, bytes);
-	b.g = rps_aligned_alloc(64, bytes);
-	b.m = rps_aligned_alloc(64, bytes);
-	b.v = rps_aligned_alloc(64, bytes);
+	b.w = aligned_alloc(64, (bytes + 63) / 64 * 64);
+	b.g = aligned_alloc(64, (bytes + 63) / 64 * 64);
+	b.m = aligned_alloc(64, (bytes + 63) / 64 * 64);
+	b.v = aligned_alloc(64, (bytes + 63) / 64 * 64);
 	pass = b.w && b.g && b.m && b.v;
 	for (int k = 0; k < K_COUNT; k++) {
-		t[k] = rps_calloc((size_t)a.iters, sizeof(double));
+		t[k] = calloc((size_t)a.iters, sizeof(double));
 		pass = pass && t[k];
 	}
 	if (!pass) {
@@ -199,7 +220,7 @@ int main(int argc, char **argv)
 		goto out_free;
 	}
 	for (size_t i = 0; i < b.n; i++) {
-		uint64_t h = rps_hash64(i);
+		uint64_t h = mix64(i);
 
 		b.w[i] = (float)(h & 0xffff) / 65536.0f - 0.5f;
 		b.g[i] = (float)((h >> 16) & 0xffff) / 65536.0f - 0.5f;
@@ -269,10 +290,10 @@ int main(int argc, char **argv)
 
 out_free:
 	for (int k = 0; k < K_COUNT; k++)
-		rps_free(t[k]);
-	rps_free(b.w);
-	rps_free(b.g);
-	rps_free(b.m);
-	rps_free(b.v);
+		free(t[k]);
+	free(b.w);
+	free(b.g);
+	free(b.m);
+	free(b.v);
 	return rc;
 }
