@@ -22,14 +22,6 @@ foreach(c src transport http control server worker)
   set(RPS_VIEW_test_${c} ${RPS_VIEW_${c}} tests)
 endforeach()
 
-# TEMPORARY ALLOWANCE (delete once these use only the public API): folders of
-# tools/ and examples/ that still include internal headers (src/*.h). Each
-# sees src/ and its own folder, and links the static library's internals.
-# Everything in tools/ and examples/ that is not listed here sees include/
-# only. The installed-package test (tests/integration/install.sh) skips
-# building the listed folders against the installed package.
-set(RPS_LEGACY_INTERNAL_USERS "")
-
 # rps_view(NAME FOLDER...): the include view NAME (an INTERFACE target
 # rps_view_NAME) made of FOLDERs (paths relative to the source root).
 function(rps_view name)
@@ -51,14 +43,6 @@ foreach(v src transport http control server worker)
   rps_view(${v} ${RPS_VIEW_${v}})
   rps_view(test_${v} ${RPS_VIEW_test_${v}})
 endforeach()
-foreach(u ${RPS_LEGACY_INTERNAL_USERS})
-  string(MAKE_C_IDENTIFIER "legacy_${u}" v)
-  rps_view(${v} src ${u})
-endforeach()
-# install.sh reads this list
-string(REPLACE ";" "\n" legacy_lines "${RPS_LEGACY_INTERNAL_USERS}")
-file(WRITE ${CMAKE_BINARY_DIR}/legacy-internal-users.txt "${legacy_lines}\n")
-
 # rps_component(COMPONENT [SUBFOLDER...]): the OBJECT library rps_COMPONENT of
 # every .c file in the folder COMPONENT/ (and COMPONENT/SUBFOLDER/), except
 # program entry points (*_main.c), compiled with the view of COMPONENT.
@@ -85,16 +69,6 @@ function(rps_program name main comp)
   add_executable(${name} ${main})
   target_link_libraries(${name} PRIVATE rps_all rps_view_${comp})
   install(TARGETS ${name} RUNTIME DESTINATION bin)
-endfunction()
-
-# rps_legacy_user(TARGET FOLDER): TARGET (of FOLDER in RPS_LEGACY_INTERNAL_USERS)
-# may include src/*.h and FOLDER/; it links the library's internals.
-function(rps_legacy_user target folder)
-  if(NOT folder IN_LIST RPS_LEGACY_INTERNAL_USERS)
-    message(FATAL_ERROR "${target}: ${folder} is not in RPS_LEGACY_INTERNAL_USERS")
-  endif()
-  string(MAKE_C_IDENTIFIER "legacy_${folder}" v)
-  target_link_libraries(${target} PRIVATE rps_all rps_view_${v})
 endfunction()
 
 # The views cannot stop `#include "../worker/x.h"`: a check in every build can.
