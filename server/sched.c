@@ -24,7 +24,7 @@
 #include "src/metrics.h"
 #include "src/proto.h"
 #include "src/util.h"
-#include "transport/http.h"
+#include "http/http.h"
 #include "transport/transport.h"
 
 #include <rdmaps/status.h>

@@ -23,8 +23,8 @@
 #include "src/log.h"
 #include "src/metrics.h"
 #include "src/util.h"
-#include "transport/control.h"
-#include "transport/http.h"
+#include "control/control.h"
+#include "http/http.h"
 
 #define RPS_SRV_POLL_MS 100
 #define RPS_SRV_EVENTS	64
@@ -1523,15 +1523,13 @@ int rps_server_run(struct rps_server *srv)
 	if (strcmp(advertised_host(srv), srv->host))
 		RPS_WARN("listening on %s: advertising 127.0.0.1 to workers (set --host)",
 			 srv->host);
-	memset(&jo, 0, sizeof(jo));
+	rps_ctl_join_opts_init(&jo, srv->cfg, RPS_ROLE_SERVER);
 	jo.scheduler = srv->scheduler;
 	jo.secret = srv->secret;
-	jo.role = RPS_ROLE_SERVER;
 	jo.transport = strcmp(srv->transport, "rdma") ? 0 : 1;
 	jo.host = advertised_host(srv);
 	jo.port = srv->port;
-	if (rps_config_get()->rank >= 0)
-		want = (uint32_t)rps_config_get()->rank;
+	want = jo.want_rank;
 	if (srv->restore_dir) {
 		int nranks = 0;
 		uint32_t r = restore_rank_of_dir(srv->restore_dir, &nranks);

@@ -25,7 +25,7 @@
 #include "src/log.h"
 #include "src/proto.h"
 #include "src/util.h"
-#include "transport/control.h"
+#include "control/control.h"
 #include "transport/transport.h"
 
 #define HB_MS		   50
