@@ -15,9 +15,11 @@
  */
 #include "server/server_int.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "src/alloc.h"
 #include "src/ckpt.h"
@@ -228,4 +230,140 @@ void rps_shard_restore_run(struct rps_shard *sh, struct rps_shard_restore *r)
 out:
 	r->rc = rc;
 	atomic_store(&r->done, 1);
+}
+
+/* ---- the server's restore (rdmaps-server --restore DIR) and checkpoint requests ---- */
+
+int rps_server_set_restore(struct rps_server *srv, const char *dir)
+{
+	char *d;
+
+	if (!srv || !dir || !dir[0] || srv->running)
+		return -EINVAL;
+	d = rps_strdup(dir);
+	if (!d)
+		return -ENOMEM;
+	rps_free(srv->restore_dir);
+	srv->restore_dir = d;
+	return 0;
+}
+
+void rps_server_checkpoint(struct rps_server *srv)
+{
+	if (!srv)
+		return;
+	atomic_store(&srv->ckpt_request, 1);
+	if (srv->tr)
+		rps_tr_wake(srv->tr);
+}
+
+/* The server ranks that have checkpoint files in dir: the one rank, or
+ * UINT32_MAX if none or several (then the scheduler's choice decides). */
+uint32_t rps_srv_restore_rank_of_dir(const char *dir, int *nranks_p)
+{
+	uint32_t first = UINT32_MAX;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int n = 0;
+
+	if (!d) {
+		RPS_ERR("--restore %s: %m", dir);
+		*nranks_p = -1;
+		return UINT32_MAX;
+	}
+	while ((de = readdir(d))) {
+		unsigned r, sh;
+		unsigned long long c;
+		int end = 0;
+
+		if (sscanf(de->d_name, "server%u-shard%u-clock%llu.ckpt%n", &r, &sh, &c, &end) !=
+			3 ||
+		    de->d_name[end])
+			continue;
+		if (first == UINT32_MAX) {
+			first = r;
+			n = 1;
+		} else if (r != first && n == 1) {
+			n = 2;
+		}
+	}
+	closedir(d);
+	*nranks_p = n;
+	return n == 1 ? first : UINT32_MAX;
+}
+
+/* Find a checkpoint of every shard of `rank`: at one common clock if the
+ * files allow it. 0 with paths, or -errno (logged: no silent fresh start). */
+int rps_srv_restore_find(struct rps_server *srv, uint32_t rank, struct rps_shard_restore *r)
+{
+	struct rps_ckpt_info info;
+	uint64_t common = UINT64_MAX;
+	int rc, mixed = 0;
+
+	for (int s = 0; s < srv->nshards; s++) {
+		rc = rps_ckpt_find(srv->restore_dir, rank, (uint32_t)s, (uint32_t)srv->nshards,
+				   &info);
+		if (rc) {
+			RPS_ERR(
+			    "cannot restore server %u: no valid checkpoint of shard %d in %s (%s)",
+			    rank, s, srv->restore_dir, rps_strerror(rc));
+			return rc;
+		}
+		snprintf(r[s].path, sizeof(r[s].path), "%s", info.path);
+		r[s].clock = info.clock;
+		if (info.clock < common)
+			common = info.clock;
+	}
+	for (int s = 0; s < srv->nshards && !mixed; s++) {
+		if (r[s].clock == common)
+			continue;
+		rc = rps_ckpt_find_max(srv->restore_dir, rank, (uint32_t)s, (uint32_t)srv->nshards,
+				       common, &info);
+		if (rc) {
+			mixed = 1;
+			break;
+		}
+		snprintf(r[s].path, sizeof(r[s].path), "%s", info.path);
+		r[s].clock = info.clock;
+	}
+	if (mixed)
+		RPS_WARN("restore: the shards of server %u have no checkpoint at one common clock "
+			 "(newest %llu): each shard takes its own newest",
+			 rank, (unsigned long long)common);
+	for (int s = 0; s < srv->nshards; s++) {
+		r[s].rank = rank;
+		r[s].nshards = (uint32_t)srv->nshards;
+		r[s].rc = 0;
+		atomic_init(&r[s].done, 0);
+	}
+	return 0;
+}
+
+/* Load the files found into the shards (their update threads do it). */
+int rps_srv_restore_load(struct rps_server *srv, struct rps_shard_restore *r)
+{
+	uint64_t nslices = 0, lo = UINT64_MAX, hi = 0;
+	int rc = rps_srv_queue_all(srv, RPS_ENT_RESTORE, r);
+
+	if (rc)
+		return rc;
+	for (int s = 0; s < srv->nshards; s++) {
+		struct timespec ts = {0, 1000000};
+
+		while (!atomic_load(&r[s].done))
+			nanosleep(&ts, NULL);
+		if (r[s].rc) {
+			RPS_ERR("restore of shard %d from %s failed: %s", s, r[s].path,
+				rps_strerror(r[s].rc));
+			return r[s].rc;
+		}
+		nslices += r[s].nslices;
+		lo = RPS_MIN(lo, r[s].clock);
+		hi = RPS_MAX(hi, r[s].clock);
+	}
+	RPS_INFO("restored from %s: %d shards at clock %llu (up to %llu), %llu slices; workers go "
+		 "on from their own clocks (updates after the checkpoint are lost)",
+		 srv->restore_dir, srv->nshards, (unsigned long long)lo, (unsigned long long)hi,
+		 (unsigned long long)nslices);
+	return 0;
 }

@@ -329,11 +329,123 @@ float rps_server_init_value(const struct rps_init *init, uint64_t key, uint32_t 
 int rps_server_consistency_parse(const char *s);
 const char *rps_server_consistency_name(enum rps_consistency c);
 
-/* ---- the server (server.c) ---- */
-/* The network loop of rps_server_run without the scheduler: poll and dispatch
- * until rps_server_stop (tests run it in-process). */
+/* ---- the server (server.c, opts.c, conn.c, frame.c, cluster.c, metrics.c) ---- */
+#define RPS_SRV_POLL_MS 100
+#define RPS_SRV_EVENTS	64
+
+struct rps_config;
+
+#define RPS_SRV_POLL_MS 100
+#define RPS_SRV_EVENTS	64
+
+/* /metrics (metrics.c). */
+struct srv_metrics {
+	struct rps_metrics *reg;
+	struct rps_http_server *http;
+	pthread_mutex_t lock; /* one refresh at a time */
+	struct rps_metric *pushes[RPS_MAX_SHARDS], *pulls[RPS_MAX_SHARDS];
+	struct rps_metric *depth[RPS_MAX_SHARDS], *clock[RPS_MAX_SHARDS];
+	struct rps_metric *ckpts[RPS_MAX_SHARDS], *ckpt_fail[RPS_MAX_SHARDS];
+	struct rps_metric *ckpt_age[RPS_MAX_SHARDS];
+	struct rps_metric *bytes[2], *msgs[2]; /* rx, tx */
+	struct rps_metric *faults[3];	       /* drop, delay, stall */
+};
+
+struct rps_server {
+	struct rps_server_opts opts; /* strings below are our copies */
+	char *scheduler;
+	char *transport;
+	char *host;
+	char *secret;
+	char *ckpt_dir;	   /* RDMAPS_CHECKPOINT_DIR ("" none) */
+	char *restore_dir; /* rps_server_set_restore, NULL none */
+	const struct rps_config *cfg;
+	uint32_t nworkers; /* configured (RDMAPS_NUM_WORKERS) */
+	uint32_t chunk_bytes;
+	uint64_t max_msg;
+	int heartbeat_ms;
+
+	struct rps_transport *tr;
+	uint16_t port;
+	int nshards;
+	int shards_ready; /* initialised */
+	struct rps_shard *shards;
+	int ncores;
+	int *cores;
+
+	atomic_uint rank;	 /* UINT32_MAX until joined */
+	atomic_uint map_workers; /* from the cluster map, 0 until joined */
+	atomic_int stop;
+	atomic_int ckpt_request; /* rps_server_checkpoint: the network thread queues it */
+	int running;
+	struct rps_ctl *ctl;
+	uint8_t wgone[RPS_MAX_WORKERS]; /* control thread: left or dead */
+
+	/* network thread */
+	struct rps_srv_pool reqs;
+	struct rps_srv_bufpool net_bufs;
+	struct rps_srv_conn *conns;
+	_Atomic(struct rps_srv_conn *) close_stack;
+
+	/* counters for heartbeats */
+	atomic_ullong n_push, n_pull, bytes_in, bytes_out;
+	atomic_ullong msgs_in, msgs_out;
+	atomic_ullong faults_drop, faults_delay; /* RDMAPS_FAULT injections */
+
+	struct srv_metrics m; /* m.reg NULL: off */
+};
+
+/* server.c: entries into the shards' rings (network and control threads). */
+int rps_srv_enqueue(struct rps_server *srv, struct rps_shard *sh, const struct rps_ring_entry *e);
+void rps_srv_queue_worker(struct rps_server *srv, uint32_t type, uint32_t w);
+int rps_srv_queue_all(struct rps_server *srv, uint32_t type, struct rps_shard_restore *r);
+
+/* opts.c */
+int rps_srv_opts_check(const struct rps_server_opts *o, const struct rps_config *cfg);
+int rps_srv_cores_setup(struct rps_server *srv);
+void rps_srv_cores_desc(const struct rps_server *srv, char *buf, size_t len);
+/* The address workers are told to connect to. */
+const char *rps_srv_advertised_host(const struct rps_server *srv);
+
+/* conn.c */
+static inline void rps_srv_conn_get(struct rps_srv_conn *sc)
+{
+	atomic_fetch_add_explicit(&sc->refs, 1, memory_order_relaxed);
+}
+void rps_srv_conn_put(struct rps_server *srv, struct rps_srv_conn *sc);
+void rps_srv_close_drain(struct rps_server *srv);
+void rps_srv_free_reqs(struct rps_server *srv, struct rps_srv_req *r);
+void rps_srv_conn_drop(struct rps_server *srv, struct rps_srv_conn *sc);
+void rps_srv_conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int status, const char *why);
+void rps_srv_send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op, uint32_t req_id,
+			int status, const void *fixed, size_t len);
+void rps_srv_pull_refuse(struct rps_server *srv, struct rps_srv_conn *sc, uint32_t req_id,
+			 const struct rps_pull *p, int status);
+void rps_srv_pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct rps_shard *sh,
+		       struct rps_srv_conn *sc, uint32_t req_id, const struct rps_pull *p,
+		       const struct rps_slice_meta *m);
+void rps_srv_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status);
+void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
+			  const struct rps_declare_ack *ack);
+extern const struct rps_shard_io rps_srv_io;
+int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
+		     size_t *ack_len_p, const char **why_p);
+
+/* frame.c: the network loop of rps_server_run without the scheduler: poll and
+ * dispatch until rps_server_stop (tests run it in-process). */
 int rps_server_serve(struct rps_server *srv);
 uint16_t rps_server_port(const struct rps_server *srv);
-struct rps_shard *rps_server_shard(struct rps_server *srv, int i);
+
+/* metrics.c */
+void rps_srv_heartbeat(struct rps_server *srv);
+int rps_srv_metrics_start(struct rps_server *srv, uint32_t rank);
+void rps_srv_metrics_stop(struct rps_server *srv);
+
+/* ckpt.c: the server's restore. The one server rank with files in dir
+ * (UINT32_MAX: none or several, *nranks_p says which); the files of every
+ * shard of rank; load them into the shards. */
+uint32_t rps_srv_restore_rank_of_dir(const char *dir, int *nranks_p);
+int rps_srv_restore_find(struct rps_server *srv, uint32_t rank, struct rps_shard_restore *r);
+int rps_srv_restore_load(struct rps_server *srv, struct rps_shard_restore *r);
 
 #endif
