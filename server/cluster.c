@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "src/alloc.h"
-#include "src/log.h"
 #include "src/config.h"
+#include "src/log.h"
 #include "transport/control.h"
 
 /* ---- control channel callbacks (control thread) ------------------------------ */

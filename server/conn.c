@@ -115,8 +115,8 @@ static void send_small_aux(struct rps_server *srv, struct rps_srv_conn *sc, uint
 	}
 }
 
-void rps_srv_send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op, uint32_t req_id,
-		       int status, const void *fixed, size_t len)
+void rps_srv_send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op,
+			uint32_t req_id, int status, const void *fixed, size_t len)
 {
 	send_small_aux(srv, sc, op, req_id, status, 0, fixed, len);
 }
@@ -124,7 +124,7 @@ void rps_srv_send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t
 /* A refused pull: its fixed part echoed with count 0 (a PULL_RESP's length
  * always matches its count) and the status. */
 void rps_srv_pull_refuse(struct rps_server *srv, struct rps_srv_conn *sc, uint32_t req_id,
-			const struct rps_pull *p, int status)
+			 const struct rps_pull *p, int status)
 {
 	struct rps_pull f = *p;
 
@@ -135,8 +135,8 @@ void rps_srv_pull_refuse(struct rps_server *srv, struct rps_srv_conn *sc, uint32
 /* Answer a pull whose condition holds: a consistent copy of the piece in a
  * pooled buffer, sent zero copy, the buffer back to its pool on SEND_DONE. */
 void rps_srv_pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct rps_shard *sh,
-		      struct rps_srv_conn *sc, uint32_t req_id, const struct rps_pull *p,
-		      const struct rps_slice_meta *m)
+		       struct rps_srv_conn *sc, uint32_t req_id, const struct rps_pull *p,
+		       const struct rps_slice_meta *m)
 {
 	size_t len = sizeof(*p) + (size_t)p->count * sizeof(float);
 	struct rps_frame_hdr h;
@@ -186,7 +186,7 @@ void rps_srv_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req,
 }
 
 void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
-			    const struct rps_declare_ack *ack)
+			  const struct rps_declare_ack *ack)
 {
 	struct rps_server *srv = arg;
 	struct rps_declare_ack a;
@@ -224,7 +224,8 @@ static void io_pull_answer(void *arg, struct rps_shard *sh, struct rps_srv_req *
 	struct rps_server *srv = arg;
 
 	if (req->sc) {
-		rps_srv_pull_send(srv, &sh->bufs, sh, req->sc, req->req_id, &req->u.pull, req->meta);
+		rps_srv_pull_send(srv, &sh->bufs, sh, req->sc, req->req_id, &req->u.pull,
+				  req->meta);
 		rps_srv_conn_put(srv, req->sc);
 	}
 	rps_srv_pool_put(req);
@@ -239,7 +240,7 @@ const struct rps_shard_io rps_srv_io = {
 /* ---- admission (transport hello) ---------------------------------------------- */
 
 int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
-		    size_t *ack_len_p, const char **why_p)
+		     size_t *ack_len_p, const char **why_p)
 {
 	struct rps_server *srv = arg;
 	struct rps_hello_ack *a = ack;

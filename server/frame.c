@@ -16,7 +16,6 @@
 
 /* ---- frames (network thread) --------------------------------------------------- */
 
-
 static struct rps_srv_req *req_new(struct rps_server *srv, struct rps_srv_conn *sc, uint32_t op,
 				   uint32_t req_id)
 {
@@ -44,7 +43,8 @@ static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
 	if (d->shard >= (uint32_t)srv->nshards) {
 		struct rps_declare_ack a = {.key = d->key, .slice = d->slice, .shard = d->shard};
 
-		rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -EINVAL, &a, sizeof(a));
+		rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -EINVAL, &a,
+				   sizeof(a));
 		return;
 	}
 	sh = &srv->shards[d->shard];
@@ -52,7 +52,8 @@ static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
 	if (!req) {
 		struct rps_declare_ack a = {.key = d->key, .slice = d->slice, .shard = d->shard};
 
-		rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -ENOMEM, &a, sizeof(a));
+		rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -ENOMEM, &a,
+				   sizeof(a));
 		return;
 	}
 	req->u.decl = *d;

@@ -185,7 +185,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		struct rps_shard *sh = &srv->shards[s];
 
 		rc = rps_tr_reg_mem(srv->tr, sh->store.base, sh->store.size,
-					   RPS_TR_ACCESS_REMOTE_READ, &sh->mr);
+				    RPS_TR_ACCESS_REMOTE_READ, &sh->mr);
 		if (rc) {
 			RPS_ERR("shard %d: register %zu bytes with %s: %s", s, sh->store.size,
 				srv->transport, strerror(-rc));

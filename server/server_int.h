@@ -416,9 +416,10 @@ void rps_srv_conn_put(struct rps_server *srv, struct rps_srv_conn *sc);
 void rps_srv_close_drain(struct rps_server *srv);
 void rps_srv_free_reqs(struct rps_server *srv, struct rps_srv_req *r);
 void rps_srv_conn_drop(struct rps_server *srv, struct rps_srv_conn *sc);
-void rps_srv_conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int status, const char *why);
-void rps_srv_send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op, uint32_t req_id,
-			int status, const void *fixed, size_t len);
+void rps_srv_conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int status,
+		       const char *why);
+void rps_srv_send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op,
+			uint32_t req_id, int status, const void *fixed, size_t len);
 void rps_srv_pull_refuse(struct rps_server *srv, struct rps_srv_conn *sc, uint32_t req_id,
 			 const struct rps_pull *p, int status);
 void rps_srv_pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct rps_shard *sh,
