@@ -13,7 +13,7 @@
  *
  * File format, atomicity, retention: src/ckpt.h, docs/operations.md.
  */
-#include "server/server_int.h"
+#include "server/ckpt.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -232,30 +232,7 @@ out:
 	atomic_store(&r->done, 1);
 }
 
-/* ---- the server's restore (rdmaps-server --restore DIR) and checkpoint requests ---- */
-
-int rps_server_set_restore(struct rps_server *srv, const char *dir)
-{
-	char *d;
-
-	if (!srv || !dir || !dir[0] || srv->running)
-		return -EINVAL;
-	d = rps_strdup(dir);
-	if (!d)
-		return -ENOMEM;
-	rps_free(srv->restore_dir);
-	srv->restore_dir = d;
-	return 0;
-}
-
-void rps_server_checkpoint(struct rps_server *srv)
-{
-	if (!srv)
-		return;
-	atomic_store(&srv->ckpt_request, 1);
-	if (srv->tr)
-		rps_tr_wake(srv->tr);
-}
+/* ---- the server's restore (rdmaps-server --restore DIR) ---------------------------- */
 
 /* The server ranks that have checkpoint files in dir: the one rank, or
  * UINT32_MAX if none or several (then the scheduler's choice decides). */
@@ -272,13 +249,10 @@ uint32_t rps_srv_restore_rank_of_dir(const char *dir, int *nranks_p)
 		return UINT32_MAX;
 	}
 	while ((de = readdir(d))) {
-		unsigned r, sh;
-		unsigned long long c;
-		int end = 0;
+		uint32_t r, sh;
+		uint64_t c;
 
-		if (sscanf(de->d_name, "server%u-shard%u-clock%llu.ckpt%n", &r, &sh, &c, &end) !=
-			3 ||
-		    de->d_name[end])
+		if (rps_ckpt_parse_name(de->d_name, &r, &sh, &c) != 1)
 			continue;
 		if (first == UINT32_MAX) {
 			first = r;
@@ -294,19 +268,19 @@ uint32_t rps_srv_restore_rank_of_dir(const char *dir, int *nranks_p)
 
 /* Find a checkpoint of every shard of `rank`: at one common clock if the
  * files allow it. 0 with paths, or -errno (logged: no silent fresh start). */
-int rps_srv_restore_find(struct rps_server *srv, uint32_t rank, struct rps_shard_restore *r)
+int rps_srv_restore_find(const char *dir, uint32_t rank, uint32_t nshards,
+			 struct rps_shard_restore *r)
 {
 	struct rps_ckpt_info info;
 	uint64_t common = UINT64_MAX;
 	int rc, mixed = 0;
 
-	for (int s = 0; s < srv->nshards; s++) {
-		rc = rps_ckpt_find(srv->restore_dir, rank, (uint32_t)s, (uint32_t)srv->nshards,
-				   &info);
+	for (int s = 0; s < (int)nshards; s++) {
+		rc = rps_ckpt_find(dir, rank, (uint32_t)s, nshards, &info);
 		if (rc) {
 			RPS_ERR(
 			    "cannot restore server %u: no valid checkpoint of shard %d in %s (%s)",
-			    rank, s, srv->restore_dir, rps_strerror(rc));
+			    rank, s, dir, rps_strerror(rc));
 			return rc;
 		}
 		snprintf(r[s].path, sizeof(r[s].path), "%s", info.path);
@@ -314,11 +288,10 @@ int rps_srv_restore_find(struct rps_server *srv, uint32_t rank, struct rps_shard
 		if (info.clock < common)
 			common = info.clock;
 	}
-	for (int s = 0; s < srv->nshards && !mixed; s++) {
+	for (int s = 0; s < (int)nshards && !mixed; s++) {
 		if (r[s].clock == common)
 			continue;
-		rc = rps_ckpt_find_max(srv->restore_dir, rank, (uint32_t)s, (uint32_t)srv->nshards,
-				       common, &info);
+		rc = rps_ckpt_find_max(dir, rank, (uint32_t)s, nshards, common, &info);
 		if (rc) {
 			mixed = 1;
 			break;
@@ -330,24 +303,21 @@ int rps_srv_restore_find(struct rps_server *srv, uint32_t rank, struct rps_shard
 		RPS_WARN("restore: the shards of server %u have no checkpoint at one common clock "
 			 "(newest %llu): each shard takes its own newest",
 			 rank, (unsigned long long)common);
-	for (int s = 0; s < srv->nshards; s++) {
+	for (int s = 0; s < (int)nshards; s++) {
 		r[s].rank = rank;
-		r[s].nshards = (uint32_t)srv->nshards;
+		r[s].nshards = nshards;
 		r[s].rc = 0;
 		atomic_init(&r[s].done, 0);
 	}
 	return 0;
 }
 
-/* Load the files found into the shards (their update threads do it). */
-int rps_srv_restore_load(struct rps_server *srv, struct rps_shard_restore *r)
+/* Wait for the shards' update threads to load the files found (queued as
+ * RPS_ENT_RESTORE entries): 0, or the first failure (logged). */
+int rps_srv_restore_wait(const char *dir, uint32_t nshards, struct rps_shard_restore *r)
 {
 	uint64_t nslices = 0, lo = UINT64_MAX, hi = 0;
-	int rc = rps_srv_queue_all(srv, RPS_ENT_RESTORE, r);
-
-	if (rc)
-		return rc;
-	for (int s = 0; s < srv->nshards; s++) {
+	for (int s = 0; s < (int)nshards; s++) {
 		struct timespec ts = {0, 1000000};
 
 		while (!atomic_load(&r[s].done))
@@ -363,7 +333,7 @@ int rps_srv_restore_load(struct rps_server *srv, struct rps_shard_restore *r)
 	}
 	RPS_INFO("restored from %s: %d shards at clock %llu (up to %llu), %llu slices; workers go "
 		 "on from their own clocks (updates after the checkpoint are lost)",
-		 srv->restore_dir, srv->nshards, (unsigned long long)lo, (unsigned long long)hi,
+		 dir, (int)nshards, (unsigned long long)lo, (unsigned long long)hi,
 		 (unsigned long long)nslices);
 	return 0;
 }

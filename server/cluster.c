@@ -102,7 +102,8 @@ int rps_server_run(struct rps_server *srv)
 			return -ENOMEM;
 		/* refuse before joining when we know whose files to load */
 		if (want != UINT32_MAX) {
-			rc = rps_srv_restore_find(srv, want, restore);
+			rc = rps_srv_restore_find(srv->restore_dir, want, (uint32_t)srv->nshards,
+						  restore);
 			if (rc)
 				goto out_free;
 		}
@@ -157,11 +158,15 @@ int rps_server_run(struct rps_server *srv)
 			    "restoring rank %u's",
 			    want, rank, rank);
 		if (want != rank) {
-			rc = rps_srv_restore_find(srv, rank, restore);
+			rc = rps_srv_restore_find(srv->restore_dir, rank, (uint32_t)srv->nshards,
+						  restore);
 			if (rc)
 				goto out_leave;
 		}
-		rc = rps_srv_restore_load(srv, restore);
+		rc = rps_srv_queue_all(srv, RPS_ENT_RESTORE, restore);
+		if (!rc)
+			rc =
+			    rps_srv_restore_wait(srv->restore_dir, (uint32_t)srv->nshards, restore);
 		if (rc)
 			goto out_leave;
 	}

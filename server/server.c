@@ -69,6 +69,33 @@ int rps_srv_queue_all(struct rps_server *srv, uint32_t type, struct rps_shard_re
 	return 0;
 }
 
+/* ---- restore and checkpoint requests ----------------------------------------- */
+
+int rps_server_set_restore(struct rps_server *srv, const char *dir)
+{
+	char *d;
+
+	if (!srv || !dir || !dir[0] || srv->running)
+		return -EINVAL;
+	d = rps_strdup(dir);
+	if (!d)
+		return -ENOMEM;
+	rps_free(srv->restore_dir);
+	srv->restore_dir = d;
+	return 0;
+}
+
+void rps_server_checkpoint(struct rps_server *srv)
+{
+	if (!srv)
+		return;
+	atomic_store(&srv->ckpt_request, 1);
+	if (srv->tr)
+		rps_tr_wake(srv->tr);
+}
+
+/* ---- life cycle ----------------------------------------------------------------- */
+
 int rps_server_create(const struct rps_server_opts *opts, struct rps_server **server_p)
 {
 	const struct rps_config *cfg = rps_config_get();
