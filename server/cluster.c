@@ -80,7 +80,8 @@ int rps_server_run(struct rps_server *srv)
 	jo.scheduler = srv->scheduler;
 	jo.secret = srv->secret;
 	jo.role = RPS_ROLE_SERVER;
-	jo.transport = strcmp(srv->transport, "rdma") ? 0 : 1;
+	jo.transport =
+	    srv->remote_read ? 1 : 0; /* the status table's data path: 1 = one-sided reads */
 	jo.host = rps_srv_advertised_host(srv);
 	jo.port = srv->port;
 	if (srv->cfg->rank >= 0)

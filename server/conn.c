@@ -273,7 +273,7 @@ int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, v
 		const struct rps_shard *sh = &srv->shards[s];
 
 		memset(&d[s], 0, sizeof(d[s]));
-		if (srv->tr->caps & RPS_TR_CAP_READ) {
+		if (srv->remote_read) {
 			d[s].addr = sh->mr.remote_addr;
 			d[s].size = sh->store.size;
 			d[s].rkey = sh->mr.rkey;

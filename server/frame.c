@@ -159,7 +159,7 @@ static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const stru
 {
 	const struct rps_clock *c = ev->fixed;
 	const uint8_t *pushes = ev->data;
-	int lo = 0, hi = srv->nshards;
+	int lo = (int)sc->shard_lo, hi = (int)sc->shard_hi;
 	char why[96];
 
 	if (c->num_shards != (uint32_t)srv->nshards ||
@@ -168,12 +168,6 @@ static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const stru
 			 c->num_shards, srv->nshards);
 		rps_srv_conn_fail(srv, sc, -EPROTO, why);
 		return;
-	}
-	/* With channels (RDMA) the same CLOCK comes on every shard's connection,
-	 * after that shard's pushes: each copy counts for its own shard only. */
-	if (srv->tr->caps & RPS_TR_CAP_CHANNELS) {
-		lo = sc->conn->hello.channel;
-		hi = lo + 1;
 	}
 	for (int s = lo; s < hi; s++) {
 		struct rps_ring_entry e;
@@ -199,12 +193,8 @@ static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const stru
 static void on_sync(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
 {
 	const struct rps_sync *y = ev->fixed;
-	int lo = 0, hi = srv->nshards;
+	int lo = (int)sc->shard_lo, hi = (int)sc->shard_hi;
 
-	if (srv->tr->caps & RPS_TR_CAP_CHANNELS) {
-		lo = (int)sc->conn->hello.channel;
-		hi = lo + 1;
-	}
 	RPS_DEBUG("worker %u at %s: sync at clock %u", sc->rank, sc->conn->peer, y->clock);
 	for (int s = lo; s < hi; s++) {
 		struct rps_ring_entry e;
@@ -295,6 +285,11 @@ static void on_accepted(struct rps_server *srv, struct rps_conn *c)
 	sc->conn = c;
 	sc->owner = srv;
 	sc->rank = c->hello.rank;
+	/* A CLOCK or SYNC counts for the shards the connection carries: the one
+	 * shard of its channel when every shard has its own connection (the same
+	 * CLOCK then comes on each, after that shard's pushes), else all. */
+	sc->shard_lo = srv->conn_per_shard ? c->hello.channel : 0;
+	sc->shard_hi = srv->conn_per_shard ? c->hello.channel + 1 : (uint32_t)srv->nshards;
 	atomic_init(&sc->refs, 1);
 	atomic_init(&sc->closed, 0);
 	sc->net_ref = 1;

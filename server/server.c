@@ -168,6 +168,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	rc = rps_transport_create(srv->transport, &tp, &srv->tr);
 	if (rc)
 		goto err_srv;
+	srv->conn_per_shard = rps_tr_has(srv->tr, RPS_TR_CAP_CHANNELS);
+	srv->remote_read = rps_tr_has(srv->tr, RPS_TR_CAP_READ);
 
 	srv->shards = rps_calloc((size_t)srv->nshards, sizeof(*srv->shards));
 	if (!srv->shards) {

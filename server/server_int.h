@@ -43,6 +43,7 @@ struct rps_srv_conn {
 	atomic_int refs;
 	atomic_int closed;		  /* no more frames taken from it */
 	uint32_t rank;			  /* worker rank (hello) */
+	uint32_t shard_lo, shard_hi;	  /* the shards its CLOCK and SYNC count for */
 	int net_ref;			  /* network thread: still holds its reference */
 	struct rps_srv_conn *prev, *next; /* network thread's list */
 	struct rps_srv_conn *close_next;  /* close stack */
@@ -82,6 +83,9 @@ struct rps_server {
 	int heartbeat_ms;
 
 	struct rps_transport *tr;
+	/* what the transport can do, decided once at create */
+	int conn_per_shard; /* RPS_TR_CAP_CHANNELS: a connection carries one shard */
+	int remote_read;    /* RPS_TR_CAP_READ: workers read the stores themselves */
 	uint16_t port;
 	int nshards;
 	int shards_ready; /* initialised */
