@@ -13,12 +13,13 @@
 
 /* ---- options ------------------------------------------------------------------ */
 
-void rps_server_opts_init(struct rps_server_opts *o)
+/* Every member from cfg (strings point into *cfg); config NULL. */
+void rps_srv_opts_from_config(struct rps_server_opts *o, const struct rps_config *cfg)
 {
-	const struct rps_config *cfg = rps_config_get();
 	int v;
 
 	memset(o, 0, sizeof(*o));
+	o->field_mask = RPS_SERVER_OPT_ALL;
 	o->scheduler = cfg->scheduler;
 	o->transport = cfg->transport;
 	o->host = cfg->host;
@@ -80,6 +81,55 @@ void rps_server_opts_init(struct rps_server_opts *o)
 	}
 	o->timeout_ms = cfg->timeout_ms;
 }
+
+void rps_server_opts_init(struct rps_server_opts *o)
+{
+	struct rps_config cfg;
+
+	rps_config_init(&cfg); /* a bad RDMAPS_* variable is reported there */
+	rps_srv_opts_from_config(o, &cfg);
+	/* not pointers into our local copy: create takes them from its configuration */
+	o->scheduler = o->transport = o->host = o->secret = NULL;
+}
+
+#define OPT(bit, member)                                                                           \
+	do {                                                                                       \
+		if (from->field_mask & (bit))                                                      \
+			o->member = from->member;                                                  \
+	} while (0)
+
+/* The members of from that its field_mask says are set; NULL strings keep
+ * o's (the configuration's). */
+void rps_srv_opts_merge(struct rps_server_opts *o, const struct rps_server_opts *from)
+{
+	if (from->field_mask & RPS_SERVER_OPT_SCHEDULER && from->scheduler)
+		o->scheduler = from->scheduler;
+	if (from->field_mask & RPS_SERVER_OPT_TRANSPORT && from->transport && from->transport[0])
+		o->transport = from->transport;
+	if (from->field_mask & RPS_SERVER_OPT_HOST && from->host)
+		o->host = from->host;
+	if (from->field_mask & RPS_SERVER_OPT_SECRET && from->secret)
+		o->secret = from->secret;
+	OPT(RPS_SERVER_OPT_PORT, port);
+	OPT(RPS_SERVER_OPT_SHARDS, shards);
+	OPT(RPS_SERVER_OPT_NCORES, ncores);
+	if (from->field_mask & RPS_SERVER_OPT_CORES)
+		memcpy(o->cores, from->cores, sizeof(o->cores));
+	OPT(RPS_SERVER_OPT_SHARD_BYTES, shard_bytes);
+	OPT(RPS_SERVER_OPT_RING_SIZE, ring_size);
+	OPT(RPS_SERVER_OPT_OPTIM, optim);
+	OPT(RPS_SERVER_OPT_PRIORITY, priority);
+	OPT(RPS_SERVER_OPT_PRIORITY_FN, priority_fn);
+	OPT(RPS_SERVER_OPT_PRIORITY_ARG, priority_arg);
+	OPT(RPS_SERVER_OPT_CONSISTENCY, consistency);
+	OPT(RPS_SERVER_OPT_STALENESS, staleness);
+	OPT(RPS_SERVER_OPT_INIT, init);
+	OPT(RPS_SERVER_OPT_TIMEOUT_MS, timeout_ms);
+	o->field_mask = RPS_SERVER_OPT_ALL;
+	o->config = NULL;
+}
+
+#undef OPT
 
 int rps_srv_opts_check(const struct rps_server_opts *o, const struct rps_config *cfg)
 {

@@ -204,10 +204,13 @@ uint16_t rps_sched_port(const struct rps_sched *s)
 
 void rps_sched_opts_init(struct rps_sched_opts *o, const struct rps_config *cfg)
 {
+	struct rps_config def;
 	uint16_t port = 0;
 
-	if (!cfg)
-		cfg = rps_config_get();
+	if (!cfg) {
+		rps_config_init(&def); /* defaults and RDMAPS_*; a bad variable was reported */
+		cfg = &def;
+	}
 	memset(o, 0, sizeof(*o));
 	if (rps_config_parse_hostport(cfg->scheduler, o->host_buf, sizeof(o->host_buf), &port)) {
 		o->host_buf[0] = '\0';
@@ -215,13 +218,14 @@ void rps_sched_opts_init(struct rps_sched_opts *o, const struct rps_config *cfg)
 	}
 	o->host = o->host_buf;
 	o->port = port;
-	o->secret = cfg->secret;
+	snprintf(o->secret_buf, sizeof(o->secret_buf), "%s", cfg->secret);
+	o->secret = o->secret_buf;
 	o->num_servers = cfg->num_servers;
 	o->num_workers = cfg->num_workers;
 	o->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms;
 	o->shutdown_grace_ms = 5000;
 	o->metrics_port = cfg->metrics_port;
-	o->cfg = cfg;
+	o->cfg = cfg == &def ? NULL : cfg;
 }
 
 static int sched_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
@@ -257,14 +261,22 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 		RPS_ERR("scheduler: heartbeat timeout %d ms: must be > 0", o->heartbeat_timeout_ms);
 		return -EINVAL;
 	}
-	if (o->cfg && o->cfg->fault[0] && !rps_fault_on) {
-		rc = rps_fault_init(o->cfg->fault);
-		if (rc)
-			return rc;
-	}
 	s = rps_calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	/* our own copy: the transport keeps a pointer to it */
+	if (o->cfg) {
+		s->cfg = *o->cfg;
+	} else {
+		rc = rps_config_init(&s->cfg);
+		if (rc)
+			goto err;
+	}
+	if (s->cfg.fault[0] && !rps_fault_on) {
+		rc = rps_fault_init(s->cfg.fault);
+		if (rc)
+			goto err;
+	}
 	snprintf(s->host, sizeof(s->host), "%s", o->host ? o->host : "");
 	snprintf(s->secret, sizeof(s->secret), "%s", o->secret ? o->secret : "");
 	s->num_servers = o->num_servers;
@@ -279,45 +291,42 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 	s->mapbuf = rps_calloc(1, s->mapbuf_len);
 	if (!s->slots || !s->mapbuf) {
 		rc = -ENOMEM;
-		goto err_free;
+		goto err;
 	}
 	memset(&tp, 0, sizeof(tp));
 	tp.secret = s->secret;
 	tp.max_msg = SCHED_MAX_MSG;
-	tp.timeout_ms = o->cfg ? o->cfg->timeout_ms : rps_config_get()->timeout_ms;
+	tp.timeout_ms = s->cfg.timeout_ms;
 	tp.nchannels = 1;
-	tp.cfg = o->cfg ? o->cfg : rps_config_get();
+	tp.cfg = &s->cfg;
 	tp.arg = s;
 	tp.on_hello = sched_on_hello;
 	rc = rps_transport_create("tcp", &tp, &s->tr);
 	if (rc)
-		goto err_free;
+		goto err;
 	if (sizeof(struct rps_frame_hdr) + s->mapbuf_len > s->tr->max_frame) {
 		RPS_ERR("scheduler: a map of %d nodes (%zu bytes) exceeds the frame limit %" PRIu64,
 			s->nslots, s->mapbuf_len, s->tr->max_frame);
 		rc = -EMSGSIZE;
-		goto err_transport;
+		goto err;
 	}
 	rc = rps_tr_listen(s->tr, s->host[0] ? s->host : "0.0.0.0", o->port, &s->port);
 	if (rc)
-		goto err_transport; /* the transport said why */
+		goto err; /* the transport said why */
 	if (o->metrics_port > 0) {
 		rc = rps_sched_metrics_start(s, s->host[0] ? s->host : "0.0.0.0", o->metrics_port);
 		if (rc)
-			goto err_transport;
+			goto err;
 	}
 	*sched_p = s;
 	return 0;
 
-err_transport:
-	rps_transport_destroy(s->tr);
-err_free:
-	rps_free(s->mapbuf);
-	rps_free(s->slots);
-	rps_free(s);
+err:
+	rps_sched_destroy(s); /* undoes what was done */
 	return rc;
 }
 
+/* Also the unwind of a failed rps_sched_create (only what was done). */
 void rps_sched_destroy(struct rps_sched *s)
 {
 	if (!s)
@@ -331,7 +340,8 @@ void rps_sched_destroy(struct rps_sched *s)
 	}
 	rps_http_stop(s->m.http);
 	rps_metrics_destroy(s->m.reg);
-	rps_transport_destroy(s->tr);
+	if (s->tr)
+		rps_transport_destroy(s->tr);
 	rps_free(s->mapbuf);
 	rps_free(s->slots);
 	rps_free(s);

@@ -84,6 +84,7 @@ struct sched_metrics {
 };
 
 struct rps_sched {
+	struct rps_config cfg; /* our copy of rps_sched_opts.cfg (or the defaults) */
 	struct rps_transport *tr;
 	char host[RPS_STR_MAX];
 	char secret[64];

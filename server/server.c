@@ -98,25 +98,32 @@ void rps_server_checkpoint(struct rps_server *srv)
 
 int rps_server_create(const struct rps_server_opts *opts, struct rps_server **server_p)
 {
-	const struct rps_config *cfg = rps_config_get();
-	struct rps_server_opts def;
+	const struct rps_config *cfg;
 	struct rps_tr_params tp;
 	struct rps_server *srv;
 	char cores[256], stale[32];
 	int rc;
 
-	if (!opts) {
-		rps_server_opts_init(&def);
-		opts = &def;
-	}
-	rc = rps_srv_opts_check(opts, cfg);
-	if (rc)
-		return rc;
 	srv = rps_calloc(1, sizeof(*srv));
 	if (!srv)
 		return -ENOMEM;
-	srv->opts = *opts;
-	srv->cfg = cfg;
+	/* our own copy of the configuration: the transport and the join keep
+	 * pointers into it */
+	if (opts && opts->field_mask & RPS_SERVER_OPT_CONFIG && opts->config) {
+		srv->cfg_copy = *opts->config;
+	} else {
+		rc = rps_config_init(&srv->cfg_copy);
+		if (rc)
+			goto err;
+	}
+	cfg = srv->cfg = &srv->cfg_copy;
+	rps_srv_opts_from_config(&srv->opts, cfg);
+	if (opts)
+		rps_srv_opts_merge(&srv->opts, opts);
+	opts = &srv->opts;
+	rc = rps_srv_opts_check(opts, cfg);
+	if (rc)
+		goto err;
 	if (srv->opts.consistency == RPS_SSP && !srv->opts.staleness) {
 		/* SSP with bound 0 is BSP: a pull at clock c sees exactly the clocks
 		 * before c, so pushes of c must not be applied before every worker
@@ -127,17 +134,16 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	if (cfg->fault[0] && !rps_fault_on) {
 		rc = rps_fault_init(cfg->fault);
 		if (rc)
-			goto err_srv;
+			goto err;
 	}
-	srv->scheduler = rps_strdup(opts->scheduler ? opts->scheduler : cfg->scheduler);
-	srv->transport =
-	    rps_strdup(opts->transport && opts->transport[0] ? opts->transport : cfg->transport);
-	srv->host = rps_strdup(opts->host && opts->host[0] ? opts->host : "0.0.0.0");
-	srv->secret = rps_strdup(opts->secret ? opts->secret : cfg->secret);
+	srv->scheduler = rps_strdup(opts->scheduler);
+	srv->transport = rps_strdup(opts->transport);
+	srv->host = rps_strdup(opts->host[0] ? opts->host : "0.0.0.0");
+	srv->secret = rps_strdup(opts->secret);
 	srv->ckpt_dir = rps_strdup(cfg->checkpoint_dir);
 	if (!srv->scheduler || !srv->transport || !srv->host || !srv->secret || !srv->ckpt_dir) {
 		rc = -ENOMEM;
-		goto err_srv;
+		goto err;
 	}
 	srv->nworkers = (uint32_t)cfg->num_workers;
 	srv->chunk_bytes = (uint32_t)cfg->chunk_bytes;
@@ -167,14 +173,14 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	tp.recv_dest = NULL;
 	rc = rps_transport_create(srv->transport, &tp, &srv->tr);
 	if (rc)
-		goto err_srv;
+		goto err;
 	srv->conn_per_shard = rps_tr_has(srv->tr, RPS_TR_CAP_CHANNELS);
 	srv->remote_read = rps_tr_has(srv->tr, RPS_TR_CAP_READ);
 
 	srv->shards = rps_calloc((size_t)srv->nshards, sizeof(*srv->shards));
 	if (!srv->shards) {
 		rc = -ENOMEM;
-		goto err_tr;
+		goto err;
 	}
 	for (int s = 0; s < srv->nshards; s++) {
 		struct rps_shard_params sp = {
@@ -200,7 +206,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 
 		rc = rps_shard_init(sh, &sp, &rps_srv_io, srv);
 		if (rc)
-			goto err_shards;
+			goto err;
 		srv->shards_ready++;
 	}
 	/* listen first: it binds the RDMA device the stores are registered with.
@@ -208,7 +214,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	rc = rps_tr_listen(srv->tr, srv->host, opts->port, &srv->port);
 	if (rc) {
 		RPS_ERR("listen on %s:%u: %s", srv->host, opts->port, strerror(-rc));
-		goto err_shards;
+		goto err;
 	}
 	for (int s = 0; s < srv->nshards; s++) {
 		struct rps_shard *sh = &srv->shards[s];
@@ -218,18 +224,18 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		if (rc) {
 			RPS_ERR("shard %d: register %zu bytes with %s: %s", s, sh->store.size,
 				srv->transport, strerror(-rc));
-			goto err_shards;
+			goto err;
 		}
 		sh->mr_ok = 1;
 	}
 	rc = rps_srv_cores_setup(srv);
 	if (rc)
-		goto err_shards;
+		goto err;
 	for (int s = 0; s < srv->nshards; s++) {
 		rc = rps_shard_start(&srv->shards[s],
 				     srv->ncores ? srv->cores[s % srv->ncores] : -1);
 		if (rc)
-			goto err_threads;
+			goto err;
 	}
 	rps_srv_cores_desc(srv, cores, sizeof(cores));
 	snprintf(stale, sizeof(stale), " (staleness %u)", opts->staleness);
@@ -243,29 +249,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	*server_p = srv;
 	return 0;
 
-err_threads:
-	for (int s = 0; s < srv->nshards; s++)
-		rps_shard_stop(&srv->shards[s]);
-err_shards:
-	for (int s = 0; s < srv->shards_ready; s++)
-		if (srv->shards[s].mr_ok)
-			rps_tr_dereg_mem(srv->tr, &srv->shards[s].mr);
-err_tr:
-	rps_transport_destroy(srv->tr);
-	for (int s = 0; s < srv->shards_ready; s++)
-		rps_shard_fini(&srv->shards[s]);
-	rps_free(srv->shards);
-	rps_free(srv->cores);
-err_srv:
-	rps_srv_bufpool_fini(&srv->net_bufs);
-	rps_srv_pool_fini(&srv->reqs);
-	rps_free(srv->scheduler);
-	rps_free(srv->transport);
-	rps_free(srv->host);
-	rps_free(srv->secret);
-	rps_free(srv->ckpt_dir);
-	rps_free(srv->restore_dir);
-	rps_free(srv);
+err:
+	rps_server_destroy(srv); /* undoes what was done, in order */
 	return rc;
 }
 
@@ -278,6 +263,8 @@ void rps_server_stop(struct rps_server *srv)
 		rps_tr_wake(srv->tr);
 }
 
+/* Also the unwind of a failed rps_server_create: everything is undone only
+ * as far as it was done (shards_ready, mr_ok, thread_ok, tr). */
 void rps_server_destroy(struct rps_server *srv)
 {
 	struct rps_srv_conn *sc;
@@ -286,9 +273,9 @@ void rps_server_destroy(struct rps_server *srv)
 		return;
 	atomic_store(&srv->stop, 1);
 	/* update threads drain their rings: queued pushes are applied and acked */
-	for (int s = 0; s < srv->nshards; s++)
+	for (int s = 0; s < srv->shards_ready; s++)
 		rps_shard_stop(&srv->shards[s]);
-	for (int s = 0; s < srv->nshards; s++)
+	for (int s = 0; s < srv->shards_ready; s++)
 		rps_srv_free_reqs(srv, rps_shard_pull_unpark(&srv->shards[s], NULL));
 	rps_srv_close_drain(srv);
 	/* what is left holds references for sends that will not complete now */
@@ -302,10 +289,11 @@ void rps_server_destroy(struct rps_server *srv)
 		sc = n;
 	}
 	srv->conns = NULL;
-	for (int s = 0; s < srv->nshards; s++)
+	for (int s = 0; s < srv->shards_ready; s++)
 		if (srv->shards[s].mr_ok)
 			rps_tr_dereg_mem(srv->tr, &srv->shards[s].mr);
-	rps_transport_destroy(srv->tr);
+	if (srv->tr)
+		rps_transport_destroy(srv->tr);
 	srv->tr = NULL;
 	for (int s = 0; s < srv->shards_ready; s++)
 		rps_shard_fini(&srv->shards[s]);

@@ -31,6 +31,7 @@
 #include "server/pull.h"
 #include "server/shard.h"
 #include "server/update.h"
+#include "src/config.h"
 #include "transport/transport.h"
 
 /* The server's side of one worker connection (conn->user). Freed, and the
@@ -53,8 +54,6 @@ struct rps_srv_conn {
 #define RPS_SRV_POLL_MS 100
 #define RPS_SRV_EVENTS	64
 
-struct rps_config;
-
 /* /metrics (metrics.c). */
 struct srv_metrics {
 	struct rps_metrics *reg;
@@ -74,9 +73,10 @@ struct rps_server {
 	char *transport;
 	char *host;
 	char *secret;
-	char *ckpt_dir;	   /* RDMAPS_CHECKPOINT_DIR ("" none) */
-	char *restore_dir; /* rps_server_set_restore, NULL none */
-	const struct rps_config *cfg;
+	char *ckpt_dir;		      /* RDMAPS_CHECKPOINT_DIR ("" none) */
+	char *restore_dir;	      /* rps_server_set_restore, NULL none */
+	const struct rps_config *cfg; /* &cfg_copy */
+	struct rps_config cfg_copy;
 	uint32_t nworkers; /* configured (RDMAPS_NUM_WORKERS) */
 	uint32_t chunk_bytes;
 	uint64_t max_msg;
@@ -121,6 +121,8 @@ void rps_srv_queue_worker(struct rps_server *srv, uint32_t type, uint32_t w);
 int rps_srv_queue_all(struct rps_server *srv, uint32_t type, struct rps_shard_restore *r);
 
 /* opts.c */
+void rps_srv_opts_from_config(struct rps_server_opts *o, const struct rps_config *cfg);
+void rps_srv_opts_merge(struct rps_server_opts *o, const struct rps_server_opts *from);
 int rps_srv_opts_check(const struct rps_server_opts *o, const struct rps_config *cfg);
 int rps_srv_cores_setup(struct rps_server *srv);
 void rps_srv_cores_desc(const struct rps_server *srv, char *buf, size_t len);
