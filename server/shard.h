@@ -109,7 +109,7 @@ struct rps_shard_restore {
 
 struct rps_shard {
 	struct rps_shard_params p;
-	struct rps_optim_opts optim_noclip; /* clipping is done per piece, before the runs */
+	struct rps_optim_opts optim_noclip; /* clipping is per tensor (update.c), not per run */
 	const struct rps_shard_io *io;
 	void *io_arg;
 

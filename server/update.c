@@ -79,18 +79,22 @@ void rps_shard_push_entry(const struct rps_shard *sh, struct rps_srv_req *req,
 
 /* ---- applying (update thread) ------------------------------------------------ */
 
-/* Scale g so that ||g|| <= clip_norm over the whole piece (the optimizer's own
- * clipping would act per chunk run). */
-static void clip_piece(const struct rps_shard *sh, float *g, uint64_t n)
+/* Gradient clipping is per tensor: the worker sends the L2 norm of the whole
+ * tensor (key) with each of its pieces, and every piece is scaled by
+ * min(1, clip_norm / tensor_norm), so the result does not depend on how the
+ * tensor was cut into slices and frames. A piece without a tensor norm
+ * (tensor_norm 0) is taken as a tensor of its own. Under BSP each worker's
+ * tensor is clipped before it is added to the clock's sum; the sum itself is
+ * applied as it is. */
+static float clip_scale(const struct rps_shard *sh, const struct rps_push *p, const float *g)
 {
 	float c = sh->p.optim.clip_norm;
 	float nrm;
 
-	if (!(c > 0) || !n)
-		return;
-	nrm = cblas_snrm2((int)n, g, 1);
-	if (nrm > c)
-		cblas_sscal((int)n, c / nrm, g, 1);
+	if (!(c > 0) || !p->count)
+		return 1.0f;
+	nrm = p->tensor_norm > 0 ? p->tensor_norm : cblas_snrm2((int)p->count, g, 1);
+	return nrm > c ? c / nrm : 1.0f;
 }
 
 /* One optimizer step on elements [off, off + n) of a slice, g[0..n), run by
@@ -101,7 +105,6 @@ static void step_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t o
 	uint32_t epc = m->sl.epc;
 	uint64_t e = off, end = off + n;
 
-	clip_piece(sh, g, n);
 	while (e < end) {
 		uint64_t c = e / epc;
 		uint64_t i = e % epc;
@@ -161,7 +164,8 @@ static void apply_push(struct rps_shard *sh, struct rps_srv_req *req)
 	if (m->pending_init) {
 		assign_runs(sh, m, p->offset, p->count, req->data);
 	} else if (sh->p.consistency == RPS_BSP) {
-		cblas_saxpy((int)p->count, 1.0f, req->data, 1, m->acc + p->offset, 1);
+		cblas_saxpy((int)p->count, clip_scale(sh, p, req->data), req->data, 1,
+			    m->acc + p->offset, 1);
 		if (!m->dirty) {
 			m->dirty = 1;
 			m->dirty_next = sh->dirty;
@@ -171,6 +175,10 @@ static void apply_push(struct rps_shard *sh, struct rps_srv_req *req)
 		uint64_t step = m->elems_applied / (m->nelems ? m->nelems : 1);
 		uint32_t stale = sh->clock > p->clock ? (uint32_t)(sh->clock - p->clock) : 0;
 
+		float scale = clip_scale(sh, p, req->data);
+
+		if (scale != 1.0f)
+			cblas_sscal((int)p->count, scale, req->data, 1);
 		step_runs(sh, m, p->offset, p->count, req->data, step, stale);
 		m->elems_applied += p->count;
 		m->opt.step = m->elems_applied / (m->nelems ? m->nelems : 1);
