@@ -174,13 +174,8 @@ static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const stru
 		uint32_t n;
 
 		memcpy(&n, pushes + (size_t)s * sizeof(n), sizeof(n));
-		memset(&e, 0, sizeof(e));
-		e.type = RPS_ENT_CLOCK;
-		e.shard = (uint32_t)s;
-		e.info.worker = sc->rank;
+		rps_srv_ctl_entry(&e, RPS_ENT_CLOCK, (uint32_t)s, sc->rank);
 		e.info.clock = c->clock;
-		e.info.timestamp_ns = UINT64_MAX;
-		e.info.norm = INFINITY;
 		e.u64 = n;
 		if (rps_srv_enqueue(srv, &srv->shards[s], &e))
 			return;
@@ -199,13 +194,8 @@ static void on_sync(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	for (int s = lo; s < hi; s++) {
 		struct rps_ring_entry e;
 
-		memset(&e, 0, sizeof(e));
-		e.type = RPS_ENT_SYNC;
-		e.shard = (uint32_t)s;
-		e.info.worker = sc->rank;
+		rps_srv_ctl_entry(&e, RPS_ENT_SYNC, (uint32_t)s, sc->rank);
 		e.info.clock = y->clock;
-		e.info.timestamp_ns = UINT64_MAX;
-		e.info.norm = INFINITY;
 		if (rps_srv_enqueue(srv, &srv->shards[s], &e))
 			return;
 	}

@@ -31,42 +31,42 @@ int rps_srv_enqueue(struct rps_server *srv, struct rps_shard *sh, const struct r
 	return rc ? -ECANCELED : 0;
 }
 
-void rps_srv_queue_worker(struct rps_server *srv, uint32_t type, uint32_t w)
+void rps_srv_ctl_entry(struct rps_ring_entry *e, uint32_t type, uint32_t shard, uint32_t worker)
 {
-	for (int s = 0; s < srv->nshards; s++) {
-		struct rps_ring_entry e;
-		int rc;
-
-		memset(&e, 0, sizeof(e));
-		e.type = type;
-		e.shard = (uint32_t)s;
-		e.info.worker = w;
-		e.info.timestamp_ns = UINT64_MAX;
-		e.info.norm = INFINITY;
-		do {
-			rc = rps_ring_push_wait(srv->shards[s].ring, &e, RPS_SRV_POLL_MS);
-		} while (rc == -ETIMEDOUT && !atomic_load(&srv->stop));
-	}
+	memset(e, 0, sizeof(*e));
+	e->type = type;
+	e->shard = shard;
+	e->info.worker = worker;
+	e->info.timestamp_ns = UINT64_MAX;
+	e->info.norm = INFINITY;
 }
 
-/* One control entry (ptr: per-shard array or NULL) into every shard's ring. */
-int rps_srv_queue_all(struct rps_server *srv, uint32_t type, struct rps_shard_restore *r)
+/* One control entry into every shard's ring: about worker w, with ptr r[s]
+ * (r NULL: none). Stops at the first failure (the server stops). */
+static int queue_each(struct rps_server *srv, uint32_t type, uint32_t w,
+		      struct rps_shard_restore *r)
 {
 	for (int s = 0; s < srv->nshards; s++) {
 		struct rps_ring_entry e;
 		int rc;
 
-		memset(&e, 0, sizeof(e));
-		e.type = type;
-		e.shard = (uint32_t)s;
+		rps_srv_ctl_entry(&e, type, (uint32_t)s, w);
 		e.ptr = r ? &r[s] : NULL;
-		e.info.timestamp_ns = UINT64_MAX;
-		e.info.norm = INFINITY;
 		rc = rps_srv_enqueue(srv, &srv->shards[s], &e);
 		if (rc)
 			return rc;
 	}
 	return 0;
+}
+
+void rps_srv_queue_worker(struct rps_server *srv, uint32_t type, uint32_t w)
+{
+	queue_each(srv, type, w, NULL);
+}
+
+int rps_srv_queue_all(struct rps_server *srv, uint32_t type, struct rps_shard_restore *r)
+{
+	return queue_each(srv, type, 0, r);
 }
 
 /* ---- restore and checkpoint requests ----------------------------------------- */

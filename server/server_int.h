@@ -117,6 +117,8 @@ struct rps_server {
 
 /* server.c: entries into the shards' rings (network and control threads). */
 int rps_srv_enqueue(struct rps_server *srv, struct rps_shard *sh, const struct rps_ring_entry *e);
+/* A control entry (DEAD, CLOCK, ...): as fresh and as urgent as anything. */
+void rps_srv_ctl_entry(struct rps_ring_entry *e, uint32_t type, uint32_t shard, uint32_t worker);
 void rps_srv_queue_worker(struct rps_server *srv, uint32_t type, uint32_t w);
 int rps_srv_queue_all(struct rps_server *srv, uint32_t type, struct rps_shard_restore *r);
 
