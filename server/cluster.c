@@ -9,7 +9,7 @@
 #include "src/alloc.h"
 #include "src/config.h"
 #include "src/log.h"
-#include "transport/control.h"
+#include "control/control.h"
 
 /* ---- control channel callbacks (control thread) ------------------------------ */
 
@@ -76,16 +76,14 @@ int rps_server_run(struct rps_server *srv)
 	if (strcmp(rps_srv_advertised_host(srv), srv->host))
 		RPS_WARN("listening on %s: advertising 127.0.0.1 to workers (set --host)",
 			 srv->host);
-	memset(&jo, 0, sizeof(jo));
+	rps_ctl_join_opts_init(&jo, srv->cfg, RPS_ROLE_SERVER);
 	jo.scheduler = srv->scheduler;
 	jo.secret = srv->secret;
-	jo.role = RPS_ROLE_SERVER;
-	jo.transport =
-	    srv->remote_read ? 1 : 0; /* the status table's data path: 1 = one-sided reads */
+	/* the status table's data path: 1 = one-sided reads */
+	jo.transport = srv->remote_read ? 1 : 0;
 	jo.host = rps_srv_advertised_host(srv);
 	jo.port = srv->port;
-	if (srv->cfg->rank >= 0)
-		want = (uint32_t)srv->cfg->rank;
+	want = jo.want_rank;
 	if (srv->restore_dir) {
 		int nranks = 0;
 		uint32_t r = rps_srv_restore_rank_of_dir(srv->restore_dir, &nranks);

@@ -10,8 +10,8 @@
 #include "src/log.h"
 #include "src/metrics.h"
 #include "src/util.h"
-#include "transport/control.h"
-#include "transport/http.h"
+#include "control/control.h"
+#include "http/http.h"
 
 /* Age (ms) of the oldest shard's newest checkpoint, -1 if a shard has none. */
 static int64_t ckpt_age_ms(struct rps_server *srv)

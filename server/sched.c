@@ -293,12 +293,9 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 		rc = -ENOMEM;
 		goto err;
 	}
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(&s->cfg, &tp);
 	tp.secret = s->secret;
 	tp.max_msg = SCHED_MAX_MSG;
-	tp.timeout_ms = s->cfg.timeout_ms;
-	tp.nchannels = 1;
-	tp.cfg = &s->cfg;
 	tp.arg = s;
 	tp.on_hello = sched_on_hello;
 	rc = rps_transport_create("tcp", &tp, &s->tr);

@@ -13,8 +13,8 @@
 #include "server/sched.h"
 #include "src/config.h"
 #include "src/metrics.h"
+#include "http/http.h"
 #include "src/proto.h"
-#include "transport/http.h"
 #include "transport/transport.h"
 
 #define SCHED_POLL_MS		50	   /* longest poll: stop flag and heartbeat checks */

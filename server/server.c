@@ -13,7 +13,7 @@
 #include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
-#include "transport/control.h"
+#include "control/control.h"
 
 /* ---- hand-off into the shards' rings ---------------------------------------- */
 
@@ -161,13 +161,11 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	rps_srv_pool_init(&srv->reqs, sizeof(struct rps_srv_req));
 	rps_srv_bufpool_init(&srv->net_bufs, srv->max_msg);
 
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(cfg, &tp);
 	tp.secret = srv->secret;
-	tp.max_msg = srv->max_msg;
-	tp.timeout_ms = opts->timeout_ms;
+	if (opts->timeout_ms > 0)
+		tp.timeout_ms = opts->timeout_ms;
 	tp.nchannels = (uint32_t)srv->nshards;
-	tp.device = cfg->device[0] ? cfg->device : NULL;
-	tp.cfg = cfg;
 	tp.arg = srv;
 	tp.on_hello = rps_srv_on_hello;
 	tp.recv_dest = NULL;
