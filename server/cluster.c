@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "control/control.h"
 #include "src/alloc.h"
 #include "src/config.h"
 #include "src/log.h"
-#include "control/control.h"
 
 /* ---- control channel callbacks (control thread) ------------------------------ */
 

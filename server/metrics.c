@@ -6,12 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "control/control.h"
+#include "http/http.h"
 #include "src/config.h"
 #include "src/log.h"
 #include "src/metrics.h"
 #include "src/util.h"
-#include "control/control.h"
-#include "http/http.h"
 
 /* Age (ms) of the oldest shard's newest checkpoint, -1 if a shard has none. */
 static int64_t ckpt_age_ms(struct rps_server *srv)

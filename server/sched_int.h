@@ -10,10 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "http/http.h"
 #include "server/sched.h"
 #include "src/config.h"
 #include "src/metrics.h"
-#include "http/http.h"
 #include "src/proto.h"
 #include "transport/transport.h"
 

@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "control/control.h"
 #include "src/alloc.h"
 #include "src/config.h"
 #include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
-#include "control/control.h"
 
 /* ---- hand-off into the shards' rings ---------------------------------------- */
 

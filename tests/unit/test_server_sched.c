@@ -20,12 +20,12 @@
 
 #include <cmocka.h>
 
+#include "control/control.h"
 #include "server/sched.h"
 #include "src/config.h"
 #include "src/log.h"
 #include "src/proto.h"
 #include "src/util.h"
-#include "control/control.h"
 #include "transport/transport.h"
 
 #define HB_MS		   50
