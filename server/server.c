@@ -107,8 +107,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	srv = rps_calloc(1, sizeof(*srv));
 	if (!srv)
 		return -ENOMEM;
-	/* our own copy of the configuration: the transport and the join keep
-	 * pointers into it */
+	/* our own copy of the configuration: the caller's need not outlive this
+	 * call, and rps_server_run reads it later */
 	if (opts && opts->field_mask & RPS_SERVER_OPT_CONFIG && opts->config) {
 		srv->cfg_copy = *opts->config;
 	} else {
