@@ -9,6 +9,7 @@
 #include <rdmaps/optim.h>
 #include <rdmaps/worker.h>
 #include <rdmaps/server.h>
+#include <rdmaps/ctl.h>
 
 /* The version these headers belong to; rps_version() is the library's. */
 #define RPS_VERSION_MAJOR 0
