@@ -82,18 +82,17 @@ for top in examples tools; do
 		{ cat "$T/$top.log"; echo "install: building $top/ against the prefix failed"; exit 1; }
 done
 
-# what was built links and runs (the shared library from the prefix). No
-# `grep -q` after ldd or --help: it exits at the first match, the writer dies
-# of SIGPIPE and pipefail fails the check when the match comes early.
+# what was built links and runs (the shared library from the prefix)
 if [ -z "${skip[examples/fmnist]:-}" ]; then
-	"$T/examples/fmnist/fmnist-train" --help | grep '^usage: fmnist-train' >/dev/null ||
+	"$T/examples/fmnist/fmnist-train" --help | grep -q '^usage: fmnist-train' ||
 		{ echo "install: fmnist-train --help"; exit 1; }
-	ldd "$T/examples/fmnist/fmnist-train" | grep "$T/prefix/lib/librdmaps.so" >/dev/null ||
+	# not `ldd | grep -q`: grep leaving early kills ldd with SIGPIPE (pipefail)
+	grep -q "$T/prefix/lib/librdmaps.so" <<<"$(ldd "$T/examples/fmnist/fmnist-train")" ||
 		{ echo "install: fmnist-train does not use the installed librdmaps"; exit 1; }
 fi
 ctl=$T/tools/ctl/rdmaps-ctl
-"$ctl" --help | grep '^usage: rdmaps-ctl' >/dev/null || { echo "install: rdmaps-ctl --help"; exit 1; }
-ldd "$ctl" | grep "$T/prefix/lib/librdmaps.so" >/dev/null ||
+"$ctl" --help | grep -q '^usage: rdmaps-ctl' || { echo "install: rdmaps-ctl --help"; exit 1; }
+grep -q "$T/prefix/lib/librdmaps.so" <<<"$(ldd "$ctl")" ||
 	{ echo "install: rdmaps-ctl does not use the installed librdmaps"; exit 1; }
 # the library's control client, through the public API: no scheduler there
 rc=0

@@ -2,7 +2,7 @@
  *
  * Over the same buffers (w, g and the optimizer state, --bytes of gradient
  * each, default 64 MiB), times one pass of cblas_saxpy (w += a g) and one
- * rps_optim_apply per optimizer, round-robin, --iters times, and reports the
+ * rps_optimizer_step (the servers' optimizer code) per optimizer, round-robin, --iters times, and reports the
  * median as GB/s of gradient consumed. OpenBLAS runs on one thread so that
  * the figures are per core. Exit status 1 when SGD is below 0.8x saxpy.
  */
@@ -14,12 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <rdmaps/optim.h>
 #include <rdmaps/rdmaps.h>
-
-/* The one internal header: this benchmarks the servers' optimizer kernel
- * itself (rps_optim_apply on caller-given state, as a shard applies it), which
- * the public rps_optimizer API wraps with state of its own. */
-#include "src/optim.h"
 
 static uint64_t now_ns(void)
 {
@@ -163,9 +159,11 @@ static int cmp_double(const void *a, const void *b)
 }
 
 struct bufs {
-	float *w, *g, *m, *v;
+	float *w, *g;
 	size_t n;
-	struct rps_optim_opts opts[K_COUNT];
+	/* the servers' optimizer code through the public API, each with its own
+	 * state (the per-call bookkeeping is a step counter: noise next to n) */
+	struct rps_optimizer *opt[K_COUNT];
 };
 
 /* One pass of kernel k; returns seconds. */
@@ -176,7 +174,7 @@ static double run_once(struct bufs *b, int k)
 	if (k == K_SAXPY)
 		cblas_saxpy((int)b->n, -1e-6f, b->g, 1, b->w, 1);
 	else
-		rps_optim_apply(&b->opts[k], b->w, b->g, b->m, b->v, b->n, 0, 0);
+		rps_optimizer_step(b->opt[k], b->w, b->g);
 	return (double)(now_ns() - t0) * 1e-9;
 }
 
@@ -208,9 +206,8 @@ int main(int argc, char **argv)
 
 	b.w = aligned_alloc(64, (bytes + 63) / 64 * 64);
 	b.g = aligned_alloc(64, (bytes + 63) / 64 * 64);
-	b.m = aligned_alloc(64, (bytes + 63) / 64 * 64);
-	b.v = aligned_alloc(64, (bytes + 63) / 64 * 64);
-	pass = b.w && b.g && b.m && b.v;
+	memset(b.opt, 0, sizeof(b.opt));
+	pass = b.w && b.g;
 	for (int k = 0; k < K_COUNT; k++) {
 		t[k] = calloc((size_t)a.iters, sizeof(double));
 		pass = pass && t[k];
@@ -224,13 +221,23 @@ int main(int argc, char **argv)
 
 		b.w[i] = (float)(h & 0xffff) / 65536.0f - 0.5f;
 		b.g[i] = (float)((h >> 16) & 0xffff) / 65536.0f - 0.5f;
-		b.m[i] = 0.0f;
-		b.v[i] = 0.0f;
 	}
 	for (int k = K_SGD; k < K_COUNT; k++) {
-		rps_optim_opts_default(&b.opts[k]);
-		b.opts[k].kind = kinds[k];
-		b.opts[k].lr = 1e-6f; /* keep w bounded over the passes */
+		struct rps_optim_opts o = {
+		    .kind = kinds[k],
+		    .lr = 1e-6f, /* keep w bounded over the passes */
+		    .momentum = 0.9f,
+		    .beta1 = 0.9f,
+		    .beta2 = 0.999f,
+		    .eps = 1e-8f,
+		    .schedule = RPS_LR_CONSTANT,
+		};
+
+		if (rps_optimizer_create(&o, b.n, &b.opt[k])) {
+			fprintf(stderr, "rdmaps-bench-optim: cannot create optimizer state for %zu "
+					"elements\n", b.n);
+			goto out_free;
+		}
 	}
 
 	/* warm-up: page in every buffer, wake up the BLAS kernels */
@@ -293,7 +300,7 @@ out_free:
 		free(t[k]);
 	free(b.w);
 	free(b.g);
-	free(b.m);
-	free(b.v);
+	for (int k = 0; k < K_COUNT; k++)
+		rps_optimizer_destroy(b.opt[k]);
 	return rc;
 }
