@@ -117,7 +117,7 @@ struct rps_piece {
 };
 
 /* A direct request: one READ of a one-chunk slice, posted by read_notify
- * and finished by whoever waits for or tests the request (pull_rdma.c).
+ * and finished by whoever waits for or tests the request (read_direct.c).
  * It has no piece and no event; it is not counted in reqs_inflight. */
 struct rps_rdirect {
 	struct rps_tr_done done; /* the READ's completion */
@@ -280,6 +280,8 @@ void rps_wreq_free_direct(struct rps_req *req);
 /* Waits for direct requests that slept on cv, and those sleeps that ended
  * by their timeout (no wake-up came), in this process. */
 void rps_wcore_stat_direct(uint64_t *sleeps_p, uint64_t *naps_p);
+/* Back to the pool (a completed request nobody will look at again). */
+void rps_wreq_free_locked(struct rps_req *r);
 /* Record an error on the request without a piece (first error wins). */
 void rps_wreq_fail_locked(struct rps_req *req, int status);
 /* Drop the guard: the request completes once its pieces have. */

@@ -1,4 +1,4 @@
-/* Worker lifecycle: options, joining the cluster, the progress thread. */
+/* Worker lifecycle: options, joining the cluster, create and destroy. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,9 +12,6 @@
 #include "worker/worker_int.h"
 
 #define RPS_WORKER_DEFAULT_TIMEOUT_MS 30000
-#define PROGRESS_EVENTS 64
-#define PROGRESS_IDLE_MS 200 /* bound on a poll, even when nothing is due */
-#define CALLER_EVENTS 16     /* events a spinning caller takes at once */
 
 void rps_worker_opts_init(struct rps_worker_opts *opts)
 {
@@ -42,133 +39,9 @@ static void core_wake(void *arg)
 
 static void core_piece_fini(void *arg, struct rps_piece *p)
 {
-	if (p->kind == RPS_PK_RPULL || p->kind == RPS_PK_RHDR)
-		rps_wrdma_piece_release_locked(arg, p);
-}
-
-/* ---- progress thread ---- */
-
-static void handle_closed(struct rps_worker *w, const struct rps_tr_event *ev)
-{
-	struct rps_wconn *wc = ev->conn ? ev->conn->user : NULL;
-
-	if (!wc)
-		return;
-	if (ev->status && ev->status != -ECONNRESET)
-		RPS_INFO("server %u channel %u closed: %s", wc->srv->rank, wc->channel,
-			 rps_strerror(ev->status));
-	/* what the caller sees is the documented -ECONNRESET, whatever the cause */
-	rps_wconn_mark_dead(w, wc, -ECONNRESET);
-}
-
-static void handle_events(struct rps_worker *w, struct rps_tr_event *ev, int n)
-{
-	int locked = 0;
-
-	for (int i = 0; i < n; i++) {
-		struct rps_tr_event *e = &ev[i];
-		struct rps_wconn *wc = e->conn ? e->conn->user : NULL;
-
-		switch (e->type) {
-		case RPS_TR_EV_RECV:
-			if (!locked) {
-				pthread_mutex_lock(&w->core.lock);
-				locked = 1;
-			}
-			if (wc)
-				rps_wrecv_locked(w, wc, e);
-			if (e->token)
-				rps_tr_release(w->tr, e->token);
-			break;
-		case RPS_TR_EV_SEND_DONE: {
-			struct rps_piece *p = rps_piece_by_ctx(&w->core, e->ctx);
-
-			if (!locked) {
-				pthread_mutex_lock(&w->core.lock);
-				locked = 1;
-			}
-			if (p && p->kind == RPS_PK_PUSH && (p->waits & RPS_PW_SEND)) {
-				rps_piece_clear_locked(&w->core, p, RPS_PW_SEND, e->status);
-				if (p->kind && p->req && p->req->aborted)
-					rps_piece_detach_locked(&w->core, p);
-			}
-			break;
-		}
-		case RPS_TR_EV_READ_DONE:
-			if (locked) {
-				pthread_mutex_unlock(&w->core.lock);
-				locked = 0;
-			}
-			rps_wrdma_read_done(w, e);
-			break;
-		case RPS_TR_EV_CLOSED:
-			if (locked) {
-				pthread_mutex_unlock(&w->core.lock);
-				locked = 0;
-			}
-			handle_closed(w, e);
-			break;
-		case RPS_TR_EV_ACCEPTED:
-		default:
-			RPS_DEBUG("unexpected transport event %d", (int)e->type);
-			break;
-		}
-	}
-	if (locked)
-		pthread_mutex_unlock(&w->core.lock);
-}
-
-/* A waiting caller reaps completions itself (RPS_TR_CAP_PROGRESS). Its
- * loop pauses between calls, not this: a direct request's READ completes
- * here without an event, and its waiter stops at once. */
-static void core_spin(void *arg)
-{
 	struct rps_worker *w = arg;
-	struct rps_tr_event ev[CALLER_EVENTS];
-	int n = rps_tr_progress(w->tr, ev, CALLER_EVENTS);
 
-	if (n > 0)
-		handle_events(w, ev, n);
-}
-
-static void *progress_main(void *arg)
-{
-	struct rps_worker *w = arg;
-	struct rps_tr_event ev[PROGRESS_EVENTS];
-	int errors = 0;
-
-	rps_wcore_be_progress(&w->core);
-
-	while (!atomic_load(&w->stop)) {
-		int timeout = PROGRESS_IDLE_MS;
-		int t, n;
-
-		if (rps_wconn_reap(w))
-			timeout = 1;
-		if (w->use_read) {
-			t = rps_wrdma_timers(w);
-			if (t >= 0 && t < timeout)
-				timeout = t;
-		}
-		n = rps_tr_poll(w->tr, ev, PROGRESS_EVENTS, timeout);
-		if (n < 0) {
-			if (n != -EINTR && n != -EAGAIN && errors++ < 3)
-				RPS_ERR("transport poll: %s", rps_strerror(n));
-			if (n != -EINTR && n != -EAGAIN) {
-				struct timespec ts = { 0, 1000000 };
-
-				nanosleep(&ts, NULL);
-			}
-			continue;
-		}
-		if (n > 0)
-			handle_events(w, ev, n);
-		pthread_mutex_lock(&w->core.lock);
-		rps_wcore_abort_scan_locked(&w->core);
-		pthread_mutex_unlock(&w->core.lock);
-		rps_wcore_drain(&w->core);
-	}
-	return NULL;
+	w->pull->piece_fini_locked(w, p);
 }
 
 /* ---- control callbacks (control thread) ---- */
@@ -210,45 +83,6 @@ static void on_map(void *arg, const struct rps_map *map, const struct rps_node *
 
 /* ---- joining a running job ---- */
 
-/* Every shard's clock as of now into clock_seen: count-0 PULLs (frames), or
- * the store headers' clock words (RDMA, read at create). */
-static int read_clocks(struct rps_worker *w)
-{
-	struct rps_req *req;
-
-	if (w->use_read)
-		return rps_wrdma_read_headers(w, UINT32_MAX);
-	req = rps_wreq_new(&w->core, NULL, NULL);
-	if (!req)
-		return -ENOMEM;
-	rps_wsubmit_enter(w);
-	for (uint32_t i = 0; i < w->num_servers; i++) {
-		for (uint32_t j = 0; j < w->servers[i].nshards; j++) {
-			struct rps_piece *p;
-
-			pthread_mutex_lock(&w->core.lock);
-			p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PULL, RPS_PW_RESP);
-			if (!p) {
-				rps_wreq_fail_locked(req, -ENOMEM);
-				pthread_mutex_unlock(&w->core.lock);
-				break;
-			}
-			p->conn = w->servers[i].shards[j].conn;
-			p->server = i;
-			p->shard = j;
-			memset(&p->u.pull.fixed, 0, sizeof(p->u.pull.fixed));
-			p->u.pull.fixed.shard = j; /* count 0, min_clock 0: answered at once */
-			p->u.pull.dest = NULL;
-			p->u.pull.receiving = 0;
-			pthread_mutex_unlock(&w->core.lock);
-			rps_wpost_piece(w, p);
-		}
-	}
-	rps_wsubmit_leave(w);
-	rps_wreq_seal(req);
-	return rps_wreq_wait_internal(req, w->timeout_ms);
-}
-
 static uint32_t max_clock_seen(struct rps_worker *w)
 {
 	uint32_t c = 0;
@@ -270,7 +104,7 @@ static int join_clock(struct rps_worker *w)
 	int rc;
 
 	for (int round = 0; round < 5; round++) {
-		rc = read_clocks(w);
+		rc = w->pull->read_clocks(w, UINT32_MAX);
 		if (rc) {
 			RPS_ERR("worker: reading the shards' clocks: %s", rps_strerror(rc));
 			return rc;
@@ -325,6 +159,7 @@ static int worker_alloc(struct rps_worker **w_p)
 	atomic_init(&w->leaving, 0);
 	w->core.wake = core_wake;
 	w->core.wake_arg = w;
+	w->pull = &rps_wpull_frame; /* until create chooses */
 	w->core.piece_fini = core_piece_fini;
 	w->core.piece_fini_arg = w;
 	*w_p = w;
@@ -370,6 +205,31 @@ static void worker_free(struct rps_worker *w)
 	pthread_rwlock_destroy(&w->clock_rw);
 	pthread_mutex_destroy(&w->reconn_lock);
 	rps_free(w);
+}
+
+/* Pulls by one-sided reads when the transport reads remote memory and every
+ * server's stores are readable; by frames otherwise. */
+static const struct rps_wpull_ops *pull_strategy(struct rps_worker *w)
+{
+	int readable = rps_tr_has(w->tr, RPS_TR_CAP_READ) &&
+		       w->tr->max_read_sge >= RPS_RPLAN_MIN_SGE;
+
+	for (uint32_t i = 0; readable && i < w->num_servers; i++) {
+		struct rps_wserver *s = &w->servers[i];
+
+		for (uint32_t j = 0; j < s->nshards; j++)
+			if (!s->shards[j].desc.addr || !s->shards[j].desc.size)
+				readable = 0;
+		if (s->chunk_bytes < 64 || s->chunk_bytes % 64)
+			readable = 0;
+	}
+	if (readable)
+		return &rps_wpull_read;
+	if (rps_tr_has(w->tr, RPS_TR_CAP_READ))
+		RPS_WARN("transport %s reads remote memory, but the servers' stores are not "
+			 "readable (or max_read_sge %d < %d): pulls go by frames",
+			 w->transport_name, w->tr->max_read_sge, RPS_RPLAN_MIN_SGE);
+	return &rps_wpull_frame;
 }
 
 static int build_keymap(struct rps_worker *w)
@@ -496,35 +356,17 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	rc = build_keymap(w);
 	if (rc)
 		goto err_conns;
-	w->use_read = (w->tr->caps & RPS_TR_CAP_READ) && w->tr->max_read_sge >= RPS_RPLAN_MIN_SGE;
-	for (uint32_t i = 0; w->use_read && i < w->num_servers; i++) {
-		struct rps_wserver *s = &w->servers[i];
-
-		for (uint32_t j = 0; j < s->nshards; j++)
-			if (!s->shards[j].desc.addr || !s->shards[j].desc.size)
-				w->use_read = 0;
-		if (s->chunk_bytes < 64 || s->chunk_bytes % 64)
-			w->use_read = 0;
-	}
-	if ((w->tr->caps & RPS_TR_CAP_READ) && !w->use_read)
-		RPS_WARN("transport %s reads remote memory, but the servers' stores are not "
-			 "readable (or max_read_sge %d < %d): pulls go by frames",
-			 w->transport_name, w->tr->max_read_sge, RPS_RPLAN_MIN_SGE);
-	if (w->use_read) {
-		rc = rps_wrdma_init(w);
-		if (rc)
-			goto err_conns;
-	}
+	w->pull = pull_strategy(w);
+	rc = w->pull->init(w);
+	if (rc)
+		goto err_conns;
 
 	if ((w->tr->caps & RPS_TR_CAP_PROGRESS) && w->cfg->wait_spin_us > 0) {
-		w->core.spin = core_spin;
+		w->core.spin = rps_wprogress_spin;
 		w->core.spin_ns = (uint64_t)w->cfg->wait_spin_us * 1000u;
 	}
-	/* one-chunk pulls as direct requests: their waiter reaps the READ, or
-	 * sleeps until the progress thread did (RDMAPS_WAIT_SPIN_US=0) */
-	w->direct = w->use_read && rps_tr_has(w->tr, RPS_TR_CAP_READ_NOTIFY);
 	w->progress_started = 1; /* wake() may be called from now on */
-	rc = pthread_create(&w->progress, NULL, progress_main, w);
+	rc = pthread_create(&w->progress, NULL, rps_wprogress_main, w);
 	if (rc) {
 		rc = -rc;
 		RPS_ERR("worker: progress thread: %s", strerror(-rc));
@@ -532,11 +374,9 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		goto err_rdma;
 	}
 	pthread_setname_np(w->progress, "rps-progress");
-	if (w->use_read) {
-		rc = rps_wrdma_read_headers(w, UINT32_MAX);
-		if (rc)
-			goto err_thread;
-	}
+	rc = w->pull->attach(w, UINT32_MAX);
+	if (rc)
+		goto err_thread;
 	rc = join_clock(w);
 	if (rc)
 		goto err_thread;
@@ -546,7 +386,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	rps_free(nodes);
 	RPS_INFO("worker %u of %u: %u servers x %u shards over %s (%s pulls, %s)", w->rank,
 		 w->num_workers, w->num_servers, w->shards_per_server, w->transport_name,
-		 w->use_read ? "rdma read" : "frame",
+		 w->pull->name,
 		 w->consistency == RPS_BSP   ? "bsp"
 		 : w->consistency == RPS_SSP ? "ssp"
 					     : "asp");
@@ -566,8 +406,7 @@ err_rdma:
 			rps_wcore_fail_conn_locked(&w->core, &w->servers[i].conns[j], -ECANCELED);
 	pthread_mutex_unlock(&w->core.lock);
 	rps_wcore_drain(&w->core);
-	if (w->use_read)
-		rps_wrdma_fini(w);
+	w->pull->fini(w);
 	goto err_tr;
 err_conns:
 	rps_wconn_close_all(w);
@@ -614,8 +453,7 @@ void rps_worker_destroy(struct rps_worker *w)
 			rps_wcore_fail_conn_locked(&w->core, &w->servers[i].conns[j], -ECANCELED);
 	pthread_mutex_unlock(&w->core.lock);
 	rps_wcore_drain(&w->core);
-	if (w->use_read)
-		rps_wrdma_fini(w);
+	w->pull->fini(w);
 	if (w->tr)
 		rps_transport_destroy(w->tr);
 	worker_free(w);
