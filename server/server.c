@@ -827,7 +827,7 @@ static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, vo
 		if (srv->tr->caps & RPS_TR_CAP_READ) {
 			d[s].addr = sh->mr.remote_addr;
 			d[s].size = sh->store.size;
-			d[s].rkey = sh->mr.rkey;
+			d[s].remote_key = sh->mr.remote_key;
 		}
 	}
 	*ack_len_p = sizeof(*a) + (size_t)srv->nshards * sizeof(*d);

@@ -203,10 +203,10 @@ static int read_headers(struct rps_worker *w, uint32_t server)
 			p->server = i;
 			p->shard = j;
 			memset(&p->u.rp, 0, sizeof(p->u.rp));
-			p->u.rp.rkey = sh->desc.rkey;
+			p->u.rp.remote_key = sh->desc.remote_key;
 			p->u.rp.phase = RPS_RP_HDR;
 			p->u.rp.rd[0].lines =
-			    rps_wread_scratch_get_locked(w, &p->u.rp.rd[0].lines_lkey);
+			    rps_wread_scratch_get_locked(w, &p->u.rp.rd[0].lines_mrh);
 			p->u.rp.nslots = 1;
 			if (!p->u.rp.rd[0].lines)
 				p->status = -ENOMEM;

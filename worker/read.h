@@ -44,7 +44,7 @@ struct rps_wread_region {
 
 struct rps_wread_blk {
 	char *mem;
-	uint32_t lkey; /* 0: its region is not registered */
+	uint32_t handle; /* 0: its region is not registered */
 };
 
 #define RPS_RD_REGIONS	   64
@@ -55,10 +55,10 @@ struct rps_wread_pullbuf {
 	struct rps_tr_mr mr;
 };
 
-/* A registered pull destination: reads into [lo, hi) pass its lkey. */
+/* A registered pull destination: reads into [lo, hi) pass its handle. */
 struct rps_wdest {
 	uintptr_t lo, hi;
-	uint32_t lkey; /* 0: not registered (the transport finds a registration) */
+	uint32_t handle; /* 0: not registered (the transport finds a registration) */
 };
 
 /* The strategy's state (w->read). */
@@ -73,7 +73,7 @@ struct rps_wread {
 	int junk_registered;
 	struct rps_wread_region reg[RPS_RD_REGIONS];
 	int nreg;
-	struct rps_wread_blk *free; /* free blocks, each with its region's lkey */
+	struct rps_wread_blk *free; /* free blocks, each with its region's handle */
 	size_t nfree, cap;
 	struct rps_piece *retry_head; /* clock re-reads waiting for their time */
 
@@ -87,7 +87,7 @@ struct rps_wread {
 struct rps_rpost {
 	struct rps_wconn *wc;
 	uint64_t raddr;
-	uint32_t rkey;
+	uint32_t remote_key;
 	uint64_t ctx;
 	int nsge;
 	struct rps_tr_sge sge[RPS_RD_MAX_SGE];
@@ -121,15 +121,15 @@ static inline void rps_wread_seen_max(_Atomic uint32_t *a, uint64_t v64)
 /* ---- read_mem.c ---- */
 int rps_wread_mem_init(struct rps_worker *w);
 void rps_wread_mem_fini(struct rps_worker *w);
-/* A scratch block and its region's lkey (0 if not registered); NULL if out. */
-char *rps_wread_scratch_get_locked(struct rps_worker *w, uint32_t *lkey_p);
-void rps_wread_scratch_put_locked(struct rps_worker *w, char *b, uint32_t lkey);
+/* A scratch block and its region's handle (0 if not registered); NULL if out. */
+char *rps_wread_scratch_get_locked(struct rps_worker *w, uint32_t *mrh_p);
+void rps_wread_scratch_put_locked(struct rps_worker *w, char *b, uint32_t handle);
 /* Register a pull destination once (kept until destroy), so that reads into
- * it need no lookup. Best effort: *d gets lkey 0 when it is not registered. */
+ * it need no lookup. Best effort: *d gets handle 0 when it is not registered. */
 void rps_wread_pin_dest(struct rps_worker *w, void *addr, size_t len, struct rps_wdest *d);
-/* The lkeys of the worker's own registrations that each sge lies in. */
-void rps_wread_set_lkeys(const struct rps_wread *rs, const struct rps_wdest *dest,
-			 const char *lines, uint32_t lines_lkey, struct rps_tr_sge *sge, int nsge);
+/* The handles of the worker's own registrations that each sge lies in. */
+void rps_wread_set_handles(const struct rps_wread *rs, const struct rps_wdest *dest,
+			 const char *lines, uint32_t lines_mrh, struct rps_tr_sge *sge, int nsge);
 
 /* ---- read_post.c ---- */
 int rps_wread_clock_ok(struct rps_worker *w, struct rps_wshard *sh, uint32_t min_clock);

@@ -21,7 +21,7 @@ void rps_worker_stat_direct(uint64_t *pulls_p, uint64_t *sleeps_p, uint64_t *nap
 
 void rps_wread_direct_fini_locked(void *arg, struct rps_req *req)
 {
-	rps_wread_scratch_put_locked(arg, req->dr.lines, req->dr.lines_lkey);
+	rps_wread_scratch_put_locked(arg, req->dr.lines, req->dr.lines_mrh);
 	req->dr.lines = NULL;
 }
 
@@ -34,7 +34,7 @@ static int direct_post(struct rps_worker *w, struct rps_rdirect *dr)
 	rps_wsubmit_enter(w);
 	marked = rps_wconn_dead(dr->conn);
 	rc = marked ? marked
-		    : rps_tr_read_notify(dr->conn->c, dr->sge, dr->nsge, dr->raddr, dr->rkey,
+		    : rps_tr_read_notify(dr->conn->c, dr->sge, dr->nsge, dr->raddr, dr->remote_key,
 					 &dr->done);
 	rps_wsubmit_leave(w);
 	if (rc) {
@@ -99,7 +99,7 @@ static int direct_scatter(struct rps_worker *w, struct rps_rdirect *dr,
 	if (!dr->nsge)
 		return 0;
 	rps_wread_pin_dest(w, vals, len, &dd);
-	rps_wread_set_lkeys(sc, &dd, dr->lines, dr->lines_lkey, dr->sge, dr->nsge);
+	rps_wread_set_handles(sc, &dd, dr->lines, dr->lines_mrh, dr->sge, dr->nsge);
 	dr->copy = 0;
 	return 1;
 }
@@ -125,18 +125,18 @@ static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct
 	dr = &req->dr;
 	if (!dr->lines) {
 		pthread_mutex_lock(&w->core.lock);
-		dr->lines = rps_wread_scratch_get_locked(w, &dr->lines_lkey);
+		dr->lines = rps_wread_scratch_get_locked(w, &dr->lines_mrh);
 		pthread_mutex_unlock(&w->core.lock);
 		if (!dr->lines)
 			goto err;
 	}
 	dr->conn = sh->conn;
-	dr->rkey = sh->desc.rkey;
+	dr->remote_key = sh->desc.remote_key;
 	dr->line = plan.line;
 	whole = rps_rplan_whole1(&plan);
 	if (whole && whole <= w->read->blk) {
 		dr->sge[0] =
-		    (struct rps_tr_sge){.addr = dr->lines, .len = whole, .lkey = dr->lines_lkey};
+		    (struct rps_tr_sge){.addr = dr->lines, .len = whole, .handle = dr->lines_mrh};
 		dr->nsge = 1;
 		dr->raddr = plan.raddr0;
 		dr->dest = vals + sl->offset;

@@ -52,29 +52,29 @@ static int scratch_grow_locked(struct rps_worker *w)
 	rs->nreg++;
 	for (size_t i = 0; i < SCRATCH_BLOCKS; i++)
 		rs->free[rs->nfree++] = (struct rps_wread_blk){
-		    .mem = r->mem + i * rs->blk, .lkey = r->registered ? r->mr.lkey : 0};
+		    .mem = r->mem + i * rs->blk, .handle = r->registered ? r->mr.handle : 0};
 	return 0;
 }
 
-char *rps_wread_scratch_get_locked(struct rps_worker *w, uint32_t *lkey_p)
+char *rps_wread_scratch_get_locked(struct rps_worker *w, uint32_t *mrh_p)
 {
 	struct rps_wread *rs = w->read;
 
 	if (!rs->nfree && scratch_grow_locked(w)) {
-		*lkey_p = 0;
+		*mrh_p = 0;
 		return NULL;
 	}
 	rs->nfree--;
-	*lkey_p = rs->free[rs->nfree].lkey;
+	*mrh_p = rs->free[rs->nfree].handle;
 	return rs->free[rs->nfree].mem;
 }
 
-void rps_wread_scratch_put_locked(struct rps_worker *w, char *b, uint32_t lkey)
+void rps_wread_scratch_put_locked(struct rps_worker *w, char *b, uint32_t handle)
 {
 	struct rps_wread *rs = w->read;
 
 	if (b && rs->nfree < rs->cap)
-		rs->free[rs->nfree++] = (struct rps_wread_blk){.mem = b, .lkey = lkey};
+		rs->free[rs->nfree++] = (struct rps_wread_blk){.mem = b, .handle = handle};
 }
 
 int rps_wread_mem_init(struct rps_worker *w)
@@ -128,7 +128,7 @@ static int pullbuf_find(struct rps_wread *sc, uintptr_t s, uintptr_t e, int from
 		if (s >= sc->pb[i].start && e <= sc->pb[i].end) {
 			d->lo = sc->pb[i].start;
 			d->hi = sc->pb[i].end;
-			d->lkey = sc->pb[i].mr.lkey;
+			d->handle = sc->pb[i].mr.handle;
 			return 1;
 		}
 	}
@@ -152,7 +152,7 @@ void rps_wread_pin_dest(struct rps_worker *w, void *addr, size_t len, struct rps
 	pthread_mutex_lock(&sc->pb_lock);
 	n = atomic_load_explicit(&sc->npb, memory_order_relaxed);
 	if (pullbuf_find(sc, s, e, 0, d) || n == RPS_RD_PULLBUF_MAX) {
-		if (n == RPS_RD_PULLBUF_MAX && !d->lkey && !sc->pb_full_warned++)
+		if (n == RPS_RD_PULLBUF_MAX && !d->handle && !sc->pb_full_warned++)
 			RPS_WARN("read pull: %d pull buffers registered already; pulls into new "
 				 "buffers register per chunk (reuse pull buffers)",
 				 RPS_RD_PULLBUF_MAX);
@@ -176,23 +176,23 @@ static int within(const void *a, uint32_t len, uintptr_t lo, uintptr_t hi)
 	return s >= lo && s + len <= hi;
 }
 
-/* The lkeys of the worker's own registrations that each sge lies in, so
+/* The handles of the worker's own registrations that each sge lies in, so
  * the transport looks none up; 0 (look it up) for an sge that no single
  * one covers, as when two adjacent buffers' sges were merged. */
-void rps_wread_set_lkeys(const struct rps_wread *sc, const struct rps_wdest *dest,
-			 const char *lines, uint32_t lines_lkey, struct rps_tr_sge *sge, int nsge)
+void rps_wread_set_handles(const struct rps_wread *sc, const struct rps_wdest *dest,
+			 const char *lines, uint32_t lines_mrh, struct rps_tr_sge *sge, int nsge)
 {
 	uintptr_t jl = (uintptr_t)sc->junk, ll = (uintptr_t)lines;
-	uint32_t jk = sc->junk_registered ? sc->junk_mr.lkey : 0;
+	uint32_t jh = sc->junk_registered ? sc->junk_mr.handle : 0;
 
 	for (int i = 0; i < nsge; i++) {
 		struct rps_tr_sge *g = &sge[i];
 
-		if (dest->lkey && within(g->addr, g->len, dest->lo, dest->hi))
-			g->lkey = dest->lkey;
+		if (dest->handle && within(g->addr, g->len, dest->lo, dest->hi))
+			g->handle = dest->handle;
 		else if (within(g->addr, g->len, ll, ll + sc->blk))
-			g->lkey = lines_lkey;
+			g->handle = lines_mrh;
 		else if (within(g->addr, g->len, jl, jl + sc->junk_len))
-			g->lkey = jk;
+			g->handle = jh;
 	}
 }

@@ -33,7 +33,7 @@ struct rps_rpost *rps_wread_rpost_new(struct rps_rposts *out, struct rps_piece *
 	struct rps_rpost *r = &out->p[out->n++];
 
 	r->wc = p->conn;
-	r->rkey = p->u.rp.rkey;
+	r->remote_key = p->u.rp.remote_key;
 	r->ctx = rps_piece_ctx(p, sub);
 	r->nsge = 0;
 	return r;
@@ -65,7 +65,7 @@ void rps_wread_post_all(struct rps_worker *w, struct rps_rposts *out)
 		int marked = rps_wconn_dead(r->wc), rc = marked;
 
 		if (!rc)
-			rc = rps_tr_read_remote(r->wc->c, r->sge, r->nsge, r->raddr, r->rkey,
+			rc = rps_tr_read_remote(r->wc->c, r->sge, r->nsge, r->raddr, r->remote_key,
 						r->ctx);
 		if (rc) {
 			struct rps_rposts none;
@@ -131,9 +131,9 @@ static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rp
 	}
 	{
 		const struct rps_wdest dd = {
-		    .lo = rp->dest_lo, .hi = rp->dest_hi, .lkey = rp->dest_lkey};
+		    .lo = rp->dest_lo, .hi = rp->dest_hi, .handle = rp->dest_mrh};
 
-		rps_wread_set_lkeys(w->read, &dd, rd->lines, rd->lines_lkey, r->sge, r->nsge);
+		rps_wread_set_handles(w->read, &dd, rd->lines, rd->lines_mrh, r->sge, r->nsge);
 	}
 	if (rd->torn) {
 		rp->torn_retries += (uint64_t)n;
@@ -187,7 +187,7 @@ void rps_wread_step_locked(struct rps_worker *w, struct rps_piece *p, struct rps
 		r->sge[0].addr = rp->rd[0].lines;
 		/* the header line and the clock line after it */
 		r->sge[0].len = RPS_STORE_WCLOCK_OFF;
-		r->sge[0].lkey = rp->rd[0].lines_lkey;
+		r->sge[0].handle = rp->rd[0].lines_mrh;
 		r->nsge = 1;
 		r->raddr = sh->desc.addr;
 		rp->outstanding++;
@@ -200,7 +200,7 @@ void rps_wread_step_locked(struct rps_worker *w, struct rps_piece *p, struct rps
 
 				r->sge[0].addr = rp->rd[0].lines;
 				r->sge[0].len = sizeof(uint64_t);
-				r->sge[0].lkey = rp->rd[0].lines_lkey;
+				r->sge[0].handle = rp->rd[0].lines_mrh;
 				r->nsge = 1;
 				r->raddr = rp->clock_raddr;
 				rp->outstanding++;
@@ -246,7 +246,7 @@ void rps_wread_piece_fini_locked(struct rps_worker *w, struct rps_piece *p)
 	}
 	for (int i = 0; i < RPS_RD_WINDOW; i++) {
 		if (rp->rd[i].lines && w->read)
-			rps_wread_scratch_put_locked(w, rp->rd[i].lines, rp->rd[i].lines_lkey);
+			rps_wread_scratch_put_locked(w, rp->rd[i].lines, rp->rd[i].lines_mrh);
 		rp->rd[i].lines = NULL;
 	}
 }
@@ -304,12 +304,12 @@ struct rps_piece *rps_wread_rpull_new_locked(struct rps_worker *w, struct rps_re
 	rp = &p->u.rp;
 	memset(rp, 0, sizeof(*rp));
 	rp->dest = dest;
-	if (dd && dd->lkey) {
+	if (dd && dd->handle) {
 		rp->dest_lo = dd->lo;
 		rp->dest_hi = dd->hi;
-		rp->dest_lkey = dd->lkey;
+		rp->dest_mrh = dd->handle;
 	}
-	rp->rkey = sh->desc.rkey;
+	rp->remote_key = sh->desc.remote_key;
 	rp->min_clock = min_clock;
 	rp->phase = RPS_RP_CLOCK;
 	if (w->consistency == RPS_ASP)
@@ -332,7 +332,7 @@ struct rps_piece *rps_wread_rpull_new_locked(struct rps_worker *w, struct rps_re
 		    : (rp->nchunks + w->read->per_read - 1) / w->read->per_read;
 	slots = RPS_MIN(slots, (uint64_t)RPS_RD_WINDOW);
 	for (uint64_t i = 0; i < slots; i++) {
-		rp->rd[i].lines = rps_wread_scratch_get_locked(w, &rp->rd[i].lines_lkey);
+		rp->rd[i].lines = rps_wread_scratch_get_locked(w, &rp->rd[i].lines_mrh);
 		if (!rp->rd[i].lines) {
 			p->status = -ENOMEM;
 			break;

@@ -64,16 +64,16 @@ struct rps_rd {
 	uint32_t run_n;
 	uint64_t torn;   /* chunks (bit i = lo + i) still to re-read */
 	char *lines;     /* scratch: RPS_RPLAN_LINES per chunk (registered) */
-	uint32_t lines_lkey; /* its registration's, 0 if none */
+	uint32_t lines_mrh; /* its registration's, 0 if none */
 };
 
 struct rps_rpull {
 	struct rps_rplan plan;
 	float *dest;          /* element 0 of the slice in the caller's buffer */
 	uintptr_t dest_lo, dest_hi; /* the registered pull buffer around dest */
-	uint32_t dest_lkey;   /* its lkey, 0 if none */
+	uint32_t dest_mrh;   /* its handle, 0 if none */
 	uint8_t nslots;       /* read slots with scratch (rd[0..nslots)) */
-	uint32_t rkey;
+	uint32_t remote_key;
 	uint64_t nchunks;     /* 0: a pure clock wait */
 	uint64_t next;        /* next chunk not yet given to a read slot */
 	uint32_t min_clock;
@@ -123,9 +123,9 @@ struct rps_rdirect {
 	struct rps_tr_done done; /* the READ's completion */
 	struct rps_wconn *conn;
 	char *lines;             /* scratch: the chunk's two version lines */
-	uint32_t lines_lkey;     /* its registration's, 0 if none */
+	uint32_t lines_mrh;     /* its registration's, 0 if none */
 	uint64_t raddr;
-	uint32_t rkey;
+	uint32_t remote_key;
 	uint32_t line;           /* version line bytes (rps_rplan_torn) */
 	/* copy != 0: the chunk is read whole into lines (one sge); its data,
 	 * len bytes at lines + line, of which copy go to dest once clean */

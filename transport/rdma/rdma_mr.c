@@ -247,8 +247,8 @@ int rps_rdma_reg_mem(struct rps_transport *tr, void *addr, size_t len, unsigned 
 	mr_p->addr = addr;
 	mr_p->len = len;
 	mr_p->remote_addr = (uint64_t)(uintptr_t)addr;
-	mr_p->rkey = mr->rkey;
-	mr_p->lkey = mr->lkey;
+	mr_p->remote_key = mr->rkey;
+	mr_p->handle = mr->lkey; /* rps_tr_sge.handle: the lkey */
 	mr_p->priv = mr;
 	return 0;
 }
@@ -271,6 +271,6 @@ void rps_rdma_dereg_mem(struct rps_transport *tr, struct rps_tr_mr *mr)
 	else
 		rps_rdma_locked_add(t, -(int64_t)mr->len);
 	mr->priv = NULL;
-	mr->rkey = 0;
-	mr->lkey = 0;
+	mr->remote_key = 0;
+	mr->handle = 0;
 }
