@@ -23,10 +23,16 @@ static int pull_frames(struct rps_worker *w, struct rps_req *req, const rps_key_
 		       float *vals, const size_t *lens, size_t n, uint32_t min_clock)
 {
 	struct rps_piece *batch[PIECE_BATCH];
+	struct rps_wreg *reg;
 	float *base = vals;
+	size_t total = 0;
 	int nb = 0;
 	int rc = 0;
 
+	for (size_t i = 0; i < n; i++)
+		total += lens[i];
+	/* only counted: frames land in any memory safely */
+	reg = rps_wreg_get(w, vals, total * sizeof(float));
 	pthread_mutex_lock(&w->core.lock);
 	for (size_t i = 0; i < n && !rc; base += lens[i], i++) {
 		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
@@ -68,6 +74,9 @@ static int pull_frames(struct rps_worker *w, struct rps_req *req, const rps_key_
 				p->u.pull.fixed.min_clock = min_clock;
 				p->u.pull.dest = base + sl->offset + off;
 				p->u.pull.receiving = 0;
+				p->u.pull.reg = reg;
+				if (reg)
+					rps_wreg_hold(reg);
 				batch[nb++] = p;
 			}
 		}
@@ -75,6 +84,7 @@ static int pull_frames(struct rps_worker *w, struct rps_req *req, const rps_key_
 	if (rc)
 		rps_wreq_fail_locked(req, rc);
 	pthread_mutex_unlock(&w->core.lock);
+	rps_wreg_put(reg);
 	pull_flush(w, batch, nb);
 	return rc;
 }
@@ -102,6 +112,7 @@ static int frame_clock_wait(struct rps_worker *w, struct rps_req *req, rps_key_t
 	p->u.pull.fixed.min_clock = c;
 	p->u.pull.dest = NULL;
 	p->u.pull.receiving = 0;
+	p->u.pull.reg = NULL;
 	pthread_mutex_unlock(&w->core.lock);
 	rps_wpost_piece(w, p);
 	return 0;
@@ -135,6 +146,7 @@ static int frame_read_clocks(struct rps_worker *w, uint32_t server)
 			p->u.pull.fixed.shard = j; /* count 0, min_clock 0: answered at once */
 			p->u.pull.dest = NULL;
 			p->u.pull.receiving = 0;
+			p->u.pull.reg = NULL;
 			pthread_mutex_unlock(&w->core.lock);
 			rps_wpost_piece(w, p);
 		}
@@ -178,7 +190,10 @@ static int frame_timers(struct rps_worker *w)
 static void frame_piece_fini_locked(struct rps_worker *w, struct rps_piece *p)
 {
 	(void)w;
-	(void)p;
+	if (p->kind == RPS_PK_PULL && p->u.pull.reg) {
+		rps_wreg_put(p->u.pull.reg);
+		p->u.pull.reg = NULL;
+	}
 }
 
 const struct rps_wpull_ops rps_wpull_frame = {

@@ -120,6 +120,8 @@ static void read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 		torn = rps_rplan_torn(rd->lines + rps_rplan_lines_off(&rp->plan, rd->run_lo),
 				      rd->run_n, rp->plan.line);
 		rd->torn = (rd->torn & ~(run << rd->run_lo)) | (torn << rd->run_lo);
+		if (rp->bounce && !rd->torn && !p->status)
+			rps_wread_bounce_out(rp, rd);
 		if (!rd->torn && !rp->outstanding && rp->nslots == 1 && rp->next >= rp->nchunks &&
 		    !p->status) {
 			/* the last READ of a one-slot slice came back clean: done, as
@@ -228,14 +230,14 @@ static int read_headers(struct rps_worker *w, uint32_t server)
 static int read_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
 		       float *vals, const size_t *lens, size_t n, uint32_t min_clock)
 {
-	struct rps_wdest dd;
+	struct rps_wreg *reg;
 	float *base = vals;
 	size_t total = 0;
 	int rc = 0;
 
 	for (size_t i = 0; i < n; i++)
 		total += lens[i];
-	rps_wread_pin_dest(w, vals, total * sizeof(float), &dd);
+	reg = rps_wreg_get(w, vals, total * sizeof(float));
 	for (size_t i = 0; i < n && !rc; base += lens[i], i++) {
 		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
 
@@ -248,9 +250,10 @@ static int read_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 
 			atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
 			rc = rps_wread_submit_slice(w, req, sl->server, sl->shard, sl,
-						    base + sl->offset, &dd, min_clock);
+						    base + sl->offset, reg, min_clock);
 		}
 	}
+	rps_wreg_put(reg);
 	if (rc) {
 		pthread_mutex_lock(&w->core.lock);
 		rps_wreq_fail_locked(req, rc);

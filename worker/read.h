@@ -47,40 +47,38 @@ struct rps_wread_blk {
 	uint32_t handle; /* 0: its region is not registered */
 };
 
-#define RPS_RD_REGIONS	   64
-#define RPS_RD_PULLBUF_MAX 64
+#define RPS_RD_REGIONS 64
 
-struct rps_wread_pullbuf {
-	uintptr_t start, end;
-	struct rps_tr_mr mr;
+/* Registered blocks of one size, grown by regions, never shrunk. */
+struct rps_wread_pool {
+	size_t blk;	   /* bytes of a block */
+	size_t per_region; /* blocks per region */
+	struct rps_wread_region reg[RPS_RD_REGIONS];
+	int nreg;
+	struct rps_wread_blk *free; /* free blocks, each with its region's handle */
+	size_t nfree, cap;
 };
 
-/* A registered pull destination: reads into [lo, hi) pass its handle. */
+/* Where the data sges of a read land: the registered pull buffer, or the
+ * bounce block. */
 struct rps_wdest {
 	uintptr_t lo, hi;
 	uint32_t handle; /* 0: not registered (the transport finds a registration) */
 };
 
-/* The strategy's state (w->read). */
+/* The strategy's state (w->read). Pools under core.lock. */
 struct rps_wread {
-	int direct;	   /* one-chunk pulls as direct requests (READ_NOTIFY) */
-	int max_sge;	   /* sges of one read: min(max_read_sge, RPS_RD_MAX_SGE) */
-	uint32_t per_read; /* chunks one read slot may cover */
-	size_t blk;	   /* scratch block: max(per_read * RPS_RPLAN_LINES, WHOLE_MAX) */
+	int direct;		       /* one-chunk pulls as direct requests (READ_NOTIFY) */
+	int max_sge;		       /* sges of one read: min(max_read_sge, RPS_RD_MAX_SGE) */
+	uint32_t per_read;	       /* chunks one read slot may cover */
+	uint32_t bper;		       /* ... when it reads into a bounce block */
+	struct rps_wread_pool scratch; /* lines: max(per_read * RPS_RPLAN_LINES, WHOLE_MAX) */
+	struct rps_wread_pool bounce;  /* data of unregistered pulls: bper chunks */
 	char *junk;
 	size_t junk_len;
 	struct rps_tr_mr junk_mr;
 	int junk_registered;
-	struct rps_wread_region reg[RPS_RD_REGIONS];
-	int nreg;
-	struct rps_wread_blk *free; /* free blocks, each with its region's handle */
-	size_t nfree, cap;
 	struct rps_piece *retry_head; /* clock re-reads waiting for their time */
-
-	pthread_mutex_t pb_lock; /* adding to pb[]; readers go lock-free */
-	struct rps_wread_pullbuf pb[RPS_RD_PULLBUF_MAX];
-	_Atomic int npb; /* pb[0..npb) complete, never change */
-	int pb_full_warned;
 };
 
 /* A read to post once the lock is dropped. */
@@ -121,15 +119,20 @@ static inline void rps_wread_seen_max(_Atomic uint32_t *a, uint64_t v64)
 /* ---- read_mem.c ---- */
 int rps_wread_mem_init(struct rps_worker *w);
 void rps_wread_mem_fini(struct rps_worker *w);
-/* A scratch block and its region's handle (0 if not registered); NULL if out. */
-char *rps_wread_scratch_get_locked(struct rps_worker *w, uint32_t *mrh_p);
-void rps_wread_scratch_put_locked(struct rps_worker *w, char *b, uint32_t handle);
-/* Register a pull destination once (kept until destroy), so that reads into
- * it need no lookup. Best effort: *d gets handle 0 when it is not registered. */
-void rps_wread_pin_dest(struct rps_worker *w, void *addr, size_t len, struct rps_wdest *d);
+/* A block of pl and its region's handle (0 if not registered); NULL if out. */
+char *rps_wread_blk_get_locked(struct rps_worker *w, struct rps_wread_pool *pl, uint32_t *mrh_p);
+void rps_wread_blk_put_locked(struct rps_wread_pool *pl, char *b, uint32_t handle);
+static inline char *rps_wread_scratch_get_locked(struct rps_worker *w, uint32_t *mrh_p)
+{
+	return rps_wread_blk_get_locked(w, &w->read->scratch, mrh_p);
+}
+static inline void rps_wread_scratch_put_locked(struct rps_worker *w, char *b, uint32_t handle)
+{
+	rps_wread_blk_put_locked(&w->read->scratch, b, handle);
+}
 /* The handles of the worker's own registrations that each sge lies in. */
 void rps_wread_set_handles(const struct rps_wread *rs, const struct rps_wdest *dest,
-			 const char *lines, uint32_t lines_mrh, struct rps_tr_sge *sge, int nsge);
+			   const char *lines, uint32_t lines_mrh, struct rps_tr_sge *sge, int nsge);
 
 /* ---- read_post.c ---- */
 int rps_wread_clock_ok(struct rps_worker *w, struct rps_wshard *sh, uint32_t min_clock);
@@ -143,15 +146,19 @@ void rps_wread_step_locked(struct rps_worker *w, struct rps_piece *p, struct rps
 int rps_wread_slot_step_or_fail(struct rps_worker *w, struct rps_piece *p, int i,
 				struct rps_rposts *out);
 /* A new RPULL piece of req for a slice (sl NULL, dest NULL: a clock wait).
- * Under core.lock; NULL when out of pieces (req failed). */
+ * reg: the registered buffer dest lies in (the piece takes a reference), or
+ * NULL: the data goes through bounce blocks. Under core.lock; NULL when out
+ * of pieces (req failed). */
 struct rps_piece *rps_wread_rpull_new_locked(struct rps_worker *w, struct rps_req *req,
 					     uint32_t server, uint32_t shard,
 					     const struct rps_wslice *sl, float *dest,
-					     const struct rps_wdest *dd, uint32_t min_clock);
+					     struct rps_wreg *reg, uint32_t min_clock);
 /* rpull_new, first step, post. */
 int rps_wread_submit_slice(struct rps_worker *w, struct rps_req *req, uint32_t server,
 			   uint32_t shard, const struct rps_wslice *sl, float *dest,
-			   const struct rps_wdest *dd, uint32_t min_clock);
+			   struct rps_wreg *reg, uint32_t min_clock);
+/* A slot's read into its bounce block came back clean: copy it out. */
+void rps_wread_bounce_out(struct rps_rpull *rp, const struct rps_rd *rd);
 void rps_wread_piece_fini_locked(struct rps_worker *w, struct rps_piece *p);
 
 /* ---- read_direct.c ---- */

@@ -49,8 +49,8 @@ static int direct_post(struct rps_worker *w, struct rps_rdirect *dr)
 	return rc;
 }
 
-/* rps_wcore.direct_step: is req's READ back, clean? Torn: read it again. */
-int rps_wread_direct_step(void *arg, struct rps_req *req, int arm)
+/* Is req's READ back, clean? Torn: read it again. 1: finished. */
+static int direct_step(void *arg, struct rps_req *req, int arm)
 {
 	struct rps_worker *w = arg;
 	struct rps_rdirect *dr = &req->dr;
@@ -86,20 +86,41 @@ int rps_wread_direct_step(void *arg, struct rps_req *req, int arm)
 	return 0;
 }
 
+/* rps_wcore.direct_step: direct_step; a finished request lets go of the
+ * registered buffer it read into. */
+int rps_wread_direct_step(void *arg, struct rps_req *req, int arm)
+{
+	int done = direct_step(arg, req, arm);
+
+	if (done && req->dr.reg) {
+		rps_wreg_put(req->dr.reg);
+		req->dr.reg = NULL;
+	}
+	return done;
+}
+
 /* dr's READ as build1's scatter list: begin line and end line into scratch,
- * the data straight into dest (its tensor's buffer: vals, len bytes). 0 if
- * the plan is not for build1. */
+ * the data straight into dest (its tensor's buffer: vals, len bytes), which
+ * must lie in a registered buffer. 0 if it does not, or the plan is not for
+ * build1: then the general path reads it through a bounce block. */
 static int direct_scatter(struct rps_worker *w, struct rps_rdirect *dr,
 			  const struct rps_rplan *plan, float *dest, float *vals, size_t len)
 {
 	struct rps_wread *sc = w->read;
+	struct rps_wreg *reg;
 	struct rps_wdest dd;
 
 	dr->nsge = rps_rplan_build1(plan, dest, dr->lines, sc->junk, dr->sge, &dr->raddr);
 	if (!dr->nsge)
 		return 0;
-	rps_wread_pin_dest(w, vals, len, &dd);
+	reg = rps_wreg_get(w, vals, len);
+	if (!reg)
+		return 0;
+	dd.lo = atomic_load_explicit(&reg->lo, memory_order_relaxed);
+	dd.hi = atomic_load_explicit(&reg->hi, memory_order_relaxed);
+	dd.handle = reg->handle;
 	rps_wread_set_handles(sc, &dd, dr->lines, dr->lines_mrh, dr->sge, dr->nsge);
+	dr->reg = reg;
 	dr->copy = 0;
 	return 1;
 }
@@ -123,6 +144,7 @@ static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct
 	if (!req)
 		return -EAGAIN;
 	dr = &req->dr;
+	dr->reg = NULL;
 	if (!dr->lines) {
 		pthread_mutex_lock(&w->core.lock);
 		dr->lines = rps_wread_scratch_get_locked(w, &dr->lines_mrh);
@@ -134,7 +156,7 @@ static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct
 	dr->remote_key = sh->desc.remote_key;
 	dr->line = plan.line;
 	whole = rps_rplan_whole1(&plan);
-	if (whole && whole <= w->read->blk) {
+	if (whole && whole <= w->read->scratch.blk) {
 		dr->sge[0] =
 		    (struct rps_tr_sge){.addr = dr->lines, .len = whole, .handle = dr->lines_mrh};
 		dr->nsge = 1;
@@ -154,6 +176,8 @@ static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct
 	*req_p = req;
 	return 0;
 err:
+	rps_wreg_put(dr->reg);
+	dr->reg = NULL;
 	rps_wreq_free_direct(req);
 	return -EAGAIN;
 }
@@ -163,7 +187,7 @@ int rps_wread_pull1(struct rps_worker *w, const struct rps_wkey *k, float *vals,
 {
 	const struct rps_wslice *sl;
 	struct rps_wshard *sh;
-	struct rps_wdest dd;
+	struct rps_wreg *reg;
 	uint64_t nch;
 	struct rps_rposts out;
 	struct rps_piece *p;
@@ -184,7 +208,7 @@ int rps_wread_pull1(struct rps_worker *w, const struct rps_wkey *k, float *vals,
 	if (w->read->direct && nch == 1 && !rps_wcore_on_progress(&w->core) &&
 	    direct_pull(w, sl, sh, vals, k->nelems * sizeof(float), min_clock, req_p) == 0)
 		return 0;
-	rps_wread_pin_dest(w, vals, k->nelems * sizeof(float), &dd);
+	reg = rps_wreg_get(w, vals, k->nelems * sizeof(float));
 	out.n = 0;
 	rps_wsubmit_enter(w);
 	pthread_mutex_lock(&w->core.lock);
@@ -192,17 +216,22 @@ int rps_wread_pull1(struct rps_worker *w, const struct rps_wkey *k, float *vals,
 	if (!req) {
 		pthread_mutex_unlock(&w->core.lock);
 		rps_wsubmit_leave(w);
+		rps_wreg_put(reg);
 		return -ENOMEM;
 	}
-	p = rps_wread_rpull_new_locked(w, req, sl->server, sl->shard, sl, vals + sl->offset, &dd,
+	p = rps_wread_rpull_new_locked(w, req, sl->server, sl->shard, sl, vals + sl->offset, reg,
 				       min_clock);
+	rps_wreg_put(reg); /* the piece holds its own */
 	if (p && !p->status) {
 		/* the clock condition holds: to the data at once, as step_locked's
 		 * CLOCK phase would go */
 		if (w->consistency != RPS_ASP)
 			rps_wstat_staleness(w, min_clock, atomic_load(&sh->clock_seen));
 		p->u.rp.phase = RPS_RP_DATA;
-		rps_wread_slot_step_or_fail(w, p, 0, &out);
+		if (p->u.rp.nslots == 1)
+			rps_wread_slot_step_or_fail(w, p, 0, &out);
+		else /* bounce blocks hold fewer chunks: every slot */
+			rps_wread_step_locked(w, p, &out);
 	}
 	if (p && p->status)
 		rps_wread_step_locked(w, p, &out); /* failed: finishes the piece */

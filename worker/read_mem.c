@@ -1,5 +1,7 @@
 /* The read strategy's registered memory: scratch blocks for version lines
- * (and whole small chunks), junk for padding, pinned pull destinations. */
+ * (and whole small chunks), bounce blocks that reads into unregistered pull
+ * buffers land in (then copied out), junk for padding. All of it is the
+ * worker's, registered once and kept until destroy. */
 #include <errno.h>
 #include <string.h>
 
@@ -8,7 +10,9 @@
 #include "src/util.h"
 #include "worker/read.h"
 
-#define SCRATCH_BLOCKS 256 /* blocks per region */
+#define SCRATCH_BLOCKS	    256		 /* scratch blocks per region */
+#define BOUNCE_READ_BYTES   (256u << 10) /* bounce block: one read's data at most */
+#define BOUNCE_REGION_BYTES (4u << 20)	 /* bounce memory registered at a time */
 
 static void *alloc_registered(struct rps_worker *w, size_t len, struct rps_tr_mr *mr,
 			      int *registered_p)
@@ -27,77 +31,89 @@ static void *alloc_registered(struct rps_worker *w, size_t len, struct rps_tr_mr
 	return mem;
 }
 
-static int scratch_grow_locked(struct rps_worker *w)
+static int pool_grow_locked(struct rps_worker *w, struct rps_wread_pool *pl)
 {
-	struct rps_wread *rs = w->read;
 	struct rps_wread_region *r;
 	size_t need;
 
-	if (rs->nreg == RPS_RD_REGIONS)
+	if (pl->nreg == RPS_RD_REGIONS)
 		return -ENOMEM;
-	need = rs->nfree + SCRATCH_BLOCKS;
-	if (need > rs->cap) {
-		struct rps_wread_blk *nf = rps_realloc(rs->free, need * sizeof(*nf));
+	need = pl->nfree + pl->per_region;
+	if (need > pl->cap) {
+		struct rps_wread_blk *nf = rps_realloc(pl->free, need * sizeof(*nf));
 
 		if (!nf)
 			return -ENOMEM;
-		rs->free = nf;
-		rs->cap = need;
+		pl->free = nf;
+		pl->cap = need;
 	}
-	r = &rs->reg[rs->nreg];
-	r->len = rs->blk * SCRATCH_BLOCKS;
+	r = &pl->reg[pl->nreg];
+	r->len = pl->blk * pl->per_region;
 	r->mem = alloc_registered(w, r->len, &r->mr, &r->registered);
 	if (!r->mem)
 		return -ENOMEM;
-	rs->nreg++;
-	for (size_t i = 0; i < SCRATCH_BLOCKS; i++)
-		rs->free[rs->nfree++] = (struct rps_wread_blk){
-		    .mem = r->mem + i * rs->blk, .handle = r->registered ? r->mr.handle : 0};
+	pl->nreg++;
+	for (size_t i = 0; i < pl->per_region; i++)
+		pl->free[pl->nfree++] = (struct rps_wread_blk){
+		    .mem = r->mem + i * pl->blk, .handle = r->registered ? r->mr.handle : 0};
 	return 0;
 }
 
-char *rps_wread_scratch_get_locked(struct rps_worker *w, uint32_t *mrh_p)
+char *rps_wread_blk_get_locked(struct rps_worker *w, struct rps_wread_pool *pl, uint32_t *mrh_p)
 {
-	struct rps_wread *rs = w->read;
-
-	if (!rs->nfree && scratch_grow_locked(w)) {
+	if (!pl->nfree && pool_grow_locked(w, pl)) {
 		*mrh_p = 0;
 		return NULL;
 	}
-	rs->nfree--;
-	*mrh_p = rs->free[rs->nfree].handle;
-	return rs->free[rs->nfree].mem;
+	pl->nfree--;
+	*mrh_p = pl->free[pl->nfree].handle;
+	return pl->free[pl->nfree].mem;
 }
 
-void rps_wread_scratch_put_locked(struct rps_worker *w, char *b, uint32_t handle)
+void rps_wread_blk_put_locked(struct rps_wread_pool *pl, char *b, uint32_t handle)
 {
-	struct rps_wread *rs = w->read;
+	if (b && pl->nfree < pl->cap)
+		pl->free[pl->nfree++] = (struct rps_wread_blk){.mem = b, .handle = handle};
+}
 
-	if (b && rs->nfree < rs->cap)
-		rs->free[rs->nfree++] = (struct rps_wread_blk){.mem = b, .handle = handle};
+static void pool_fini(struct rps_worker *w, struct rps_wread_pool *pl)
+{
+	for (int i = 0; i < pl->nreg; i++) {
+		if (pl->reg[i].registered)
+			rps_tr_dereg_mem(w->tr, &pl->reg[i].mr);
+		rps_free(pl->reg[i].mem);
+	}
+	rps_free(pl->free);
 }
 
 int rps_wread_mem_init(struct rps_worker *w)
 {
 	struct rps_wread *rs = w->read;
+	size_t chunk_max = 0;
 	int rc;
 
-	pthread_mutex_init(&rs->pb_lock, NULL);
-	atomic_init(&rs->npb, 0);
 	rs->max_sge = RPS_MIN(w->tr->max_read_sge, RPS_RD_MAX_SGE);
 	/* n whole chunks take 1 + 2n sges (an end line and the next begin
 	 * line share one); a partial last chunk one more */
 	rs->per_read = (uint32_t)RPS_MAX(1, (rs->max_sge - 2) / 2);
 	if (rs->per_read > RPS_RPLAN_MAX_CHUNKS)
 		rs->per_read = RPS_RPLAN_MAX_CHUNKS;
-	rs->blk = RPS_MAX((size_t)rs->per_read * RPS_RPLAN_LINES, (size_t)RPS_RD_WHOLE_MAX);
 	for (uint32_t i = 0; i < w->num_servers; i++)
-		rs->junk_len = RPS_MAX(rs->junk_len, (size_t)w->servers[i].chunk_bytes);
+		chunk_max = RPS_MAX(chunk_max, (size_t)w->servers[i].chunk_bytes);
+	rs->scratch.blk = RPS_MAX((size_t)rs->per_read * RPS_RPLAN_LINES, (size_t)RPS_RD_WHOLE_MAX);
+	rs->scratch.per_region = SCRATCH_BLOCKS;
+	/* bounce blocks: bper chunks of the largest size, grown on first use */
+	rs->bper = (uint32_t)RPS_MAX(
+	    (size_t)1,
+	    RPS_MIN((size_t)rs->per_read, BOUNCE_READ_BYTES / RPS_MAX(chunk_max, (size_t)1)));
+	rs->bounce.blk = (size_t)rs->bper * chunk_max;
+	rs->bounce.per_region = RPS_MAX((size_t)1, BOUNCE_REGION_BYTES / rs->bounce.blk);
+	rs->junk_len = chunk_max;
 	rs->junk = alloc_registered(w, rs->junk_len, &rs->junk_mr, &rs->junk_registered);
 	if (!rs->junk)
 		return -ENOMEM;
 	pthread_mutex_lock(&w->core.lock);
-	rc = scratch_grow_locked(w);
+	rc = pool_grow_locked(w, &rs->scratch);
 	pthread_mutex_unlock(&w->core.lock);
 	return rc;
 }
@@ -106,67 +122,11 @@ void rps_wread_mem_fini(struct rps_worker *w)
 {
 	struct rps_wread *rs = w->read;
 
-	for (int i = 0; i < atomic_load(&rs->npb); i++)
-		rps_tr_dereg_mem(w->tr, &rs->pb[i].mr);
-	pthread_mutex_destroy(&rs->pb_lock);
-	for (int i = 0; i < rs->nreg; i++) {
-		if (rs->reg[i].registered)
-			rps_tr_dereg_mem(w->tr, &rs->reg[i].mr);
-		rps_free(rs->reg[i].mem);
-	}
+	pool_fini(w, &rs->scratch);
+	pool_fini(w, &rs->bounce);
 	if (rs->junk_registered)
 		rps_tr_dereg_mem(w->tr, &rs->junk_mr);
 	rps_free(rs->junk);
-	rps_free(rs->free);
-}
-static int pullbuf_find(struct rps_wread *sc, uintptr_t s, uintptr_t e, int from,
-			struct rps_wdest *d)
-{
-	int n = atomic_load_explicit(&sc->npb, memory_order_acquire);
-
-	for (int i = from; i < n; i++) {
-		if (s >= sc->pb[i].start && e <= sc->pb[i].end) {
-			d->lo = sc->pb[i].start;
-			d->hi = sc->pb[i].end;
-			d->handle = sc->pb[i].mr.handle;
-			return 1;
-		}
-	}
-	return 0;
-}
-
-void rps_wread_pin_dest(struct rps_worker *w, void *addr, size_t len, struct rps_wdest *d)
-{
-	struct rps_wread *sc = w->read;
-	uintptr_t ps = 4096, s, e;
-	struct rps_wread_pullbuf *b;
-	int n;
-
-	memset(d, 0, sizeof(*d));
-	if (!sc || !addr || !len)
-		return;
-	s = (uintptr_t)addr & ~(ps - 1);
-	e = ((uintptr_t)addr + len + ps - 1) & ~(ps - 1);
-	if (pullbuf_find(sc, s, e, 0, d)) /* the steady state: no lock */
-		return;
-	pthread_mutex_lock(&sc->pb_lock);
-	n = atomic_load_explicit(&sc->npb, memory_order_relaxed);
-	if (pullbuf_find(sc, s, e, 0, d) || n == RPS_RD_PULLBUF_MAX) {
-		if (n == RPS_RD_PULLBUF_MAX && !d->handle && !sc->pb_full_warned++)
-			RPS_WARN("read pull: %d pull buffers registered already; pulls into new "
-				 "buffers register per chunk (reuse pull buffers)",
-				 RPS_RD_PULLBUF_MAX);
-		pthread_mutex_unlock(&sc->pb_lock);
-		return;
-	}
-	b = &sc->pb[n];
-	if (rps_tr_reg_mem(w->tr, (void *)s, e - s, RPS_TR_ACCESS_LOCAL, &b->mr) == 0) {
-		b->start = s;
-		b->end = e;
-		atomic_store_explicit(&sc->npb, n + 1, memory_order_release);
-		pullbuf_find(sc, s, e, n, d);
-	}
-	pthread_mutex_unlock(&sc->pb_lock);
 }
 
 static int within(const void *a, uint32_t len, uintptr_t lo, uintptr_t hi)
@@ -176,13 +136,15 @@ static int within(const void *a, uint32_t len, uintptr_t lo, uintptr_t hi)
 	return s >= lo && s + len <= hi;
 }
 
-/* The handles of the worker's own registrations that each sge lies in, so
- * the transport looks none up; 0 (look it up) for an sge that no single
- * one covers, as when two adjacent buffers' sges were merged. */
+/* The handles of the registrations that each sge lies in (dest: the pull
+ * buffer's, or the bounce block's), so the transport looks none up; 0 (look
+ * it up) for an sge that no single one covers, as when two adjacent
+ * buffers' sges were merged. */
 void rps_wread_set_handles(const struct rps_wread *sc, const struct rps_wdest *dest,
-			 const char *lines, uint32_t lines_mrh, struct rps_tr_sge *sge, int nsge)
+			   const char *lines, uint32_t lines_mrh, struct rps_tr_sge *sge, int nsge)
 {
 	uintptr_t jl = (uintptr_t)sc->junk, ll = (uintptr_t)lines;
+	size_t blk = sc->scratch.blk;
 	uint32_t jh = sc->junk_registered ? sc->junk_mr.handle : 0;
 
 	for (int i = 0; i < nsge; i++) {
@@ -190,7 +152,7 @@ void rps_wread_set_handles(const struct rps_wread *sc, const struct rps_wdest *d
 
 		if (dest->handle && within(g->addr, g->len, dest->lo, dest->hi))
 			g->handle = dest->handle;
-		else if (within(g->addr, g->len, ll, ll + sc->blk))
+		else if (within(g->addr, g->len, ll, ll + blk))
 			g->handle = lines_mrh;
 		else if (within(g->addr, g->len, jl, jl + sc->junk_len))
 			g->handle = jh;

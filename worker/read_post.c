@@ -90,7 +90,9 @@ static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rp
 	struct rps_rpull *rp = &p->u.rp;
 	struct rps_rd *rd = &rp->rd[i];
 	struct rps_rpost *r;
+	struct rps_wdest dd;
 	uint64_t lo, maxc;
+	float *dst;
 	char *lines;
 	int n;
 
@@ -106,35 +108,41 @@ static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rp
 		rd->run_lo = b;
 	} else if (rp->next < rp->nchunks) {
 		lo = rp->next;
-		maxc = w->read->per_read;
+		maxc = rp->bounce ? w->read->bper : w->read->per_read;
 		lines = rd->lines;
 		rd->lo = lo;
 		rd->run_lo = 0;
 	} else {
 		return 0;
 	}
+	if (rp->bounce) {
+		/* chunk rd->lo's data at the block's start, the rest after it */
+		dst = (float *)((uintptr_t)rd->bounce - (uintptr_t)rd->lo * rp->plan.chunk_bytes);
+		dd.lo = (uintptr_t)rd->bounce;
+		dd.hi = dd.lo + w->read->bounce.blk;
+		dd.handle = rd->bounce_mrh;
+	} else {
+		dst = rp->dest;
+		dd.lo = rp->dest_lo;
+		dd.hi = rp->dest_hi;
+		dd.handle = rp->dest_mrh;
+	}
 	r = rps_wread_rpost_new(out, p, (uint8_t)i);
 	n = -EINVAL;
 	if (rp->nchunks == 1 && w->read->max_sge >= RPS_RPLAN_MIN_SGE) {
 		/* most small keys: the scatter list straight from the geometry */
-		r->nsge =
-		    rps_rplan_build1(&rp->plan, rp->dest, lines, w->read->junk, r->sge, &r->raddr);
+		r->nsge = rps_rplan_build1(&rp->plan, dst, lines, w->read->junk, r->sge, &r->raddr);
 		if (r->nsge)
 			n = 1;
 	}
 	if (n < 0)
-		n = rps_rplan_build(&rp->plan, lo, maxc, rp->dest, lines, w->read->junk, r->sge,
+		n = rps_rplan_build(&rp->plan, lo, maxc, dst, lines, w->read->junk, r->sge,
 				    w->read->max_sge, &r->nsge, &r->raddr);
 	if (n < 0) {
 		out->n--;
 		return n;
 	}
-	{
-		const struct rps_wdest dd = {
-		    .lo = rp->dest_lo, .hi = rp->dest_hi, .handle = rp->dest_mrh};
-
-		rps_wread_set_handles(w->read, &dd, rd->lines, rd->lines_mrh, r->sge, r->nsge);
-	}
+	rps_wread_set_handles(w->read, &dd, rd->lines, rd->lines_mrh, r->sge, r->nsge);
 	if (rd->torn) {
 		rp->torn_retries += (uint64_t)n;
 		atomic_fetch_add_explicit(&rps_wread_torn_total, (uint64_t)n, memory_order_relaxed);
@@ -248,7 +256,22 @@ void rps_wread_piece_fini_locked(struct rps_worker *w, struct rps_piece *p)
 		if (rp->rd[i].lines && w->read)
 			rps_wread_scratch_put_locked(w, rp->rd[i].lines, rp->rd[i].lines_mrh);
 		rp->rd[i].lines = NULL;
+		if (rp->rd[i].bounce && w->read)
+			rps_wread_blk_put_locked(&w->read->bounce, rp->rd[i].bounce,
+						 rp->rd[i].bounce_mrh);
+		rp->rd[i].bounce = NULL;
 	}
+	rps_wreg_put(rp->reg);
+	rp->reg = NULL;
+}
+
+void rps_wread_bounce_out(struct rps_rpull *rp, const struct rps_rd *rd)
+{
+	uint64_t epc = rp->plan.chunk_bytes / sizeof(float);
+	uint64_t e0 = rd->lo * epc, e1 = RPS_MIN(rp->plan.nelems, (rd->lo + rd->n) * epc);
+
+	if (e1 > e0)
+		memcpy(rp->dest + e0, rd->bounce, (e1 - e0) * sizeof(float));
 }
 
 /* The READ plan of a slice: its place and geometry (DECLARE_ACK) checked
@@ -286,12 +309,12 @@ int rps_wread_slice_plan(struct rps_worker *w, const struct rps_wslice *sl, stru
 struct rps_piece *rps_wread_rpull_new_locked(struct rps_worker *w, struct rps_req *req,
 					     uint32_t server, uint32_t shard,
 					     const struct rps_wslice *sl, float *dest,
-					     const struct rps_wdest *dd, uint32_t min_clock)
+					     struct rps_wreg *reg, uint32_t min_clock)
 {
 	struct rps_wshard *sh = rps_wshard_get(w, server, shard);
 	struct rps_piece *p = rps_piece_alloc_locked(&w->core, req, RPS_PK_RPULL, RPS_PW_READ);
 	struct rps_rpull *rp;
-	uint64_t slots;
+	uint64_t slots, per;
 	int rc;
 
 	if (!p) {
@@ -304,10 +327,14 @@ struct rps_piece *rps_wread_rpull_new_locked(struct rps_worker *w, struct rps_re
 	rp = &p->u.rp;
 	memset(rp, 0, sizeof(*rp));
 	rp->dest = dest;
-	if (dd && dd->handle) {
-		rp->dest_lo = dd->lo;
-		rp->dest_hi = dd->hi;
-		rp->dest_mrh = dd->handle;
+	if (reg) {
+		rps_wreg_hold(reg);
+		rp->reg = reg;
+		rp->dest_lo = atomic_load_explicit(&reg->lo, memory_order_relaxed);
+		rp->dest_hi = atomic_load_explicit(&reg->hi, memory_order_relaxed);
+		rp->dest_mrh = reg->handle;
+	} else {
+		rp->bounce = dest != NULL;
 	}
 	rp->remote_key = sh->desc.remote_key;
 	rp->min_clock = min_clock;
@@ -327,13 +354,16 @@ struct rps_piece *rps_wread_rpull_new_locked(struct rps_worker *w, struct rps_re
 			return p;
 		}
 	}
-	slots = rp->nchunks <= w->read->per_read
-		    ? 1
-		    : (rp->nchunks + w->read->per_read - 1) / w->read->per_read;
+	per = rp->bounce ? w->read->bper : w->read->per_read;
+	slots = rp->nchunks <= per ? 1 : (rp->nchunks + per - 1) / per;
 	slots = RPS_MIN(slots, (uint64_t)RPS_RD_WINDOW);
 	for (uint64_t i = 0; i < slots; i++) {
-		rp->rd[i].lines = rps_wread_scratch_get_locked(w, &rp->rd[i].lines_mrh);
-		if (!rp->rd[i].lines) {
+		struct rps_rd *rd = &rp->rd[i];
+
+		rd->lines = rps_wread_scratch_get_locked(w, &rd->lines_mrh);
+		if (rd->lines && rp->bounce && rp->nchunks)
+			rd->bounce = rps_wread_blk_get_locked(w, &w->read->bounce, &rd->bounce_mrh);
+		if (!rd->lines || (rp->bounce && rp->nchunks && !rd->bounce)) {
 			p->status = -ENOMEM;
 			break;
 		}
@@ -344,7 +374,7 @@ struct rps_piece *rps_wread_rpull_new_locked(struct rps_worker *w, struct rps_re
 
 int rps_wread_submit_slice(struct rps_worker *w, struct rps_req *req, uint32_t server,
 			   uint32_t shard, const struct rps_wslice *sl, float *dest,
-			   const struct rps_wdest *dd, uint32_t min_clock)
+			   struct rps_wreg *reg, uint32_t min_clock)
 {
 	struct rps_rposts out;
 	struct rps_piece *p;
@@ -352,7 +382,7 @@ int rps_wread_submit_slice(struct rps_worker *w, struct rps_req *req, uint32_t s
 
 	out.n = 0;
 	pthread_mutex_lock(&w->core.lock);
-	p = rps_wread_rpull_new_locked(w, req, server, shard, sl, dest, dd, min_clock);
+	p = rps_wread_rpull_new_locked(w, req, server, shard, sl, dest, reg, min_clock);
 	if (!p) {
 		pthread_mutex_unlock(&w->core.lock);
 		return -ENOMEM;

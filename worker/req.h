@@ -37,6 +37,7 @@
 #include "worker/plan.h"
 
 struct rps_wconn;
+struct rps_wreg;
 
 enum rps_piece_kind {
 	RPS_PK_DECLARE = 1, /* DECLARE -> DECLARE_ACK */
@@ -65,13 +66,17 @@ struct rps_rd {
 	uint64_t torn;   /* chunks (bit i = lo + i) still to re-read */
 	char *lines;     /* scratch: RPS_RPLAN_LINES per chunk (registered) */
 	uint32_t lines_mrh; /* its registration's, 0 if none */
+	char *bounce;	    /* unregistered dest: the data lands here first */
+	uint32_t bounce_mrh;
 };
 
 struct rps_rpull {
 	struct rps_rplan plan;
 	float *dest;          /* element 0 of the slice in the caller's buffer */
-	uintptr_t dest_lo, dest_hi; /* the registered pull buffer around dest */
-	uint32_t dest_mrh;   /* its handle, 0 if none */
+	struct rps_wreg *reg;	    /* the registered pull buffer dest lies in (a reference) */
+	uintptr_t dest_lo, dest_hi; /* ... its range */
+	uint32_t dest_mrh;	    /* ... and handle; 0: none (bounce) */
+	uint8_t bounce;		    /* data through bounce blocks, then copied */
 	uint8_t nslots;       /* read slots with scratch (rd[0..nslots)) */
 	uint32_t remote_key;
 	uint64_t nchunks;     /* 0: a pure clock wait */
@@ -106,6 +111,7 @@ struct rps_piece {
 		struct {
 			struct rps_pull fixed;
 			float *dest;       /* NULL once detached (answer discarded) */
+			struct rps_wreg *reg; /* registered buffer dest lies in (a reference) */
 			uint8_t receiving; /* recv_dest gave dest out: data is landing */
 		} pull;
 		struct {
@@ -124,6 +130,7 @@ struct rps_rdirect {
 	struct rps_wconn *conn;
 	char *lines;             /* scratch: the chunk's two version lines */
 	uint32_t lines_mrh;     /* its registration's, 0 if none */
+	struct rps_wreg *reg; /* scatter into a registered dest: its reference */
 	uint64_t raddr;
 	uint32_t remote_key;
 	uint32_t line;           /* version line bytes (rps_rplan_torn) */

@@ -154,6 +154,7 @@ static int worker_alloc(struct rps_worker **w_p)
 	atomic_init(&w->publishing, 0);
 	atomic_init(&w->reconnect, 0);
 	pthread_mutex_init(&w->reconn_lock, NULL);
+	rps_wregs_init(&w->regs);
 	atomic_init(&w->dead_pending, 0);
 	atomic_init(&w->stop, 0);
 	atomic_init(&w->leaving, 0);
@@ -204,15 +205,48 @@ static void worker_free(struct rps_worker *w)
 	rps_wcore_fini(&w->core);
 	pthread_rwlock_destroy(&w->clock_rw);
 	pthread_mutex_destroy(&w->reconn_lock);
+	pthread_mutex_destroy(&w->regs.lock);
 	rps_free(w);
+}
+
+/* Undo whatever create did (any stage) and free w: the one way down. */
+static void worker_teardown(struct rps_worker *w)
+{
+	rps_wreconnector_stop(w);
+	if (w->ctl) {
+		rps_ctl_leave(w->ctl);
+		w->ctl = NULL;
+	}
+	if (w->progress_started) {
+		atomic_store(&w->stop, 1);
+		rps_tr_wake(w->tr);
+		pthread_join(w->progress, NULL);
+		w->progress_started = 0;
+	}
+	if (w->tr)
+		rps_wconn_close_all(w);
+	/* nothing can answer any more: whatever is left fails */
+	pthread_mutex_lock(&w->core.lock);
+	for (uint32_t i = 0; w->servers && i < w->num_servers; i++)
+		for (uint32_t j = 0; w->servers[i].conns && j < w->servers[i].nconns; j++)
+			rps_wcore_fail_conn_locked(&w->core, &w->servers[i].conns[j], -ECANCELED);
+	pthread_mutex_unlock(&w->core.lock);
+	rps_wcore_drain(&w->core);
+	w->pull->fini(w);
+	rps_wregs_fini(w);
+	if (w->tr) {
+		rps_transport_destroy(w->tr);
+		w->tr = NULL;
+	}
+	worker_free(w);
 }
 
 /* Pulls by one-sided reads when the transport reads remote memory and every
  * server's stores are readable; by frames otherwise. */
 static const struct rps_wpull_ops *pull_strategy(struct rps_worker *w)
 {
-	int readable = rps_tr_has(w->tr, RPS_TR_CAP_READ) &&
-		       w->tr->max_read_sge >= RPS_RPLAN_MIN_SGE;
+	int readable =
+	    rps_tr_has(w->tr, RPS_TR_CAP_READ) && w->tr->max_read_sge >= RPS_RPLAN_MIN_SGE;
 
 	for (uint32_t i = 0; readable && i < w->num_servers; i++) {
 		struct rps_wserver *s = &w->servers[i];
@@ -278,7 +312,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	if (!w->cfg) {
 		RPS_ERR("worker: no configuration");
 		rc = -EINVAL;
-		goto err_free;
+		goto err;
 	}
 	snprintf(w->transport_name, sizeof(w->transport_name), "%s",
 		 opts->transport ? opts->transport : w->cfg->transport);
@@ -291,12 +325,12 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	if (!w->scheduler[0]) {
 		RPS_ERR("worker: no scheduler address (RDMAPS_SCHEDULER=host:port)");
 		rc = -EINVAL;
-		goto err_free;
+		goto err;
 	}
 	if (w->cfg->fault[0] && !rps_fault_on) {
 		rc = rps_fault_init(w->cfg->fault);
 		if (rc)
-			goto err_free;
+			goto err;
 	}
 
 	memset(&jo, 0, sizeof(jo));
@@ -316,17 +350,17 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	rc = rps_ctl_join(&jo, &w->ctl);
 	if (rc) {
 		RPS_ERR("worker: join %s: %s", w->scheduler, rps_strerror(rc));
-		goto err_free;
+		goto err;
 	}
 	nodes = rps_calloc(RPS_MAX_NODES, sizeof(*nodes));
 	if (!nodes) {
 		rc = -ENOMEM;
-		goto err_leave;
+		goto err;
 	}
 	nnodes = rps_ctl_map(w->ctl, &map, nodes, RPS_MAX_NODES);
 	if (nnodes < 0) {
 		rc = nnodes;
-		goto err_leave;
+		goto err;
 	}
 	w->rank = rps_ctl_rank(w->ctl);
 	w->num_workers = map.num_workers;
@@ -335,7 +369,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	if (!w->num_servers) {
 		RPS_ERR("worker: the cluster has no server");
 		rc = -EINVAL;
-		goto err_leave;
+		goto err;
 	}
 
 	memset(&tp, 0, sizeof(tp));
@@ -348,18 +382,18 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	tp.recv_dest = rps_wrecv_dest;
 	rc = rps_transport_create(w->transport_name, &tp, &w->tr);
 	if (rc)
-		goto err_leave;
+		goto err;
 	w->channels = !!(w->tr->caps & RPS_TR_CAP_CHANNELS);
 	rc = rps_wconn_connect_all(w, nodes, nnodes);
 	if (rc)
-		goto err_conns;
+		goto err;
 	rc = build_keymap(w);
 	if (rc)
-		goto err_conns;
+		goto err;
 	w->pull = pull_strategy(w);
 	rc = w->pull->init(w);
 	if (rc)
-		goto err_conns;
+		goto err;
 
 	if ((w->tr->caps & RPS_TR_CAP_PROGRESS) && w->cfg->wait_spin_us > 0) {
 		w->core.spin = rps_wprogress_spin;
@@ -371,18 +405,18 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		rc = -rc;
 		RPS_ERR("worker: progress thread: %s", strerror(-rc));
 		w->progress_started = 0;
-		goto err_rdma;
+		goto err;
 	}
 	pthread_setname_np(w->progress, "rps-progress");
 	rc = w->pull->attach(w, UINT32_MAX);
 	if (rc)
-		goto err_thread;
+		goto err;
 	rc = join_clock(w);
 	if (rc)
-		goto err_thread;
+		goto err;
 	rc = rps_wreconnector_start(w);
 	if (rc)
-		goto err_thread;
+		goto err;
 	rps_free(nodes);
 	RPS_INFO("worker %u of %u: %u servers x %u shards over %s (%s pulls, %s)", w->rank,
 		 w->num_workers, w->num_servers, w->shards_per_server, w->transport_name,
@@ -393,32 +427,9 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	*worker_p = w;
 	return 0;
 
-err_thread:
-	atomic_store(&w->stop, 1);
-	rps_tr_wake(w->tr);
-	pthread_join(w->progress, NULL);
-	w->progress_started = 0;
-err_rdma:
-	rps_wconn_close_all(w);
-	pthread_mutex_lock(&w->core.lock);
-	for (uint32_t i = 0; i < w->num_servers; i++)
-		for (uint32_t j = 0; w->servers[i].conns && j < w->servers[i].nconns; j++)
-			rps_wcore_fail_conn_locked(&w->core, &w->servers[i].conns[j], -ECANCELED);
-	pthread_mutex_unlock(&w->core.lock);
-	rps_wcore_drain(&w->core);
-	w->pull->fini(w);
-	goto err_tr;
-err_conns:
-	rps_wconn_close_all(w);
-err_tr:
-	rps_transport_destroy(w->tr);
-	w->tr = NULL;
-err_leave:
+err:
 	rps_free(nodes);
-	rps_ctl_leave(w->ctl);
-	w->ctl = NULL;
-err_free:
-	worker_free(w);
+	worker_teardown(w);
 	return rc;
 }
 
@@ -433,30 +444,7 @@ void rps_worker_destroy(struct rps_worker *w)
 		RPS_WARN("worker: requests still in flight after %d ms; failing them",
 			 w->timeout_ms);
 	atomic_store(&w->leaving, 1);
-	rps_wreconnector_stop(w);
-	if (w->ctl) {
-		rps_ctl_leave(w->ctl);
-		w->ctl = NULL;
-	}
-	if (w->progress_started) {
-		atomic_store(&w->stop, 1);
-		rps_tr_wake(w->tr);
-		pthread_join(w->progress, NULL);
-		w->progress_started = 0;
-	}
-	if (w->tr)
-		rps_wconn_close_all(w);
-	/* nothing can answer any more: whatever is left fails */
-	pthread_mutex_lock(&w->core.lock);
-	for (uint32_t i = 0; w->servers && i < w->num_servers; i++)
-		for (uint32_t j = 0; w->servers[i].conns && j < w->servers[i].nconns; j++)
-			rps_wcore_fail_conn_locked(&w->core, &w->servers[i].conns[j], -ECANCELED);
-	pthread_mutex_unlock(&w->core.lock);
-	rps_wcore_drain(&w->core);
-	w->pull->fini(w);
-	if (w->tr)
-		rps_transport_destroy(w->tr);
-	worker_free(w);
+	worker_teardown(w);
 }
 
 /* ---- offline worker (unit tests) ---- */

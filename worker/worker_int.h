@@ -81,6 +81,41 @@ struct rps_wserver {
 struct rps_worker;
 struct rps_wread; /* the read strategy's state (worker/read.h) */
 
+/* ---- registered pull buffers (reg.c) ---- */
+#define RPS_WREG_MAX 64
+
+struct rps_wreg {
+	_Atomic uint32_t gen;	  /* odd: registered */
+	_Atomic uintptr_t lo, hi; /* [lo, hi) */
+	uint32_t handle;	  /* the transport registration's (rps_tr_sge.handle) */
+	_Atomic long inflight;	  /* pieces / requests using it */
+	int has_mr;
+	struct rps_tr_mr mr;
+};
+
+struct rps_wregs {
+	pthread_mutex_t lock; /* register / unregister */
+	_Atomic int n;	      /* e[0..n) were ever used */
+	struct rps_wreg e[RPS_WREG_MAX];
+};
+
+void rps_wregs_init(struct rps_wregs *r);
+/* Deregister what is left (before the transport goes). */
+void rps_wregs_fini(struct rps_worker *w);
+/* The registration covering [addr, addr + len), with a reference taken, or
+ * NULL. Lock-free. */
+struct rps_wreg *rps_wreg_get(struct rps_worker *w, const void *addr, size_t len);
+/* Another reference to g (the caller holds one). */
+static inline void rps_wreg_hold(struct rps_wreg *g)
+{
+	atomic_fetch_add_explicit(&g->inflight, 1, memory_order_relaxed);
+}
+static inline void rps_wreg_put(struct rps_wreg *g)
+{
+	if (g)
+		atomic_fetch_sub_explicit(&g->inflight, 1, memory_order_release);
+}
+
 /* ---- the pull strategy, chosen once at create ----
  * rps_wpull_frame (pull_frame.c): PULL frames, the server answers each with
  *   a snapshot of the slice. Any transport.
@@ -100,12 +135,12 @@ struct rps_wpull_ops {
 		     uint32_t min_clock, struct rps_req **req_p);
 	/* Append the pull pieces of n keys to req (clock min_clock) and post
 	 * them. A failure is recorded in req and returned. */
-	int (*submit)(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
-		      float *vals, const size_t *lens, size_t n, uint32_t min_clock);
+	int (*submit)(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys, float *vals,
+		      const size_t *lens, size_t n, uint32_t min_clock);
 	/* Append to req a wait until shard (server, shard) reached clock c
 	 * (BSP push), named by a key and slice it holds. */
-	int (*clock_wait)(struct rps_worker *w, struct rps_req *req, rps_key_t key,
-			  uint32_t slice, uint32_t server, uint32_t shard, uint32_t c);
+	int (*clock_wait)(struct rps_worker *w, struct rps_req *req, rps_key_t key, uint32_t slice,
+			  uint32_t server, uint32_t shard, uint32_t c);
 	/* Every shard's clock of server (UINT32_MAX: all) as of now into
 	 * clock_seen. Waits. */
 	int (*read_clocks)(struct rps_worker *w, uint32_t server);
@@ -143,6 +178,7 @@ struct rps_worker {
 	enum rps_consistency consistency;
 	uint32_t staleness;
 	const struct rps_wpull_ops *pull; /* the pull strategy */
+	struct rps_wregs regs;		  /* registered pull buffers */
 	struct rps_wread *read;  /* its state when it is rps_wpull_read */
 	int channels;            /* one connection per shard (RPS_TR_CAP_CHANNELS) */
 

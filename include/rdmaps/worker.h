@@ -87,6 +87,27 @@ RPS_API int rps_req_wait(struct rps_req *req, int timeout_ms);
 /* *done_p = 1 when complete; then the status is returned and req is freed. */
 RPS_API int rps_req_test(struct rps_req *req, int *done_p);
 
+/* Registered pull buffers.
+ *
+ * A pull may go into any buffer. Over a transport that reads the servers'
+ * memory directly (rdma), a pull into an UNREGISTERED buffer is read into the
+ * worker's own registered bounce memory and copied out: always safe, even
+ * when the buffer is freed and another one allocated at the same address
+ * (as garbage-collected callers do), at the cost of one copy.
+ * rps_worker_register() registers [buf, buf + len) with the transport until
+ * rps_worker_unregister(): pulls whose whole destination lies in it are read
+ * into it directly, with no copy. Register buffers you pull into again and
+ * again (the usual training loop); unregister a buffer BEFORE freeing it.
+ * Over tcp registration changes nothing but the bookkeeping below.
+ *
+ * rps_worker_register: 0, -EINVAL (NULL, len 0), -EEXIST (overlaps a
+ * registered buffer), -ENOSPC (64 buffers registered already), or the
+ * transport's error (-ENOMEM: locked memory limit, see docs/rdma.md).
+ * rps_worker_unregister (buf as registered): 0, -EINVAL, -ENOENT (not
+ * registered), -EBUSY (a pull into it is still in flight: wait for it). */
+RPS_API int rps_worker_register(struct rps_worker *worker, void *buf, size_t len);
+RPS_API int rps_worker_unregister(struct rps_worker *worker, void *buf);
+
 /* End the current clock: every push of this clock has been sent before. */
 RPS_API int rps_worker_clock(struct rps_worker *worker);
 /* Wait until every live worker reaches the barrier. */
