@@ -15,15 +15,16 @@
 
 void rps_worker_opts_init(struct rps_worker_opts *opts)
 {
-	const struct rps_config *cfg = rps_config_get();
-
 	memset(opts, 0, sizeof(*opts));
-	if (!cfg)
-		return;
-	opts->scheduler = cfg->scheduler;
-	opts->transport = cfg->transport;
-	opts->secret = cfg->secret;
-	opts->timeout_ms = cfg->timeout_ms;
+	/* set, to NULL / 0: a caller that fills them in afterwards is heard */
+	opts->field_mask = RPS_WORKER_OPT_SCHEDULER | RPS_WORKER_OPT_TRANSPORT |
+			   RPS_WORKER_OPT_SECRET | RPS_WORKER_OPT_TIMEOUT;
+}
+
+/* The options that are set in opts (NULL: none). */
+static const char *opt_str(const struct rps_worker_opts *opts, uint64_t bit, const char *v)
+{
+	return opts && (opts->field_mask & bit) ? v : NULL;
 }
 
 void rps_worker_wake(struct rps_worker *w)
@@ -291,35 +292,38 @@ static int build_keymap(struct rps_worker *w)
 
 int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **worker_p)
 {
-	struct rps_worker_opts dflt;
 	struct rps_ctl_join_opts jo;
 	struct rps_tr_params tp;
 	struct rps_node *nodes = NULL;
 	struct rps_map map;
 	struct rps_worker *w;
+	const char *s;
 	int nnodes, rc;
 
 	if (!worker_p)
 		return -EINVAL;
-	if (!opts) {
-		rps_worker_opts_init(&dflt);
-		opts = &dflt;
-	}
 	rc = worker_alloc(&w);
 	if (rc)
 		return rc;
-	w->cfg = rps_config_get();
-	if (!w->cfg) {
-		RPS_ERR("worker: no configuration");
-		rc = -EINVAL;
-		goto err;
+	if (opts && (opts->field_mask & RPS_WORKER_OPT_CONFIG) && opts->config) {
+		w->own_cfg = *opts->config;
+	} else {
+		rc = rps_config_init(&w->own_cfg);
+		if (rc) {
+			RPS_ERR("worker: bad RDMAPS_* settings: %s", rps_strerror(rc));
+			goto err;
+		}
 	}
-	snprintf(w->transport_name, sizeof(w->transport_name), "%s",
-		 opts->transport ? opts->transport : w->cfg->transport);
-	snprintf(w->secret, sizeof(w->secret), "%s", opts->secret ? opts->secret : w->cfg->secret);
-	snprintf(w->scheduler, sizeof(w->scheduler), "%s",
-		 opts->scheduler ? opts->scheduler : w->cfg->scheduler);
-	w->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : w->cfg->timeout_ms;
+	w->cfg = &w->own_cfg;
+	s = opt_str(opts, RPS_WORKER_OPT_TRANSPORT, opts ? opts->transport : NULL);
+	snprintf(w->transport_name, sizeof(w->transport_name), "%s", s ? s : w->cfg->transport);
+	s = opt_str(opts, RPS_WORKER_OPT_SECRET, opts ? opts->secret : NULL);
+	snprintf(w->secret, sizeof(w->secret), "%s", s ? s : w->cfg->secret);
+	s = opt_str(opts, RPS_WORKER_OPT_SCHEDULER, opts ? opts->scheduler : NULL);
+	snprintf(w->scheduler, sizeof(w->scheduler), "%s", s ? s : w->cfg->scheduler);
+	w->timeout_ms = opts && (opts->field_mask & RPS_WORKER_OPT_TIMEOUT) && opts->timeout_ms > 0
+				? opts->timeout_ms
+				: w->cfg->timeout_ms;
 	if (w->timeout_ms <= 0)
 		w->timeout_ms = RPS_WORKER_DEFAULT_TIMEOUT_MS;
 	if (!w->scheduler[0]) {
@@ -340,7 +344,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	jo.transport = !strcmp(w->transport_name, "rdma") ? 1 : 0;
 	jo.host = w->cfg->host;
 	jo.port = 0;
-	jo.want_rank = rps_config_get()->rank >= 0 ? (uint32_t)rps_config_get()->rank : UINT32_MAX;
+	jo.want_rank = w->cfg->rank >= 0 ? (uint32_t)w->cfg->rank : UINT32_MAX;
 	jo.timeout_ms = w->timeout_ms;
 	jo.heartbeat_ms = w->cfg->heartbeat_ms;
 	jo.on_dead = on_dead;

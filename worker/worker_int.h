@@ -160,7 +160,8 @@ extern const struct rps_wpull_ops rps_wpull_read;
 
 struct rps_worker {
 	struct rps_wcore core;
-	const struct rps_config *cfg;
+	const struct rps_config *cfg; /* &own_cfg (NULL: offline worker) */
+	struct rps_config own_cfg;    /* from opts->config, or rps_config_init */
 	char transport_name[16];
 	char secret[64];
 	char scheduler[RPS_STR_MAX];

@@ -388,6 +388,8 @@ static void worker_child(int fd, const struct rps_perf_local_opts *lo,
 		goto out;
 	}
 	rps_worker_opts_init(&wo);
+	wo.field_mask |= RPS_WORKER_OPT_CONFIG;
+	wo.config = &cfg;
 	rc = rps_worker_create(&wo, &w);
 	if (rc) {
 		fprintf(stderr, "rdmaps-perf: worker: cannot join the cluster at %s: %s\n",

@@ -401,6 +401,8 @@ int rps_perf_remote_client(const struct rps_perf_remote_opts *o, const struct rp
 		goto out_close;
 	rps_config_set_global(&cfg);
 	rps_worker_opts_init(&wo);
+	wo.field_mask |= RPS_WORKER_OPT_CONFIG;
+	wo.config = &cfg;
 	rc = rps_worker_create(&wo, &w);
 	if (rc) {
 		fprintf(stderr, "rdmaps-perf: cannot join the cluster at %s: %s\n", sched,
