@@ -21,6 +21,15 @@ uint64_t rps_worker_stat_torn_retries(void)
 	return atomic_load(&rps_wread_torn_total);
 }
 
+static void seen_max(_Atomic uint32_t *a, uint64_t v64)
+{
+	uint32_t v = v64 > UINT32_MAX ? UINT32_MAX : (uint32_t)v64;
+	uint32_t cur = atomic_load(a);
+
+	while (cur < v && !atomic_compare_exchange_weak(a, &cur, v))
+		;
+}
+
 static void schedule_retry_locked(struct rps_worker *w, struct rps_piece *p)
 {
 	struct rps_rpull *rp = &p->u.rp;
@@ -58,7 +67,7 @@ static int parse_hdr(struct rps_worker *w, struct rps_piece *p)
 		uint64_t clock;
 
 		memcpy(&clock, p->u.rp.rd[0].lines + RPS_STORE_CLOCK_OFF, sizeof(clock));
-		rps_wread_seen_max(&sh->clock_seen, clock);
+		seen_max(&sh->clock_seen, clock);
 	}
 	return 0;
 }
@@ -106,7 +115,7 @@ static void read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 		uint64_t v;
 
 		memcpy(&v, rp->rd[0].lines, sizeof(v));
-		rps_wread_seen_max(w->consistency == RPS_ASP ? &sh->wclock_seen : &sh->clock_seen,
+		seen_max(w->consistency == RPS_ASP ? &sh->wclock_seen : &sh->clock_seen,
 				   v);
 		if (!rps_wread_clock_ok(w, sh, rp->min_clock))
 			schedule_retry_locked(w, p);

@@ -107,15 +107,6 @@ static inline int rps_wread_conn_lost(int rc)
 	return rc == -ECONNRESET || rc == -EHOSTDOWN;
 }
 
-static inline void rps_wread_seen_max(_Atomic uint32_t *a, uint64_t v64)
-{
-	uint32_t v = v64 > UINT32_MAX ? UINT32_MAX : (uint32_t)v64;
-	uint32_t cur = atomic_load(a);
-
-	while (cur < v && !atomic_compare_exchange_weak(a, &cur, v))
-		;
-}
-
 /* ---- read_mem.c ---- */
 int rps_wread_mem_init(struct rps_worker *w);
 void rps_wread_mem_fini(struct rps_worker *w);
@@ -137,7 +128,6 @@ void rps_wread_set_handles(const struct rps_wread *rs, const struct rps_wdest *d
 /* ---- read_post.c ---- */
 int rps_wread_clock_ok(struct rps_worker *w, struct rps_wshard *sh, uint32_t min_clock);
 int rps_wread_slice_plan(struct rps_worker *w, const struct rps_wslice *sl, struct rps_rplan *plan);
-struct rps_rpost *rps_wread_rpost_new(struct rps_rposts *out, struct rps_piece *p, uint8_t sub);
 /* Post out's reads (lock not held); failures finish their pieces. */
 void rps_wread_post_all(struct rps_worker *w, struct rps_rposts *out);
 /* Advance p's state machine, collecting reads into out. Under core.lock. */

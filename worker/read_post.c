@@ -28,7 +28,7 @@ int rps_wread_clock_ok(struct rps_worker *w, struct rps_wshard *sh, uint32_t min
 
 /* ---- posting ---- */
 
-struct rps_rpost *rps_wread_rpost_new(struct rps_rposts *out, struct rps_piece *p, uint8_t sub)
+static struct rps_rpost *rpost_new(struct rps_rposts *out, struct rps_piece *p, uint8_t sub)
 {
 	struct rps_rpost *r = &out->p[out->n++];
 
@@ -127,7 +127,7 @@ static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rp
 		dd.hi = rp->dest_hi;
 		dd.handle = rp->dest_mrh;
 	}
-	r = rps_wread_rpost_new(out, p, (uint8_t)i);
+	r = rpost_new(out, p, (uint8_t)i);
 	n = -EINVAL;
 	if (rp->nchunks == 1 && w->read->max_sge >= RPS_RPLAN_MIN_SGE) {
 		/* most small keys: the scatter list straight from the geometry */
@@ -191,7 +191,7 @@ void rps_wread_step_locked(struct rps_worker *w, struct rps_piece *p, struct rps
 			rps_piece_clear_locked(&w->core, p, RPS_PW_READ, 0);
 			return;
 		}
-		r = rps_wread_rpost_new(out, p, RPS_RD_SUB_HDR);
+		r = rpost_new(out, p, RPS_RD_SUB_HDR);
 		r->sge[0].addr = rp->rd[0].lines;
 		/* the header line and the clock line after it */
 		r->sge[0].len = RPS_STORE_WCLOCK_OFF;
@@ -204,7 +204,7 @@ void rps_wread_step_locked(struct rps_worker *w, struct rps_piece *p, struct rps
 	if (rp->phase == RPS_RP_CLOCK) {
 		if (!rps_wread_clock_ok(w, sh, rp->min_clock)) {
 			if (!rp->outstanding && !rp->retry_at) {
-				struct rps_rpost *r = rps_wread_rpost_new(out, p, RPS_RD_SUB_CLOCK);
+				struct rps_rpost *r = rpost_new(out, p, RPS_RD_SUB_CLOCK);
 
 				r->sge[0].addr = rp->rd[0].lines;
 				r->sge[0].len = sizeof(uint64_t);

@@ -39,8 +39,7 @@ static int spin_wait(struct rps_req *req, int timeout_ms)
 		return 0;
 	if (timeout_ms >= 0 && (uint64_t)timeout_ms * 1000000u < limit)
 		limit = (uint64_t)timeout_ms * 1000000u;
-	/* the first reap usually finishes it (rxe completes a READ within the
-	 * doorbell call): read the clock only when it did not */
+	/* the first reap often finishes it: read the clock only when it did not */
 	core->spin(core->wake_arg);
 	if (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
 		start = rps_now_ns();
@@ -106,8 +105,7 @@ static int direct_wait(struct rps_req *req, int timeout_ms)
 	uint64_t start, limit = core->spin_ns;
 	int spin = core->spin && limit && !rps_wcore_on_progress(core);
 
-	/* the first reap usually finishes it (rxe completes a READ within the
-	 * doorbell call): read the clock only when it did not */
+	/* the first reap often finishes it: read the clock only when it did not */
 	if (spin) {
 		core->spin(core->wake_arg);
 		if (core->direct_step(core->direct_arg, req, 0))
