@@ -18,7 +18,10 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRPS_WERROR=ON >/dev/null
 cmake --build build -j"$JOBS"
 
 echo "== unit + integration"
-(cd build && ctest -L 'unit|integration' --output-on-failure -j"$JOBS")
+(cd build && ctest -L 'unit|integration' -E '^integration\.install$' --output-on-failure -j"$JOBS")
+
+echo "== installed package: cmake --install, then examples/ and tools/ built with find_package(rdmaps)"
+(cd build && ctest -R '^integration\.install$' -V)
 
 echo "== rdma (SoftRoCE)"
 (cd build && ctest -L rdma --output-on-failure)

@@ -24,7 +24,7 @@
 #include "src/metrics.h"
 #include "src/proto.h"
 #include "src/util.h"
-#include "transport/http.h"
+#include "http/http.h"
 #include "transport/transport.h"
 
 #include <rdmaps/status.h>
@@ -1219,12 +1219,9 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 		rc = -ENOMEM;
 		goto err_free;
 	}
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(o->cfg ? o->cfg : rps_config_get(), &tp);
 	tp.secret = s->secret;
 	tp.max_msg = SCHED_MAX_MSG;
-	tp.timeout_ms = o->cfg ? o->cfg->timeout_ms : rps_config_get()->timeout_ms;
-	tp.nchannels = 1;
-	tp.cfg = o->cfg ? o->cfg : rps_config_get();
 	tp.arg = s;
 	tp.on_hello = sched_on_hello;
 	rc = rps_transport_create("tcp", &tp, &s->tr);

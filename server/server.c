@@ -23,8 +23,8 @@
 #include "src/log.h"
 #include "src/metrics.h"
 #include "src/util.h"
-#include "transport/control.h"
-#include "transport/http.h"
+#include "control/control.h"
+#include "http/http.h"
 
 #define RPS_SRV_POLL_MS 100
 #define RPS_SRV_EVENTS	64
@@ -1024,13 +1024,11 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	rps_srv_pool_init(&srv->reqs, sizeof(struct rps_srv_req));
 	rps_srv_bufpool_init(&srv->net_bufs, srv->max_msg);
 
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(cfg, &tp);
 	tp.secret = srv->secret;
-	tp.max_msg = srv->max_msg;
-	tp.timeout_ms = opts->timeout_ms;
+	if (opts->timeout_ms > 0)
+		tp.timeout_ms = opts->timeout_ms;
 	tp.nchannels = (uint32_t)srv->nshards;
-	tp.device = cfg->device[0] ? cfg->device : NULL;
-	tp.cfg = cfg;
 	tp.arg = srv;
 	tp.on_hello = on_hello;
 	tp.recv_dest = NULL;
@@ -1525,15 +1523,13 @@ int rps_server_run(struct rps_server *srv)
 	if (strcmp(advertised_host(srv), srv->host))
 		RPS_WARN("listening on %s: advertising 127.0.0.1 to workers (set --host)",
 			 srv->host);
-	memset(&jo, 0, sizeof(jo));
+	rps_ctl_join_opts_init(&jo, srv->cfg, RPS_ROLE_SERVER);
 	jo.scheduler = srv->scheduler;
 	jo.secret = srv->secret;
-	jo.role = RPS_ROLE_SERVER;
 	jo.transport = strcmp(srv->transport, "rdma") ? 0 : 1;
 	jo.host = advertised_host(srv);
 	jo.port = srv->port;
-	if (rps_config_get()->rank >= 0)
-		want = (uint32_t)rps_config_get()->rank;
+	want = jo.want_rank;
 	if (srv->restore_dir) {
 		int nranks = 0;
 		uint32_t r = restore_rank_of_dir(srv->restore_dir, &nranks);

@@ -7,7 +7,7 @@
  *   the shard's priority ring;
  * - each shard's update thread pops its ring and is the only writer of the
  *   shard: store, key table inserts, optimizer state, accumulators, clocks;
- * - the control thread (transport/control.h) queues DEAD entries.
+ * - the control thread (control/control.h) queues DEAD entries.
  * What the update thread has to say back (acks, parked pull answers) goes
  * through struct rps_shard_io, which the server fills with transport calls and
  * tests fill with recorders.

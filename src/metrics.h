@@ -8,7 +8,7 @@
  *
  * A family is one name with one type and one HELP text; each (name, labels)
  * is one metric of it. Families render in registration order, their metrics
- * too. Served over HTTP by transport/http.h (rps_http_metrics_handler).
+ * too. Served over HTTP by http/http.h (rps_http_metrics_handler).
  *
  * Updates are lock-free and cheap enough for hot paths: a relaxed atomic add
  * (counters) or store (gauges) on the metric's own cache line. Registration,

@@ -2,7 +2,10 @@
  * transport directly. Implementations: transport/tcp (always), transport/rdma
  * (verbs + librdmacm). Each fills a `static const struct rps_transport_ops`
  * with designated initializers; rps_transport_create() checks the mandatory
- * ops and capabilities are queried from t->caps, never guessed from NULLs.
+ * ops and that every capability has its op, and fills the optional ops a
+ * transport leaves out with stubs returning -EOPNOTSUPP (rdma-core's
+ * dummy_ops). Capabilities are queried with rps_tr_has(), never guessed
+ * from NULL pointers.
  *
  * Model
  * - A transport instance is created per process and role (one for the data
@@ -113,13 +116,30 @@ struct rps_tr_event {
 	void *token;             /* RECV: give back with release() */
 };
 
+/* Settings of the RDMA transport (the RDMAPS_RDMA_* options). */
+struct rps_rdma_params {
+	uint64_t buf_bytes;     /* payload of one receive / send buffer */
+	uint32_t recv_bufs;     /* receive buffers per SRQ */
+	uint32_t credits;       /* sends in flight per connection (>= 2) */
+	int max_rd;             /* outstanding RDMA READs */
+	int event_mode;         /* 1: sleep on the completion channel when idle */
+	int poll_spin_us;       /* event mode: spin this long after activity */
+	uint32_t expect_peers;  /* connections expected per SRQ (receive grant) */
+	uint32_t expect_out;    /* outgoing connections expected */
+};
+
+/* What a transport is created with. Fill it with rps_tr_params_from_config()
+ * (the one place that maps options to transport settings, with the option
+ * table's defaults), then set the callbacks and what the caller overrides.
+ * A transport takes every value as given: it has no defaults of its own.
+ * TCP uses only the common part. */
 struct rps_tr_params {
 	const char *secret;      /* checked against every incoming hello */
 	uint64_t max_msg;        /* largest frame payload accepted */
-	int timeout_ms;
+	int timeout_ms;          /* connect, handshake, send waits */
 	uint32_t nchannels;      /* listening side: receive queues (shards) */
-	const char *device;      /* RDMA device name or NULL */
-	const struct rps_config *cfg; /* everything else (buffer sizes, credits) */
+	const char *device;      /* RDMA device name or NULL (by local address) */
+	struct rps_rdma_params rdma;
 	void *arg;               /* passed to the callbacks */
 	/* Listening side: accept (return 0 and fill ack[0..*ack_len_p), at most
 	 * RPS_TR_ACK_MAX) or refuse (-errno, *why_p = reason). May be NULL:
@@ -160,10 +180,10 @@ struct rps_transport_ops {
 	int (*post_send)(struct rps_conn *c, const struct rps_frame_hdr *hdr,
 			 const struct iovec *iov, int iovcnt, uint64_t ctx);
 	/* One-sided read of [raddr, raddr + sum(sge.len)) under remote_key into the
-	 * local sges, in order. Completion: READ_DONE(ctx). Only with RPS_TR_CAP_READ. */
+	 * local sges, in order. Completion: READ_DONE(ctx). RPS_TR_CAP_READ. */
 	int (*read_remote)(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
 			   uint64_t raddr, uint32_t remote_key, uint64_t ctx);
-	/* Optional: read_remote whose completion is no event but d itself:
+	/* RPS_TR_CAP_READ_NOTIFY: read_remote whose completion is no event but d itself:
 	 * d->status, then d->state = RPS_TR_DONE (release). Whoever finds the
 	 * READ still pending and wants to sleep moves d->state from
 	 * RPS_TR_PENDING to RPS_TR_PENDING_WAKE; the completion of such a READ
@@ -175,7 +195,7 @@ struct rps_transport_ops {
 			   uint64_t raddr, uint32_t remote_key, struct rps_tr_done *d);
 	/* Up to max events; waits up to timeout_ms (0 = don't wait, < 0 = forever). */
 	int (*poll)(struct rps_transport *t, struct rps_tr_event *ev, int max, int timeout_ms);
-	/* Optional (RPS_TR_CAP_PROGRESS): reap completions from the calling
+	/* RPS_TR_CAP_PROGRESS: reap completions from the calling
 	 * thread and return up to max pending events, as poll() would. Never
 	 * waits: returns 0 at once when another thread is reaping right now.
 	 * The caller handles the events exactly as the poll() thread does. Any
@@ -198,14 +218,20 @@ extern const struct rps_transport_ops rps_tcp_ops;
 extern const struct rps_transport_ops rps_rdma_ops;
 #endif
 
+struct rps_config;
+
+/* Fill *p_p from cfg: secret, max_msg, timeout_ms, device and the RDMA
+ * settings; nchannels 1, no callbacks. Strings point into cfg. */
+void rps_tr_params_from_config(const struct rps_config *cfg, struct rps_tr_params *p_p);
+
 /* By name ("tcp", "rdma"): checks the mandatory ops and creates it.
  * -ENOTSUP for an unknown or not-built transport, with a logged reason. */
 int rps_transport_create(const char *name, const struct rps_tr_params *p,
 			 struct rps_transport **t_p);
 
 /* Call sites use these wrappers, never t->ops->op(...) (as verbs.h does for
- * ibv_post_send): one place to see what every op costs. Optional ops are
- * reached only under their capability, which rps_transport_create checked. */
+ * ibv_post_send): one place to see what every op costs. An optional op
+ * without its capability returns -EOPNOTSUPP. */
 static inline void rps_transport_destroy(struct rps_transport *t)
 {
 	t->ops->destroy(t);

@@ -337,16 +337,11 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 			goto err;
 	}
 
-	memset(&jo, 0, sizeof(jo));
+	rps_ctl_join_opts_init(&jo, w->cfg, RPS_ROLE_WORKER);
 	jo.scheduler = w->scheduler;
 	jo.secret = w->secret;
-	jo.role = RPS_ROLE_WORKER;
 	jo.transport = !strcmp(w->transport_name, "rdma") ? 1 : 0;
-	jo.host = w->cfg->host;
-	jo.port = 0;
-	jo.want_rank = w->cfg->rank >= 0 ? (uint32_t)w->cfg->rank : UINT32_MAX;
 	jo.timeout_ms = w->timeout_ms;
-	jo.heartbeat_ms = w->cfg->heartbeat_ms;
 	jo.on_dead = on_dead;
 	jo.on_shutdown = on_shutdown;
 	jo.on_map = on_map;
@@ -376,12 +371,9 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		goto err;
 	}
 
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(w->cfg, &tp);
 	tp.secret = w->secret;
-	tp.max_msg = w->cfg->max_msg;
 	tp.timeout_ms = w->timeout_ms;
-	tp.device = w->cfg->device[0] ? w->cfg->device : NULL;
-	tp.cfg = w->cfg;
 	tp.arg = w;
 	tp.recv_dest = rps_wrecv_dest;
 	rc = rps_transport_create(w->transport_name, &tp, &w->tr);

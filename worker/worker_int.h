@@ -7,7 +7,7 @@
  * - The progress thread polls the transport, matches answers to pieces,
  *   drives the pull strategy's state machines (read.c), closes dead connections and runs
  *   completion callbacks.
- * - The control thread (transport/control.c) reports dead nodes; the worker
+ * - The control thread (control/control.c) reports dead nodes; the worker
  *   marks their connections dead and lets the progress thread fail them.
  *
  * Dead connections. A connection is closed (and every piece on it failed)
@@ -30,7 +30,7 @@
 #include "src/keymap.h"
 #include "src/proto.h"
 #include "src/util.h"
-#include "transport/control.h"
+#include "control/control.h"
 #include "transport/transport.h"
 #include "worker/keytab.h"
 #include "worker/plan.h"

@@ -6,6 +6,7 @@
 #include <rdmaps/types.h>
 #include <rdmaps/worker.h>
 #include <rdmaps/server.h>
+#include <rdmaps/ctl.h>
 
 #define RPS_VERSION_MAJOR 0
 #define RPS_VERSION_MINOR 1

@@ -202,10 +202,9 @@ static void check_memlock(void)
 		}
 		REQUIRE(setrlimit(RLIMIT_MEMLOCK, &rl) == 0, "setrlimit");
 		tcfg_init(&cfg, 1);
+		rps_tr_params_from_config(&cfg, &p);
 		p.secret = SECRET;
-		p.nchannels = 1;
 		p.device = e.dev0;
-		p.cfg = &cfg;
 		rc = rps_transport_create("rdma", &p, &t);
 		if (rc != -ENOMEM) {
 			fprintf(stderr,
@@ -227,9 +226,9 @@ static void check_nodev(void)
 	int rc;
 
 	tcfg_init(&cfg, 1);
+	rps_tr_params_from_config(&cfg, &p);
 	p.secret = SECRET;
 	p.device = "nosuchdev7";
-	p.cfg = &cfg;
 	rc = rps_transport_create("rdma", &p, &t);
 	CHECK(rc == -ENODEV, "create on an unknown device: %d, want -ENODEV", rc);
 }

@@ -145,11 +145,11 @@ int main(void)
 	tcfg_init(&cfg, 1);
 	REQUIRE(link_set(netdev, e.dev1, 0) == 0, "could not take %s down", netdev);
 	{
-		struct rps_tr_params p = {0};
+		struct rps_tr_params p;
 
+		rps_tr_params_from_config(&cfg, &p);
 		p.secret = SECRET;
 		p.device = e.dev1;
-		p.cfg = &cfg;
 		rc = rps_transport_create("rdma", &p, &tx);
 		CHECK(rc == -ENETDOWN, "create on %s with its link down: %d (%s), want -ENETDOWN",
 		      e.dev1, rc, strerror(-rc));

@@ -90,16 +90,14 @@ tr_create(const struct rps_config *cfg, const char *dev, uint32_t nchannels,
 			  const char **),
 	  void *arg)
 {
-	struct rps_tr_params p = {0};
+	struct rps_tr_params p;
 	struct rps_transport *t = NULL;
 	int rc;
 
+	rps_tr_params_from_config(cfg, &p);
 	p.secret = SECRET;
-	p.max_msg = cfg->max_msg;
-	p.timeout_ms = cfg->timeout_ms;
 	p.nchannels = nchannels;
 	p.device = dev;
-	p.cfg = cfg;
 	p.on_hello = on_hello;
 	p.arg = arg;
 	rc = rps_transport_create("rdma", &p, &t);

@@ -50,11 +50,9 @@ static int client_open(struct client *cl, uint32_t rank, const char *secret)
 	int rc;
 
 	memset(cl, 0, sizeof(*cl));
-	memset(&p, 0, sizeof(p));
+	rps_tr_params_from_config(rps_config_get(), &p);
 	p.secret = secret;
-	p.max_msg = rps_config_get()->max_msg;
 	p.timeout_ms = WAIT_MS;
-	p.cfg = rps_config_get();
 	rc = rps_transport_create("tcp", &p, &cl->t);
 	assert_int_equal(rc, 0);
 	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank, secret);

@@ -25,7 +25,7 @@
 #include "src/log.h"
 #include "src/proto.h"
 #include "src/util.h"
-#include "transport/control.h"
+#include "control/control.h"
 #include "transport/transport.h"
 
 #define HB_MS		   50
@@ -285,12 +285,10 @@ static int query_status(const char *addr, char *out, size_t len)
 
 	if (rps_config_parse_hostport(addr, host, sizeof(host), &port))
 		return -EINVAL;
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(rps_config_get(), &tp);
 	tp.secret = SECRET;
 	tp.max_msg = 1 << 20;
 	tp.timeout_ms = 2000;
-	tp.nchannels = 1;
-	tp.cfg = rps_config_get();
 	if (rps_transport_create("tcp", &tp, &tr))
 		return -ENOMEM;
 	rps_proto_hello_init(&hello, RPS_ROLE_CTL, UINT32_MAX, SECRET);
@@ -464,12 +462,10 @@ static void test_dead_on_close(void **state)
 	(void)state;
 	sched_start(&r, 1, 2, 0, 10000);
 	assert_int_equal(rps_config_parse_hostport(r.addr, host, sizeof(host), &port), 0);
-	memset(&tp, 0, sizeof(tp));
+	rps_tr_params_from_config(rps_config_get(), &tp);
 	tp.secret = SECRET;
 	tp.max_msg = 1 << 20;
 	tp.timeout_ms = 2000;
-	tp.nchannels = 1;
-	tp.cfg = rps_config_get();
 	assert_int_equal(rps_transport_create("tcp", &tp, &tr), 0);
 	rps_proto_hello_init(&hello, RPS_ROLE_WORKER, UINT32_MAX, SECRET);
 	assert_int_equal(

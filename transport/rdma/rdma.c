@@ -1,16 +1,19 @@
 /* The RDMA transport (verbs + librdmacm): the ops table, create/destroy,
  * poll() and wake(). The rest: rdma_dev.c (device, SRQs), rdma_cm.c
- * (listen/connect), rdma_conn.c (connections, teardown), rdma_data.c (data
- * path), rdma_mr.c (registration, MR cache). Deployment: docs/rdma.md. */
+ * (listen, CM events), rdma_connect.c (connect), rdma_conn.c (connections,
+ * teardown), rdma_send.c (SENDs, credits, event queue), rdma_read.c (RDMA
+ * READs), rdma_cq.c (completions), rdma_mr.c (registration, MR cache).
+ * Deployment: docs/rdma.md. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "src/alloc.h"
-#include "src/config.h"
 #include "src/log.h"
 #include "src/util.h"
 #include "transport/rdma/rdma_int.h"
@@ -25,11 +28,19 @@
 
 static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport **t_p)
 {
-	const struct rps_config *cfg = p->cfg;
 	struct rps_rdma_transport *t;
 	uint64_t est;
 	int rc;
 
+	/* the settings as given (rps_tr_params_from_config): no defaults here */
+	if (p->rdma.buf_bytes < 1024 || p->rdma.buf_bytes > (1u << 30) || !p->rdma.recv_bufs ||
+	    !p->rdma.credits || p->rdma.max_rd < 1 || p->timeout_ms <= 0 || !p->max_msg) {
+		RPS_ERR("rdma: transport parameters not set (buf_bytes %" PRIu64
+			", recv_bufs %u, credits %u, max_rd %d, timeout %d ms, max_msg %" PRIu64 ")",
+			p->rdma.buf_bytes, p->rdma.recv_bufs, p->rdma.credits, p->rdma.max_rd,
+			p->timeout_ms, p->max_msg);
+		return -EINVAL;
+	}
 	t = rps_calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -38,34 +49,25 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 	snprintf(t->secret, sizeof(t->secret), "%s", p->secret ? p->secret : "");
 	if (p->device && p->device[0])
 		snprintf(t->device, sizeof(t->device), "%s", p->device);
-	else if (cfg && cfg->device[0])
-		snprintf(t->device, sizeof(t->device), "%s", cfg->device);
 	t->base.params.secret = t->secret;
 	t->base.params.device = t->device;
 
-	t->buf_bytes = (uint32_t)RPS_MIN(
-			   RPS_MAX(cfg && cfg->rdma_buf_bytes ? cfg->rdma_buf_bytes : 65536u, 1024u),
-			   1u << 30) +
-		       RDMA_BUF_HEADROOM;
-	t->recv_bufs = (uint32_t)(cfg && cfg->rdma_recv_bufs > 0 ? cfg->rdma_recv_bufs : 256);
-	t->credits = (uint32_t)(cfg && cfg->rdma_credits > 0 ? cfg->rdma_credits : 64);
+	t->buf_bytes = (uint32_t)p->rdma.buf_bytes + RDMA_BUF_HEADROOM;
+	t->recv_bufs = p->rdma.recv_bufs;
+	t->credits = p->rdma.credits;
 	if (t->credits < 2) {
 		RPS_WARN("rdma: RDMAPS_RDMA_CREDITS=%u raised to 2 (credit frames need a window "
 			 "of at least 2)",
 			 t->credits);
 		t->credits = 2;
 	}
-	t->max_rd = cfg && cfg->rdma_max_rd > 0 ? cfg->rdma_max_rd : 16;
-	t->event_mode = cfg ? cfg->rdma_event_mode : 1;
-	t->poll_spin_ns = (uint64_t)(cfg ? cfg->rdma_poll_spin_us : 50) * 1000u;
-	t->timeout_ms = p->timeout_ms > 0	     ? p->timeout_ms
-			: cfg && cfg->timeout_ms > 0 ? cfg->timeout_ms
-						     : 10000;
-	t->max_msg = p->max_msg ? p->max_msg : cfg && cfg->max_msg ? cfg->max_msg : UINT32_MAX;
-	t->expect_peers = cfg && cfg->num_workers > 0 ? (uint32_t)cfg->num_workers : 4;
-	t->expect_out = cfg && cfg->num_servers > 0
-			    ? (uint32_t)cfg->num_servers * (uint32_t)RPS_MAX(cfg->shards, 1)
-			    : 4;
+	t->max_rd = p->rdma.max_rd;
+	t->event_mode = p->rdma.event_mode;
+	t->poll_spin_ns = (uint64_t)RPS_MAX(p->rdma.poll_spin_us, 0) * 1000u;
+	t->timeout_ms = p->timeout_ms;
+	t->max_msg = p->max_msg;
+	t->expect_peers = RPS_MAX(p->rdma.expect_peers, 1u);
+	t->expect_out = RPS_MAX(p->rdma.expect_out, 1u);
 	t->nsrqs = RPS_MAX(p->nchannels, 1u);
 	t->base.caps = RPS_TR_CAP_READ | RPS_TR_CAP_CHANNELS | RPS_TR_CAP_PROGRESS |
 		       RPS_TR_CAP_READ_NOTIFY;
@@ -102,7 +104,7 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 	if (rc)
 		goto err_free;
 	/* the pools a listener (per shard) or a client (one) registers */
-	est = (uint64_t)(p->nchannels ? t->nsrqs : 1) * t->recv_bufs * t->buf_bytes +
+	est = (uint64_t)t->nsrqs * t->recv_bufs * t->buf_bytes +
 	      (uint64_t)RPS_MIN(t->credits + 1, 32u) * t->buf_bytes;
 	rc = rps_rdma_memlock_check(t, est, "the RDMA buffer pools");
 	if (rc)

@@ -190,7 +190,7 @@ struct rps_rdma_transport {
 	struct rps_transport base;
 	char secret[128];
 	char device[64];
-	/* settings (from params.cfg, with defaults) */
+	/* settings, from params (rps_tr_params_from_config) */
 	uint32_t buf_bytes;
 	uint32_t recv_bufs;
 	uint32_t credits;
@@ -294,24 +294,25 @@ void rps_rdma_close(struct rps_conn *conn);
 
 /* rdma_cm.c */
 int rps_rdma_listen(struct rps_transport *tr, const char *host, uint16_t port, uint16_t *port_p);
+void rps_rdma_cm_events(struct rps_rdma_transport *t);
+/* -errno of a failed librdmacm call (-EIO if it set none). */
+int rps_rdma_cm_err(void);
+/* -ENETDOWN (logged) if the id's port is not ACTIVE. */
+int rps_rdma_port_check(struct rdma_cm_id *id, const char *what);
+/* Data frames in flight we grant one peer of srq: the configured credits,
+ * cut so that `expect` peers fit. */
+uint32_t rps_rdma_grant_want(struct rps_rdma_transport *t, struct rps_rdma_srq *s,
+			     uint32_t expect);
+
+/* rdma_connect.c */
 int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 		     const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
 		     int timeout_ms, struct rps_conn **conn_p);
-void rps_rdma_cm_events(struct rps_rdma_transport *t);
 extern _Atomic int rps_rdma_rnr_retry;
 
-/* rdma_data.c */
+/* rdma_send.c */
 int rps_rdma_post_send(struct rps_conn *conn, const struct rps_frame_hdr *hdr,
 		       const struct iovec *iov, int iovcnt, uint64_t ctx);
-int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
-			 uint64_t raddr, uint32_t rkey, uint64_t ctx);
-int rps_rdma_read_notify(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
-			 uint64_t raddr, uint32_t rkey, struct rps_tr_done *d);
-/* Given up on c's drain marker (prog_lock held): its read_notify READs end
- * now with status. */
-void rps_rdma_notify_abandon(struct rps_rdma_conn *c, int status);
-void rps_rdma_release(struct rps_transport *tr, void *token);
-int rps_rdma_progress_cq(struct rps_rdma_transport *t);
 void rps_rdma_progress_or_yield(struct rps_rdma_transport *t);
 /* A sender found no resource at res_gen `gen` (read before it looked) and has
  * waited since `since_ns`: reap completions if no one else does, else spin
@@ -323,6 +324,44 @@ int rps_rdma_send_frame(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr
 			const void *payload, uint32_t len, int timeout_ms);
 int rps_rdma_post_drain(struct rps_rdma_conn *c);
 void rps_rdma_maybe_ctrl(struct rps_rdma_conn *c);
+/* Unlock c->post_lock, then send the credits another thread left pending. */
+void rps_rdma_post_unlock(struct rps_rdma_conn *c);
+/* Reap completions unless another thread is at it; events it queued go to
+ * the poll() thread. Returns how many. */
+int rps_rdma_reap_if_free(struct rps_rdma_transport *t);
+
+/* rdma_read.c */
+int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
+			 uint64_t raddr, uint32_t rkey, uint64_t ctx);
+int rps_rdma_read_notify(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
+			 uint64_t raddr, uint32_t rkey, struct rps_tr_done *d);
+
+/* rdma_cq.c */
+/* Given up on c's drain marker (prog_lock held): its read_notify READs end
+ * now with status. */
+void rps_rdma_notify_abandon(struct rps_rdma_conn *c, int status);
+void rps_rdma_release(struct rps_transport *tr, void *token);
+int rps_rdma_progress_cq(struct rps_rdma_transport *t);
+
+/* Send-queue slots (c->post_lock held). */
+static inline uint32_t rps_rdma_sq_used(const struct rps_rdma_conn *c)
+{
+	return c->sq_head - c->sq_tail;
+}
+
+static inline struct rps_rdma_slot *rps_rdma_sq_next(struct rps_rdma_conn *c)
+{
+	return &c->slots[c->sq_head & c->slot_mask];
+}
+
+static inline int rps_rdma_want_signal(struct rps_rdma_conn *c, uint64_t ctx)
+{
+	if (ctx || ++c->unsig >= c->sig_every) {
+		c->unsig = 0;
+		return 1;
+	}
+	return 0;
+}
 void rps_rdma_evq_push(struct rps_rdma_transport *t, const struct rps_tr_event *ev);
 int rps_rdma_evq_pop(struct rps_rdma_transport *t, struct rps_tr_event *ev_p);
 void rps_rdma_evq_purge(struct rps_rdma_transport *t, struct rps_rdma_conn *c);

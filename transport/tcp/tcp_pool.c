@@ -7,7 +7,7 @@
  * state no frame allocates. Each class caches at most TCP_POOL_CLASS_BYTES
  * (and at least 4 buffers); the surplus is freed.
  */
-#include "transport/tcp/tcp.h"
+#include "transport/tcp/tcp_int.h"
 
 #include "src/alloc.h"
 

@@ -1,5 +1,13 @@
 /* TCP transport: private state shared by the files of transport/tcp.
  *
+ * Files, each depending only on those below it:
+ *   tcp.c          ops table, create/destroy, poll() and wake()
+ *   tcp_recv.c     receive state machine        tcp_connect.c  connect()
+ *   tcp_listen.c   listen(), accept, the peer's HELLO
+ *   tcp_conn.c     connection objects, failure, close()
+ *   tcp_send.c     send path, event queue
+ *   tcp_pool.c     receive buffer pool
+ *
  * Threads
  * - One poller thread (the caller of poll()) owns epoll, the receive state
  *   machines, the event queue, the hello list and the buffer pool's free lists.
@@ -13,27 +21,28 @@
  *   connection is put once on a lock-free "has completions" list that the
  *   poller drains. The eventfd is written only when the poller sleeps.
  */
-#ifndef RPS_TCP_H
-#define RPS_TCP_H
+#ifndef RPS_TCP_INT_H
+#define RPS_TCP_INT_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
+
+#include "src/util.h"
 
 #include "transport/transport.h"
 
-#define TCP_FIXED_MAX	       80	     /* largest fixed part of any op */
-#define TCP_STAGE_BYTES	       (64u * 1024)  /* per-connection receive staging buffer */
-#define TCP_DIRECT_MIN	       4096u	     /* data at least this big is read in place */
-#define TCP_RX_BUDGET	       (4u << 20)    /* bytes read from one connection per wake-up */
-#define TCP_SQ_MAX	       (64ull << 20) /* queued send bytes before post_send waits */
-#define TCP_IOV_MAX	       1024	     /* iovecs in one post_send (header included) */
-#define TCP_IOV_BATCH	       64	     /* iovecs gathered per flush syscall */
-#define TCP_ERR_TEXT_MAX       256	     /* reason text in ERROR frames we send */
-#define TCP_DEFAULT_TIMEOUT_MS 10000
-#define TCP_DEFAULT_MAX_MSG    (64ull << 20)
-#define TCP_MAX_LISTENERS      8
+#define TCP_FIXED_MAX	  80		/* largest fixed part of any op */
+#define TCP_STAGE_BYTES	  (64u * 1024)	/* per-connection receive staging buffer */
+#define TCP_DIRECT_MIN	  4096u		/* data at least this big is read in place */
+#define TCP_RX_BUDGET	  (4u << 20)	/* bytes read from one connection per wake-up */
+#define TCP_SQ_MAX	  (64ull << 20) /* queued send bytes before post_send waits */
+#define TCP_IOV_MAX	  1024		/* iovecs in one post_send (header included) */
+#define TCP_IOV_BATCH	  64		/* iovecs gathered per flush syscall */
+#define TCP_ERR_TEXT_MAX  256		/* reason text in ERROR frames we send */
+#define TCP_MAX_LISTENERS 8
 
 /* Receive buffer pool: class 0 holds no data (the fixed part only, for
  * zero-copy receives and data-less frames); class k >= 1 holds
@@ -177,11 +186,16 @@ void tcp_pool_fini(struct tcp_pool *p);
 struct tcp_buf *tcp_pool_get(struct tcp_pool *p, size_t size); /* poller only */
 void tcp_pool_put(struct tcp_pool *p, struct tcp_buf *b);      /* any thread */
 
-/* tcp.c: the thread that last called poll() on a transport (one per instance). */
-extern _Thread_local struct tcp_transport *tcp_polling;
+static inline struct tcp_transport *tcp_tt(struct rps_transport *t)
+{
+	return rps_container_of(t, struct tcp_transport, base);
+}
 
-/* tcp_io.c */
+/* tcp_send.c */
+/* The transport whose poll() this thread last ran (one poller per instance). */
+extern _Thread_local struct tcp_transport *tcp_polling;
 int tcp_evq_push(struct tcp_transport *tt, const struct rps_tr_event *ev);
+/* Wake the poller if it sleeps. */
 void tcp_kick(struct tcp_transport *tt);
 int tcp_post_send(struct rps_conn *bc, const struct rps_frame_hdr *hdr, const struct iovec *iov,
 		  int iovcnt, uint64_t ctx);
@@ -190,24 +204,52 @@ int tcp_send_internal(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const
 		      int iovcnt);
 /* ERROR frame (status, reason text), best effort, only if nothing is queued. */
 void tcp_send_error(struct tcp_conn *c, int status, const char *why);
-/* Poller: the socket is readable. <0: the connection failed (and, in the hello
- * phase, is freed: do not touch it again). */
-int tcp_rx(struct tcp_conn *c);
-/* Poller: the socket is writable. */
-void tcp_out(struct tcp_conn *c);
+/* Poller: the socket is writable. -ECONNRESET: the connection broke. */
+int tcp_out(struct tcp_conn *c);
+/* Poller, slock held: sending is over. An ERROR frame (status, why) first
+ * unless why is NULL (best effort), then the completions in order: what was
+ * written, then what never will be (-ECONNRESET). */
+void tcp_send_end_locked(struct tcp_conn *c, int status, const char *why);
+/* Poller: SEND_DONE events of completions recorded by other threads. */
+void tcp_drain_done(struct tcp_transport *tt);
+
+/* tcp_conn.c */
+void tcp_sockaddr_str(const struct sockaddr *sa, char *out, size_t n);
+void tcp_set_nodelay(int fd);
+struct tcp_conn *tcp_conn_new(struct tcp_transport *tt, int fd, const char *peer, int phase);
+/* Register with epoll and list it; 0 or -errno. */
+int tcp_conn_add(struct tcp_transport *tt, struct tcp_conn *c);
+/* A connection never added. */
+void tcp_conn_destroy(struct tcp_conn *c);
+void tcp_conn_free(struct tcp_conn *c);
 /* Poller: the connection is over. Logs "closing <peer>: <why>" unless fmt is
  * NULL, sends an ERROR frame first if send_error, closes the socket, fails
  * queued zero-copy sends, emits CLOSED (open, not closed by the user) or
  * frees the connection (hello phase). */
 void tcp_conn_fail(struct tcp_conn *c, int status, int send_error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void tcp_drain_done(struct tcp_transport *tt);
+void tcp_hello_unlink(struct tcp_transport *tt, struct tcp_conn *c);
+void tcp_close(struct rps_conn *bc);
+/* Poller: free the connections closed by their owner. */
+void tcp_process_closes(struct tcp_transport *tt);
 
-/* tcp.c */
+/* tcp_listen.c */
+int tcp_listen(struct rps_transport *t, const char *host, uint16_t port, uint16_t *port_p);
+/* Poller: a listening socket is readable. */
+void tcp_accept(struct tcp_transport *tt, struct tcp_listener *l);
 /* Poller: the peer's HELLO arrived (c->rx_fixed). 0 accepted, <0 refused
  * (the connection is freed). */
 int tcp_hello_in(struct tcp_conn *c);
-void tcp_conn_free(struct tcp_conn *c);
+
+/* tcp_connect.c */
+int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
+		const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
+		int timeout_ms, struct rps_conn **conn_p);
+
+/* tcp_recv.c */
+/* Poller: the socket is readable. <0: the connection failed (and, in the hello
+ * phase, is freed: do not touch it again). */
+int tcp_rx(struct tcp_conn *c);
 
 /* For tests: buffers the pool ever allocated. */
 uint64_t rps_tcp_pool_created(struct rps_transport *t);

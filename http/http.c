@@ -1,5 +1,5 @@
 /* A tiny HTTP/1.1 server: one thread, a poll() loop, non-blocking sockets,
- * one request per connection. See transport/http.h for the contract.
+ * one request per connection. See http/http.h for the contract.
  *
  * Connection states: READ (collecting the request; the request line is
  * checked as soon as it is complete) -> WRITE (the answer, with Connection:
@@ -21,7 +21,7 @@
 #include "src/log.h"
 #include "src/metrics.h"
 #include "src/util.h"
-#include "transport/http.h"
+#include "http/http.h"
 
 #define HTTP_TARGET_MAX	   1024
 #define HTTP_DRAIN_MS	   1000

@@ -22,7 +22,7 @@
 #include "src/log.h"
 #include "src/metrics.h"
 #include "src/util.h"
-#include "transport/http.h"
+#include "http/http.h"
 
 /* ---- registry ---------------------------------------------------------- */
 

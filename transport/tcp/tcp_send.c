@@ -1,25 +1,27 @@
-/* TCP transport: the send path, the receive state machine, failures.
+/* TCP transport: the send path and the event queue.
  *
- * Send: post_send writes header + iov at once when nothing is queued; what
- * the socket does not take is queued (copied for ctx == 0, referenced for
+ * post_send writes header + iov at once when nothing is queued; what the
+ * socket does not take is queued (copied for ctx == 0, referenced for
  * ctx != 0) and EPOLLOUT is armed; the poller flushes the queue, gathering
  * several queued frames per sendmsg. More than TCP_SQ_MAX queued bytes make
  * post_send wait (up to the timeout; on the poller thread itself it flushes
- * in place instead, since nobody else would).
- *
- * Receive: bytes are read into a per-connection staging buffer and parsed
- * there (header, check, fixed part, check, data), so a burst of small frames
- * costs one read. Data of at least TCP_DIRECT_MIN bytes is read in place
- * (readv into the destination, with the staging buffer as the second iovec
- * to catch the start of the next frame): into params.recv_dest memory when
- * the callback gives some, else into a pool buffer.
+ * in place instead, since nobody else would). Completions found outside the
+ * poller are kept per connection and handed over through tt->done_head.
+ * Depends on tcp_pool.c only.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,7 +29,9 @@
 #include "src/alloc.h"
 #include "src/log.h"
 #include "src/util.h"
-#include "transport/tcp/tcp.h"
+#include "transport/tcp/tcp_int.h"
+
+_Thread_local struct tcp_transport *tcp_polling;
 
 int tcp_evq_push(struct tcp_transport *tt, const struct rps_tr_event *ev)
 {
@@ -420,7 +424,7 @@ int tcp_send_internal(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const
 	return send_frame(c, hdr, iov, iovcnt, 0, UINT32_MAX);
 }
 
-void tcp_out(struct tcp_conn *c)
+int tcp_out(struct tcp_conn *c)
 {
 	int rc = 0;
 
@@ -428,8 +432,7 @@ void tcp_out(struct tcp_conn *c)
 	if (!c->dead && !c->wr_err)
 		rc = flush_locked(c);
 	pthread_mutex_unlock(&c->slock);
-	if (rc < 0)
-		tcp_conn_fail(c, -ECONNRESET, 0, NULL);
+	return rc < 0 ? -ECONNRESET : 0;
 }
 
 /* slock held, queue empty: best effort, never blocks. */
@@ -454,268 +457,27 @@ void tcp_send_error(struct tcp_conn *c, int status, const char *why)
 	pthread_mutex_unlock(&c->slock);
 }
 
-void tcp_conn_fail(struct tcp_conn *c, int status, int send_error, const char *fmt, ...)
+void tcp_send_end_locked(struct tcp_conn *c, int status, const char *why)
 {
-	struct tcp_transport *tt = c->tt;
-	char why[256] = "";
 	struct tcp_sreq *r;
-	int user_closed;
 
-	if (c->failed)
-		return;
-	c->failed = 1;
-	if (fmt) {
-		va_list ap;
-
-		va_start(ap, fmt);
-		vsnprintf(why, sizeof(why), fmt, ap);
-		va_end(ap);
-	}
-
-	pthread_mutex_lock(&c->slock);
-	user_closed = c->user_closed;
-	if (fmt && !user_closed) {
-		if (send_error || status != -ECONNRESET)
-			RPS_WARN("closing %s: %s", c->base.peer, why);
-		else
-			RPS_INFO("closing %s: %s", c->base.peer, why);
-	}
-	if (send_error && !c->dead && !c->wr_err && !c->sq_head && c->fd >= 0)
+	if (why && !c->dead && !c->wr_err && !c->sq_head && c->fd >= 0)
 		send_error_locked(c, status, why);
 	c->dead = 1;
 	/* completions in order: what was written, then what never will be */
 	done_to_events(c);
 	while ((r = c->sq_head)) {
 		c->sq_head = r->next;
-		if (r->ctx && !user_closed) {
+		if (r->ctx && !c->user_closed) {
 			struct rps_tr_event ev = {.type = RPS_TR_EV_SEND_DONE,
 						  .conn = &c->base,
 						  .status = -ECONNRESET,
 						  .ctx = r->ctx};
 
-			tcp_evq_push(tt, &ev);
+			tcp_evq_push(c->tt, &ev);
 		}
 		rps_free(r);
 	}
 	c->sq_tail = NULL;
 	c->sq_bytes = 0;
-	if (c->fd >= 0) {
-		epoll_ctl(tt->ep, EPOLL_CTL_DEL, c->fd, NULL);
-		close(c->fd);
-		c->fd = -1;
-	}
-	pthread_cond_broadcast(&c->scond);
-	pthread_mutex_unlock(&c->slock);
-
-	if (c->rx_buf) {
-		tcp_pool_put(&tt->pool, c->rx_buf);
-		c->rx_buf = NULL;
-	}
-	if (c->phase == TCP_PH_HELLO) {
-		tcp_conn_free(c);
-		return;
-	}
-	if (!user_closed) {
-		struct rps_tr_event ev = {
-		    .type = RPS_TR_EV_CLOSED, .conn = &c->base, .status = status};
-
-		if (tcp_evq_push(tt, &ev) < 0)
-			RPS_ERR("closing %s: CLOSED event lost", c->base.peer);
-	}
-}
-
-/* A frame failed a check: log it with what we saw, answer ERROR, close. */
-static int rx_bad(struct tcp_conn *c, int status, const char *why)
-{
-	const struct rps_frame_hdr *h = &c->rx_hdr;
-
-	tcp_conn_fail(c, status, 1, "%s (magic 0x%08x version %u op %u len %u)", why, h->magic,
-		      h->version, h->op, h->len);
-	return status;
-}
-
-static int rx_emit(struct tcp_conn *c)
-{
-	struct rps_tr_event ev = {.type = RPS_TR_EV_RECV,
-				  .conn = &c->base,
-				  .hdr = c->rx_hdr,
-				  .fixed = c->rx_buf->fixed,
-				  .data = c->rx_data_len ? c->rx_dst : NULL,
-				  .data_len = c->rx_data_len,
-				  .token = c->rx_buf};
-	int rc = tcp_evq_push(c->tt, &ev);
-
-	if (rc < 0) {
-		tcp_conn_fail(c, rc, 0, "receive: out of memory");
-		return rc;
-	}
-	c->rx_buf = NULL;
-	c->rx_dst = NULL;
-	c->rx_state = TCP_RX_HDR;
-	return 0;
-}
-
-static int rx_hdr_in(struct tcp_conn *c)
-{
-	uint64_t max = c->phase == TCP_PH_HELLO ? sizeof(struct rps_hello) : c->tt->max_msg;
-	const char *why = NULL;
-	int rc = rps_proto_hdr_check(&c->rx_hdr, max, &why);
-
-	if (rc)
-		return rx_bad(c, rc, why);
-	if (c->phase == TCP_PH_HELLO && c->rx_hdr.op != RPS_OP_HELLO)
-		return rx_bad(c, -EPROTO, "expected a hello");
-	if (c->phase == TCP_PH_OPEN && c->rx_hdr.op == RPS_OP_HELLO)
-		return rx_bad(c, -EPROTO, "unexpected hello");
-	c->rx_fixed_len = (uint32_t)rps_proto_fixed_len(c->rx_hdr.op);
-	c->rx_data_len = c->rx_hdr.len - c->rx_fixed_len;
-	c->rx_got = 0;
-	c->rx_state = TCP_RX_FIXED;
-	return 0;
-}
-
-static int rx_fixed_in(struct tcp_conn *c)
-{
-	struct tcp_transport *tt = c->tt;
-	const struct rps_tr_params *p = &tt->base.params;
-	const char *why = NULL;
-	void *dest = NULL;
-	int rc;
-
-	if (c->rx_fixed_len) {
-		rc = rps_proto_payload_check(&c->rx_hdr, c->rx_fixed, &why);
-		if (rc)
-			return rx_bad(c, rc, why);
-	}
-	if (c->phase == TCP_PH_HELLO) {
-		rc = tcp_hello_in(c);
-		if (rc == 0)
-			c->rx_state = TCP_RX_HDR;
-		return rc;
-	}
-	if (c->rx_data_len && p->recv_dest)
-		dest = p->recv_dest(p->arg, &c->base, &c->rx_hdr, c->rx_fixed);
-	c->rx_buf = tcp_pool_get(&tt->pool, dest ? 0 : c->rx_data_len);
-	if (!c->rx_buf) {
-		tcp_conn_fail(c, -ENOMEM, 1, "no buffer for a %llu-byte frame",
-			      (unsigned long long)c->rx_hdr.len);
-		return -ENOMEM;
-	}
-	memcpy(c->rx_buf->fixed, c->rx_fixed, c->rx_fixed_len);
-	c->rx_dst = dest ? dest : c->rx_buf->data;
-	if (!c->rx_data_len)
-		return rx_emit(c);
-	c->rx_state = TCP_RX_DATA;
-	return 0;
-}
-
-/* Consume the staged bytes. <0: the connection failed. */
-static int rx_parse(struct tcp_conn *c)
-{
-	for (;;) {
-		size_t avail = c->stage_len - c->stage_pos;
-		uint8_t *p = c->stage + c->stage_pos;
-		size_t n;
-		int rc;
-
-		switch (c->rx_state) {
-		case TCP_RX_HDR:
-			if (avail < sizeof(c->rx_hdr))
-				return 0;
-			memcpy(&c->rx_hdr, p, sizeof(c->rx_hdr));
-			c->stage_pos += sizeof(c->rx_hdr);
-			rc = rx_hdr_in(c);
-			break;
-		case TCP_RX_FIXED:
-			if (avail < c->rx_fixed_len)
-				return 0;
-			memcpy(c->rx_fixed, p, c->rx_fixed_len);
-			c->stage_pos += c->rx_fixed_len;
-			rc = rx_fixed_in(c);
-			break;
-		default: /* TCP_RX_DATA */
-			n = (size_t)RPS_MIN((uint64_t)avail, c->rx_data_len - c->rx_got);
-			if (n == 0)
-				return 0;
-			memcpy(c->rx_dst + c->rx_got, p, n);
-			c->rx_got += n;
-			c->stage_pos += n;
-			if (c->rx_got < c->rx_data_len)
-				return 0;
-			rc = rx_emit(c);
-			break;
-		}
-		if (rc)
-			return rc;
-	}
-}
-
-int tcp_rx(struct tcp_conn *c)
-{
-	uint64_t total = 0;
-
-	for (;;) {
-		struct iovec v[2];
-		size_t direct = 0, want;
-		ssize_t n;
-		int cnt = 0, rc, short_read;
-
-		rc = rx_parse(c);
-		if (rc)
-			return rc;
-		if (total >= TCP_RX_BUDGET)
-			return 0; /* level-triggered: epoll reports the rest */
-		if (c->stage_pos) {
-			memmove(c->stage, c->stage + c->stage_pos, c->stage_len - c->stage_pos);
-			c->stage_len -= c->stage_pos;
-			c->stage_pos = 0;
-		}
-		if (c->rx_state == TCP_RX_DATA && c->rx_data_len - c->rx_got >= TCP_DIRECT_MIN) {
-			/* the staging buffer is empty here: rx_parse consumed it */
-			direct = (size_t)(c->rx_data_len - c->rx_got);
-			v[cnt].iov_base = c->rx_dst + c->rx_got;
-			v[cnt++].iov_len = direct;
-		}
-		v[cnt].iov_base = c->stage + c->stage_len;
-		v[cnt++].iov_len = TCP_STAGE_BYTES - c->stage_len;
-		want = direct + (TCP_STAGE_BYTES - c->stage_len);
-		n = readv(c->fd, v, cnt);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return 0;
-			tcp_conn_fail(c, -ECONNRESET, 0, "read: %m");
-			return -ECONNRESET;
-		}
-		if (n == 0) {
-			int mid = c->rx_state != TCP_RX_HDR || c->stage_len;
-
-			if (c->phase == TCP_PH_HELLO)
-				tcp_conn_fail(c, -ECONNRESET, 0, "peer closed before its hello");
-			else
-				tcp_conn_fail(c, -ECONNRESET, 0, "peer closed%s",
-					      mid ? " in the middle of a frame" : "");
-			return -ECONNRESET;
-		}
-		total += (uint64_t)n;
-		short_read = (size_t)n < want;
-		if (direct) {
-			size_t k = RPS_MIN((size_t)n, direct);
-
-			c->rx_got += k;
-			n -= (ssize_t)k;
-			if (c->rx_got == c->rx_data_len) {
-				rc = rx_emit(c);
-				if (rc)
-					return rc;
-			}
-		}
-		c->stage_len += (size_t)n;
-		if (short_read) {
-			/* the socket is drained: parse what came and stop */
-			rc = rx_parse(c);
-			return rc < 0 ? rc : 0;
-		}
-	}
 }

@@ -1,5 +1,5 @@
 /* A tiny HTTP/1.1 server for Prometheus scrapes (GET /metrics) and similar
- * read-only pages. Implemented in transport/tcp/http.c (the only place that
+ * read-only pages. Implemented in http/http.c (with transport/tcp, the only code that
  * touches sockets).
  *
  * - rps_http_start binds and listens in the caller (so a busy port is an

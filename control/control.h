@@ -9,22 +9,24 @@
 #ifndef RPS_CONTROL_H
 #define RPS_CONTROL_H
 
+#include "src/proto.h"
 #include <stddef.h>
 #include <stdint.h>
-#include "src/proto.h"
 
 struct rps_ctl;
+struct rps_config;
 
 struct rps_ctl_join_opts {
-	const char *scheduler;  /* "host:port" */
+	const char *scheduler; /* "host:port" */
 	const char *secret;
-	uint8_t role;           /* RPS_ROLE_SERVER or RPS_ROLE_WORKER */
-	uint8_t transport;      /* 0 tcp, 1 rdma (data path of this node) */
-	const char *host;       /* servers: address workers connect to */
-	uint16_t port;          /* servers: data port */
-	uint32_t want_rank;     /* UINT32_MAX: any; a rank to rejoin as after a restart */
-	int timeout_ms;         /* how long to wait for the scheduler and the cluster */
+	uint8_t role;	    /* RPS_ROLE_SERVER or RPS_ROLE_WORKER */
+	uint8_t transport;  /* 0 tcp, 1 rdma (data path of this node) */
+	const char *host;   /* servers: address workers connect to */
+	uint16_t port;	    /* servers: data port */
+	uint32_t want_rank; /* UINT32_MAX: any; a rank to rejoin as after a restart */
+	int timeout_ms;	    /* how long to wait for the scheduler and the cluster */
 	int heartbeat_ms;
+	const struct rps_config *cfg; /* the node's configuration; NULL: defaults + RDMAPS_* */
 	/* Called from the control thread. */
 	void (*on_dead)(void *arg, const struct rps_node *node);
 	void (*on_shutdown)(void *arg);
@@ -32,6 +34,12 @@ struct rps_ctl_join_opts {
 	void *arg;
 };
 
+/* A node's join options from its configuration: scheduler, secret, data
+ * transport, host, the rank asked for (RDMAPS_RANK, else any), timeout and
+ * heartbeat interval; port 0 and no callbacks. The caller then sets what it
+ * knows better (a server's port, a restored rank, its callbacks). */
+void rps_ctl_join_opts_init(struct rps_ctl_join_opts *o, const struct rps_config *cfg,
+			    uint8_t role);
 /* Connect, register, wait for the map. -ECONNREFUSED/-ETIMEDOUT if no
  * scheduler, -EACCES wrong secret. */
 int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p);

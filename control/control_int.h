@@ -1,0 +1,90 @@
+/* The control channel client's private state, shared by its three files:
+ * control.c (join and leave), control_events.c (frames from the scheduler,
+ * heartbeats, the control thread), control_req.c (map, barriers, heartbeat
+ * figures asked for by the node). See control.c for the locking rules. */
+#ifndef RPS_CONTROL_INT_H
+#define RPS_CONTROL_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control/control.h"
+#include "src/config.h"
+#include "transport/transport.h"
+
+#define CTL_RETRY_MS	  150	     /* between connection attempts while no scheduler */
+#define CTL_LEAVE_WAIT_MS 1000	     /* rps_ctl_leave: wait this long for the scheduler's close */
+#define CTL_MAX_MSG	  (1u << 20) /* a MAP of RPS_MAX_NODES nodes is 80 KiB */
+#define CTL_EVENTS	  16
+
+struct rps_ctl {
+	struct rps_transport *tr;
+	struct rps_conn *conn; /* NULL once closed */
+	char sched[RPS_STR_MAX];
+	uint8_t role;
+	int heartbeat_ms;
+	void (*on_dead)(void *arg, const struct rps_node *node);
+	void (*on_shutdown)(void *arg);
+	void (*on_map)(void *arg, const struct rps_map *map, const struct rps_node *nodes);
+	void *arg;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* barrier releases, loss, close */
+	pthread_t thread;
+	int thread_started;
+	atomic_int stop;
+
+	struct rps_map map;
+	struct rps_node *nodes; /* RPS_MAX_NODES */
+	uint32_t id;
+	uint32_t rank;
+	int joined;	    /* MAP received */
+	int join_status;    /* join: refusal / loss */
+	char progress[256]; /* the scheduler's last progress text */
+
+	uint32_t next_req;
+	int barrier_waiting[2];
+	int barrier_done[2];
+	int barrier_status[2];
+	uint32_t barrier_req[2];
+
+	uint32_t hb_clock;
+	uint64_t hb_counters[4];
+	/* servers: rps_heartbeat_srv + rps_hb_shard[] after the heartbeat */
+	char hb_tail[sizeof(struct rps_heartbeat_srv) +
+		     RPS_MAX_SHARDS * sizeof(struct rps_hb_shard)];
+	size_t hb_tail_len;
+	uint64_t last_hb_ns;
+
+	int closed;   /* connection closed */
+	int lost;     /* ... without SHUTDOWN and before leave */
+	int shutdown; /* SHUTDOWN received */
+	int leaving;  /* rps_ctl_leave() running */
+
+	/* control thread's copies for the callbacks */
+	struct rps_map cb_map;
+	struct rps_node *cb_nodes;
+};
+
+const char *rps_ctl_role_name(uint8_t role);
+/* Under ctl->lock. */
+int rps_ctl_send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32_t aux,
+			const void *payload, size_t len);
+/* A heartbeat if one is due. */
+void rps_ctl_maybe_heartbeat(struct rps_ctl *ctl);
+/* What the control thread must do after an event, outside the lock. */
+struct ctl_action {
+	int map; /* call on_map with cb_map / cb_nodes */
+	int dead;
+	struct rps_node dead_node;
+	int shutdown;
+};
+/* One event from the scheduler's connection; act NULL while joining. */
+void rps_ctl_handle_event(struct rps_ctl *ctl, struct rps_tr_event *ev, struct ctl_action *act);
+void rps_ctl_sleep_ms(int ms);
+/* The control thread: polls, runs callbacks, sends heartbeats. */
+void *rps_ctl_thread(void *arg);
+
+#endif

@@ -1,0 +1,131 @@
+/* The control channel: what a joined node asks of it (the map, its rank and
+ * id, the channel's health, barriers, the figures its heartbeats carry). */
+#include "control/control_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/alloc.h"
+#include "src/log.h"
+#include "src/util.h"
+#include "transport/transport.h"
+
+#include <rdmaps/status.h>
+
+int rps_ctl_map(struct rps_ctl *ctl, struct rps_map *map_p, struct rps_node *nodes, int max)
+{
+	int n;
+
+	pthread_mutex_lock(&ctl->lock);
+	n = (int)ctl->map.num_nodes;
+	if (map_p)
+		*map_p = ctl->map;
+	if (nodes && max > 0)
+		memcpy(nodes, ctl->nodes, (size_t)RPS_MIN(n, max) * sizeof(*nodes));
+	pthread_mutex_unlock(&ctl->lock);
+	return n;
+}
+
+uint32_t rps_ctl_rank(const struct rps_ctl *ctl)
+{
+	return ctl->rank;
+}
+
+uint32_t rps_ctl_id(const struct rps_ctl *ctl)
+{
+	return ctl->id;
+}
+
+int rps_ctl_status(const struct rps_ctl *ctl)
+{
+	struct rps_ctl *c = (struct rps_ctl *)ctl;
+	int rc;
+
+	pthread_mutex_lock(&c->lock);
+	rc = c->lost ? -EHOSTDOWN : c->shutdown ? -ESHUTDOWN : 0;
+	pthread_mutex_unlock(&c->lock);
+	return rc;
+}
+
+int rps_ctl_barrier(struct rps_ctl *ctl, uint32_t group, int timeout_ms)
+{
+	struct timespec until;
+	int rc;
+
+	if (group > 1)
+		return -EINVAL;
+	if (timeout_ms > 0)
+		rps_deadline_ms(&until, timeout_ms);
+	pthread_mutex_lock(&ctl->lock);
+	if (ctl->lost || ctl->shutdown || !ctl->conn) {
+		pthread_mutex_unlock(&ctl->lock);
+		return -EHOSTDOWN;
+	}
+	if (ctl->barrier_waiting[group]) {
+		pthread_mutex_unlock(&ctl->lock);
+		RPS_ERR("barrier %u: already waited for by another thread", group);
+		return -EBUSY;
+	}
+	ctl->barrier_waiting[group] = 1;
+	ctl->barrier_done[group] = 0;
+	ctl->barrier_req[group] = ++ctl->next_req;
+	rc = rps_ctl_send_locked(ctl, RPS_OP_BARRIER, ctl->barrier_req[group], group, NULL, 0);
+	if (rc) {
+		RPS_ERR("barrier %u: sending to scheduler %s: %s", group, ctl->sched,
+			rps_strerror(rc));
+		rc = -EHOSTDOWN;
+		goto out;
+	}
+	while (!ctl->barrier_done[group] && !ctl->lost && !ctl->shutdown) {
+		if (timeout_ms > 0) {
+			if (pthread_cond_timedwait(&ctl->cond, &ctl->lock, &until) == ETIMEDOUT &&
+			    !ctl->barrier_done[group]) {
+				RPS_ERR("barrier %u: not released after %d ms", group, timeout_ms);
+				rc = -ETIMEDOUT;
+				goto out;
+			}
+		} else {
+			pthread_cond_wait(&ctl->cond, &ctl->lock);
+		}
+	}
+	if (ctl->barrier_done[group]) {
+		rc = ctl->barrier_status[group];
+		if (rc)
+			RPS_ERR("barrier %u: refused by the scheduler: %s", group,
+				rps_strerror(rc));
+	} else {
+		rc = -EHOSTDOWN;
+		RPS_ERR("barrier %u: %s", group,
+			ctl->lost ? "scheduler connection lost" : "scheduler shut down");
+	}
+out:
+	ctl->barrier_waiting[group] = 0;
+	pthread_mutex_unlock(&ctl->lock);
+	return rc;
+}
+
+void rps_ctl_set_heartbeat(struct rps_ctl *ctl, uint32_t clock, const uint64_t counters[4])
+{
+	pthread_mutex_lock(&ctl->lock);
+	ctl->hb_clock = clock;
+	if (counters)
+		memcpy(ctl->hb_counters, counters, sizeof(ctl->hb_counters));
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+int rps_ctl_set_heartbeat_tail(struct rps_ctl *ctl, const void *tail, size_t len)
+{
+	if (len > sizeof(ctl->hb_tail) || (len && !tail))
+		return -EINVAL;
+	pthread_mutex_lock(&ctl->lock);
+	if (len)
+		memcpy(ctl->hb_tail, tail, len);
+	ctl->hb_tail_len = len;
+	pthread_mutex_unlock(&ctl->lock);
+	return 0;
+}

@@ -1,0 +1,26 @@
+/* Options -> transport settings: the one place that does it. Every setting's
+ * default is the option table's (src/config.c); transports have none. */
+#include <string.h>
+
+#include "src/config.h"
+#include "src/util.h"
+#include "transport/transport.h"
+
+void rps_tr_params_from_config(const struct rps_config *cfg, struct rps_tr_params *p_p)
+{
+	memset(p_p, 0, sizeof(*p_p));
+	p_p->secret = cfg->secret;
+	p_p->max_msg = cfg->max_msg;
+	p_p->timeout_ms = cfg->timeout_ms;
+	p_p->nchannels = 1;
+	p_p->device = cfg->device[0] ? cfg->device : NULL;
+	p_p->rdma.buf_bytes = cfg->rdma_buf_bytes;
+	p_p->rdma.recv_bufs = (uint32_t)cfg->rdma_recv_bufs;
+	p_p->rdma.credits = (uint32_t)cfg->rdma_credits;
+	p_p->rdma.max_rd = cfg->rdma_max_rd;
+	p_p->rdma.event_mode = cfg->rdma_event_mode;
+	p_p->rdma.poll_spin_us = cfg->rdma_poll_spin_us;
+	p_p->rdma.expect_peers = (uint32_t)RPS_MAX(cfg->num_workers, 1);
+	p_p->rdma.expect_out =
+	    (uint32_t)RPS_MAX(cfg->num_servers, 1) * (uint32_t)RPS_MAX(cfg->shards, 1);
+}

@@ -1,0 +1,217 @@
+/* TCP transport, connecting side: connect() is a blocking TCP connect (with
+ * the timeout), a HELLO frame, then HELLO_ACK (its payload is returned) or
+ * ERROR (its status is returned, its text logged). Depends on tcp_conn.c.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "src/alloc.h"
+#include "src/log.h"
+#include "src/util.h"
+#include "transport/tcp/tcp_int.h"
+
+/* Blocking I/O of exactly len bytes on a non-blocking socket, until deadline. */
+static int io_full(int fd, void *buf, size_t len, uint64_t deadline, int writing)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = writing ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			struct pollfd pfd = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
+			uint64_t now = rps_now_ns();
+
+			if (now >= deadline)
+				return -ETIMEDOUT;
+			n = poll(&pfd, 1, (int)RPS_MAX((deadline - now) / 1000000ull, 1));
+			if (n < 0 && errno != EINTR)
+				return -errno;
+			continue;
+		}
+		return errno == EPIPE ? -ECONNRESET : -errno;
+	}
+	return 0;
+}
+
+/* TCP connect to one address, up to deadline. fd or -errno. */
+static int connect_one(const struct addrinfo *ai, uint64_t deadline)
+{
+	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		if (errno != EINPROGRESS) {
+			err = errno;
+			goto err_close;
+		}
+		for (;;) {
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+			uint64_t now = rps_now_ns();
+			int n;
+
+			if (now >= deadline) {
+				err = ETIMEDOUT;
+				goto err_close;
+			}
+			n = poll(&pfd, 1, (int)RPS_MAX((deadline - now) / 1000000ull, 1));
+			if (n > 0)
+				break;
+			if (n < 0 && errno != EINTR) {
+				err = errno;
+				goto err_close;
+			}
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+			err = errno;
+		if (err)
+			goto err_close;
+	}
+	return fd;
+
+err_close:
+	close(fd);
+	return -err;
+}
+
+struct tcp_hello_frame {
+	struct rps_frame_hdr h;
+	struct rps_hello hello;
+};
+
+_Static_assert(sizeof(struct tcp_hello_frame) == 72, "hello frame without padding");
+
+int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
+		const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
+		int timeout_ms, struct rps_conn **conn_p)
+{
+	struct tcp_transport *tt = tcp_tt(t);
+	struct addrinfo hints = {
+	    .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+	struct addrinfo *res, *ai;
+	struct tcp_hello_frame req;
+	struct rps_frame_hdr h;
+	struct tcp_conn *c;
+	char ports[8], peer[64];
+	uint64_t deadline;
+	int fd = -1, rc;
+
+	if (!host || !hello || !conn_p)
+		return -EINVAL;
+	if (timeout_ms <= 0)
+		timeout_ms = tt->timeout_ms;
+	deadline = rps_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	snprintf(ports, sizeof(ports), "%u", port);
+	snprintf(peer, sizeof(peer), "%s:%u", host, port);
+	rc = getaddrinfo(host, ports, &hints, &res);
+	if (rc) {
+		RPS_ERR("connect %s: %s", peer, gai_strerror(rc));
+		return -EHOSTUNREACH;
+	}
+	rc = -EHOSTUNREACH;
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = connect_one(ai, deadline);
+		if (fd >= 0) {
+			tcp_sockaddr_str(ai->ai_addr, peer, sizeof(peer));
+			break;
+		}
+		rc = fd;
+	}
+	freeaddrinfo(res);
+	if (fd < 0) {
+		/* callers retry a peer that is not up yet: that is not an error */
+		if (rc == -ECONNREFUSED)
+			RPS_DEBUG("connect %s: %s", peer, strerror(-rc));
+		else
+			RPS_ERR("connect %s: %s", peer, strerror(-rc));
+		return rc;
+	}
+	tcp_set_nodelay(fd);
+
+	rps_proto_hdr_init(&req.h, RPS_OP_HELLO, sizeof(req.hello), 0);
+	req.hello = *hello;
+	rc = io_full(fd, &req, sizeof(req), deadline, 1);
+	memset(&req.hello.secret, 0, sizeof(req.hello.secret));
+	if (rc)
+		goto err_io;
+	rc = io_full(fd, &h, sizeof(h), deadline, 0);
+	if (rc)
+		goto err_io;
+	if (h.magic != RPS_PROTO_MAGIC || h.version != RPS_PROTO_VERSION ||
+	    (h.op != RPS_OP_HELLO_ACK && h.op != RPS_OP_ERROR) || h.len > RPS_TR_ACK_MAX) {
+		RPS_ERR("connect %s: bad answer to hello (magic 0x%08x version %u op %u len %u)",
+			peer, h.magic, h.version, h.op, h.len);
+		rc = -EPROTO;
+		goto err_close;
+	}
+	if (h.op == RPS_OP_ERROR) {
+		char text[RPS_TR_ACK_MAX + 1];
+
+		rc = io_full(fd, text, h.len, deadline, 0);
+		if (rc)
+			goto err_io;
+		text[h.len] = 0;
+		rc = h.status < 0 ? h.status : -EPROTO;
+		RPS_ERR("connect %s: refused: %s (%s)", peer, text, strerror(-rc));
+		goto err_close;
+	}
+	if (h.len > ack_cap || (h.len && !ack)) {
+		RPS_ERR("connect %s: hello ack of %u bytes, room for %zu", peer, h.len, ack_cap);
+		rc = -EMSGSIZE;
+		goto err_close;
+	}
+	rc = io_full(fd, ack, h.len, deadline, 0);
+	if (rc)
+		goto err_io;
+
+	c = tcp_conn_new(tt, fd, peer, TCP_PH_OPEN);
+	if (!c) {
+		rc = -ENOMEM;
+		RPS_ERR("connect %s: out of memory", peer);
+		goto err_close;
+	}
+	c->base.hello = *hello;
+	memset(c->base.hello.secret, 0, sizeof(c->base.hello.secret));
+	rc = tcp_conn_add(tt, c);
+	if (rc) {
+		RPS_ERR("connect %s: epoll_ctl: %s", peer, strerror(-rc));
+		tcp_conn_destroy(c); /* closes fd */
+		return rc;
+	}
+	if (ack_len_p)
+		*ack_len_p = h.len;
+	*conn_p = &c->base;
+	return 0;
+
+err_io:
+	RPS_ERR("connect %s: hello: %s", peer, strerror(-rc));
+err_close:
+	close(fd);
+	return rc;
+}
