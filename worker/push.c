@@ -231,10 +231,11 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 		rps_proto_hdr_init(&h, RPS_OP_CLOCK, len, 0);
 		iov.iov_base = &f;
 		iov.iov_len = len;
-		/* TCP: the one connection, after this clock's pushes on it.
-		 * RDMA: the same frame on every shard's connection, each after
-		 * that shard's pushes (RC keeps order per queue pair); a shard
-		 * takes its own pushes[shard] from the copy on its channel. */
+		/* One connection: after this clock's pushes on it. One per shard
+		 * (RPS_TR_CAP_CHANNELS): the same frame on every shard's
+		 * connection, each after that shard's pushes (a connection keeps
+		 * order); a shard takes its own pushes[shard] from the copy on
+		 * its channel. */
 		for (uint32_t j = 0; j < s->nconns; j++) {
 			struct rps_wconn *wc = &s->conns[j];
 			int rc = rps_wconn_dead(wc);

@@ -379,7 +379,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	rc = rps_transport_create(w->transport_name, &tp, &w->tr);
 	if (rc)
 		goto err;
-	w->channels = !!(w->tr->caps & RPS_TR_CAP_CHANNELS);
+	w->channels = rps_tr_has(w->tr, RPS_TR_CAP_CHANNELS);
 	rc = rps_wconn_connect_all(w, nodes, nnodes);
 	if (rc)
 		goto err;
@@ -391,7 +391,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	if (rc)
 		goto err;
 
-	if ((w->tr->caps & RPS_TR_CAP_PROGRESS) && w->cfg->wait_spin_us > 0) {
+	if (rps_tr_has(w->tr, RPS_TR_CAP_PROGRESS) && w->cfg->wait_spin_us > 0) {
 		w->core.spin = rps_wprogress_spin;
 		w->core.spin_ns = (uint64_t)w->cfg->wait_spin_us * 1000u;
 	}
