@@ -28,7 +28,7 @@ endforeach()
 # Everything in tools/ and examples/ that is not listed here sees include/
 # only. The installed-package test (tests/integration/install.sh) skips
 # building the listed folders against the installed package.
-set(RPS_LEGACY_INTERNAL_USERS tools/perf tools/bench examples/fmnist)
+set(RPS_LEGACY_INTERNAL_USERS "")
 
 # rps_view(NAME FOLDER...): the include view NAME (an INTERFACE target
 # rps_view_NAME) made of FOLDERs (paths relative to the source root).

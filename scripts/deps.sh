@@ -6,7 +6,8 @@ set -euo pipefail
 PKGS=(
 	build-essential cmake pkg-config git
 	libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
-	libopenblas-dev libjemalloc-dev libcmocka-dev zlib1g-dev
+	libopenblas-dev libjemalloc-dev libcmocka-dev zlib1g-dev libzip-dev
+	python3-numpy
 	perftest iperf3 qperf
 	dataset-fashion-mnist
 	qemu-system-x86 busybox-static kmod cpio iproute2

@@ -11,6 +11,7 @@
 
 #include "src/alloc.h"
 #include "src/fault.h"
+#include "src/init.h"
 #include "src/log.h"
 #include "src/util.h"
 
@@ -18,38 +19,7 @@
 
 int rps_server_init_parse(const char *s, struct rps_init *init_p)
 {
-	struct rps_init in = {.seed = init_p->seed};
-	char *end;
-
-	if (!strcmp(s, "zeros") || !strcmp(s, "zero")) {
-		in.kind = RPS_INIT_ZEROS;
-	} else if (!strcmp(s, "push")) {
-		in.kind = RPS_INIT_PUSH;
-	} else if (!strncmp(s, "const:", 6)) {
-		in.kind = RPS_INIT_CONST;
-		in.a = strtof(s + 6, &end);
-		if (end == s + 6 || *end)
-			return -EINVAL;
-	} else if (!strncmp(s, "uniform:", 8) || !strncmp(s, "normal:", 7)) {
-		const char *p = strchr(s, ':') + 1;
-
-		in.kind = s[0] == 'u' ? RPS_INIT_UNIFORM : RPS_INIT_NORMAL;
-		in.a = strtof(p, &end);
-		if (end == p || *end != ',')
-			return -EINVAL;
-		p = end + 1;
-		in.b = strtof(p, &end);
-		if (end == p || *end)
-			return -EINVAL;
-		if (in.kind == RPS_INIT_UNIFORM && !(in.b >= in.a))
-			return -EINVAL;
-		if (in.kind == RPS_INIT_NORMAL && !(in.b >= 0))
-			return -EINVAL;
-	} else {
-		return -EINVAL;
-	}
-	*init_p = in;
-	return 0;
+	return rps_init_parse(s, init_p, NULL); /* the one parser, src/init.c */
 }
 
 /* Uniform in [0, 1) from 24 random bits. */

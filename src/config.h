@@ -6,6 +6,12 @@
  * Unknown RDMAPS_* variables are warned about (a typo must not pass silently);
  * unknown --flags are an error. `--config` prints every setting with its value,
  * where it came from (default/env/flag) and its help, like `ucx_info -c`.
+ *
+ * The public API (include/rdmaps/config.h) sees struct rps_config as opaque;
+ * inside the library it is this struct, read directly. rps_config_set,
+ * rps_config_parse_args, rps_config_dump and rps_config_usage are declared
+ * there. The table (src/config_table.c) is the one place for defaults: code
+ * that has no configuration fills one with rps_config_init, never hard-codes.
  */
 #ifndef RPS_CONFIG_H
 #define RPS_CONFIG_H
@@ -13,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include <rdmaps/config.h>
 
 #define RPS_STR_MAX 256
 
@@ -99,21 +107,15 @@ struct rps_config_entry {
 /* The table, terminated by an entry with name == NULL. */
 extern const struct rps_config_entry rps_config_table[];
 
-/* Defaults, then RDMAPS_* variables (warning on unknown ones). */
+/* Defaults, then RDMAPS_* variables. An unknown RDMAPS_* variable is warned
+ * about, a bad value is logged (its default kept, -EINVAL returned): each once
+ * per process, however many configurations are filled. */
 int rps_config_init(struct rps_config *cfg);
-/* Set one setting by name ("shard_bytes") from text; -ENOENT unknown, -EINVAL bad value. */
-int rps_config_set(struct rps_config *cfg, const char *name, const char *value);
-/* Parse --flags from argv, removing the ones consumed; *argc_p updated.
- * "--config" sets *dump_p = 1 (if dump_p is not NULL). Unknown --flag: -EINVAL,
- * logged. Arguments after "--" are left alone. */
-int rps_config_parse_args(struct rps_config *cfg, int *argc_p, char **argv, int *dump_p);
-/* Print every setting: name, value, source, help. */
-void rps_config_dump(const struct rps_config *cfg, FILE *out);
-/* Print the flags, for --help. */
-void rps_config_usage(FILE *out);
-/* The process-wide configuration (rps_config_init on first use). */
+/* DEPRECATED, going away (issue 17): the process-wide configuration. Do not add
+ * callers; take a `const struct rps_config *` at create time instead.
+ * rps_config_get: the global (rps_config_init on first use). */
 const struct rps_config *rps_config_get(void);
-/* Replace the process-wide configuration (programs after parsing flags). */
+/* DEPRECATED, going away (issue 17): replace the process-wide configuration. */
 void rps_config_set_global(const struct rps_config *cfg);
 
 /* Parse "0,2-3" into cores[]; returns count or -EINVAL. */

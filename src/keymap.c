@@ -1,10 +1,13 @@
 /* Key -> (server, shard) map; the formulas are the contract in src/keymap.h. */
 #include "src/keymap.h"
 
+#include <rdmaps/keys.h>
+
 #include <assert.h>
 #include <errno.h>
 #include <string.h>
 
+#include "src/config.h"
 #include "src/log.h"
 #include "src/util.h"
 
@@ -77,4 +80,24 @@ void rps_keymap_locate(const struct rps_keymap *m, uint64_t key, uint64_t nelems
 	    (uint32_t)(rps_hash64(key ^ rps_hash64((uint64_t)slice + 1)) % m->shards_per_server);
 	loc_p->offset = off < nelems ? off : nelems;
 	loc_p->nelems = off < nelems ? RPS_MIN(m->slice_elems, nelems - off) : 0;
+}
+
+/* include/rdmaps/keys.h: the map a cluster of num_servers builds from cfg. */
+int rps_key_server(const struct rps_config *cfg, uint32_t num_servers, rps_key_t key,
+		   uint32_t *server_p)
+{
+	struct rps_keymap m;
+	struct rps_slice_loc loc;
+	int mode = rps_keymap_mode_parse(cfg->key_map);
+	int rc;
+
+	if (mode < 0 || !num_servers)
+		return -EINVAL;
+	rc = rps_keymap_init(&m, (enum rps_keymap_mode)mode, num_servers, 1, cfg->key_range,
+			     RPS_MAX(cfg->slice_bytes / 4, (uint64_t)1));
+	if (rc)
+		return rc;
+	rps_keymap_locate(&m, key, 1, 0, &loc);
+	*server_p = loc.server;
+	return 0;
 }

@@ -18,82 +18,190 @@
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "rdmaps sends structs as they lie in memory: little-endian hosts only");
 
-static const char *const op_names[RPS_OP_MAX] = {
-    [RPS_OP_HELLO] = "HELLO",	      [RPS_OP_HELLO_ACK] = "HELLO_ACK",
-    [RPS_OP_DECLARE] = "DECLARE",     [RPS_OP_DECLARE_ACK] = "DECLARE_ACK",
-    [RPS_OP_PUSH] = "PUSH",	      [RPS_OP_PUSH_ACK] = "PUSH_ACK",
-    [RPS_OP_PULL] = "PULL",	      [RPS_OP_PULL_RESP] = "PULL_RESP",
-    [RPS_OP_CLOCK] = "CLOCK",	      [RPS_OP_ERROR] = "ERROR",
-    [RPS_OP_SYNC] = "SYNC",
-    [RPS_OP_REGISTER] = "REGISTER",   [RPS_OP_MAP] = "MAP",
-    [RPS_OP_BARRIER] = "BARRIER",     [RPS_OP_BARRIER_DONE] = "BARRIER_DONE",
-    [RPS_OP_HEARTBEAT] = "HEARTBEAT", [RPS_OP_NODE_DEAD] = "NODE_DEAD",
-    [RPS_OP_SHUTDOWN] = "SHUTDOWN",   [RPS_OP_STATUS] = "STATUS",
-};
-
-/* Ops whose payload may carry data after the fixed part. */
-static int op_has_data(uint8_t op)
+/* len == fixed + elem * n, computed without overflow. */
+static int len_is(uint32_t len, uint64_t fixed, uint64_t elem, uint64_t n)
 {
-	switch (op) {
-	case RPS_OP_HELLO_ACK:
-	case RPS_OP_PUSH:
-	case RPS_OP_PULL_RESP:
-	case RPS_OP_CLOCK:
-	case RPS_OP_ERROR:
-	case RPS_OP_MAP:
-	case RPS_OP_STATUS:
-	case RPS_OP_HEARTBEAT: /* servers: rps_heartbeat_srv + rps_hb_shard[] */
-		return 1;
-	default:
-		return 0;
-	}
+	return (uint64_t)len == fixed + elem * n;
+}
+
+static int bad(const char **why_p, const char *why)
+{
+	*why_p = why;
+	return -EPROTO;
+}
+
+/* ---- per-op payload checks (the descriptor's .check) ---- */
+
+static int check_hello_ack(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	struct rps_hello_ack a;
+
+	memcpy(&a, payload, sizeof(a));
+	if (a.num_shards > RPS_MAX_SHARDS)
+		return bad(why_p, "hello ack: too many shards");
+	if (!len_is(h->len, sizeof(a), sizeof(struct rps_shard_desc), a.num_shards))
+		return bad(why_p, "hello ack: length does not match num_shards");
+	return 0;
+}
+
+static int check_declare(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	struct rps_declare d;
+
+	memcpy(&d, payload, sizeof(d));
+	if (d.shard >= RPS_MAX_SHARDS)
+		return bad(why_p, "declare: shard out of range");
+	if (d.nelems > UINT64_MAX / 8)
+		return bad(why_p, "declare: element count out of range");
+	return 0;
+}
+
+static int check_push(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	struct rps_push p;
+
+	memcpy(&p, payload, sizeof(p));
+	if (!len_is(h->len, sizeof(p), sizeof(float), p.count))
+		return bad(why_p, "push: length does not match count");
+	if (p.shard >= RPS_MAX_SHARDS)
+		return bad(why_p, "push: shard out of range");
+	if (p.offset > UINT64_MAX - p.count)
+		return bad(why_p, "push: offset + count overflows");
+	return 0;
+}
+
+/* PULL and PULL_RESP */
+static int check_pull(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	struct rps_pull p;
+
+	memcpy(&p, payload, sizeof(p));
+	if (h->op == RPS_OP_PULL_RESP && !len_is(h->len, sizeof(p), sizeof(float), p.count))
+		return bad(why_p, "pull response: length does not match count");
+	/* The response must be a representable frame. */
+	if ((uint64_t)sizeof(p) + 4ull * p.count > UINT32_MAX)
+		return bad(why_p, "pull: count out of range");
+	if (p.shard >= RPS_MAX_SHARDS)
+		return bad(why_p, "pull: shard out of range");
+	if (p.offset > UINT64_MAX - p.count)
+		return bad(why_p, "pull: offset + count overflows");
+	return 0;
+}
+
+static int check_clock(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	struct rps_clock c;
+
+	memcpy(&c, payload, sizeof(c));
+	if (c.num_shards > RPS_MAX_SHARDS)
+		return bad(why_p, "clock: too many shards");
+	if (!len_is(h->len, sizeof(c), sizeof(uint32_t), c.num_shards))
+		return bad(why_p, "clock: length does not match num_shards");
+	return 0;
+}
+
+static int check_register(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	const struct rps_register *r = payload;
+
+	if (r->role > RPS_ROLE_CTL)
+		return bad(why_p, "register: unknown role");
+	if (!memchr(r->host, 0, sizeof(r->host)))
+		return bad(why_p, "register: host not terminated");
+	return 0;
+}
+
+static int check_map(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	struct rps_map m;
+
+	memcpy(&m, payload, sizeof(m));
+	if (m.num_nodes > RPS_MAX_NODES)
+		return bad(why_p, "map: too many nodes");
+	if (!len_is(h->len, sizeof(m), sizeof(struct rps_node), m.num_nodes))
+		return bad(why_p, "map: length does not match num_nodes");
+	return 0;
+}
+
+static int check_node(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	const struct rps_node *n = payload;
+
+	if (!memchr(n->host, 0, sizeof(n->host)))
+		return bad(why_p, "node: host not terminated");
+	return 0;
+}
+
+/* ---- the op descriptors: every lookup by op goes through this table ---- */
+
+#define BY(r) (1u << RPS_ROLE_##r)
+#define NODES (BY(SERVER) | BY(WORKER))
+#define ANY (BY(SCHEDULER) | BY(SERVER) | BY(WORKER) | BY(CTL))
+/* An op with a variable tail after its fixed part */
+#define TAIL .has_data = 1
+
+/* A new op needs a descriptor here: adjust this count with it. */
+_Static_assert(RPS_OP_MAX == 24, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+
+/* clang-format off */
+static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
+	[RPS_OP_HELLO] = { "HELLO", sizeof(struct rps_hello), .senders = NODES | BY(CTL) },
+	[RPS_OP_HELLO_ACK] = { "HELLO_ACK", sizeof(struct rps_hello_ack), TAIL,
+			       .senders = BY(SERVER), .check = check_hello_ack },
+	[RPS_OP_DECLARE] = { "DECLARE", sizeof(struct rps_declare), .senders = BY(WORKER),
+			     .check = check_declare },
+	[RPS_OP_DECLARE_ACK] = { "DECLARE_ACK", sizeof(struct rps_declare_ack),
+				 .senders = BY(SERVER) },
+	[RPS_OP_PUSH] = { "PUSH", sizeof(struct rps_push), TAIL, .senders = BY(WORKER),
+			  .check = check_push },
+	[RPS_OP_PUSH_ACK] = { "PUSH_ACK", 0, .senders = BY(SERVER) },
+	[RPS_OP_PULL] = { "PULL", sizeof(struct rps_pull), .senders = BY(WORKER),
+			  .check = check_pull },
+	[RPS_OP_PULL_RESP] = { "PULL_RESP", sizeof(struct rps_pull), TAIL,
+			       .senders = BY(SERVER), .check = check_pull },
+	[RPS_OP_CLOCK] = { "CLOCK", sizeof(struct rps_clock), TAIL, .senders = BY(WORKER),
+			   .check = check_clock },
+	[RPS_OP_ERROR] = { "ERROR", 0, TAIL, .senders = ANY },
+	[RPS_OP_SYNC] = { "SYNC", sizeof(struct rps_sync), .senders = BY(WORKER) },
+	[RPS_OP_REGISTER] = { "REGISTER", sizeof(struct rps_register), .control = 1,
+			      .senders = NODES | BY(CTL), .check = check_register },
+	[RPS_OP_MAP] = { "MAP", sizeof(struct rps_map), TAIL, .control = 1,
+			 .senders = BY(SCHEDULER), .check = check_map },
+	[RPS_OP_BARRIER] = { "BARRIER", 0, .control = 1, .senders = NODES },
+	[RPS_OP_BARRIER_DONE] = { "BARRIER_DONE", 0, .control = 1, .senders = BY(SCHEDULER) },
+	/* servers: rps_heartbeat_srv + rps_hb_shard[]; the receiver checks the
+	 * tail's own num_shards against its length */
+	[RPS_OP_HEARTBEAT] = { "HEARTBEAT", sizeof(struct rps_heartbeat), TAIL, .control = 1,
+			       .senders = NODES,
+			       .max_len = sizeof(struct rps_heartbeat) +
+					  sizeof(struct rps_heartbeat_srv) +
+					  RPS_MAX_SHARDS * sizeof(struct rps_hb_shard) },
+	[RPS_OP_NODE_DEAD] = { "NODE_DEAD", sizeof(struct rps_node), .control = 1,
+			       .senders = BY(SCHEDULER), .check = check_node },
+	[RPS_OP_SHUTDOWN] = { "SHUTDOWN", 0, .control = 1, .senders = BY(SCHEDULER) | NODES },
+	[RPS_OP_STATUS] = { "STATUS", 0, TAIL, .control = 1, .senders = BY(CTL) | BY(SCHEDULER) },
+};
+/* clang-format on */
+
+const struct rps_op_desc *rps_proto_op(uint8_t op)
+{
+	if (op >= RPS_OP_MAX || !rps_op_descs[op].name)
+		return NULL;
+	return &rps_op_descs[op];
 }
 
 int rps_proto_fixed_len(uint8_t op)
 {
-	switch (op) {
-	case RPS_OP_HELLO:
-		return (int)sizeof(struct rps_hello);
-	case RPS_OP_HELLO_ACK:
-		return (int)sizeof(struct rps_hello_ack);
-	case RPS_OP_DECLARE:
-		return (int)sizeof(struct rps_declare);
-	case RPS_OP_DECLARE_ACK:
-		return (int)sizeof(struct rps_declare_ack);
-	case RPS_OP_PUSH:
-		return (int)sizeof(struct rps_push);
-	case RPS_OP_PULL:
-	case RPS_OP_PULL_RESP:
-		return (int)sizeof(struct rps_pull);
-	case RPS_OP_CLOCK:
-		return (int)sizeof(struct rps_clock);
-	case RPS_OP_REGISTER:
-		return (int)sizeof(struct rps_register);
-	case RPS_OP_MAP:
-		return (int)sizeof(struct rps_map);
-	case RPS_OP_HEARTBEAT:
-		return (int)sizeof(struct rps_heartbeat);
-	case RPS_OP_SYNC:
-		return (int)sizeof(struct rps_sync);
-	case RPS_OP_NODE_DEAD:
-		return (int)sizeof(struct rps_node);
-	case RPS_OP_PUSH_ACK:
-	case RPS_OP_ERROR:
-	case RPS_OP_BARRIER:
-	case RPS_OP_BARRIER_DONE:
-	case RPS_OP_SHUTDOWN:
-	case RPS_OP_STATUS:
-		return 0;
-	default:
-		return -1;
-	}
+	const struct rps_op_desc *d = rps_proto_op(op);
+
+	return d ? (int)d->fixed_len : -1;
 }
 
 const char *rps_proto_op_name(uint8_t op)
 {
-	if (op >= RPS_OP_MAX || !op_names[op])
-		return "UNKNOWN";
-	return op_names[op];
+	const struct rps_op_desc *d = rps_proto_op(op);
+
+	return d ? d->name : "UNKNOWN";
 }
 
 void rps_proto_hdr_init(struct rps_frame_hdr *h, uint8_t op, uint32_t len, uint32_t req_id)
@@ -108,7 +216,7 @@ void rps_proto_hdr_init(struct rps_frame_hdr *h, uint8_t op, uint32_t len, uint3
 
 int rps_proto_hdr_check(const struct rps_frame_hdr *h, uint64_t max_len, const char **why_p)
 {
-	int fixed;
+	const struct rps_op_desc *d;
 
 	if (h->magic != RPS_PROTO_MAGIC) {
 		*why_p = "bad magic";
@@ -118,12 +226,12 @@ int rps_proto_hdr_check(const struct rps_frame_hdr *h, uint64_t max_len, const c
 		*why_p = "unsupported protocol version";
 		return -EPROTO;
 	}
-	fixed = rps_proto_fixed_len(h->op);
-	if (fixed < 0) {
+	d = rps_proto_op(h->op);
+	if (!d) {
 		*why_p = "unknown op";
 		return -EPROTO;
 	}
-	if (h->len < (uint32_t)fixed) {
+	if (h->len < d->fixed_len) {
 		*why_p = "frame shorter than its op's fixed part";
 		return -EPROTO;
 	}
@@ -131,155 +239,24 @@ int rps_proto_hdr_check(const struct rps_frame_hdr *h, uint64_t max_len, const c
 		*why_p = "frame larger than the limit";
 		return -EMSGSIZE;
 	}
-	if (!op_has_data(h->op) && h->len != (uint32_t)fixed) {
+	if (!d->has_data && h->len != d->fixed_len) {
 		*why_p = "frame longer than its op's fixed part";
 		return -EPROTO;
 	}
 	return 0;
 }
 
-/* len == fixed + elem * n, computed without overflow. */
-static int len_is(uint32_t len, uint64_t fixed, uint64_t elem, uint64_t n)
-{
-	return (uint64_t)len == fixed + elem * n;
-}
-
 int rps_proto_payload_check(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
 {
-	switch (h->op) {
-	case RPS_OP_HELLO_ACK: {
-		struct rps_hello_ack a;
+	const struct rps_op_desc *d = rps_proto_op(h->op);
 
-		memcpy(&a, payload, sizeof(a));
-		if (a.num_shards > RPS_MAX_SHARDS) {
-			*why_p = "hello ack: too many shards";
-			return -EPROTO;
-		}
-		if (!len_is(h->len, sizeof(a), sizeof(struct rps_shard_desc), a.num_shards)) {
-			*why_p = "hello ack: length does not match num_shards";
-			return -EPROTO;
-		}
-		return 0;
+	if (!d)
+		return 0; /* rps_proto_hdr_check refuses it */
+	if (d->max_len && h->len > d->max_len) {
+		*why_p = "frame longer than its op allows";
+		return -EPROTO;
 	}
-	case RPS_OP_DECLARE: {
-		struct rps_declare d;
-
-		memcpy(&d, payload, sizeof(d));
-		if (d.shard >= RPS_MAX_SHARDS) {
-			*why_p = "declare: shard out of range";
-			return -EPROTO;
-		}
-		if (d.nelems > UINT64_MAX / 8) {
-			*why_p = "declare: element count out of range";
-			return -EPROTO;
-		}
-		return 0;
-	}
-	case RPS_OP_PUSH: {
-		struct rps_push p;
-
-		memcpy(&p, payload, sizeof(p));
-		if (!len_is(h->len, sizeof(p), sizeof(float), p.count)) {
-			*why_p = "push: length does not match count";
-			return -EPROTO;
-		}
-		if (p.shard >= RPS_MAX_SHARDS) {
-			*why_p = "push: shard out of range";
-			return -EPROTO;
-		}
-		if (p.offset > UINT64_MAX - p.count) {
-			*why_p = "push: offset + count overflows";
-			return -EPROTO;
-		}
-		return 0;
-	}
-	case RPS_OP_PULL:
-	case RPS_OP_PULL_RESP: {
-		struct rps_pull p;
-
-		memcpy(&p, payload, sizeof(p));
-		if (h->op == RPS_OP_PULL_RESP &&
-		    !len_is(h->len, sizeof(p), sizeof(float), p.count)) {
-			*why_p = "pull response: length does not match count";
-			return -EPROTO;
-		}
-		/* The response must be a representable frame. */
-		if ((uint64_t)sizeof(p) + 4ull * p.count > UINT32_MAX) {
-			*why_p = "pull: count out of range";
-			return -EPROTO;
-		}
-		if (p.shard >= RPS_MAX_SHARDS) {
-			*why_p = "pull: shard out of range";
-			return -EPROTO;
-		}
-		if (p.offset > UINT64_MAX - p.count) {
-			*why_p = "pull: offset + count overflows";
-			return -EPROTO;
-		}
-		return 0;
-	}
-	case RPS_OP_CLOCK: {
-		struct rps_clock c;
-
-		memcpy(&c, payload, sizeof(c));
-		if (c.num_shards > RPS_MAX_SHARDS) {
-			*why_p = "clock: too many shards";
-			return -EPROTO;
-		}
-		if (!len_is(h->len, sizeof(c), sizeof(uint32_t), c.num_shards)) {
-			*why_p = "clock: length does not match num_shards";
-			return -EPROTO;
-		}
-		return 0;
-	}
-	case RPS_OP_REGISTER: {
-		const struct rps_register *r = payload;
-
-		if (r->role > RPS_ROLE_CTL) {
-			*why_p = "register: unknown role";
-			return -EPROTO;
-		}
-		if (!memchr(r->host, 0, sizeof(r->host))) {
-			*why_p = "register: host not terminated";
-			return -EPROTO;
-		}
-		return 0;
-	}
-	case RPS_OP_MAP: {
-		struct rps_map m;
-
-		memcpy(&m, payload, sizeof(m));
-		if (m.num_nodes > RPS_MAX_NODES) {
-			*why_p = "map: too many nodes";
-			return -EPROTO;
-		}
-		if (!len_is(h->len, sizeof(m), sizeof(struct rps_node), m.num_nodes)) {
-			*why_p = "map: length does not match num_nodes";
-			return -EPROTO;
-		}
-		return 0;
-	}
-	case RPS_OP_HEARTBEAT:
-		/* only the fixed part is here: the receiver checks the tail's own
-		 * num_shards against its length */
-		if (h->len > sizeof(struct rps_heartbeat) + sizeof(struct rps_heartbeat_srv) +
-				 RPS_MAX_SHARDS * sizeof(struct rps_hb_shard)) {
-			*why_p = "heartbeat: too long";
-			return -EPROTO;
-		}
-		return 0;
-	case RPS_OP_NODE_DEAD: {
-		const struct rps_node *n = payload;
-
-		if (!memchr(n->host, 0, sizeof(n->host))) {
-			*why_p = "node: host not terminated";
-			return -EPROTO;
-		}
-		return 0;
-	}
-	default:
-		return 0;
-	}
+	return d->check ? d->check(h, payload, why_p) : 0;
 }
 
 /* SHA-256 (FIPS 180-4), only to fold secrets longer than RPS_SECRET_LEN. */

@@ -247,9 +247,26 @@ struct rps_hb_shard {
 };
 _Static_assert(sizeof(struct rps_hb_shard) == 8, "rps_hb_shard is 8 bytes");
 
+/* What the protocol knows about one op: src/proto.c holds one descriptor per
+ * op of enum rps_op, and every lookup by op (name, lengths, checks) reads it. */
+struct rps_op_desc {
+	const char *name;   /* "PUSH" */
+	uint32_t fixed_len; /* payload bytes before any tail */
+	uint32_t max_len;   /* largest payload; 0 = only the connection's limit */
+	uint8_t has_data;   /* a variable tail may follow the fixed part */
+	uint8_t control;    /* control path (scheduler), not data path (servers) */
+	uint8_t senders;    /* bit (1 << enum rps_role) per role that may send it */
+	/* The payload's own consistency (counts against len, ranges); NULL: none.
+	 * Called with at least fixed_len bytes. 0 or -EPROTO with *why_p. */
+	int (*check)(const struct rps_frame_hdr *h, const void *payload, const char **why_p);
+};
+
+/* The descriptor of op, or NULL for an unknown op. */
+const struct rps_op_desc *rps_proto_op(uint8_t op);
 /* Fixed payload size of an op (the part before any data), or -1 for an
  * unknown op. */
 int rps_proto_fixed_len(uint8_t op);
+/* "PUSH"; "UNKNOWN" for an unknown op. */
 const char *rps_proto_op_name(uint8_t op);
 
 /* Fill a header. */

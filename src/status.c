@@ -12,7 +12,7 @@ struct status_text {
 	const char *text;
 };
 
-/* The codes status.h documents, in rdmaps' words. */
+/* Every code status.h documents, in rdmaps' words (same order). */
 /* clang-format off */
 static const struct status_text status_texts[] = {
 	{ EINVAL, "invalid argument (bad length or option value)" },
@@ -26,9 +26,35 @@ static const struct status_text status_texts[] = {
 	{ ETIMEDOUT, "timed out (RDMAPS_TIMEOUT_MS)" },
 	{ ENODEV, "no RDMA device" },
 	{ ENOMEM, "out of memory (or locked memory: ulimit -l)" },
-	{ EAGAIN, "try again (ring full or no credits)" },
-	{ ENOSPC, "no space left (shard store full: RDMAPS_SHARD_BYTES)" },
+	{ ENOSPC, "no space left (shard store full: RDMAPS_SHARD_BYTES; or disk full)" },
+	{ EIO, "input/output error (push dropped by the server, or device error)" },
+	{ ECANCELED, "canceled (worker or server stopping)" },
+	{ EDEADLK, "would deadlock (a callback waits for a one-chunk RDMA pull)" },
+	{ ENOTCONN, "not connected to that server" },
+	{ EBUSY, "busy (already running, or already waited for)" },
+	{ ENOTSUP, "transport not supported (unknown or not built)" },
+	{ ESHUTDOWN, "scheduler shut the job down" },
+	{ ECONNREFUSED, "connection refused (nothing listens there, or the peer refused)" },
+	{ EHOSTUNREACH, "host unreachable (address does not resolve or route)" },
+	{ ENETUNREACH, "network unreachable" },
+	{ ENETDOWN, "network down (RDMA port or link down)" },
+	{ ENETRESET, "network reset (local address changed)" },
+	{ ECONNABORTED, "connection aborted by the peer" },
+	{ EREMOTEIO, "remote I/O error (peer's queue in error)" },
+	{ ENOBUFS, "no buffer space (peer had no receive buffer posted)" },
+	{ EFAULT, "bad address (buffer not registered)" },
+	{ EXDEV, "address on another RDMA device than RDMAPS_DEVICE" },
+	{ EOPNOTSUPP, "operation not supported by the RDMA device" },
+	{ EADDRINUSE, "address already in use (RDMAPS_PORT)" },
+	{ EADDRNOTAVAIL, "address not available (RDMAPS_HOST)" },
+	{ EMFILE, "too many open files (ulimit -n)" },
+	{ EPERM, "not permitted (the peer refused the hello)" },
 	{ EPIPE, "broken pipe (connection or ring closed)" },
+	{ EBADMSG, "corrupt checkpoint file" },
+	{ EPROTONOSUPPORT, "checkpoint format version not supported" },
+	{ ENAMETOOLONG, "file name too long (RDMAPS_CHECKPOINT_DIR)" },
+	{ ENOTDIR, "not a directory (checkpoint directory)" },
+	{ EAGAIN, "try again (ring full or no credits)" },
 };
 /* clang-format on */
 

@@ -126,6 +126,9 @@ struct rps_rdma_params {
 	int poll_spin_us;       /* event mode: spin this long after activity */
 	uint32_t expect_peers;  /* connections expected per SRQ (receive grant) */
 	uint32_t expect_out;    /* outgoing connections expected */
+	int rnr_retry;          /* RNR retries asked of peers, 0..7 (7: forever). Not
+				 * an option: 7; tests take 0 so that an overrun
+				 * receive queue is an error instead of a stall */
 };
 
 /* What a transport is created with. Fill it with rps_tr_params_from_config()

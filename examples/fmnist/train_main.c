@@ -38,8 +38,6 @@
 #include "comm.h"
 #include "idx.h"
 #include "mlp.h"
-#include "src/config.h"
-#include "src/optim.h"
 
 extern void openblas_set_num_threads(int);
 
@@ -67,9 +65,7 @@ struct job {
 	const char *transport, *consistency;
 	int staleness, staleness_lr; /* SSP bound; lr / (1 + staleness) on the servers */
 	/* --local */
-	struct rps_optim_opts optim;
-	struct rps_optim_state ost;
-	uint64_t step;
+	struct rps_optimizer *opt; /* the servers' optimizer, run here */
 	/* distributed */
 	struct rps_worker *w;
 	rps_key_t keys[MLP_NTENSORS];
@@ -227,13 +223,12 @@ static int setup_local(struct job *j)
 	struct rps_server_opts so;
 
 	rps_server_opts_init(&so);
-	j->optim = so.optim;
 	j->rank = 0;
 	j->nworkers = 1;
 	j->nservers = 0;
 	j->transport = "local";
 	mlp_init_params(j->params, j->a.seed);
-	return rps_optim_state_init(&j->ost, &j->optim, mlp_nparams());
+	return rps_optimizer_create(&so.optim, mlp_nparams(), &j->opt);
 }
 
 /* Hooks of the distributed step (see the comment at the top). */
@@ -276,8 +271,7 @@ static int step(struct job *j, const size_t *idx, size_t n, float *loss_p)
 	}
 	if (j->a.local) {
 		rc = mlp_grad(j->params, j->xb, j->yb, n, 1.0f, j->grad, &j->ws, NULL, loss_p);
-		rps_optim_apply(&j->optim, j->params, j->grad, j->ost.m, j->ost.v, mlp_nparams(),
-				j->step++, 0);
+		rps_optimizer_step(j->opt, j->params, j->grad);
 		return rc;
 	}
 	/* this step's gradient buffer was pushed two steps ago: wait for that */
@@ -344,10 +338,24 @@ int main(int argc, char **argv)
 	if (j.a.train_limit && j.a.train_limit < j.train.n)
 		j.train.n = j.a.train_limit;
 
-	const struct rps_config *cfg = rps_config_get();
-	j.consistency = j.a.local ? "local" : cfg->consistency;
-	j.staleness = !j.a.local && !strcmp(cfg->consistency, "ssp") ? cfg->staleness : 0;
-	j.staleness_lr = !j.a.local && cfg->staleness_lr;
+	/* The servers' settings, for the summary: the same RDMAPS_* environment.
+	 * A bad variable was reported by rps_config_create; the defaults hold. */
+	static char cons[16] = "asp";
+	struct rps_config *cfg = NULL;
+	int staleness = 0, staleness_lr = 0;
+
+	if (rps_config_create(&cfg) == 0) {
+		const char *s;
+
+		if (rps_config_get_str(cfg, "consistency", &s) == 0)
+			snprintf(cons, sizeof(cons), "%s", s);
+		rps_config_get_int(cfg, "staleness", &staleness);
+		rps_config_get_int(cfg, "staleness_lr", &staleness_lr);
+		rps_config_destroy(cfg);
+	}
+	j.consistency = j.a.local ? "local" : cons;
+	j.staleness = !j.a.local && !strcmp(cons, "ssp") ? staleness : 0;
+	j.staleness_lr = !j.a.local && staleness_lr;
 	j.params = malloc(mlp_nparams() * sizeof(float));
 	j.grad = malloc(mlp_nparams() * sizeof(float));
 	if (!j.params || !j.grad)
@@ -434,7 +442,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "fmnist-train: final barrier: %s\n", rps_strerror(rc));
 		rps_worker_destroy(j.w);
 	} else {
-		rps_optim_state_free(&j.ost);
+		rps_optimizer_destroy(j.opt);
 	}
 	mlp_ws_free(&j.ws);
 	fmnist_free(&j.train);

@@ -31,8 +31,9 @@ struct rps_req;
  * The request is freed after the callback returns. */
 typedef void (*rps_done_cb)(int status, void *arg);
 
-/* Every setting (internal, src/config.h: rps_config_init fills one from the
- * defaults and the RDMAPS_* environment). Opaque here. */
+/* Every setting: the configuration object of <rdmaps/config.h>
+ * (rps_config_create: defaults and the RDMAPS_* environment; then flags).
+ * Opaque here. */
 struct rps_config;
 
 /* Bits of rps_worker_opts.field_mask: which members are set. A member whose

@@ -86,12 +86,13 @@ done
 if [ -z "${skip[examples/fmnist]:-}" ]; then
 	"$T/examples/fmnist/fmnist-train" --help | grep -q '^usage: fmnist-train' ||
 		{ echo "install: fmnist-train --help"; exit 1; }
-	ldd "$T/examples/fmnist/fmnist-train" | grep -q "$T/prefix/lib/librdmaps.so" ||
+	# not `ldd | grep -q`: grep leaving early kills ldd with SIGPIPE (pipefail)
+	grep -q "$T/prefix/lib/librdmaps.so" <<<"$(ldd "$T/examples/fmnist/fmnist-train")" ||
 		{ echo "install: fmnist-train does not use the installed librdmaps"; exit 1; }
 fi
 ctl=$T/tools/ctl/rdmaps-ctl
 "$ctl" --help | grep -q '^usage: rdmaps-ctl' || { echo "install: rdmaps-ctl --help"; exit 1; }
-ldd "$ctl" | grep -q "$T/prefix/lib/librdmaps.so" ||
+grep -q "$T/prefix/lib/librdmaps.so" <<<"$(ldd "$ctl")" ||
 	{ echo "install: rdmaps-ctl does not use the installed librdmaps"; exit 1; }
 # the library's control client, through the public API: no scheduler there
 rc=0

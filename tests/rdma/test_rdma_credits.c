@@ -218,7 +218,7 @@ static void run(int event_mode)
 	pthread_mutex_init(&s.mu, NULL);
 	pthread_cond_init(&s.cv, NULL);
 	tenv_get(&e);
-	rps_rdma_set_rnr_retry(0);
+	tr_rnr_retry = 0;
 	tcfg_init(&cfg, event_mode);
 	cfg.rdma_recv_bufs = NBUFS;
 	cfg.rdma_credits = 8;

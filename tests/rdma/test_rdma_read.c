@@ -134,7 +134,7 @@ static void run(int event_mode)
 
 	memset(&cs, 0, sizeof(cs));
 	tenv_get(&e);
-	rps_rdma_set_rnr_retry(0);
+	tr_rnr_retry = 0;
 	tcfg_init(&cfg, event_mode);
 	ts = tr_create(&cfg, e.dev0, 1, on_hello, &s);
 	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);

@@ -84,6 +84,10 @@ static inline void tcfg_init(struct rps_config *cfg, int event_mode)
 	cfg->shards = 2;
 }
 
+/* RNR retries of the transports tr_create makes (0: an overrun receive
+ * queue is an error instead of a stall). */
+static int tr_rnr_retry = 7;
+
 static inline struct rps_transport *
 tr_create(const struct rps_config *cfg, const char *dev, uint32_t nchannels,
 	  int (*on_hello)(void *, struct rps_conn *, const struct rps_hello *, void *, size_t *,
@@ -98,6 +102,7 @@ tr_create(const struct rps_config *cfg, const char *dev, uint32_t nchannels,
 	p.secret = SECRET;
 	p.nchannels = nchannels;
 	p.device = dev;
+	p.rdma.rnr_retry = tr_rnr_retry;
 	p.on_hello = on_hello;
 	p.arg = arg;
 	rc = rps_transport_create("rdma", &p, &t);

@@ -1,4 +1,4 @@
-/* Unit tests: the configuration table (src/config.c) and status strings (src/status.c). */
+/* Unit tests: the configuration table and its readers (src/config_*.c) and status strings (src/status.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -8,6 +8,9 @@
 
 #include <cmocka.h>
 
+#include <rdmaps/keys.h>
+
+#include "src/config.h"
 #include "src/keymap.h"
 #include "src/log.h"
 #include "src/util.h"
@@ -226,10 +229,35 @@ static void test_range_boundaries(void **state)
 	assert_int_equal(server_of(&m, UINT64_MAX / 2), 499);
 }
 
+/* The public rps_key_server is the map a cluster builds from its settings. */
+static void test_public_key_server(void **state)
+{
+	struct rps_config cfg;
+	struct rps_keymap m;
+	uint32_t server;
+
+	assert_int_equal(rps_config_init(&cfg), 0);
+	for (int mode = 0; mode < 2; mode++) {
+		assert_int_equal(rps_config_set(&cfg, "key_map", mode ? "range" : "hash"), 0);
+		assert_int_equal(rps_config_set(&cfg, "key_range", "1000"), 0);
+		assert_int_equal(rps_keymap_init(&m, (enum rps_keymap_mode)mode, 5, 3, 1000,
+						 cfg.slice_bytes / 4), 0);
+		for (uint64_t k = 0; k < 2000; k += 7) {
+			struct rps_slice_loc loc;
+
+			rps_keymap_locate(&m, k, 10, 0, &loc);
+			assert_int_equal(rps_key_server(&cfg, 5, k, &server), 0);
+			assert_int_equal(server, loc.server);
+		}
+	}
+	assert_int_equal(rps_key_server(&cfg, 0, 1, &server), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_invalid_init),
+	    cmocka_unit_test(test_public_key_server),
 	    cmocka_unit_test(test_num_slices),
 	    cmocka_unit_test(test_slices_in_range_and_formula),
 	    cmocka_unit_test(test_deterministic),

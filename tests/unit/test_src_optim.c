@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include <rdmaps/optim.h>
+
 #include "src/optim.h"
 #include "src/util.h"
 
@@ -664,9 +666,41 @@ static void test_names_and_state(void **state)
 	}
 }
 
+/* The public local optimizer runs rps_optim_apply with its own step count. */
+static void test_public_optimizer(void **state)
+{
+	struct rps_optim_opts o;
+	struct rps_optim_state st;
+	struct rps_optimizer *opt;
+	float w1[33], w2[33], g1[33], g2[33];
+
+	rps_optim_opts_default(&o);
+	o.kind = RPS_OPT_ADAM;
+	o.schedule = RPS_LR_EXP;
+	o.gamma = 0.9f;
+	assert_int_equal(rps_optimizer_create(&o, 33, &opt), 0);
+	assert_int_equal(rps_optim_state_init(&st, &o, 33), 0);
+	for (int i = 0; i < 33; i++)
+		w1[i] = w2[i] = (float)i / 10.0f;
+	for (uint64_t s = 0; s < 5; s++) {
+		for (int i = 0; i < 33; i++)
+			g1[i] = g2[i] = (float)((i * 7 + (int)s) % 11) - 5.0f;
+		rps_optimizer_step(opt, w1, g1);
+		rps_optim_apply(&o, w2, g2, st.m, st.v, 33, s, 0);
+		assert_memory_equal(w1, w2, sizeof(w1));
+	}
+	rps_optimizer_destroy(opt);
+	rps_optim_state_free(&st);
+	o.lr = -1;
+	assert_int_equal(rps_optimizer_create(&o, 33, &opt), -EINVAL);
+	assert_null(opt);
+	rps_optimizer_destroy(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_public_optimizer),
 	    cmocka_unit_test(test_apply_matches_ref),
 	    cmocka_unit_test(test_metric_detects_small_errors),
 	    cmocka_unit_test(test_sgd_by_hand),

@@ -37,6 +37,45 @@ static void test_fixed_lens(void **state)
 	assert_string_equal(rps_proto_op_name(200), "UNKNOWN");
 }
 
+/* Every op of enum rps_op has a descriptor with its own name, and nothing
+ * else has one (the list is the enum, spelled out). */
+static void test_every_op_has_descriptor(void **state)
+{
+#define OP(x) {RPS_OP_##x, #x}
+	static const struct {
+		uint8_t op;
+		const char *name;
+	} ops[] = {
+	    OP(HELLO),	   OP(HELLO_ACK), OP(DECLARE),	 OP(DECLARE_ACK),  OP(PUSH),
+	    OP(PUSH_ACK),  OP(PULL),	  OP(PULL_RESP), OP(CLOCK),	   OP(ERROR),
+	    OP(SYNC),	   OP(REGISTER),  OP(MAP),	 OP(BARRIER),	   OP(BARRIER_DONE),
+	    OP(HEARTBEAT), OP(NODE_DEAD), OP(SHUTDOWN),	 OP(STATUS),
+	};
+#undef OP
+	size_t ndesc = 0;
+
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		const struct rps_op_desc *d = rps_proto_op(ops[i].op);
+
+		assert_non_null(d);
+		assert_string_equal(d->name, ops[i].name);
+		assert_string_equal(rps_proto_op_name(ops[i].op), ops[i].name);
+		assert_int_equal(rps_proto_fixed_len(ops[i].op), (int)d->fixed_len);
+		assert_true(d->senders != 0); /* someone may send it */
+		assert_true(d->max_len == 0 || d->max_len >= d->fixed_len);
+		assert_true(d->has_data || d->max_len == 0);
+		/* data ops are < 16, control ops from 16 on (src/proto.h) */
+		assert_int_equal(d->control, ops[i].op >= RPS_OP_REGISTER);
+	}
+	for (unsigned op = 0; op < 256; op++)
+		ndesc += rps_proto_op((uint8_t)op) != NULL;
+	assert_int_equal(ndesc, sizeof(ops) / sizeof(ops[0]));
+	/* who sends what, for a few */
+	assert_true(rps_proto_op(RPS_OP_PUSH)->senders == 1u << RPS_ROLE_WORKER);
+	assert_true(rps_proto_op(RPS_OP_MAP)->senders == 1u << RPS_ROLE_SCHEDULER);
+	assert_true(rps_proto_op(RPS_OP_ERROR)->senders & (1u << RPS_ROLE_SERVER));
+}
+
 static void test_hdr_round_trip(void **state)
 {
 	struct rps_frame_hdr h, back;
@@ -323,6 +362,7 @@ static void test_hello_long_secret(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_every_op_has_descriptor),
 	    cmocka_unit_test(test_fixed_lens),	      cmocka_unit_test(test_hdr_round_trip),
 	    cmocka_unit_test(test_hdr_rejects),	      cmocka_unit_test(test_push_payload),
 	    cmocka_unit_test(test_pull_payload),      cmocka_unit_test(test_clock_payload),

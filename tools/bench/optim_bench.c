@@ -2,7 +2,7 @@
  *
  * Over the same buffers (w, g and the optimizer state, --bytes of gradient
  * each, default 64 MiB), times one pass of cblas_saxpy (w += a g) and one
- * rps_optim_apply per optimizer, round-robin, --iters times, and reports the
+ * rps_optimizer_step (the servers' optimizer code) per optimizer, round-robin, --iters times, and reports the
  * median as GB/s of gradient consumed. OpenBLAS runs on one thread so that
  * the figures are per core. Exit status 1 when SGD is below 0.8x saxpy.
  */
@@ -12,10 +12,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "src/alloc.h"
-#include "src/optim.h"
-#include "src/util.h"
+#include <rdmaps/optim.h>
+#include <rdmaps/rdmaps.h>
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* splitmix64: reproducible pseudo-random buffer contents */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
 
 #define SGD_MIN_RATIO 0.8
 
@@ -142,21 +159,23 @@ static int cmp_double(const void *a, const void *b)
 }
 
 struct bufs {
-	float *w, *g, *m, *v;
+	float *w, *g;
 	size_t n;
-	struct rps_optim_opts opts[K_COUNT];
+	/* the servers' optimizer code through the public API, each with its own
+	 * state (the per-call bookkeeping is a step counter: noise next to n) */
+	struct rps_optimizer *opt[K_COUNT];
 };
 
 /* One pass of kernel k; returns seconds. */
 static double run_once(struct bufs *b, int k)
 {
-	uint64_t t0 = rps_now_ns();
+	uint64_t t0 = now_ns();
 
 	if (k == K_SAXPY)
 		cblas_saxpy((int)b->n, -1e-6f, b->g, 1, b->w, 1);
 	else
-		rps_optim_apply(&b->opts[k], b->w, b->g, b->m, b->v, b->n, 0, 0);
-	return (double)(rps_now_ns() - t0) * 1e-9;
+		rps_optimizer_step(b->opt[k], b->w, b->g);
+	return (double)(now_ns() - t0) * 1e-9;
 }
 
 int main(int argc, char **argv)
@@ -185,13 +204,12 @@ int main(int argc, char **argv)
 	/* per-core figures: OpenBLAS would otherwise spread saxpy over threads */
 	openblas_set_num_threads(1);
 
-	b.w = rps_aligned_alloc(64, bytes);
-	b.g = rps_aligned_alloc(64, bytes);
-	b.m = rps_aligned_alloc(64, bytes);
-	b.v = rps_aligned_alloc(64, bytes);
-	pass = b.w && b.g && b.m && b.v;
+	b.w = aligned_alloc(64, (bytes + 63) / 64 * 64);
+	b.g = aligned_alloc(64, (bytes + 63) / 64 * 64);
+	memset(b.opt, 0, sizeof(b.opt));
+	pass = b.w && b.g;
 	for (int k = 0; k < K_COUNT; k++) {
-		t[k] = rps_calloc((size_t)a.iters, sizeof(double));
+		t[k] = calloc((size_t)a.iters, sizeof(double));
 		pass = pass && t[k];
 	}
 	if (!pass) {
@@ -199,17 +217,27 @@ int main(int argc, char **argv)
 		goto out_free;
 	}
 	for (size_t i = 0; i < b.n; i++) {
-		uint64_t h = rps_hash64(i);
+		uint64_t h = mix64(i);
 
 		b.w[i] = (float)(h & 0xffff) / 65536.0f - 0.5f;
 		b.g[i] = (float)((h >> 16) & 0xffff) / 65536.0f - 0.5f;
-		b.m[i] = 0.0f;
-		b.v[i] = 0.0f;
 	}
 	for (int k = K_SGD; k < K_COUNT; k++) {
-		rps_optim_opts_default(&b.opts[k]);
-		b.opts[k].kind = kinds[k];
-		b.opts[k].lr = 1e-6f; /* keep w bounded over the passes */
+		struct rps_optim_opts o = {
+		    .kind = kinds[k],
+		    .lr = 1e-6f, /* keep w bounded over the passes */
+		    .momentum = 0.9f,
+		    .beta1 = 0.9f,
+		    .beta2 = 0.999f,
+		    .eps = 1e-8f,
+		    .schedule = RPS_LR_CONSTANT,
+		};
+
+		if (rps_optimizer_create(&o, b.n, &b.opt[k])) {
+			fprintf(stderr, "rdmaps-bench-optim: cannot create optimizer state for %zu "
+					"elements\n", b.n);
+			goto out_free;
+		}
 	}
 
 	/* warm-up: page in every buffer, wake up the BLAS kernels */
@@ -269,10 +297,10 @@ int main(int argc, char **argv)
 
 out_free:
 	for (int k = 0; k < K_COUNT; k++)
-		rps_free(t[k]);
-	rps_free(b.w);
-	rps_free(b.g);
-	rps_free(b.m);
-	rps_free(b.v);
+		free(t[k]);
+	free(b.w);
+	free(b.g);
+	for (int k = 0; k < K_COUNT; k++)
+		rps_optimizer_destroy(b.opt[k]);
 	return rc;
 }

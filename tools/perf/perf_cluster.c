@@ -17,10 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "src/alloc.h"
-#include "src/config.h"
-#include "src/util.h"
-#include "tools/perf/perflib.h"
+#include "perflib.h"
 
 #define MSG_START  1
 #define MSG_RESULT 2
@@ -268,7 +265,7 @@ int rps_perf_cluster_check(struct rps_perf_cluster *c)
 /* Wait for the pids to exit by themselves until deadline; then signal. */
 static int wait_all(pid_t *pids, int n, int timeout_ms, int *bad_p)
 {
-	uint64_t deadline = rps_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	uint64_t deadline = perf_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	int left;
 
 	do {
@@ -288,7 +285,7 @@ static int wait_all(pid_t *pids, int n, int timeout_ms, int *bad_p)
 		}
 		if (left)
 			usleep(20000);
-	} while (left && rps_now_ns() < deadline);
+	} while (left && perf_now_ns() < deadline);
 	return left;
 }
 
@@ -366,8 +363,9 @@ static void worker_child(int fd, const struct rps_perf_local_opts *lo,
 	struct perf_msg end = {.type = MSG_END};
 	struct rps_perf_result *res;
 	struct rps_worker_opts wo;
+	struct rps_perf_params pc = *p;
 	struct rps_worker *w;
-	struct rps_config cfg;
+	struct rps_config *cfg = NULL;
 	int rc;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -376,30 +374,29 @@ static void worker_child(int fd, const struct rps_perf_local_opts *lo,
 	unsetenv("RDMAPS_PORT");
 	if (lo->worker_device)
 		setenv("RDMAPS_DEVICE", lo->worker_device, 1);
-	rc = rps_config_init(&cfg);
-	if (rc) {
-		fprintf(stderr, "rdmaps-perf: bad RDMAPS_* settings: %s\n", rps_strerror(rc));
+	rc = rps_config_create(&cfg); /* a bad variable was reported there */
+	if (rc)
 		goto out;
-	}
-	rps_config_set_global(&cfg);
-	res = rps_calloc((size_t)p->nsizes, sizeof(*res));
+	pc.config = cfg;
+	res = calloc((size_t)p->nsizes, sizeof(*res));
 	if (!res) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	rps_worker_opts_init(&wo);
 	wo.field_mask |= RPS_WORKER_OPT_CONFIG;
-	wo.config = &cfg;
+	wo.config = cfg;
 	rc = rps_worker_create(&wo, &w);
 	if (rc) {
 		fprintf(stderr, "rdmaps-perf: worker: cannot join the cluster at %s: %s\n",
 			wo.scheduler ? wo.scheduler : "?", rps_strerror(rc));
 		goto out;
 	}
-	rc = rps_perf_run(w, p, rps_worker_rank(w), &hooks, res);
+	rc = rps_perf_run(w, &pc, rps_worker_rank(w), &hooks, res);
 	rps_worker_destroy(w);
-	rps_free(res);
+	free(res);
 out:
+	rps_config_destroy(cfg);
 	end.rc = rc;
 	write_msg(fd, &end);
 	fflush(stderr);
@@ -418,7 +415,7 @@ static uint64_t shard_bytes_for(const struct rps_perf_params *p, int procs)
 		need += p->sizes[i];
 	need *= (uint64_t)p->keys * (uint64_t)p->threads * (uint64_t)procs;
 	bytes = need + need / 4 + (4ull << 20);
-	bytes = RPS_ALIGN_UP(bytes, 1ull << 20);
+	bytes = PERF_ALIGN_UP(bytes, 1ull << 20);
 	if (bytes <= (64ull << 20))
 		return 0;
 	if (bytes > (2ull << 30)) {
@@ -470,17 +467,17 @@ int rps_perf_local_run(const struct rps_perf_local_opts *lo, const struct rps_pe
 		fprintf(stderr, "rdmaps-perf: 1..%d worker processes\n", RPS_PERF_MAX_PROCS);
 		return -EINVAL;
 	}
-	ss = rps_calloc((size_t)p->nsizes, sizeof(*ss));
+	ss = calloc((size_t)p->nsizes, sizeof(*ss));
 	if (!ss)
 		return -ENOMEM;
 	if (!co.shard_bytes)
 		co.shard_bytes = shard_bytes_for(p, nprocs);
 	rc = rps_perf_cluster_start(&co, &cl);
 	if (rc) {
-		rps_free(ss);
+		free(ss);
 		return rc;
 	}
-	deadline = lo->timeout_s > 0 ? rps_now_ns() + (uint64_t)lo->timeout_s * 1000000000ull : 0;
+	deadline = lo->timeout_s > 0 ? perf_now_ns() + (uint64_t)lo->timeout_s * 1000000000ull : 0;
 
 	for (int i = 0; i < nprocs; i++) {
 		int pfd[2];
@@ -520,7 +517,7 @@ int rps_perf_local_run(const struct rps_perf_local_opts *lo, const struct rps_pe
 		struct pollfd pf[RPS_PERF_MAX_PROCS];
 		int map[RPS_PERF_MAX_PROCS], n = 0;
 
-		if (deadline && rps_now_ns() > deadline) {
+		if (deadline && perf_now_ns() > deadline) {
 			fprintf(stderr, "rdmaps-perf: timeout after %d s: stopping\n",
 				lo->timeout_s);
 			rc = -ETIMEDOUT;
@@ -529,8 +526,8 @@ int rps_perf_local_run(const struct rps_perf_local_opts *lo, const struct rps_pe
 		/* servers and scheduler leave by themselves after the last
 		 * worker; before that, give the workers 3 s to report */
 		if (rps_perf_cluster_check(&cl) && !dead_since)
-			dead_since = rps_now_ns();
-		if (dead_since && rps_now_ns() - dead_since > 3000000000ull) {
+			dead_since = perf_now_ns();
+		if (dead_since && perf_now_ns() - dead_since > 3000000000ull) {
 			fprintf(stderr,
 				"rdmaps-perf: a server or the scheduler ended during the run\n");
 			rc = -ECHILD;
@@ -573,7 +570,7 @@ int rps_perf_local_run(const struct rps_perf_local_opts *lo, const struct rps_pe
 			switch (m.type) {
 			case MSG_START:
 				if (s->starts++ == 0) {
-					s->wall0 = rps_now_ns();
+					s->wall0 = perf_now_ns();
 					s->cpu_ok = rps_perf_cluster_cpu_ns(&cl, &s->cpu0) == 0;
 				}
 				break;
@@ -582,7 +579,7 @@ int rps_perf_local_run(const struct rps_perf_local_opts *lo, const struct rps_pe
 					s->per[s->results] = m.res;
 				if (++s->results == nprocs) {
 					struct rps_perf_result *r = &results[m.size_idx];
-					uint64_t cpu1 = 0, wall1 = rps_now_ns();
+					uint64_t cpu1 = 0, wall1 = perf_now_ns();
 
 					rps_perf_aggregate(s->per, nprocs, p->mode, r);
 					if (s->cpu_ok && !rps_perf_cluster_cpu_ns(&cl, &cpu1) &&
@@ -621,7 +618,7 @@ int rps_perf_local_run(const struct rps_perf_local_opts *lo, const struct rps_pe
 	/* the servers and the scheduler leave once every worker left */
 	if (rps_perf_cluster_stop(&cl, 15000) && !rc)
 		fprintf(stderr, "rdmaps-perf: note: the servers did not exit cleanly\n");
-	rps_free(ss);
+	free(ss);
 	return rc;
 
 out_kill:
@@ -634,6 +631,6 @@ out_kill:
 			close(fds[i]);
 	}
 	rps_perf_cluster_stop(&cl, 0);
-	rps_free(ss);
+	free(ss);
 	return rc;
 }

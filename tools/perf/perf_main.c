@@ -13,9 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/alloc.h"
-#include "src/config.h"
-#include "tools/perf/perflib.h"
+#include "perflib.h"
 
 static void usage(FILE *out)
 {
@@ -188,13 +186,13 @@ int main(int argc, char **argv)
 			all = 1;
 			break;
 		case OPT_SIZES: {
-			char *save = NULL, *list = rps_strdup(optarg);
+			char *save = NULL, *list = strdup(optarg);
 
 			for (char *t = strtok_r(list, ",", &save); t;
 			     t = strtok_r(NULL, ",", &save))
 				if (parse_size_opt("--sizes", t, &u) || add_size(&p, u))
 					return 2;
-			rps_free(list);
+			free(list);
 			break;
 		}
 		case OPT_MIN_SIZE:
@@ -343,7 +341,7 @@ int main(int argc, char **argv)
 	if (!getenv("RDMAPS_LOG_LEVEL"))
 		setenv("RDMAPS_LOG_LEVEL", "warn", 1);
 
-	res = rps_calloc((size_t)p.nsizes, sizeof(*res));
+	res = calloc((size_t)p.nsizes, sizeof(*res));
 	if (!res)
 		return 1;
 	struct rps_perf_report rep = {
@@ -401,7 +399,7 @@ int main(int argc, char **argv)
 					      : (getenv("RDMAPS_HOST") ? getenv("RDMAPS_HOST")
 								       : "127.0.0.1");
 			rc = rps_perf_remote_server(&ro, stdout);
-			rps_free(res);
+			free(res);
 			return rc ? 1 : 0;
 		}
 		ro.host = host;
@@ -413,13 +411,13 @@ int main(int argc, char **argv)
 	}
 	if (rc) {
 		fprintf(stderr, "rdmaps-perf: failed: %s\n", rps_strerror(rc));
-		rps_free(res);
+		free(res);
 		return 1;
 	}
 	if (json)
 		rps_perf_print_json(stdout, &rep, res, p.nsizes);
 	else
 		rps_perf_print_table(stdout, &rep, res, p.nsizes);
-	rps_free(res);
+	free(res);
 	return 0;
 }

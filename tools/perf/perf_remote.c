@@ -24,9 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "src/config.h"
-#include "src/util.h"
-#include "tools/perf/perflib.h"
+#include "perflib.h"
 
 #define LINE_MAX_LEN 512
 
@@ -133,12 +131,31 @@ static int listen_on(const char *host, uint16_t port)
 	return fd;
 }
 
+/* The consistency of our side: the option, else the servers' setting
+ * (RDMAPS_CONSISTENCY or its default). */
+static const char *our_consistency(const struct rps_perf_remote_opts *o)
+{
+	static char cons[16];
+	struct rps_config *cfg;
+	const char *s = "asp";
+
+	if (o->consistency)
+		return o->consistency;
+	if (!cons[0]) {
+		if (rps_config_create(&cfg) == 0)
+			rps_config_get_str(cfg, "consistency", &s);
+		snprintf(cons, sizeof(cons), "%s", s);
+		rps_config_destroy(cfg);
+	}
+	return cons;
+}
+
 /* Check the client's hello against our side; reason on mismatch. */
 static int check_hello(const struct rps_perf_remote_opts *o, const char *line, char *why,
 		       size_t len)
 {
 	char v[64];
-	const char *cons = o->consistency ? o->consistency : rps_config_get()->consistency;
+	const char *cons = our_consistency(o);
 
 	if (strncmp(line, "RDMAPS-PERF 1 ", 14)) {
 		snprintf(why, len, "not an rdmaps-perf client of protocol 1");
@@ -180,7 +197,7 @@ static int serve_client(const struct rps_perf_remote_opts *o, struct rps_perf_cl
 		return -EINVAL;
 	}
 	send_line(fd, "OK scheduler-port=%u servers=%d consistency=%s", o->port + 1, o->servers,
-		  o->consistency ? o->consistency : rps_config_get()->consistency);
+		  our_consistency(o));
 	for (;;) {
 		int idx = -1;
 
@@ -188,12 +205,12 @@ static int serve_client(const struct rps_perf_remote_opts *o, struct rps_perf_cl
 		if (rc)
 			return rc == -ECONNRESET ? 0 : rc; /* client gone: done */
 		if (sscanf(line, "START %d", &idx) == 1) {
-			wall0 = rps_now_ns();
+			wall0 = perf_now_ns();
 			if (rps_perf_cluster_cpu_ns(cl, &cpu0))
 				cpu0 = UINT64_MAX;
 			send_line(fd, "OK");
 		} else if (sscanf(line, "STOP %d", &idx) == 1) {
-			uint64_t cpu1, wall1 = rps_now_ns();
+			uint64_t cpu1, wall1 = perf_now_ns();
 
 			if (cpu0 == UINT64_MAX || rps_perf_cluster_cpu_ns(cl, &cpu1)) {
 				send_line(fd, "CPU -1 -1");
@@ -318,7 +335,7 @@ static int connect_to(const char *host, uint16_t port, int timeout_s)
 	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
 	char ps[16];
 	int fd = -1, rc, one = 1;
-	uint64_t until = rps_now_ns() + (uint64_t)(timeout_s > 0 ? timeout_s : 10) * 1000000000ull;
+	uint64_t until = perf_now_ns() + (uint64_t)(timeout_s > 0 ? timeout_s : 10) * 1000000000ull;
 
 	snprintf(ps, sizeof(ps), "%u", port);
 	rc = getaddrinfo(host, ps, &hints, &ai);
@@ -340,7 +357,7 @@ static int connect_to(const char *host, uint16_t port, int timeout_s)
 		}
 		rc = -errno;
 		close(fd);
-		if (rps_now_ns() > until) {
+		if (perf_now_ns() > until) {
 			fprintf(stderr, "rdmaps-perf: cannot reach the server side at %s:%u: %s\n",
 				host, port, strerror(-rc));
 			break;
@@ -356,10 +373,11 @@ int rps_perf_remote_client(const struct rps_perf_remote_opts *o, const struct rp
 {
 	struct client_ctx cc;
 	struct rps_perf_hooks hooks = {.start = client_start, .stop = client_stop, .arg = &cc};
-	char line[LINE_MAX_LEN], v[64], servers[16], sched[RPS_STR_MAX];
+	char line[LINE_MAX_LEN], v[64], servers[16], sched[256];
+	struct rps_perf_params pc = *p;
 	struct rps_worker_opts wo;
 	struct rps_worker *w;
-	struct rps_config cfg;
+	struct rps_config *cfg = NULL;
 	int rc;
 
 	if (o->servers > 0)
@@ -396,24 +414,25 @@ int rps_perf_remote_client(const struct rps_perf_remote_opts *o, const struct rp
 	setenv("RDMAPS_NUM_WORKERS", "1", 1);
 	if (field(line, "servers", v, sizeof(v)))
 		setenv("RDMAPS_NUM_SERVERS", v, 1);
-	rc = rps_config_init(&cfg);
+	rc = rps_config_create(&cfg); /* a bad variable was reported there */
 	if (rc)
 		goto out_close;
-	rps_config_set_global(&cfg);
+	pc.config = cfg;
 	rps_worker_opts_init(&wo);
 	wo.field_mask |= RPS_WORKER_OPT_CONFIG;
-	wo.config = &cfg;
+	wo.config = cfg;
 	rc = rps_worker_create(&wo, &w);
 	if (rc) {
 		fprintf(stderr, "rdmaps-perf: cannot join the cluster at %s: %s\n", sched,
 			rps_strerror(rc));
 		goto out_close;
 	}
-	rc = rps_perf_run(w, p, rps_worker_rank(w), &hooks, results);
+	rc = rps_perf_run(w, &pc, rps_worker_rank(w), &hooks, results);
 	rps_worker_destroy(w);
 	if (!send_line(cc.fd, "BYE"))
 		recv_line(cc.fd, line, sizeof(line), 5000);
 out_close:
+	rps_config_destroy(cfg);
 	close(cc.fd);
 	return rc;
 }

@@ -5,7 +5,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 
-#include "tools/perf/perflib.h"
+#include "perflib.h"
 
 #define RULE                                                                                       \
 	"----------------------------------------------------------------------------------------" \

@@ -11,11 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/alloc.h"
-#include "src/config.h"
-#include "src/keymap.h"
-#include "src/util.h"
-#include "tools/perf/perflib.h"
+#include "perflib.h"
 
 #define PERF_PAGE     4096
 #define PERF_LAT_GROW (1u << 20)
@@ -88,7 +84,7 @@ static int record(struct perf_thread *th, uint64_t ns)
 {
 	if (th->nsamples == th->cap) {
 		size_t cap = th->cap ? th->cap * 2 : PERF_LAT_GROW;
-		uint64_t *s = rps_realloc(th->samples, cap * sizeof(*s));
+		uint64_t *s = realloc(th->samples, cap * sizeof(*s));
 
 		if (!s)
 			return -ENOMEM;
@@ -127,13 +123,13 @@ static int one_request(struct perf_thread *th, uint64_t i)
 static int lat_loop(struct perf_thread *th, uint64_t limit, int timed)
 {
 	struct perf_proc *pp = th->pp;
-	uint64_t now = rps_now_ns();
+	uint64_t now = perf_now_ns();
 
 	for (uint64_t i = 0; keep_going(pp, i, limit, timed, now); i++) {
 		uint64_t t0 = now;
 		int rc = one_request(th, i);
 
-		now = rps_now_ns();
+		now = perf_now_ns();
 		if (rc) {
 			fail(pp, rc, rps_perf_mode_name(pp->p->mode));
 			return rc;
@@ -163,7 +159,7 @@ static int bw_loop(struct perf_thread *th, uint64_t limit, int timed)
 		/* post while there is room and work */
 		while (posted - done < (uint64_t)th->nslots &&
 		       keep_going(pp, posted, limit, timed,
-				  timed && pp->deadline_ns ? rps_now_ns() : 0)) {
+				  timed && pp->deadline_ns ? perf_now_ns() : 0)) {
 			int slot = (int)(posted % (uint64_t)th->nslots);
 			int k = (int)(posted % (uint64_t)pp->nkeys);
 
@@ -231,14 +227,14 @@ static void *thread_main(void *arg)
 		if (rc)
 			fail(pp, rc, "start");
 		pp->cpu0_ns = rps_perf_self_cpu_ns();
-		pp->t0_ns = rps_now_ns();
+		pp->t0_ns = perf_now_ns();
 		if (pp->p->duration_s > 0)
 			pp->deadline_ns = pp->t0_ns + (uint64_t)(pp->p->duration_s * 1e9);
 	}
 	pthread_barrier_wait(&pp->bar);
 	if (!th->rc && !atomic_load(&pp->abort))
 		th->rc = loop(th, pp->iters, 1);
-	th->t1_ns = rps_now_ns();
+	th->t1_ns = perf_now_ns();
 	return NULL;
 }
 
@@ -247,18 +243,14 @@ static void *thread_main(void *arg)
  * servers evenly instead of where the hash happens to put them. */
 static void make_keys(struct perf_proc *pp)
 {
-	const struct rps_config *cfg = rps_config_get();
-	int nservers = rps_worker_num_servers(pp->w);
-	struct rps_keymap km;
-	int have_km = 0;
+	const struct rps_config *cfg = pp->p->config;
+	struct rps_config *own = NULL;
+	uint32_t nservers = (uint32_t)rps_worker_num_servers(pp->w);
+	int spread = nservers > 1;
 
-	if (cfg && nservers > 1) {
-		int mode = rps_keymap_mode_parse(cfg->key_map);
-
-		have_km = mode >= 0 &&
-			  rps_keymap_init(&km, (enum rps_keymap_mode)mode, (uint32_t)nservers, 1,
-					  cfg->key_range ? cfg->key_range : 1,
-					  cfg->slice_bytes >= 4 ? cfg->slice_bytes / 4 : 1) == 0;
+	if (spread && !cfg) {
+		spread = rps_config_create(&own) == 0;
+		cfg = own;
 	}
 	for (int t = 0; t < pp->p->threads; t++) {
 		uint64_t gt = (uint64_t)pp->rank * (uint64_t)pp->p->threads + (uint64_t)t;
@@ -269,11 +261,12 @@ static void make_keys(struct perf_proc *pp)
 					((gt & 0xffff) << 32) | (((uint64_t)k & 0xffffff) << 8);
 			rps_key_t key = base;
 
-			for (uint64_t j = 0; have_km && j < 256; j++) {
-				struct rps_slice_loc loc;
+			for (uint64_t j = 0; spread && j < 256; j++) {
+				uint32_t server;
 
-				rps_keymap_locate(&km, base + j, pp->elems, 0, &loc);
-				if (loc.server == g % (uint64_t)nservers) {
+				if (rps_key_server(cfg, nservers, base + j, &server))
+					break;
+				if (server == g % (uint64_t)nservers) {
 					key = base + j;
 					break;
 				}
@@ -282,6 +275,7 @@ static void make_keys(struct perf_proc *pp)
 			pp->lens[t * pp->nkeys + k] = pp->elems;
 		}
 	}
+	rps_config_destroy(own);
 }
 
 static int declare(struct perf_proc *pp)
@@ -303,7 +297,7 @@ static int declare(struct perf_proc *pp)
 
 static void *alloc_touched(size_t bytes)
 {
-	void *p = rps_aligned_alloc(PERF_PAGE, RPS_ALIGN_UP(bytes ? bytes : 1, PERF_PAGE));
+	void *p = aligned_alloc(PERF_PAGE, PERF_ALIGN_UP(bytes ? bytes : 1, PERF_PAGE));
 
 	if (p)
 		memset(p, 0, bytes);
@@ -357,10 +351,10 @@ static int run_size(struct perf_proc *pp, struct perf_thread *ths, struct rps_pe
 		} else {
 			size_t fit = RPS_PERF_SLOT_BYTES_MAX / pp->bytes;
 
-			th->nslots = (int)RPS_MIN((size_t)p->depth, RPS_MAX(fit, (size_t)1));
+			th->nslots = (int)PERF_MIN((size_t)p->depth, PERF_MAX(fit, (size_t)1));
 			slot_bytes =
 			    p->mode == RPS_PERF_PULL_BW ? (size_t)th->nslots * pp->bytes : 0;
-			th->reqs = rps_calloc((size_t)th->nslots, sizeof(*th->reqs));
+			th->reqs = calloc((size_t)th->nslots, sizeof(*th->reqs));
 			if (!th->reqs) {
 				rc = -ENOMEM;
 				goto out_free;
@@ -378,7 +372,7 @@ static int run_size(struct perf_proc *pp, struct perf_thread *ths, struct rps_pe
 		}
 		if (rps_perf_mode_is_lat(p->mode) && p->duration_s <= 0) {
 			th->cap = pp->iters;
-			th->samples = rps_malloc(th->cap * sizeof(uint64_t));
+			th->samples = malloc(th->cap * sizeof(uint64_t));
 			if (!th->samples) {
 				rc = -ENOMEM;
 				goto out_free;
@@ -454,7 +448,7 @@ static int run_size(struct perf_proc *pp, struct perf_thread *ths, struct rps_pe
 		for (int t = 0; t < nth; t++)
 			total += ths[t].nsamples;
 		uint64_t *all =
-		    nth == 1 ? ths[0].samples : rps_malloc(RPS_MAX(total, (size_t)1) * 8);
+		    nth == 1 ? ths[0].samples : malloc(PERF_MAX(total, (size_t)1) * 8);
 
 		if (!all) {
 			rc = -ENOMEM;
@@ -467,7 +461,7 @@ static int run_size(struct perf_proc *pp, struct perf_thread *ths, struct rps_pe
 			}
 		rps_perf_lat_stats(all, total, res);
 		if (nth > 1)
-			rps_free(all);
+			free(all);
 	}
 	res->errors = pp->rc ? 1 : 0;
 	rc = pp->rc;
@@ -477,14 +471,14 @@ out_free:
 	for (int t = 0; t < nth; t++) {
 		if (ths[t].bufs)
 			rps_worker_unregister(pp->w, ths[t].bufs);
-		rps_free(ths[t].bufs);
-		rps_free(ths[t].samples);
-		rps_free(ths[t].reqs);
+		free(ths[t].bufs);
+		free(ths[t].samples);
+		free(ths[t].reqs);
 		ths[t].reqs = NULL;
 		ths[t].bufs = NULL;
 		ths[t].samples = NULL;
 	}
-	rps_free(pp->grads);
+	free(pp->grads);
 	pp->grads = NULL;
 	return rc;
 }
@@ -509,9 +503,9 @@ int rps_perf_run(struct rps_worker *w, const struct rps_perf_params *p, int rank
 	pthread_mutex_init(&pp.lock, NULL);
 	pthread_mutex_init(&pp.gate_lock, NULL);
 	pthread_cond_init(&pp.gate_cond, NULL);
-	pp.keys = rps_calloc((size_t)p->threads * (size_t)p->keys, sizeof(*pp.keys));
-	pp.lens = rps_calloc((size_t)p->threads * (size_t)p->keys, sizeof(*pp.lens));
-	ths = rps_calloc((size_t)p->threads, sizeof(*ths));
+	pp.keys = calloc((size_t)p->threads * (size_t)p->keys, sizeof(*pp.keys));
+	pp.lens = calloc((size_t)p->threads * (size_t)p->keys, sizeof(*pp.lens));
+	ths = calloc((size_t)p->threads, sizeof(*ths));
 	if (!pp.keys || !pp.lens || !ths) {
 		rc = -ENOMEM;
 		goto out;
@@ -529,9 +523,9 @@ int rps_perf_run(struct rps_worker *w, const struct rps_perf_params *p, int rank
 		rc = run_size(&pp, ths, &results[i]);
 	}
 out:
-	rps_free(ths);
-	rps_free(pp.keys);
-	rps_free(pp.lens);
+	free(ths);
+	free(pp.keys);
+	free(pp.lens);
 	pthread_mutex_destroy(&pp.lock);
 	pthread_mutex_destroy(&pp.gate_lock);
 	pthread_cond_destroy(&pp.gate_cond);

@@ -8,7 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "tools/perf/perflib.h"
+#include "perflib.h"
 
 static const char *const mode_names[RPS_PERF_NMODES] = {
     [RPS_PERF_PULL_LAT] = "pull_lat", [RPS_PERF_PUSH_LAT] = "push_lat",

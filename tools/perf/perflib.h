@@ -26,9 +26,26 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <rdmaps/rdmaps.h>
+
+/* The perf tool uses only the public API (include/rdmaps/): its own small
+ * helpers, plain malloc/free. */
+#define PERF_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PERF_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define PERF_ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+static inline uint64_t perf_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 #define RPS_PERF_MAX_SIZES	32
 #define RPS_PERF_MAX_SERVERS	64
@@ -69,6 +86,9 @@ struct rps_perf_params {
 	int procs;	    /* worker processes in the job (key numbering) */
 	uint64_t cap_bytes; /* sweep: at most this many bytes per size and thread (0: none) */
 	int req_timeout_ms; /* one request; 0 = 60 s */
+	/* the settings the worker runs with (key placement); NULL: the defaults
+	 * and RDMAPS_* environment */
+	const struct rps_config *config;
 };
 
 void rps_perf_params_init(struct rps_perf_params *p);

@@ -22,8 +22,8 @@
 #define EPOLL_CAP_MS  100
 /* While callers reap their own completions (progress()), poll() leaves the
  * completion channel unarmed, so their completions wake no one, and looks
- * again every CALLER_HOLD_MS; wake() ends that at once. (1 ms cost a third
- * of a vCPU in the SoftRoCE guest, in wake-ups alone.) */
+ * again every CALLER_HOLD_MS; wake() ends that at once (why 10:
+ * docs/benchmarks.md). */
 #define CALLER_HOLD_MS 10
 
 static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport **t_p)
@@ -65,6 +65,7 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 	t->event_mode = p->rdma.event_mode;
 	t->poll_spin_ns = (uint64_t)RPS_MAX(p->rdma.poll_spin_us, 0) * 1000u;
 	t->timeout_ms = p->timeout_ms;
+	t->rnr_retry = RPS_MIN(RPS_MAX(p->rdma.rnr_retry, 0), 7);
 	t->max_msg = p->max_msg;
 	t->expect_peers = RPS_MAX(p->rdma.expect_peers, 1u);
 	t->expect_out = RPS_MAX(p->rdma.expect_out, 1u);

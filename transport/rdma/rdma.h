@@ -26,11 +26,6 @@ struct rps_rdma_stats {
 
 void rps_rdma_get_stats(struct rps_transport *t, struct rps_rdma_stats *st_p);
 
-/* Test knob, process-wide: RNR retry count asked of peers for connections
- * made after the call (0..7, 7 = retry forever, the default). Tests set 0 so
- * that an overrun receive queue is a hard error instead of a silent stall. */
-void rps_rdma_set_rnr_retry(int n);
-
 /* The private data of the connection handshake (docs/rdma.md). */
 #define RPS_RDMA_CM_MAGIC   0x4d435052u /* "RPCM" */
 #define RPS_RDMA_CM_VERSION 1

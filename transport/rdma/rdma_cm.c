@@ -16,13 +16,6 @@
 #include "src/util.h"
 #include "transport/rdma/rdma_int.h"
 
-_Atomic int rps_rdma_rnr_retry = 7;
-
-void rps_rdma_set_rnr_retry(int n)
-{
-	atomic_store(&rps_rdma_rnr_retry, RPS_MIN(RPS_MAX(n, 0), 7));
-}
-
 int rps_rdma_cm_err(void)
 {
 	return errno ? -errno : -EIO;
@@ -276,7 +269,7 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 	acp.private_data_len = sizeof(rep);
 	acp.flow_control = 1;
 	acp.retry_count = 7;
-	acp.rnr_retry_count = (uint8_t)atomic_load(&rps_rdma_rnr_retry);
+	acp.rnr_retry_count = (uint8_t)t->rnr_retry;
 	c->max_rd = acp.initiator_depth;
 	id->context = c;
 	rps_rdma_qpmap_add(t, c);

@@ -298,7 +298,7 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 	cp.initiator_depth = (uint8_t)RPS_MIN(t->max_rd, d->attr.max_qp_init_rd_atom);
 	cp.flow_control = 1;
 	cp.retry_count = 7;
-	cp.rnr_retry_count = (uint8_t)atomic_load(&rps_rdma_rnr_retry);
+	cp.rnr_retry_count = (uint8_t)t->rnr_retry;
 	if (rdma_connect(c->id, &cp)) {
 		rc = rps_rdma_cm_err();
 		RPS_ERR("connect %s: rdma_connect: %s", c->base.peer, strerror(-rc));

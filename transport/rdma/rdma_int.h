@@ -198,6 +198,7 @@ struct rps_rdma_transport {
 	int event_mode;
 	uint64_t poll_spin_ns; /* event mode: spin this long after activity */
 	int timeout_ms;
+	int rnr_retry;
 	uint64_t max_msg;
 	uint32_t expect_peers; /* guess of connections per SRQ, for the grant */
 	uint32_t expect_out;
@@ -261,7 +262,6 @@ static inline struct rps_rdma_conn *rps_rdma_c(struct rps_conn *c)
 /* rdma_dev.c */
 int rps_rdma_devices_probe(struct rps_rdma_transport *t);
 int rps_rdma_dev_ensure(struct rps_rdma_transport *t, struct ibv_context *ctx, const char *why);
-int rps_rdma_dev_by_name(struct rps_rdma_transport *t);
 void rps_rdma_dev_destroy(struct rps_rdma_transport *t);
 int rps_rdma_memlock_check(struct rps_rdma_transport *t, uint64_t bytes, const char *what);
 void rps_rdma_locked_add(struct rps_rdma_transport *t, int64_t bytes);
@@ -308,7 +308,6 @@ uint32_t rps_rdma_grant_want(struct rps_rdma_transport *t, struct rps_rdma_srq *
 int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 		     const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
 		     int timeout_ms, struct rps_conn **conn_p);
-extern _Atomic int rps_rdma_rnr_retry;
 
 /* rdma_send.c */
 int rps_rdma_post_send(struct rps_conn *conn, const struct rps_frame_hdr *hdr,

@@ -292,11 +292,6 @@ static void tcp_wake(struct rps_transport *t)
 		RPS_ERR("tcp: eventfd write: %m");
 }
 
-uint64_t rps_tcp_pool_created(struct rps_transport *t)
-{
-	return atomic_load(&tcp_tt(t)->pool.created);
-}
-
 const struct rps_transport_ops rps_tcp_ops = {
     .name = "tcp",
     .create = tcp_create,

@@ -251,7 +251,4 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
  * phase, is freed: do not touch it again). */
 int tcp_rx(struct tcp_conn *c);
 
-/* For tests: buffers the pool ever allocated. */
-uint64_t rps_tcp_pool_created(struct rps_transport *t);
-
 #endif
