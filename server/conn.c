@@ -276,7 +276,7 @@ int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, v
 		if (srv->remote_read) {
 			d[s].addr = sh->mr.remote_addr;
 			d[s].size = sh->store.size;
-			d[s].rkey = sh->mr.rkey;
+			d[s].remote_key = sh->mr.remote_key;
 		}
 	}
 	*ack_len_p = sizeof(*a) + (size_t)srv->nshards * sizeof(*d);

@@ -84,12 +84,12 @@ struct rps_hello {
 };
 _Static_assert(sizeof(struct rps_hello) == 48, "rps_hello is 48 bytes");
 
-/* One shard as a worker sees it. For RDMA, addr/rkey locate the shard's
+/* One shard as a worker sees it. With remote reads, addr/remote_key locate the shard's
  * readable store (src/store.h); for TCP they are 0. */
 struct rps_shard_desc {
 	uint64_t addr;
 	uint64_t size;
-	uint32_t rkey;
+	uint32_t remote_key;
 	uint32_t reserved;
 };
 _Static_assert(sizeof(struct rps_shard_desc) == 24, "rps_shard_desc is 24 bytes");

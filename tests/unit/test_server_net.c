@@ -324,7 +324,7 @@ static void test_hello(void **state)
 	assert_int_equal(a->chunk_bytes, 256);
 	assert_int_equal(a->max_msg, 64 * 1024);
 	assert_int_equal(d[0].addr, 0); /* TCP: no one-sided reads */
-	assert_int_equal(d[1].rkey, 0);
+	assert_int_equal(d[1].remote_key, 0);
 	client_close(&cl);
 
 	/* refused: rank beyond the workers, wrong secret */
