@@ -84,12 +84,12 @@ struct rps_hello {
 };
 _Static_assert(sizeof(struct rps_hello) == 48, "rps_hello is 48 bytes");
 
-/* One shard as a worker sees it. For RDMA, addr/rkey locate the shard's
+/* One shard as a worker sees it. With remote reads, addr/remote_key locate the shard's
  * readable store (src/store.h); for TCP they are 0. */
 struct rps_shard_desc {
 	uint64_t addr;
 	uint64_t size;
-	uint32_t rkey;
+	uint32_t remote_key;
 	uint32_t reserved;
 };
 _Static_assert(sizeof(struct rps_shard_desc) == 24, "rps_shard_desc is 24 bytes");
@@ -152,7 +152,7 @@ struct rps_push {
 	uint32_t clock;       /* worker's clock */
 	uint64_t timestamp_ns;/* worker's CLOCK_REALTIME */
 	float norm;           /* L2 norm of the elements (priority 'magnitude') */
-	uint32_t reserved;
+	float tensor_norm;    /* L2 norm of the whole pushed tensor (clipping); 0: not given */
 };
 _Static_assert(sizeof(struct rps_push) == 48, "rps_push is 48 bytes");
 

@@ -71,21 +71,28 @@ struct rps_tr_done {
 	_Atomic int state;
 };
 
+/* Memory registration. A registration (reg_mem) is opaque to its user:
+ * only the transport that made it interprets its handles.
+ * - handle: the local handle of the registration, passed in rps_tr_sge so
+ *   that a read into registered memory needs no lookup; 0 = none.
+ * - remote_addr, remote_key: what a peer passes to read_remote to read the
+ *   region (REMOTE_READ access); they travel on the wire (struct
+ *   rps_shard_desc). */
 struct rps_tr_sge {
 	void *addr;
 	uint32_t len;
-	/* RDMA: the local key of a registration (rps_tr_mr.lkey) that covers
-	 * [addr, addr + len), or 0: the transport finds or makes one. */
-	uint32_t lkey;
+	/* handle of a registration (rps_tr_mr.handle) covering [addr, addr +
+	 * len), or 0: the transport finds or makes one. */
+	uint32_t handle;
 };
 
 struct rps_tr_mr {
 	void *addr;
 	size_t len;
 	uint64_t remote_addr; /* what a peer passes to read_remote */
-	uint32_t rkey;
-	uint32_t lkey;        /* RDMA: for rps_tr_sge.lkey (0 elsewhere) */
-	void *priv;           /* implementation's (struct ibv_mr *) */
+	uint32_t remote_key;  /* ditto (0 where nothing can be read remotely) */
+	uint32_t handle;      /* for rps_tr_sge.handle (0: none) */
+	void *priv;           /* the implementation's */
 };
 
 enum rps_tr_event_type {
@@ -175,10 +182,10 @@ struct rps_transport_ops {
 	 * May wait (up to the timeout) for the peer's credits. */
 	int (*post_send)(struct rps_conn *c, const struct rps_frame_hdr *hdr,
 			 const struct iovec *iov, int iovcnt, uint64_t ctx);
-	/* One-sided read of [raddr, raddr + sum(sge.len)) under rkey into the
+	/* One-sided read of [raddr, raddr + sum(sge.len)) under remote_key into the
 	 * local sges, in order. Completion: READ_DONE(ctx). RPS_TR_CAP_READ. */
 	int (*read_remote)(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
-			   uint64_t raddr, uint32_t rkey, uint64_t ctx);
+			   uint64_t raddr, uint32_t remote_key, uint64_t ctx);
 	/* RPS_TR_CAP_READ_NOTIFY: read_remote whose completion is no event but d itself:
 	 * d->status, then d->state = RPS_TR_DONE (release). Whoever finds the
 	 * READ still pending and wants to sleep moves d->state from
@@ -188,7 +195,7 @@ struct rps_transport_ops {
 	 * with an error when the connection dies, so d must stay valid until
 	 * d->state is RPS_TR_DONE. */
 	int (*read_notify)(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
-			   uint64_t raddr, uint32_t rkey, struct rps_tr_done *d);
+			   uint64_t raddr, uint32_t remote_key, struct rps_tr_done *d);
 	/* Up to max events; waits up to timeout_ms (0 = don't wait, < 0 = forever). */
 	int (*poll)(struct rps_transport *t, struct rps_tr_event *ev, int max, int timeout_ms);
 	/* RPS_TR_CAP_PROGRESS: reap completions from the calling
@@ -198,7 +205,9 @@ struct rps_transport_ops {
 	 * thread, concurrently with poll(). */
 	int (*progress)(struct rps_transport *t, struct rps_tr_event *ev, int max);
 	void (*release)(struct rps_transport *t, void *token);
-	/* Register memory (RDMA: ibv_reg_mr; TCP: records it, rkey 0). */
+	/* Register memory (RDMA: ibv_reg_mr; TCP: records it, remote_key and
+	 * handle 0). dereg_mem forgets it, with whatever the transport cached
+	 * of its pages. */
 	int (*reg_mem)(struct rps_transport *t, void *addr, size_t len, unsigned access,
 		       struct rps_tr_mr *mr_p);
 	void (*dereg_mem)(struct rps_transport *t, struct rps_tr_mr *mr);
@@ -257,16 +266,16 @@ static inline int rps_tr_post_send(struct rps_conn *c, const struct rps_frame_hd
 
 /* RPS_TR_CAP_READ only. */
 static inline int rps_tr_read_remote(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
-				     uint64_t raddr, uint32_t rkey, uint64_t ctx)
+				     uint64_t raddr, uint32_t remote_key, uint64_t ctx)
 {
-	return c->tr->ops->read_remote(c, sge, nsge, raddr, rkey, ctx);
+	return c->tr->ops->read_remote(c, sge, nsge, raddr, remote_key, ctx);
 }
 
 /* RPS_TR_CAP_READ_NOTIFY only. */
 static inline int rps_tr_read_notify(struct rps_conn *c, const struct rps_tr_sge *sge, int nsge,
-				     uint64_t raddr, uint32_t rkey, struct rps_tr_done *d)
+				     uint64_t raddr, uint32_t remote_key, struct rps_tr_done *d)
 {
-	return c->tr->ops->read_notify(c, sge, nsge, raddr, rkey, d);
+	return c->tr->ops->read_notify(c, sge, nsge, raddr, remote_key, d);
 }
 
 static inline int rps_tr_poll(struct rps_transport *t, struct rps_tr_event *ev, int max,

@@ -489,9 +489,10 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 	c = atomic_load(&w->clock);
 	rc = rps_wsync_send(w, (uint32_t)(s - w->servers), c);
 	pthread_rwlock_unlock(&w->clock_rw);
-	/* the new store's geometry and our keys' places in it; others wait */
-	if (!rc && w->use_read)
-		rc = rps_wrdma_read_headers(w, (uint32_t)(s - w->servers));
+	/* what the pull strategy needs of the new stores, and our keys'
+	 * places in them; others wait */
+	if (!rc)
+		rc = w->pull->attach(w, (uint32_t)(s - w->servers));
 	if (!rc)
 		rc = rps_wdeclare_server(w, (uint32_t)(s - w->servers));
 	atomic_store(&w->publishing, 0);

@@ -57,7 +57,7 @@ static int sge_add(struct rps_tr_sge *sge, int n, int max, void *addr, uint32_t 
 		return -1;
 	sge[n].addr = addr;
 	sge[n].len = len;
-	sge[n].lkey = 0;
+	sge[n].handle = 0;
 	return n + 1;
 }
 

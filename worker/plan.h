@@ -118,7 +118,7 @@ static inline uint32_t rps_rplan_len1(const struct rps_rplan *p)
 /* rps_rplan_build for a slice of one chunk (lo 0, the whole chunk), straight
  * from the geometry: the common small pull, with no loop and no merging of
  * sges (the scatter list differs from rps_rplan_build's only where that
- * merges two locally adjacent sges; the READ lands the same bytes). lkeys 0,
+ * merges two locally adjacent sges; the READ lands the same bytes). handles 0,
  * as rps_rplan_build leaves them. Returns the sges written (3 or 4, never
  * more than RPS_RPLAN_MIN_SGE), or 0 when the plan is not one valid chunk
  * with data: then rps_rplan_build has to do it. */

@@ -40,11 +40,13 @@ int rps_wpush_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t 
 	pthread_mutex_lock(&w->core.lock);
 	for (size_t i = 0; i < n; base += lens[i], i++) {
 		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
+		float tnorm; /* of the whole tensor: the server clips by it (docs/protocol.md) */
 
 		if (!k) { /* validated by the caller; a table cannot lose keys */
 			rc = -ENOENT;
 			break;
 		}
+		tnorm = lens[i] ? cblas_snrm2((int)lens[i], base, 1) : 0.0f;
 		for (uint32_t s = 0; s < k->nslices && !rc; s++) {
 			const struct rps_wslice *sl = &k->slices[s];
 			struct rps_wserver *srv = &w->servers[sl->server];
@@ -78,6 +80,7 @@ int rps_wpush_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t 
 				p->u.push.fixed.offset = off;
 				p->u.push.fixed.count = (uint32_t)cnt;
 				p->u.push.fixed.clock = clk;
+				p->u.push.fixed.tensor_norm = tnorm;
 				p->u.push.data = base + sl->offset + off;
 				sh->pushes++;
 				batch[nb++] = p;
@@ -148,7 +151,7 @@ static int bsp_targets(struct rps_worker *w, const rps_key_t *keys, size_t n, ui
 }
 
 /* Wait until each target shard's clock reached c: a count-0 PULL with
- * min_clock c (frames), or reading the shard's clock word (RDMA). */
+ * min_clock c (frames), or reading the shard's clock word (reads). */
 static int bsp_wait(struct rps_worker *w, const struct wait_target *t, size_t nt, uint32_t c)
 {
 	struct rps_req *req = rps_wreq_new(&w->core, NULL, NULL);
@@ -157,35 +160,8 @@ static int bsp_wait(struct rps_worker *w, const struct wait_target *t, size_t nt
 	if (!req)
 		return -ENOMEM;
 	rps_wsubmit_enter(w);
-	for (size_t i = 0; i < nt && !rc; i++) {
-		struct rps_wshard *sh = rps_wshard_get(w, t[i].server, t[i].shard);
-		struct rps_piece *p;
-
-		if (w->use_read) {
-			rc = rps_wrdma_submit(w, req, t[i].server, t[i].shard, NULL, NULL, NULL, c);
-			continue;
-		}
-		pthread_mutex_lock(&w->core.lock);
-		p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PULL, RPS_PW_RESP);
-		if (!p) {
-			rps_wreq_fail_locked(req, -ENOMEM);
-			pthread_mutex_unlock(&w->core.lock);
-			rc = -ENOMEM;
-			break;
-		}
-		p->conn = sh->conn;
-		p->server = t[i].server;
-		p->shard = t[i].shard;
-		memset(&p->u.pull.fixed, 0, sizeof(p->u.pull.fixed));
-		p->u.pull.fixed.key = t[i].key;
-		p->u.pull.fixed.slice = t[i].slice;
-		p->u.pull.fixed.shard = t[i].shard;
-		p->u.pull.fixed.min_clock = c;
-		p->u.pull.dest = NULL;
-		p->u.pull.receiving = 0;
-		pthread_mutex_unlock(&w->core.lock);
-		rps_wpost_piece(w, p);
-	}
+	for (size_t i = 0; i < nt && !rc; i++)
+		rc = w->pull->clock_wait(w, req, t[i].key, t[i].slice, t[i].server, t[i].shard, c);
 	rps_wsubmit_leave(w);
 	rps_wreq_seal(req);
 	/* No timeout: a straggler may legitimately take long; a dead server
@@ -258,10 +234,11 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 		rps_proto_hdr_init(&h, RPS_OP_CLOCK, len, 0);
 		iov.iov_base = &f;
 		iov.iov_len = len;
-		/* TCP: the one connection, after this clock's pushes on it.
-		 * RDMA: the same frame on every shard's connection, each after
-		 * that shard's pushes (RC keeps order per queue pair); a shard
-		 * takes its own pushes[shard] from the copy on its channel. */
+		/* One connection: after this clock's pushes on it. One per shard
+		 * (RPS_TR_CAP_CHANNELS): the same frame on every shard's
+		 * connection, each after that shard's pushes (a connection keeps
+		 * order); a shard takes its own pushes[shard] from the copy on
+		 * its channel. */
 		for (uint32_t j = 0; j < s->nconns; j++) {
 			struct rps_wconn *wc = &s->conns[j];
 			int rc = rps_wconn_dead(wc);

@@ -37,6 +37,7 @@
 #include "worker/plan.h"
 
 struct rps_wconn;
+struct rps_wreg;
 
 enum rps_piece_kind {
 	RPS_PK_DECLARE = 1, /* DECLARE -> DECLARE_ACK */
@@ -64,16 +65,20 @@ struct rps_rd {
 	uint32_t run_n;
 	uint64_t torn;   /* chunks (bit i = lo + i) still to re-read */
 	char *lines;     /* scratch: RPS_RPLAN_LINES per chunk (registered) */
-	uint32_t lines_lkey; /* its registration's, 0 if none */
+	uint32_t lines_mrh; /* its registration's, 0 if none */
+	char *bounce;	    /* unregistered dest: the data lands here first */
+	uint32_t bounce_mrh;
 };
 
 struct rps_rpull {
 	struct rps_rplan plan;
 	float *dest;          /* element 0 of the slice in the caller's buffer */
-	uintptr_t dest_lo, dest_hi; /* the registered pull buffer around dest */
-	uint32_t dest_lkey;   /* its lkey, 0 if none */
+	struct rps_wreg *reg;	    /* the registered pull buffer dest lies in (a reference) */
+	uintptr_t dest_lo, dest_hi; /* ... its range */
+	uint32_t dest_mrh;	    /* ... and handle; 0: none (bounce) */
+	uint8_t bounce;		    /* data through bounce blocks, then copied */
 	uint8_t nslots;       /* read slots with scratch (rd[0..nslots)) */
-	uint32_t rkey;
+	uint32_t remote_key;
 	uint64_t nchunks;     /* 0: a pure clock wait */
 	uint64_t next;        /* next chunk not yet given to a read slot */
 	uint32_t min_clock;
@@ -106,6 +111,7 @@ struct rps_piece {
 		struct {
 			struct rps_pull fixed;
 			float *dest;       /* NULL once detached (answer discarded) */
+			struct rps_wreg *reg; /* registered buffer dest lies in (a reference) */
 			uint8_t receiving; /* recv_dest gave dest out: data is landing */
 		} pull;
 		struct {
@@ -117,15 +123,16 @@ struct rps_piece {
 };
 
 /* A direct request: one READ of a one-chunk slice, posted by read_notify
- * and finished by whoever waits for or tests the request (pull_rdma.c).
+ * and finished by whoever waits for or tests the request (read_direct.c).
  * It has no piece and no event; it is not counted in reqs_inflight. */
 struct rps_rdirect {
 	struct rps_tr_done done; /* the READ's completion */
 	struct rps_wconn *conn;
 	char *lines;             /* scratch: the chunk's two version lines */
-	uint32_t lines_lkey;     /* its registration's, 0 if none */
+	uint32_t lines_mrh;     /* its registration's, 0 if none */
+	struct rps_wreg *reg; /* scatter into a registered dest: its reference */
 	uint64_t raddr;
-	uint32_t rkey;
+	uint32_t remote_key;
 	uint32_t line;           /* version line bytes (rps_rplan_torn) */
 	/* copy != 0: the chunk is read whole into lines (one sge); its data,
 	 * len bytes at lines + line, of which copy go to dest once clean */
@@ -280,6 +287,8 @@ void rps_wreq_free_direct(struct rps_req *req);
 /* Waits for direct requests that slept on cv, and those sleeps that ended
  * by their timeout (no wake-up came), in this process. */
 void rps_wcore_stat_direct(uint64_t *sleeps_p, uint64_t *naps_p);
+/* Back to the pool (a completed request nobody will look at again). */
+void rps_wreq_free_locked(struct rps_req *r);
 /* Record an error on the request without a piece (first error wins). */
 void rps_wreq_fail_locked(struct rps_req *req, int status);
 /* Drop the guard: the request completes once its pieces have. */

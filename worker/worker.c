@@ -1,4 +1,4 @@
-/* Worker lifecycle: options, joining the cluster, the progress thread. */
+/* Worker lifecycle: options, joining the cluster, create and destroy. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,21 +12,19 @@
 #include "worker/worker_int.h"
 
 #define RPS_WORKER_DEFAULT_TIMEOUT_MS 30000
-#define PROGRESS_EVENTS 64
-#define PROGRESS_IDLE_MS 200 /* bound on a poll, even when nothing is due */
-#define CALLER_EVENTS 16     /* events a spinning caller takes at once */
 
 void rps_worker_opts_init(struct rps_worker_opts *opts)
 {
-	const struct rps_config *cfg = rps_config_get();
-
 	memset(opts, 0, sizeof(*opts));
-	if (!cfg)
-		return;
-	opts->scheduler = cfg->scheduler;
-	opts->transport = cfg->transport;
-	opts->secret = cfg->secret;
-	opts->timeout_ms = cfg->timeout_ms;
+	/* set, to NULL / 0: a caller that fills them in afterwards is heard */
+	opts->field_mask = RPS_WORKER_OPT_SCHEDULER | RPS_WORKER_OPT_TRANSPORT |
+			   RPS_WORKER_OPT_SECRET | RPS_WORKER_OPT_TIMEOUT;
+}
+
+/* The options that are set in opts (NULL: none). */
+static const char *opt_str(const struct rps_worker_opts *opts, uint64_t bit, const char *v)
+{
+	return opts && (opts->field_mask & bit) ? v : NULL;
 }
 
 void rps_worker_wake(struct rps_worker *w)
@@ -42,133 +40,9 @@ static void core_wake(void *arg)
 
 static void core_piece_fini(void *arg, struct rps_piece *p)
 {
-	if (p->kind == RPS_PK_RPULL || p->kind == RPS_PK_RHDR)
-		rps_wrdma_piece_release_locked(arg, p);
-}
-
-/* ---- progress thread ---- */
-
-static void handle_closed(struct rps_worker *w, const struct rps_tr_event *ev)
-{
-	struct rps_wconn *wc = ev->conn ? ev->conn->user : NULL;
-
-	if (!wc)
-		return;
-	if (ev->status && ev->status != -ECONNRESET)
-		RPS_INFO("server %u channel %u closed: %s", wc->srv->rank, wc->channel,
-			 rps_strerror(ev->status));
-	/* what the caller sees is the documented -ECONNRESET, whatever the cause */
-	rps_wconn_mark_dead(w, wc, -ECONNRESET);
-}
-
-static void handle_events(struct rps_worker *w, struct rps_tr_event *ev, int n)
-{
-	int locked = 0;
-
-	for (int i = 0; i < n; i++) {
-		struct rps_tr_event *e = &ev[i];
-		struct rps_wconn *wc = e->conn ? e->conn->user : NULL;
-
-		switch (e->type) {
-		case RPS_TR_EV_RECV:
-			if (!locked) {
-				pthread_mutex_lock(&w->core.lock);
-				locked = 1;
-			}
-			if (wc)
-				rps_wrecv_locked(w, wc, e);
-			if (e->token)
-				rps_tr_release(w->tr, e->token);
-			break;
-		case RPS_TR_EV_SEND_DONE: {
-			struct rps_piece *p = rps_piece_by_ctx(&w->core, e->ctx);
-
-			if (!locked) {
-				pthread_mutex_lock(&w->core.lock);
-				locked = 1;
-			}
-			if (p && p->kind == RPS_PK_PUSH && (p->waits & RPS_PW_SEND)) {
-				rps_piece_clear_locked(&w->core, p, RPS_PW_SEND, e->status);
-				if (p->kind && p->req && p->req->aborted)
-					rps_piece_detach_locked(&w->core, p);
-			}
-			break;
-		}
-		case RPS_TR_EV_READ_DONE:
-			if (locked) {
-				pthread_mutex_unlock(&w->core.lock);
-				locked = 0;
-			}
-			rps_wrdma_read_done(w, e);
-			break;
-		case RPS_TR_EV_CLOSED:
-			if (locked) {
-				pthread_mutex_unlock(&w->core.lock);
-				locked = 0;
-			}
-			handle_closed(w, e);
-			break;
-		case RPS_TR_EV_ACCEPTED:
-		default:
-			RPS_DEBUG("unexpected transport event %d", (int)e->type);
-			break;
-		}
-	}
-	if (locked)
-		pthread_mutex_unlock(&w->core.lock);
-}
-
-/* A waiting caller reaps completions itself (RPS_TR_CAP_PROGRESS). Its
- * loop pauses between calls, not this: a direct request's READ completes
- * here without an event, and its waiter stops at once. */
-static void core_spin(void *arg)
-{
 	struct rps_worker *w = arg;
-	struct rps_tr_event ev[CALLER_EVENTS];
-	int n = rps_tr_progress(w->tr, ev, CALLER_EVENTS);
 
-	if (n > 0)
-		handle_events(w, ev, n);
-}
-
-static void *progress_main(void *arg)
-{
-	struct rps_worker *w = arg;
-	struct rps_tr_event ev[PROGRESS_EVENTS];
-	int errors = 0;
-
-	rps_wcore_be_progress(&w->core);
-
-	while (!atomic_load(&w->stop)) {
-		int timeout = PROGRESS_IDLE_MS;
-		int t, n;
-
-		if (rps_wconn_reap(w))
-			timeout = 1;
-		if (w->use_read) {
-			t = rps_wrdma_timers(w);
-			if (t >= 0 && t < timeout)
-				timeout = t;
-		}
-		n = rps_tr_poll(w->tr, ev, PROGRESS_EVENTS, timeout);
-		if (n < 0) {
-			if (n != -EINTR && n != -EAGAIN && errors++ < 3)
-				RPS_ERR("transport poll: %s", rps_strerror(n));
-			if (n != -EINTR && n != -EAGAIN) {
-				struct timespec ts = { 0, 1000000 };
-
-				nanosleep(&ts, NULL);
-			}
-			continue;
-		}
-		if (n > 0)
-			handle_events(w, ev, n);
-		pthread_mutex_lock(&w->core.lock);
-		rps_wcore_abort_scan_locked(&w->core);
-		pthread_mutex_unlock(&w->core.lock);
-		rps_wcore_drain(&w->core);
-	}
-	return NULL;
+	w->pull->piece_fini_locked(w, p);
 }
 
 /* ---- control callbacks (control thread) ---- */
@@ -210,45 +84,6 @@ static void on_map(void *arg, const struct rps_map *map, const struct rps_node *
 
 /* ---- joining a running job ---- */
 
-/* Every shard's clock as of now into clock_seen: count-0 PULLs (frames), or
- * the store headers' clock words (RDMA, read at create). */
-static int read_clocks(struct rps_worker *w)
-{
-	struct rps_req *req;
-
-	if (w->use_read)
-		return rps_wrdma_read_headers(w, UINT32_MAX);
-	req = rps_wreq_new(&w->core, NULL, NULL);
-	if (!req)
-		return -ENOMEM;
-	rps_wsubmit_enter(w);
-	for (uint32_t i = 0; i < w->num_servers; i++) {
-		for (uint32_t j = 0; j < w->servers[i].nshards; j++) {
-			struct rps_piece *p;
-
-			pthread_mutex_lock(&w->core.lock);
-			p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PULL, RPS_PW_RESP);
-			if (!p) {
-				rps_wreq_fail_locked(req, -ENOMEM);
-				pthread_mutex_unlock(&w->core.lock);
-				break;
-			}
-			p->conn = w->servers[i].shards[j].conn;
-			p->server = i;
-			p->shard = j;
-			memset(&p->u.pull.fixed, 0, sizeof(p->u.pull.fixed));
-			p->u.pull.fixed.shard = j; /* count 0, min_clock 0: answered at once */
-			p->u.pull.dest = NULL;
-			p->u.pull.receiving = 0;
-			pthread_mutex_unlock(&w->core.lock);
-			rps_wpost_piece(w, p);
-		}
-	}
-	rps_wsubmit_leave(w);
-	rps_wreq_seal(req);
-	return rps_wreq_wait_internal(req, w->timeout_ms);
-}
-
 static uint32_t max_clock_seen(struct rps_worker *w)
 {
 	uint32_t c = 0;
@@ -270,7 +105,7 @@ static int join_clock(struct rps_worker *w)
 	int rc;
 
 	for (int round = 0; round < 5; round++) {
-		rc = read_clocks(w);
+		rc = w->pull->read_clocks(w, UINT32_MAX);
 		if (rc) {
 			RPS_ERR("worker: reading the shards' clocks: %s", rps_strerror(rc));
 			return rc;
@@ -320,11 +155,13 @@ static int worker_alloc(struct rps_worker **w_p)
 	atomic_init(&w->publishing, 0);
 	atomic_init(&w->reconnect, 0);
 	pthread_mutex_init(&w->reconn_lock, NULL);
+	rps_wregs_init(&w->regs);
 	atomic_init(&w->dead_pending, 0);
 	atomic_init(&w->stop, 0);
 	atomic_init(&w->leaving, 0);
 	w->core.wake = core_wake;
 	w->core.wake_arg = w;
+	w->pull = &rps_wpull_frame; /* until create chooses */
 	w->core.piece_fini = core_piece_fini;
 	w->core.piece_fini_arg = w;
 	*w_p = w;
@@ -369,7 +206,65 @@ static void worker_free(struct rps_worker *w)
 	rps_wcore_fini(&w->core);
 	pthread_rwlock_destroy(&w->clock_rw);
 	pthread_mutex_destroy(&w->reconn_lock);
+	pthread_mutex_destroy(&w->regs.lock);
 	rps_free(w);
+}
+
+/* Undo whatever create did (any stage) and free w: the one way down. */
+static void worker_teardown(struct rps_worker *w)
+{
+	rps_wreconnector_stop(w);
+	if (w->ctl) {
+		rps_ctl_leave(w->ctl);
+		w->ctl = NULL;
+	}
+	if (w->progress_started) {
+		atomic_store(&w->stop, 1);
+		rps_tr_wake(w->tr);
+		pthread_join(w->progress, NULL);
+		w->progress_started = 0;
+	}
+	if (w->tr)
+		rps_wconn_close_all(w);
+	/* nothing can answer any more: whatever is left fails */
+	pthread_mutex_lock(&w->core.lock);
+	for (uint32_t i = 0; w->servers && i < w->num_servers; i++)
+		for (uint32_t j = 0; w->servers[i].conns && j < w->servers[i].nconns; j++)
+			rps_wcore_fail_conn_locked(&w->core, &w->servers[i].conns[j], -ECANCELED);
+	pthread_mutex_unlock(&w->core.lock);
+	rps_wcore_drain(&w->core);
+	w->pull->fini(w);
+	rps_wregs_fini(w);
+	if (w->tr) {
+		rps_transport_destroy(w->tr);
+		w->tr = NULL;
+	}
+	worker_free(w);
+}
+
+/* Pulls by one-sided reads when the transport reads remote memory and every
+ * server's stores are readable; by frames otherwise. */
+static const struct rps_wpull_ops *pull_strategy(struct rps_worker *w)
+{
+	int readable =
+	    rps_tr_has(w->tr, RPS_TR_CAP_READ) && w->tr->max_read_sge >= RPS_RPLAN_MIN_SGE;
+
+	for (uint32_t i = 0; readable && i < w->num_servers; i++) {
+		struct rps_wserver *s = &w->servers[i];
+
+		for (uint32_t j = 0; j < s->nshards; j++)
+			if (!s->shards[j].desc.addr || !s->shards[j].desc.size)
+				readable = 0;
+		if (s->chunk_bytes < 64 || s->chunk_bytes % 64)
+			readable = 0;
+	}
+	if (readable)
+		return &rps_wpull_read;
+	if (rps_tr_has(w->tr, RPS_TR_CAP_READ))
+		RPS_WARN("transport %s reads remote memory, but the servers' stores are not "
+			 "readable (or max_read_sge %d < %d): pulls go by frames",
+			 w->transport_name, w->tr->max_read_sge, RPS_RPLAN_MIN_SGE);
+	return &rps_wpull_frame;
 }
 
 static int build_keymap(struct rps_worker *w)
@@ -397,46 +292,49 @@ static int build_keymap(struct rps_worker *w)
 
 int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **worker_p)
 {
-	struct rps_worker_opts dflt;
 	struct rps_ctl_join_opts jo;
 	struct rps_tr_params tp;
 	struct rps_node *nodes = NULL;
 	struct rps_map map;
 	struct rps_worker *w;
+	const char *s;
 	int nnodes, rc;
 
 	if (!worker_p)
 		return -EINVAL;
-	if (!opts) {
-		rps_worker_opts_init(&dflt);
-		opts = &dflt;
-	}
 	rc = worker_alloc(&w);
 	if (rc)
 		return rc;
-	w->cfg = rps_config_get();
-	if (!w->cfg) {
-		RPS_ERR("worker: no configuration");
-		rc = -EINVAL;
-		goto err_free;
+	if (opts && (opts->field_mask & RPS_WORKER_OPT_CONFIG) && opts->config) {
+		w->own_cfg = *opts->config;
+	} else {
+		rc = rps_config_init(&w->own_cfg);
+		if (rc) {
+			RPS_ERR("worker: bad RDMAPS_* settings: %s", rps_strerror(rc));
+			goto err;
+		}
 	}
-	snprintf(w->transport_name, sizeof(w->transport_name), "%s",
-		 opts->transport ? opts->transport : w->cfg->transport);
-	snprintf(w->secret, sizeof(w->secret), "%s", opts->secret ? opts->secret : w->cfg->secret);
-	snprintf(w->scheduler, sizeof(w->scheduler), "%s",
-		 opts->scheduler ? opts->scheduler : w->cfg->scheduler);
-	w->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : w->cfg->timeout_ms;
+	w->cfg = &w->own_cfg;
+	s = opt_str(opts, RPS_WORKER_OPT_TRANSPORT, opts ? opts->transport : NULL);
+	snprintf(w->transport_name, sizeof(w->transport_name), "%s", s ? s : w->cfg->transport);
+	s = opt_str(opts, RPS_WORKER_OPT_SECRET, opts ? opts->secret : NULL);
+	snprintf(w->secret, sizeof(w->secret), "%s", s ? s : w->cfg->secret);
+	s = opt_str(opts, RPS_WORKER_OPT_SCHEDULER, opts ? opts->scheduler : NULL);
+	snprintf(w->scheduler, sizeof(w->scheduler), "%s", s ? s : w->cfg->scheduler);
+	w->timeout_ms = opts && (opts->field_mask & RPS_WORKER_OPT_TIMEOUT) && opts->timeout_ms > 0
+				? opts->timeout_ms
+				: w->cfg->timeout_ms;
 	if (w->timeout_ms <= 0)
 		w->timeout_ms = RPS_WORKER_DEFAULT_TIMEOUT_MS;
 	if (!w->scheduler[0]) {
 		RPS_ERR("worker: no scheduler address (RDMAPS_SCHEDULER=host:port)");
 		rc = -EINVAL;
-		goto err_free;
+		goto err;
 	}
 	if (w->cfg->fault[0] && !rps_fault_on) {
 		rc = rps_fault_init(w->cfg->fault);
 		if (rc)
-			goto err_free;
+			goto err;
 	}
 
 	rps_ctl_join_opts_init(&jo, w->cfg, RPS_ROLE_WORKER);
@@ -451,17 +349,17 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	rc = rps_ctl_join(&jo, &w->ctl);
 	if (rc) {
 		RPS_ERR("worker: join %s: %s", w->scheduler, rps_strerror(rc));
-		goto err_free;
+		goto err;
 	}
 	nodes = rps_calloc(RPS_MAX_NODES, sizeof(*nodes));
 	if (!nodes) {
 		rc = -ENOMEM;
-		goto err_leave;
+		goto err;
 	}
 	nnodes = rps_ctl_map(w->ctl, &map, nodes, RPS_MAX_NODES);
 	if (nnodes < 0) {
 		rc = nnodes;
-		goto err_leave;
+		goto err;
 	}
 	w->rank = rps_ctl_rank(w->ctl);
 	w->num_workers = map.num_workers;
@@ -470,7 +368,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	if (!w->num_servers) {
 		RPS_ERR("worker: the cluster has no server");
 		rc = -EINVAL;
-		goto err_leave;
+		goto err;
 	}
 
 	rps_tr_params_from_config(w->cfg, &tp);
@@ -480,98 +378,54 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	tp.recv_dest = rps_wrecv_dest;
 	rc = rps_transport_create(w->transport_name, &tp, &w->tr);
 	if (rc)
-		goto err_leave;
-	w->channels = !!(w->tr->caps & RPS_TR_CAP_CHANNELS);
+		goto err;
+	w->channels = rps_tr_has(w->tr, RPS_TR_CAP_CHANNELS);
 	rc = rps_wconn_connect_all(w, nodes, nnodes);
 	if (rc)
-		goto err_conns;
+		goto err;
 	rc = build_keymap(w);
 	if (rc)
-		goto err_conns;
-	w->use_read = (w->tr->caps & RPS_TR_CAP_READ) && w->tr->max_read_sge >= RPS_RPLAN_MIN_SGE;
-	for (uint32_t i = 0; w->use_read && i < w->num_servers; i++) {
-		struct rps_wserver *s = &w->servers[i];
+		goto err;
+	w->pull = pull_strategy(w);
+	rc = w->pull->init(w);
+	if (rc)
+		goto err;
 
-		for (uint32_t j = 0; j < s->nshards; j++)
-			if (!s->shards[j].desc.addr || !s->shards[j].desc.size)
-				w->use_read = 0;
-		if (s->chunk_bytes < 64 || s->chunk_bytes % 64)
-			w->use_read = 0;
-	}
-	if ((w->tr->caps & RPS_TR_CAP_READ) && !w->use_read)
-		RPS_WARN("transport %s reads remote memory, but the servers' stores are not "
-			 "readable (or max_read_sge %d < %d): pulls go by frames",
-			 w->transport_name, w->tr->max_read_sge, RPS_RPLAN_MIN_SGE);
-	if (w->use_read) {
-		rc = rps_wrdma_init(w);
-		if (rc)
-			goto err_conns;
-	}
-
-	if ((w->tr->caps & RPS_TR_CAP_PROGRESS) && w->cfg->wait_spin_us > 0) {
-		w->core.spin = core_spin;
+	if (rps_tr_has(w->tr, RPS_TR_CAP_PROGRESS) && w->cfg->wait_spin_us > 0) {
+		w->core.spin = rps_wprogress_spin;
 		w->core.spin_ns = (uint64_t)w->cfg->wait_spin_us * 1000u;
 	}
-	/* one-chunk pulls as direct requests: their waiter reaps the READ, or
-	 * sleeps until the progress thread did (RDMAPS_WAIT_SPIN_US=0) */
-	w->direct = w->use_read && rps_tr_has(w->tr, RPS_TR_CAP_READ_NOTIFY);
 	w->progress_started = 1; /* wake() may be called from now on */
-	rc = pthread_create(&w->progress, NULL, progress_main, w);
+	rc = pthread_create(&w->progress, NULL, rps_wprogress_main, w);
 	if (rc) {
 		rc = -rc;
 		RPS_ERR("worker: progress thread: %s", strerror(-rc));
 		w->progress_started = 0;
-		goto err_rdma;
+		goto err;
 	}
 	pthread_setname_np(w->progress, "rps-progress");
-	if (w->use_read) {
-		rc = rps_wrdma_read_headers(w, UINT32_MAX);
-		if (rc)
-			goto err_thread;
-	}
+	rc = w->pull->attach(w, UINT32_MAX);
+	if (rc)
+		goto err;
 	rc = join_clock(w);
 	if (rc)
-		goto err_thread;
+		goto err;
 	rc = rps_wreconnector_start(w);
 	if (rc)
-		goto err_thread;
+		goto err;
 	rps_free(nodes);
 	RPS_INFO("worker %u of %u: %u servers x %u shards over %s (%s pulls, %s)", w->rank,
 		 w->num_workers, w->num_servers, w->shards_per_server, w->transport_name,
-		 w->use_read ? "rdma read" : "frame",
+		 w->pull->name,
 		 w->consistency == RPS_BSP   ? "bsp"
 		 : w->consistency == RPS_SSP ? "ssp"
 					     : "asp");
 	*worker_p = w;
 	return 0;
 
-err_thread:
-	atomic_store(&w->stop, 1);
-	rps_tr_wake(w->tr);
-	pthread_join(w->progress, NULL);
-	w->progress_started = 0;
-err_rdma:
-	rps_wconn_close_all(w);
-	pthread_mutex_lock(&w->core.lock);
-	for (uint32_t i = 0; i < w->num_servers; i++)
-		for (uint32_t j = 0; w->servers[i].conns && j < w->servers[i].nconns; j++)
-			rps_wcore_fail_conn_locked(&w->core, &w->servers[i].conns[j], -ECANCELED);
-	pthread_mutex_unlock(&w->core.lock);
-	rps_wcore_drain(&w->core);
-	if (w->use_read)
-		rps_wrdma_fini(w);
-	goto err_tr;
-err_conns:
-	rps_wconn_close_all(w);
-err_tr:
-	rps_transport_destroy(w->tr);
-	w->tr = NULL;
-err_leave:
+err:
 	rps_free(nodes);
-	rps_ctl_leave(w->ctl);
-	w->ctl = NULL;
-err_free:
-	worker_free(w);
+	worker_teardown(w);
 	return rc;
 }
 
@@ -586,31 +440,7 @@ void rps_worker_destroy(struct rps_worker *w)
 		RPS_WARN("worker: requests still in flight after %d ms; failing them",
 			 w->timeout_ms);
 	atomic_store(&w->leaving, 1);
-	rps_wreconnector_stop(w);
-	if (w->ctl) {
-		rps_ctl_leave(w->ctl);
-		w->ctl = NULL;
-	}
-	if (w->progress_started) {
-		atomic_store(&w->stop, 1);
-		rps_tr_wake(w->tr);
-		pthread_join(w->progress, NULL);
-		w->progress_started = 0;
-	}
-	if (w->tr)
-		rps_wconn_close_all(w);
-	/* nothing can answer any more: whatever is left fails */
-	pthread_mutex_lock(&w->core.lock);
-	for (uint32_t i = 0; w->servers && i < w->num_servers; i++)
-		for (uint32_t j = 0; w->servers[i].conns && j < w->servers[i].nconns; j++)
-			rps_wcore_fail_conn_locked(&w->core, &w->servers[i].conns[j], -ECANCELED);
-	pthread_mutex_unlock(&w->core.lock);
-	rps_wcore_drain(&w->core);
-	if (w->use_read)
-		rps_wrdma_fini(w);
-	if (w->tr)
-		rps_transport_destroy(w->tr);
-	worker_free(w);
+	worker_teardown(w);
 }
 
 /* ---- offline worker (unit tests) ---- */

@@ -5,7 +5,7 @@
  *   pieces under core.lock (one acquisition per batch of pieces) and post
  *   frames / RDMA READs themselves, outside the lock.
  * - The progress thread polls the transport, matches answers to pieces,
- *   drives the RDMA read state machines, closes dead connections and runs
+ *   drives the pull strategy's state machines (read.c), closes dead connections and runs
  *   completion callbacks.
  * - The control thread (control/control.c) reports dead nodes; the worker
  *   marks their connections dead and lets the progress thread fail them.
@@ -41,7 +41,7 @@ struct rps_wserver;
 struct rps_wconn {
 	struct rps_conn *c;       /* NULL: never connected (offline worker) */
 	struct rps_wserver *srv;
-	uint32_t channel;         /* hello.channel: shard over RDMA, 0 over TCP */
+	uint32_t channel;         /* hello.channel: the shard with RPS_TR_CAP_CHANNELS, else 0 */
 	_Atomic int dead;         /* 0, or -errno why it is dead */
 	int closed;               /* progress thread: close() done, pieces failed */
 };
@@ -49,10 +49,10 @@ struct rps_wconn {
 struct rps_wshard {
 	struct rps_shard_desc desc; /* from HELLO_ACK */
 	struct rps_wconn *conn;     /* connection carrying this shard's frames */
-	/* RDMA: where the store's chunks begin, from its header (read at
-	 * connect); each slice's geometry comes with its DECLARE_ACK */
+	/* read strategy: where the store's chunks begin, from its header (read
+	 * at connect); each slice's geometry comes with its DECLARE_ACK */
 	uint64_t data_off;
-	/* clocks seen: PULL_RESP hdr.aux, or the store's clock words (RDMA) */
+	/* clocks seen: PULL_RESP hdr.aux, or the store's clock words (reads) */
 	_Atomic uint32_t clock_seen;  /* shard clock (min over workers) */
 	_Atomic uint32_t wclock_seen; /* worker_clock[my rank] */
 	/* under core.lock */
@@ -74,15 +74,94 @@ struct rps_wserver {
 	uint64_t push_elems;      /* elements per PUSH frame to this server */
 	uint64_t pull_elems;      /* elements per PULL_RESP from this server */
 	uint32_t nconns;
-	struct rps_wconn *conns;  /* 1 (TCP) or nshards (RDMA, channel = shard) */
+	struct rps_wconn *conns;  /* 1, or nshards with RPS_TR_CAP_CHANNELS (channel = shard) */
 	struct rps_wshard *shards;
 };
 
-struct rps_scratch; /* registered scratch pool of the RDMA read path */
+struct rps_worker;
+struct rps_wread; /* the read strategy's state (worker/read.h) */
+
+/* ---- registered pull buffers (reg.c) ---- */
+#define RPS_WREG_MAX 64
+
+struct rps_wreg {
+	_Atomic uint32_t gen;	  /* odd: registered */
+	_Atomic uintptr_t lo, hi; /* [lo, hi) */
+	uint32_t handle;	  /* the transport registration's (rps_tr_sge.handle) */
+	_Atomic long inflight;	  /* pieces / requests using it */
+	int has_mr;
+	struct rps_tr_mr mr;
+};
+
+struct rps_wregs {
+	pthread_mutex_t lock; /* register / unregister */
+	_Atomic int n;	      /* e[0..n) were ever used */
+	struct rps_wreg e[RPS_WREG_MAX];
+};
+
+void rps_wregs_init(struct rps_wregs *r);
+/* Deregister what is left (before the transport goes). */
+void rps_wregs_fini(struct rps_worker *w);
+/* The registration covering [addr, addr + len), with a reference taken, or
+ * NULL. Lock-free. */
+struct rps_wreg *rps_wreg_get(struct rps_worker *w, const void *addr, size_t len);
+/* Another reference to g (the caller holds one). */
+static inline void rps_wreg_hold(struct rps_wreg *g)
+{
+	atomic_fetch_add_explicit(&g->inflight, 1, memory_order_relaxed);
+}
+static inline void rps_wreg_put(struct rps_wreg *g)
+{
+	if (g)
+		atomic_fetch_sub_explicit(&g->inflight, 1, memory_order_release);
+}
+
+/* ---- the pull strategy, chosen once at create ----
+ * rps_wpull_frame (pull_frame.c): PULL frames, the server answers each with
+ *   a snapshot of the slice. Any transport.
+ * rps_wpull_read (read*.c): one-sided reads of the servers' shard stores,
+ *   no server CPU. Transports with RPS_TR_CAP_READ whose servers' stores are
+ *   readable.
+ * Callers are inside rps_wsubmit_enter where they post. */
+struct rps_wpull_ops {
+	const char *name;
+	int (*init)(struct rps_worker *w);
+	void (*fini)(struct rps_worker *w);
+	/* Optional (NULL: none). The common pull made cheap: one key (k,
+	 * checked), no callback. Makes the request, posts and returns 0 with
+	 * *req_p set, or -EAGAIN (nothing done) when the pull is not of the
+	 * kind it serves: then submit takes it. Not inside rps_wsubmit_enter. */
+	int (*pull1)(struct rps_worker *w, const struct rps_wkey *k, float *vals,
+		     uint32_t min_clock, struct rps_req **req_p);
+	/* Append the pull pieces of n keys to req (clock min_clock) and post
+	 * them. A failure is recorded in req and returned. */
+	int (*submit)(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys, float *vals,
+		      const size_t *lens, size_t n, uint32_t min_clock);
+	/* Append to req a wait until shard (server, shard) reached clock c
+	 * (BSP push), named by a key and slice it holds. */
+	int (*clock_wait)(struct rps_worker *w, struct rps_req *req, rps_key_t key, uint32_t slice,
+			  uint32_t server, uint32_t shard, uint32_t c);
+	/* Every shard's clock of server (UINT32_MAX: all) as of now into
+	 * clock_seen. Waits. */
+	int (*read_clocks)(struct rps_worker *w, uint32_t server);
+	/* server's (UINT32_MAX: every server's) connections are new (create,
+	 * reconnect): learn what the strategy needs of its shards. Waits. */
+	int (*attach)(struct rps_worker *w, uint32_t server);
+	/* Progress thread: a READ_DONE event; the timers, returning the poll
+	 * timeout they need (ms, -1 none). */
+	void (*read_done)(struct rps_worker *w, const struct rps_tr_event *ev);
+	int (*timers)(struct rps_worker *w);
+	/* Under core.lock: a piece finishes, before it is freed. */
+	void (*piece_fini_locked)(struct rps_worker *w, struct rps_piece *p);
+};
+
+extern const struct rps_wpull_ops rps_wpull_frame;
+extern const struct rps_wpull_ops rps_wpull_read;
 
 struct rps_worker {
 	struct rps_wcore core;
-	const struct rps_config *cfg;
+	const struct rps_config *cfg; /* &own_cfg (NULL: offline worker) */
+	struct rps_config own_cfg;    /* from opts->config, or rps_config_init */
 	char transport_name[16];
 	char secret[64];
 	char scheduler[RPS_STR_MAX];
@@ -99,8 +178,9 @@ struct rps_worker {
 	struct rps_keytab keys;
 	enum rps_consistency consistency;
 	uint32_t staleness;
-	int use_read;            /* pulls by RDMA READ (RPS_TR_CAP_READ) */
-	int direct;              /* one-chunk pulls as direct requests (pull_rdma.c) */
+	const struct rps_wpull_ops *pull; /* the pull strategy */
+	struct rps_wregs regs;		  /* registered pull buffers */
+	struct rps_wread *read;  /* its state when it is rps_wpull_read */
 	int channels;            /* one connection per shard (RPS_TR_CAP_CHANNELS) */
 
 	_Atomic uint32_t clock;  /* the current clock c */
@@ -127,10 +207,6 @@ struct rps_worker {
 	_Atomic int leaving;     /* destroy began: lost connections are expected */
 	int progress_started;
 	pthread_t progress;
-
-	/* RDMA read path (progress thread and callers, under core.lock) */
-	struct rps_scratch *scratch;
-	struct rps_piece *retry_head; /* clock re-reads waiting for their time */
 
 	/* memory that late answers may still write into, freed at destroy */
 	void **grave;
@@ -180,7 +256,7 @@ static inline struct rps_wshard *rps_wshard_get(struct rps_worker *w, uint32_t s
  * w->reconnect. The next API call (push, pull, pushpull, clock, declare)
  * first waits, up to timeout_ms, for the server or its replacement (a new
  * incarnation in the cluster map), connects, tells it our clock (SYNC),
- * re-reads its store geometry (RDMA) and re-declares our keys there; requests
+ * attaches the pull strategy and re-declares our keys there; requests
  * that were in flight on the dead connection have failed with -ECONNRESET /
  * -EHOSTDOWN. Returns 0, or -EHOSTDOWN if it did not come back in time. */
 int rps_wreconnect(struct rps_worker *w);
@@ -197,7 +273,11 @@ int rps_wsync_send(struct rps_worker *w, uint32_t server, uint32_t c);
 /* Declare every key's slices on one server again (after its restart). */
 int rps_wdeclare_server(struct rps_worker *w, uint32_t server);
 
-/* ---- progress (worker.c) ---- */
+/* ---- progress (progress.c, worker.c) ---- */
+/* The progress thread's main loop (arg: the worker). */
+void *rps_wprogress_main(void *arg);
+/* rps_wcore.spin: a waiting caller handles what the transport has ready. */
+void rps_wprogress_spin(void *arg);
 /* A data pull at min_clock was answered with the shard at shard_clock. */
 void rps_wstat_staleness(struct rps_worker *w, uint32_t min_clock, uint32_t shard_clock);
 void rps_worker_wake(struct rps_worker *w);
@@ -205,7 +285,7 @@ void rps_worker_wake(struct rps_worker *w);
  * write into it. 0, or -ENOMEM (then the caller must leak it). */
 int rps_worker_keep(struct rps_worker *w, void *ptr);
 
-/* ---- frames (push.c, pull.c, declare.c) ---- */
+/* ---- frames (push.c, pull_frame.c, declare.c) ---- */
 /* Post a piece's frame (the piece is set up, waits set). On failure the
  * piece is failed under the lock. Caller is inside rps_wsubmit_enter. */
 void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p);
@@ -215,10 +295,6 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 void *rps_wrecv_dest(void *arg, struct rps_conn *c, const struct rps_frame_hdr *h,
 		     const void *fixed);
 
-/* Append the pull pieces of n keys to req (clock min_clock). Caller is
- * inside rps_wsubmit_enter; posts them. */
-int rps_wpull_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
-		     float *vals, const size_t *lens, size_t n, uint32_t min_clock);
 /* Append the push pieces of n keys to req, at the current clock. Caller
  * holds clock_rw for reading and is inside rps_wsubmit_enter. */
 int rps_wpush_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
@@ -239,42 +315,7 @@ static inline void rps_wpush_end(struct rps_worker *w)
  * NULL) receives the new clock. First send error, the clock advances anyway. */
 int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p);
 
-/* ---- RDMA read path (pull_rdma.c) ---- */
-int rps_wrdma_init(struct rps_worker *w);
-void rps_wrdma_fini(struct rps_worker *w);
-/* Read the store header (geometry) and clock of every shard of one server
- * (UINT32_MAX: all); at create and after a reconnect. */
-int rps_wrdma_read_headers(struct rps_worker *w, uint32_t server);
-/* A registered pull destination: READs into [lo, hi) pass its lkey. */
-struct rps_wdest {
-	uintptr_t lo, hi;
-	uint32_t lkey; /* 0: not registered (the transport finds a registration) */
-};
-/* Register a pull destination once (kept until destroy), so that reads into
- * it need no lookup. Best effort: *d gets lkey 0 when it is not registered. */
-void rps_wrdma_pin_dest(struct rps_worker *w, void *addr, size_t len, struct rps_wdest *d);
-/* One RDMA pull piece for a slice (nchunks 0 when dest == NULL: clock wait).
- * dd: dest's registration (rps_wrdma_pin_dest), or NULL. */
-int rps_wrdma_submit(struct rps_worker *w, struct rps_req *req, uint32_t server, uint32_t shard,
-		     const struct rps_wslice *sl, float *dest, const struct rps_wdest *dd,
-		     uint32_t min_clock);
-/* The common pull made cheap: one key (k, checked) of one slice that one
- * READ covers, its clock condition known to hold, no callback. Makes the
- * request (a direct one for a one-chunk slice), posts the
- * READ and returns 0 with *req_p set, or -EAGAIN (nothing done) when the
- * pull is not of that kind: then the general path takes it. */
-int rps_wrdma_pull1(struct rps_worker *w, const struct rps_wkey *k, float *vals,
-		    uint32_t min_clock, struct rps_req **req_p);
-/* Progress thread: READ_DONE; timers. Returns the poll timeout to use (ms,
- * -1 none). */
-void rps_wrdma_read_done(struct rps_worker *w, const struct rps_tr_event *ev);
-int rps_wrdma_timers(struct rps_worker *w);
-/* Is the consistency condition for min_clock already known to hold? */
-int rps_wclock_ok(struct rps_worker *w, struct rps_wshard *sh, uint32_t min_clock);
-/* Piece teardown for read pieces (returns scratch). Under core.lock. */
-void rps_wrdma_piece_release_locked(struct rps_worker *w, struct rps_piece *p);
-
-/* Torn chunks re-read by the RDMA pull path, process-wide (for tests). */
+/* Torn chunks re-read by the read strategy, process-wide (for tests). */
 uint64_t rps_worker_stat_torn_retries(void);
 
 /* An in-process worker without scheduler or network, for unit tests:

@@ -31,18 +31,39 @@ struct rps_req;
  * The request is freed after the callback returns. */
 typedef void (*rps_done_cb)(int status, void *arg);
 
+/* Every setting: the configuration object of <rdmaps/config.h>
+ * (rps_config_create: defaults and the RDMAPS_* environment; then flags).
+ * Opaque here. */
+struct rps_config;
+
+/* Bits of rps_worker_opts.field_mask: which members are set. A member whose
+ * bit is clear takes its default, so the struct can grow without breaking
+ * callers (as UCX's field_mask). */
+#define RPS_WORKER_OPT_SCHEDULER (1ull << 0)
+#define RPS_WORKER_OPT_TRANSPORT (1ull << 1)
+#define RPS_WORKER_OPT_SECRET	 (1ull << 2)
+#define RPS_WORKER_OPT_TIMEOUT	 (1ull << 3)
+#define RPS_WORKER_OPT_CONFIG	 (1ull << 4)
+
 struct rps_worker_opts {
-	const char *scheduler; /* "host:port"; NULL = RDMAPS_SCHEDULER */
-	const char *transport; /* "tcp" or "rdma"; NULL = RDMAPS_TRANSPORT */
-	const char *secret;    /* NULL = RDMAPS_SECRET */
-	int timeout_ms;        /* connect / rendezvous / request timeout; 0 = RDMAPS_TIMEOUT_MS */
+	uint64_t field_mask;   /* RPS_WORKER_OPT_* */
+	const char *scheduler; /* "host:port"; unset or NULL = the configuration's */
+	const char *transport; /* "tcp" or "rdma"; unset or NULL = the configuration's */
+	const char *secret;    /* unset or NULL = the configuration's */
+	int timeout_ms;        /* connect / rendezvous / request timeout; unset or 0 = the
+				* configuration's */
+	/* Every other setting (key map, slicing, message size, RDMA tuning,
+	 * ...). The worker copies it at create. Unset or NULL: its own
+	 * rps_config_init() (defaults + RDMAPS_* environment); there is no
+	 * process-wide configuration. */
+	const struct rps_config *config;
 };
 
-/* Fill opts from the environment (RDMAPS_*) and built-in defaults. */
+/* Clear opts: every member "from the configuration". */
 RPS_API void rps_worker_opts_init(struct rps_worker_opts *opts);
 
 /* Register with the scheduler, wait for the cluster, connect to every server.
- * opts may be NULL (environment and defaults). */
+ * opts may be NULL (all from rps_config_init: defaults and environment). */
 RPS_API int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **worker_p);
 /* Finish outstanding requests, leave the cluster, free everything. */
 RPS_API void rps_worker_destroy(struct rps_worker *worker);
@@ -86,6 +107,27 @@ RPS_API int rps_worker_pull_cb(struct rps_worker *worker, const rps_key_t *keys,
 RPS_API int rps_req_wait(struct rps_req *req, int timeout_ms);
 /* *done_p = 1 when complete; then the status is returned and req is freed. */
 RPS_API int rps_req_test(struct rps_req *req, int *done_p);
+
+/* Registered pull buffers.
+ *
+ * A pull may go into any buffer. Over a transport that reads the servers'
+ * memory directly (rdma), a pull into an UNREGISTERED buffer is read into the
+ * worker's own registered bounce memory and copied out: always safe, even
+ * when the buffer is freed and another one allocated at the same address
+ * (as garbage-collected callers do), at the cost of one copy.
+ * rps_worker_register() registers [buf, buf + len) with the transport until
+ * rps_worker_unregister(): pulls whose whole destination lies in it are read
+ * into it directly, with no copy. Register buffers you pull into again and
+ * again (the usual training loop); unregister a buffer BEFORE freeing it.
+ * Over tcp registration changes nothing but the bookkeeping below.
+ *
+ * rps_worker_register: 0, -EINVAL (NULL, len 0), -EEXIST (overlaps a
+ * registered buffer), -ENOSPC (64 buffers registered already), or the
+ * transport's error (-ENOMEM: locked memory limit, see docs/rdma.md).
+ * rps_worker_unregister (buf as registered): 0, -EINVAL, -ENOENT (not
+ * registered), -EBUSY (a pull into it is still in flight: wait for it). */
+RPS_API int rps_worker_register(struct rps_worker *worker, void *buf, size_t len);
+RPS_API int rps_worker_unregister(struct rps_worker *worker, void *buf);
 
 /* End the current clock: every push of this clock has been sent before. */
 RPS_API int rps_worker_clock(struct rps_worker *worker);

@@ -573,7 +573,7 @@ static void test_read_remote(void **state)
 
 	/* the whole region */
 	sge[0] = (struct rps_tr_sge){.addr = local, .len = LEN};
-	assert_int_equal(rps_tr_read_remote(c, sge, 1, rmr.remote_addr, rmr.rkey, 77), 0);
+	assert_int_equal(rps_tr_read_remote(c, sge, 1, rmr.remote_addr, rmr.remote_key, 77), 0);
 	assert_true(wait_count(&cl, RPS_TR_EV_READ_DONE, c, 1));
 	r = nth(&cl, RPS_TR_EV_READ_DONE, c, 0);
 	assert_int_equal(r->ctx, 77);
@@ -584,7 +584,7 @@ static void test_read_remote(void **state)
 	memset(local, 0, LEN);
 	sge[0] = (struct rps_tr_sge){.addr = local + 8192, .len = 1000};
 	sge[1] = (struct rps_tr_sge){.addr = local, .len = 2000};
-	assert_int_equal(rps_tr_read_remote(c, sge, 2, rmr.remote_addr + 1000, rmr.rkey, 78), 0);
+	assert_int_equal(rps_tr_read_remote(c, sge, 2, rmr.remote_addr + 1000, rmr.remote_key, 78), 0);
 	assert_true(wait_count(&cl, RPS_TR_EV_READ_DONE, c, 2));
 	r = nth(&cl, RPS_TR_EV_READ_DONE, c, 1);
 	assert_int_equal(r->ctx, 78);

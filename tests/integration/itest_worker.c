@@ -58,6 +58,11 @@
  *                        uniform (one torn read shows as two values) and never
  *                        higher than the one before; in the end exactly
  *                        -(workers * TORN_ITERS). Prints the torn-read retries.
+ *   itest-worker realloc each worker pulls its own keys into buffers that are
+ *                        freed and allocated again at the same address (munmap +
+ *                        mmap MAP_FIXED; free + malloc until the address
+ *                        repeats), unregistered and with
+ *                        rps_worker_register/unregister: every value exact.
  *   itest-worker errors  unknown keys, wrong lengths, a key re-declared with
  *                        another length; and (rank 0, with ITEST_SERVER_PORTS)
  *                        bad frames over raw sockets while rank 1 keeps working;
@@ -73,6 +78,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -197,6 +203,52 @@ static int declare_all(struct rps_worker *w)
 	return rc;
 }
 
+/* clip: RDMAPS_CLIP_NORM=32 and a small frame (RDMAPS_MAX_MSG=4K, so a
+ * tensor of 4096 floats goes out in 5 PUSH frames). Each worker pushes 2.0
+ * into every element once (norm 2 * 64 = 128): clipping is per tensor, so
+ * each push is scaled by 32 / 128 = 1/4, exactly as if it were one frame, and
+ * with SGD lr 1 every value ends at -(workers * 0.5) (BSP: the sum of the
+ * clipped pushes, applied at clock 1). Per-frame clipping would scale each
+ * frame by about 1/2. */
+#define CLIP_KEY 2001
+#define CLIP_LEN 4096
+
+static int run_clip(struct rps_worker *w)
+{
+	struct rps_init zeros = {.kind = RPS_INIT_ZEROS};
+	rps_key_t key = CLIP_KEY;
+	size_t len = CLIP_LEN;
+	float *g = calloc(len, sizeof(float)), *v = calloc(len, sizeof(float));
+	struct rps_req *req = NULL;
+	int rc = rps_worker_declare(w, &key, &len, 1, &zeros);
+
+	CHECK(rc == 0, "clip: declare: %s", rps_strerror(rc));
+	if (!rc)
+		rc = rps_worker_barrier(w);
+	for (size_t i = 0; i < len; i++)
+		g[i] = 2.0f;
+	if (!rc)
+		rc = wait_ok(rps_worker_push(w, &key, g, &len, 1, &req), &req, "clip push");
+	if (!rc) {
+		rc = rps_worker_clock(w);
+		CHECK(rc == 0, "clip: clock: %s", rps_strerror(rc));
+	}
+	if (!rc)
+		rc = rps_worker_barrier(w); /* every push applied (ASP) or summed (BSP) */
+	if (!rc)
+		rc = wait_ok(rps_worker_pull(w, &key, v, &len, 1, &req), &req, "clip pull");
+	for (size_t i = 0; !rc && i < len; i++) {
+		if (v[i] != -0.5f * (float)nworkers) {
+			CHECK(0, "clip: element %zu is %g, want %g (clipped per tensor)", i, v[i],
+			      -0.5f * (float)nworkers);
+			break;
+		}
+	}
+	free(g);
+	free(v);
+	return rc;
+}
+
 static int run_bsp(struct rps_worker *w)
 {
 	size_t n = total_len();
@@ -266,7 +318,7 @@ out:
 #define TORN_ITERS 150
 #define TORN_KEYS  2
 
-/* internal counter of the RDMA pull path (worker/pull_rdma.c) */
+/* internal counters of the read strategy (worker/read.c, read_direct.c) */
 uint64_t rps_worker_stat_torn_retries(void);
 void rps_worker_stat_direct(uint64_t *pulls_p, uint64_t *sleeps_p, uint64_t *naps_p);
 
@@ -300,6 +352,10 @@ static int run_torn(struct rps_worker *w)
 		goto out;
 	for (size_t i = 0; i < torn_lens[1]; i++)
 		ones[i] = 1;
+	/* registered: the one-chunk key as big as a chunk is read into it
+	 * directly (a direct request), not through bounce memory */
+	rc = rps_worker_register(w, v, torn_lens[1] * sizeof(float));
+	CHECK(rc == 0, "register: %s", rps_strerror(rc));
 	rc = rps_worker_declare(w, torn_keys, torn_lens, TORN_KEYS, &zeros);
 	CHECK(rc == 0, "declare: %s", rps_strerror(rc));
 	if (rc || rps_worker_barrier(w))
@@ -352,6 +408,8 @@ static int run_torn(struct rps_worker *w)
 		      (unsigned long long)naps, (unsigned long long)sleeps);
 	}
 out:
+	if (v)
+		CHECK(rps_worker_unregister(w, v) == 0, "unregister");
 	free(ones);
 	free(v);
 	return failures ? -1 : 0;
@@ -1318,6 +1376,156 @@ static int run_errors(struct rps_worker *w)
 	return failures ? -1 : 0;
 }
 
+/* ---- pull buffers freed and allocated again at the same address ---- */
+
+#define RA_KEYS 3
+#define RA_ROUNDS 8
+/* a compact one-chunk key (direct, read whole), a one-chunk key as big as a
+ * chunk (a scatter read), and one of many chunks (the general path) */
+static const size_t ra_lens[RA_KEYS] = { 100, 4096, 50000 };
+
+static float ra_grad(int r, int k, size_t i)
+{
+	return (float)((r + 1) + k + (int)(i % 7));
+}
+
+/* Check v (the keys back to back) against -(sum of rounds 0..r). */
+static void ra_check(const float *v, int r, const char *what)
+{
+	size_t off = 0;
+	int bad = 0;
+
+	for (int k = 0; k < RA_KEYS; off += ra_lens[k], k++) {
+		for (size_t i = 0; i < ra_lens[k]; i++) {
+			float want = 0;
+
+			for (int q = 0; q <= r; q++)
+				want -= ra_grad(q, k, i);
+			if (v[off + i] != want && bad++ < 5)
+				CHECK(0, "%s, round %d: key %d element %zu is %g, want %g", what, r, k,
+				      i, (double)v[off + i], (double)want);
+		}
+	}
+	CHECK(!bad, "%s, round %d: %d wrong values", what, r, bad);
+}
+
+/* Pull every key into v, all at once, then each alone; check both. */
+static void ra_pull_check(struct rps_worker *w, const rps_key_t *ks, float *v, size_t total,
+			  int r, const char *what)
+{
+	struct rps_req *req = NULL;
+	size_t off = 0;
+
+	for (size_t i = 0; i < total; i++)
+		v[i] = 12345.0f; /* whatever a stale read would leave */
+	if (wait_ok(rps_worker_pull(w, ks, v, ra_lens, RA_KEYS, &req), &req, what) == 0)
+		ra_check(v, r, what);
+	for (size_t i = 0; i < total; i++)
+		v[i] = 12345.0f;
+	for (int k = 0; k < RA_KEYS; off += ra_lens[k], k++)
+		if (wait_ok(rps_worker_pull(w, &ks[k], v + off, &ra_lens[k], 1, &req), &req, what))
+			return;
+	ra_check(v, r, what);
+}
+
+/* Each worker its own keys (ASP: a pull sees exactly its own pushes). Every
+ * round pulls into a buffer mapped anew at the same address (munmap, mmap
+ * MAP_FIXED), and one from malloc again after free; odd rounds with the
+ * buffer registered (and unregistered before it goes). A read through a
+ * registration of the old pages would leave 12345 in the new ones. */
+static int run_realloc(struct rps_worker *w)
+{
+	struct rps_init zeros = { .kind = RPS_INIT_ZEROS };
+	size_t total = 0, bytes;
+	rps_key_t ks[RA_KEYS];
+	float *g, *m, *fixed = NULL;
+	void *at = NULL, *held[64];
+	int rc, same_malloc = 0, nheld = 0;
+
+	for (int k = 0; k < RA_KEYS; k++) {
+		ks[k] = 3001 + 10 * (rps_key_t)rank + (rps_key_t)k;
+		total += ra_lens[k];
+	}
+	bytes = (total * sizeof(float) + 4095) & ~(size_t)4095;
+	g = malloc(total * sizeof(float));
+	CHECK(g, "out of memory");
+	if (!g)
+		return -1;
+	rc = rps_worker_declare(w, ks, ra_lens, RA_KEYS, &zeros);
+	CHECK(rc == 0, "declare: %s", rps_strerror(rc));
+	if (rc)
+		goto out;
+	m = malloc(bytes);
+	for (int r = 0; r < RA_ROUNDS && !failures; r++) {
+		struct rps_req *req = NULL;
+		size_t off = 0;
+		void *p;
+
+		for (int k = 0; k < RA_KEYS; off += ra_lens[k], k++)
+			for (size_t i = 0; i < ra_lens[k]; i++)
+				g[off + i] = ra_grad(r, k, i);
+		if (wait_ok(rps_worker_push(w, ks, g, ra_lens, RA_KEYS, &req), &req, "push"))
+			break;
+		rps_worker_clock(w);
+
+		/* mmap at the same address every round */
+		p = mmap(at, bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED : 0), -1, 0);
+		CHECK(p != MAP_FAILED && (!at || p == at), "mmap: %p at %p", p, at);
+		if (p == MAP_FAILED)
+			break;
+		at = fixed = p;
+		if (r % 2) {
+			rc = rps_worker_register(w, fixed, bytes);
+			CHECK(rc == 0, "register: %s", rps_strerror(rc));
+			ra_pull_check(w, ks, fixed, total, r, "registered mmap pull");
+			rc = rps_worker_unregister(w, fixed);
+			CHECK(rc == 0, "unregister: %s", rps_strerror(rc));
+		} else {
+			ra_pull_check(w, ks, fixed, total, r, "mmap pull");
+		}
+		munmap(fixed, bytes);
+
+		/* malloc: free, and malloc again (glibc gives the same block back) */
+		if (m) {
+			void *old = m;
+
+			if (r % 2) {
+				rc = rps_worker_register(w, m, total * sizeof(float));
+				CHECK(rc == 0, "register: %s", rps_strerror(rc));
+				ra_pull_check(w, ks, m, total, r, "registered malloc pull");
+				CHECK(rps_worker_unregister(w, m) == 0, "unregister malloc");
+			} else {
+				ra_pull_check(w, ks, m, total, r, "malloc pull");
+			}
+			/* malloc again until the address repeats (up to 64 tries) */
+			free(m);
+			m = NULL;
+			for (int t = 0; t < 64 && m != old; t++) {
+				void *q = malloc(bytes);
+
+				if (!q)
+					break;
+				if (q != old)
+					held[nheld++] = q;
+				m = q;
+			}
+			same_malloc += m == old;
+			if (m != old)
+				m = nheld ? held[--nheld] : NULL; /* go on with the last */
+			while (nheld)
+				free(held[--nheld]);
+		}
+	}
+	free(m);
+	printf("itest-worker %d: realloc: %d rounds, mmap at one address, malloc at the same "
+	       "address again in %d\n",
+	       rank, RA_ROUNDS, same_malloc);
+out:
+	free(g);
+	return failures ? -1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct rps_worker *w;
@@ -1325,7 +1533,7 @@ int main(int argc, char **argv)
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: itest-worker "
-				"bsp|asp|torn|errors|ssp|dead|drop|metrics|elastic|restart\n");
+				"bsp|asp|torn|errors|ssp|dead|drop|metrics|elastic|restart|clip|realloc\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
@@ -1361,6 +1569,10 @@ int main(int argc, char **argv)
 			run_elastic(w, 0);
 		else if (!strcmp(argv[1], "restart"))
 			run_restart(w);
+		else if (!strcmp(argv[1], "clip"))
+			run_clip(w);
+		else if (!strcmp(argv[1], "realloc"))
+			run_realloc(w);
 		else
 			CHECK(0, "unknown mode %s", argv[1]);
 	}

@@ -72,12 +72,12 @@ static void *stream_main(void *arg)
 			break;
 		}
 		atomic_fetch_add(&s->sent, 1);
-		if (s->d.rkey && i % 4 == 0 &&
+		if (s->d.remote_key && i % 4 == 0 &&
 		    atomic_load(&s->reads_posted) - atomic_load(&s->reads_done) < 8) {
 			struct rps_tr_sge sg = {.addr = rb[i % 8], .len = 1024};
 
 			rc = rps_tr_read_remote(s->c, &sg, 1, s->d.addr + (i % 16) * 1024,
-						    s->d.rkey, 1 + i);
+						    s->d.remote_key, 1 + i);
 			if (rc == 0)
 				atomic_fetch_add(&s->reads_posted, 1);
 		}
@@ -94,7 +94,7 @@ static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, vo
 		    size_t *ack_len_p, const char **why_p)
 {
 	struct rps_shard_desc d = {
-	    .addr = region_mr.remote_addr, .size = REGION, .rkey = region_mr.rkey};
+	    .addr = region_mr.remote_addr, .size = REGION, .remote_key = region_mr.remote_key};
 
 	*ack_len_p = make_ack(ack, 1, &d);
 	return 0;

@@ -26,8 +26,8 @@ static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, vo
 		    size_t *ack_len_p, const char **why_p)
 {
 	struct srv *s = arg;
-	struct rps_shard_desc d[2] = {{.addr = 0x1000, .size = 4096, .rkey = 0x77},
-				      {.addr = 0x2000, .size = 8192, .rkey = 0x78}};
+	struct rps_shard_desc d[2] = {{.addr = 0x1000, .size = 4096, .remote_key = 0x77},
+				      {.addr = 0x2000, .size = 8192, .remote_key = 0x78}};
 
 	s->hellos++;
 	if (h->rank == 99) {
@@ -123,7 +123,7 @@ static void run(int event_mode)
 	memcpy(&d1, ack + sizeof(a) + sizeof(d1), sizeof(d1));
 	CHECK(a.server_rank == 7 && a.num_shards == 2, "ack: rank %u shards %u", a.server_rank,
 	      a.num_shards);
-	CHECK(d1.addr == 0x2000 && d1.size == 8192 && d1.rkey == 0x78, "ack: shard 1 desc");
+	CHECK(d1.addr == 0x2000 && d1.size == 8192 && d1.remote_key == 0x78, "ack: shard 1 desc");
 	CHECK(wait_flag(&s.accepted, 10), "no ACCEPTED event on the server");
 	CHECK(s.rank == 3 && s.channel == 1, "server saw rank %u channel %u", s.rank, s.channel);
 

@@ -104,12 +104,12 @@ static void cli_event(struct poller *p, struct rps_tr_event *ev)
 static struct cli cs;
 
 static int read_wait(struct rps_transport *t, struct rps_conn *c, const struct rps_tr_sge *sg,
-		     int n, uint64_t raddr, uint32_t rkey, uint64_t ctx)
+		     int n, uint64_t raddr, uint32_t remote_key, uint64_t ctx)
 {
 	int rc;
 
 	atomic_store(&cs.done[ctx], 0);
-	rc = rps_tr_read_remote(c, sg, n, raddr, rkey, ctx);
+	rc = rps_tr_read_remote(c, sg, n, raddr, remote_key, ctx);
 	if (rc)
 		return rc;
 	if (!wait_flag(&cs.done[ctx], 10))
@@ -145,7 +145,7 @@ static void run(int event_mode)
 	rc = rps_tr_reg_mem(ts, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr);
 	REQUIRE(rc == 0, "reg_mem: %s", strerror(-rc));
 	hello_desc = (struct rps_shard_desc){
-	    .addr = region_mr.remote_addr, .size = REGION, .rkey = region_mr.rkey};
+	    .addr = region_mr.remote_addr, .size = REGION, .remote_key = region_mr.remote_key};
 	CHECK(rps_tr_reg_mem(ts, region, REGION, 2u, &(struct rps_tr_mr){0}) == -EINVAL,
 	      "reg_mem with unknown access bits must fail");
 	rc = rps_tr_listen(ts, e.ip0, 0, &port);
@@ -159,14 +159,14 @@ static void run(int event_mode)
 	REQUIRE(rc == 0, "connect 2: %s", strerror(-rc));
 	REQUIRE(ack_len == sizeof(struct rps_hello_ack) + sizeof(d), "ack_len %zu", ack_len);
 	memcpy(&d, ack + sizeof(struct rps_hello_ack), sizeof(d));
-	CHECK(d.rkey == region_mr.rkey && d.addr == region_mr.remote_addr, "shard desc");
+	CHECK(d.remote_key == region_mr.remote_key && d.addr == region_mr.remote_addr, "shard desc");
 
 	/* one sge */
 	{
 		unsigned char *b = malloc(4096);
 		struct rps_tr_sge sg = {.addr = b, .len = 4096};
 
-		rc = read_wait(tc, c1, &sg, 1, d.addr, d.rkey, 1);
+		rc = read_wait(tc, c1, &sg, 1, d.addr, d.remote_key, 1);
 		CHECK(rc == 0, "read 1 sge: %s", strerror(-rc));
 		CHECK(!memcmp(b, region, 4096), "read 1 sge: bytes differ");
 		free(b);
@@ -178,7 +178,7 @@ static void run(int event_mode)
 		    {.addr = b0, .len = 100}, {.addr = b1, .len = 3000}, {.addr = b2, .len = 5000}};
 		int bad = 0;
 
-		rc = read_wait(tc, c1, sg, 3, d.addr + 1000, d.rkey, 2);
+		rc = read_wait(tc, c1, sg, 3, d.addr + 1000, d.remote_key, 2);
 		CHECK(rc == 0, "read 3 sges: %s", strerror(-rc));
 		CHECK(!memcmp(b0, region + 1000, 100) && !memcmp(b1, region + 1100, 3000) &&
 			  !memcmp(b2, region + 4100, 5000),
@@ -188,7 +188,7 @@ static void run(int event_mode)
 			uint64_t off = (uint64_t)(i * 811) % (REGION - 8100);
 
 			memset(b1, 0, 3000);
-			rc = read_wait(tc, c1, sg, 3, d.addr + off, d.rkey, 3);
+			rc = read_wait(tc, c1, sg, 3, d.addr + off, d.remote_key, 3);
 			if (rc || memcmp(b0, region + off, 100) ||
 			    memcmp(b1, region + off + 100, 3000) ||
 			    memcmp(b2, region + off + 3100, 5000))
@@ -217,12 +217,12 @@ static void run(int event_mode)
 
 		for (int i = 0; i < n; i++)
 			sg[i] = (struct rps_tr_sge){.addr = b + 128 * i, .len = 64};
-		rc = read_wait(tc, c1, sg, n, d.addr + 256, d.rkey, 4);
+		rc = read_wait(tc, c1, sg, n, d.addr + 256, d.remote_key, 4);
 		CHECK(rc == 0, "read %d sges: %s", n, strerror(-rc));
 		for (int i = 0; i < n; i++)
 			bad += memcmp(b + 128 * i, region + 256 + 64 * i, 64) != 0;
 		CHECK(bad == 0, "read %d sges: %d pieces differ", n, bad);
-		rc = rps_tr_read_remote(c1, sg, n + 1, d.addr, d.rkey, 5);
+		rc = rps_tr_read_remote(c1, sg, n + 1, d.addr, d.remote_key, 5);
 		CHECK(rc == -EINVAL, "read with %d sges: %d, want -EINVAL", n + 1, rc);
 		free(b);
 	}
@@ -235,7 +235,7 @@ static void run(int event_mode)
 		rc = rps_tr_reg_mem(tc, b, 8192, RPS_TR_ACCESS_LOCAL, &mr);
 		CHECK(rc == 0, "client reg_mem: %s", strerror(-rc));
 		rps_rdma_get_stats(tc, &st0);
-		rc = read_wait(tc, c1, &sg, 1, d.addr + 20000, d.rkey, 6);
+		rc = read_wait(tc, c1, &sg, 1, d.addr + 20000, d.remote_key, 6);
 		rps_rdma_get_stats(tc, &st1);
 		CHECK(rc == 0 && !memcmp(b + 100, region + 20000, 5000), "read into reg_mem: %s",
 		      strerror(-rc));
@@ -254,7 +254,7 @@ static void run(int event_mode)
 
 			atomic_store(&cs.done[10 + i], 0);
 			rc = rps_tr_read_remote(c1, &sg, 1, d.addr + 1024 * (uint64_t)i * 3,
-						  d.rkey, 10 + (uint64_t)i);
+						  d.remote_key, 10 + (uint64_t)i);
 			CHECK(rc == 0, "read %d in flight: %s", i, strerror(-rc));
 		}
 		for (int i = 0; i < 20; i++) {
@@ -280,7 +280,7 @@ static void run(int event_mode)
 			double t0 = now_s(), end = t0 + 10;
 			int done = 0;
 
-			rc = rps_tr_read_remote(c1, &sg, 1, d.addr + 64 * (uint64_t)i, d.rkey, 7);
+			rc = rps_tr_read_remote(c1, &sg, 1, d.addr + 64 * (uint64_t)i, d.remote_key, 7);
 			while (!rc && !done && now_s() < end) {
 				int n = rps_tr_poll(tc, ev, 8, 100);
 
@@ -327,7 +327,7 @@ static void run(int event_mode)
 			memset(b, 0, sizeof(b));
 			woken = 0;
 			rc = rps_tr_read_notify(c1, &sg, 1, d.addr + 3000 + 512 * (uint64_t)arm,
-						  d.rkey, &dn);
+						  d.remote_key, &dn);
 			CHECK(rc == 0, "read_notify: %s", strerror(-rc));
 			st = RPS_TR_PENDING;
 			armed = arm && atomic_compare_exchange_strong(&dn.state, &st,
@@ -358,13 +358,13 @@ static void run(int event_mode)
 		unsigned char b[256];
 		struct rps_tr_sge sg = {.addr = b, .len = 256};
 
-		rc = read_wait(tc, c1, &sg, 1, d.addr + REGION + 4096, d.rkey, 100);
+		rc = read_wait(tc, c1, &sg, 1, d.addr + REGION + 4096, d.remote_key, 100);
 		CHECK(rc == -EACCES, "read outside the region: %d (%s), want -EACCES", rc,
 		      strerror(-rc));
 		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after the refused read");
 		CHECK(cs.closed_status == -EACCES, "CLOSED status %d, want -EACCES",
 		      cs.closed_status);
-		rc = rps_tr_read_remote(c1, &sg, 1, d.addr, d.rkey, 101);
+		rc = rps_tr_read_remote(c1, &sg, 1, d.addr, d.remote_key, 101);
 		CHECK(rc == -ECONNRESET, "read on the closed connection: %d, want -ECONNRESET", rc);
 	}
 	rps_tr_close(c1);
@@ -373,7 +373,7 @@ static void run(int event_mode)
 		unsigned char b[2048];
 		struct rps_tr_sge sg = {.addr = b, .len = 2048};
 
-		rc = read_wait(tc, c2, &sg, 1, d.addr + 4096, d.rkey, 102);
+		rc = read_wait(tc, c2, &sg, 1, d.addr + 4096, d.remote_key, 102);
 		CHECK(rc == 0 && !memcmp(b, region + 4096, 2048),
 		      "second connection: read after the failure: %s", strerror(-rc));
 		rc = send_simple(tc, c2, RPS_OP_BARRIER, 5, 0);
@@ -389,10 +389,10 @@ static void run(int event_mode)
 		/* a wrong rkey: refused the same way */
 		cs.watch = c3;
 		atomic_store(&cs.watch_closed, 0);
-		rc = read_wait(tc, c3, &sg, 1, d.addr, d.rkey ^ 0x5a5a00, 103);
+		rc = read_wait(tc, c3, &sg, 1, d.addr, d.remote_key ^ 0x5a5a00, 103);
 		CHECK(rc == -EACCES, "wrong rkey: %d (%s), want -EACCES", rc, strerror(-rc));
 		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after the wrong rkey");
-		rc = read_wait(tc, c3, &sg, 1, d.addr, d.rkey, 105);
+		rc = read_wait(tc, c3, &sg, 1, d.addr, d.remote_key, 105);
 		CHECK(rc == -ECONNRESET, "read after CLOSED: %d, want -ECONNRESET", rc);
 		rps_tr_close(c3);
 	}
@@ -407,7 +407,7 @@ static void run(int event_mode)
 
 		cs.watch = c3;
 		atomic_store(&cs.watch_closed, 0);
-		rc = rps_tr_read_notify(c3, &sg, 1, d.addr, d.rkey ^ 0x5a5a00, &dn);
+		rc = rps_tr_read_notify(c3, &sg, 1, d.addr, d.remote_key ^ 0x5a5a00, &dn);
 		CHECK(rc == 0, "read_notify, wrong rkey: posting: %s", strerror(-rc));
 		while (!rc && atomic_load(&dn.state) != RPS_TR_DONE && now_s() < end)
 			usleep(1000);
@@ -415,7 +415,7 @@ static void run(int event_mode)
 		      "read_notify, wrong rkey: state %d status %d, want done, -EACCES",
 		      atomic_load(&dn.state), dn.status);
 		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after read_notify's wrong rkey");
-		rc = rps_tr_read_notify(c3, &sg, 1, d.addr, d.rkey, &dn);
+		rc = rps_tr_read_notify(c3, &sg, 1, d.addr, d.remote_key, &dn);
 		CHECK(rc == -ECONNRESET, "read_notify after CLOSED: %d, want -ECONNRESET", rc);
 		rps_tr_close(c3);
 	}
@@ -426,7 +426,7 @@ static void run(int event_mode)
 		unsigned char b[64];
 		struct rps_tr_sge sg = {.addr = b, .len = 64};
 
-		rc = read_wait(tc, c2, &sg, 1, d.addr + 64, d.rkey, 104);
+		rc = read_wait(tc, c2, &sg, 1, d.addr + 64, d.remote_key, 104);
 		CHECK(rc == 0 && !memcmp(b, region + 64, 64), "second connection at the end: %s",
 		      strerror(-rc));
 	}
@@ -500,11 +500,11 @@ struct torn_stats {
 
 /* One READ, waited for by polling the client transport on this thread. */
 static int read_sync(struct rps_transport *t, struct rps_conn *c, const struct rps_tr_sge *sge,
-		     int nsge, uint64_t raddr, uint32_t rkey)
+		     int nsge, uint64_t raddr, uint32_t remote_key)
 {
 	struct rps_tr_event ev[8];
 	double end = now_s() + 10;
-	int rc = rps_tr_read_remote(c, sge, nsge, raddr, rkey, TORN_CTX);
+	int rc = rps_tr_read_remote(c, sge, nsge, raddr, remote_key, TORN_CTX);
 
 	while (!rc && now_s() < end) {
 		int n = rps_tr_poll(t, ev, 8, 100);
@@ -549,7 +549,7 @@ static void torn_read_slice(struct rps_transport *tc, struct rps_conn *c,
 		}
 		for (int i = 0; i < nsge; i++)
 			bytes += sge[i].len;
-		rc = read_sync(tc, c, sge, nsge, raddr, d->rkey);
+		rc = read_sync(tc, c, sge, nsge, raddr, d->remote_key);
 		st->reads++;
 		if (rc) {
 			st->failed++;
@@ -568,7 +568,7 @@ static void torn_read_slice(struct rps_transport *tc, struct rps_conn *c,
 
 			if (rps_rplan_build(&p, lo + b, 1, tbuf.dst, ln, tbuf.junk, sge, max_sge,
 					    &nsge, &raddr) != 1 ||
-			    read_sync(tc, c, sge, nsge, raddr, d->rkey)) {
+			    read_sync(tc, c, sge, nsge, raddr, d->remote_key)) {
 				st->failed++;
 				return;
 			}
@@ -657,7 +657,7 @@ static void run_torn(int event_mode)
 	rc = rps_tr_reg_mem(ts, tstore.base, tstore.size, RPS_TR_ACCESS_REMOTE_READ, &smr);
 	REQUIRE(rc == 0, "reg_mem store: %s", strerror(-rc));
 	hello_desc =
-	    (struct rps_shard_desc){.addr = smr.remote_addr, .size = tstore.size, .rkey = smr.rkey};
+	    (struct rps_shard_desc){.addr = smr.remote_addr, .size = tstore.size, .remote_key = smr.remote_key};
 	cmr_ok = rps_tr_reg_mem(tc, &tbuf, sizeof(tbuf), RPS_TR_ACCESS_LOCAL, &cmr) == 0;
 	{
 		uint16_t port;

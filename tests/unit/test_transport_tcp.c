@@ -1084,7 +1084,7 @@ static void test_reg_mem(void **state)
 	assert_int_equal(rps_tr_reg_mem(t, buf, sizeof(buf), RPS_TR_ACCESS_REMOTE_READ, &mr), 0);
 	assert_ptr_equal(mr.addr, buf);
 	assert_int_equal(mr.len, sizeof(buf));
-	assert_int_equal(mr.rkey, 0);
+	assert_int_equal(mr.remote_key, 0);
 	rps_tr_dereg_mem(t, &mr);
 	rps_transport_destroy(t);
 }

@@ -456,7 +456,7 @@ static void one_chunk(uint32_t chunk_bytes, uint32_t line, uint32_t last_bytes, 
 	assert_int_equal(raddr2, raddr);
 	assert_int_equal(sge_bytes(full, n2), sge_bytes(sge, n));
 	for (int i = 0; i < n; i++)
-		assert_int_equal(sge[i].lkey, 0);
+		assert_int_equal(sge[i].handle, 0);
 	/* read whole: the same bytes, the data after the begin line, the end
 	 * line after the data as laid out */
 	assert_int_equal(rps_rplan_whole1(&p), sge_bytes(sge, n));

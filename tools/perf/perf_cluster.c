@@ -384,9 +384,8 @@ static void worker_child(int fd, const struct rps_perf_local_opts *lo,
 		goto out;
 	}
 	rps_worker_opts_init(&wo);
-	/* TODO(issue 17): opts.field_mask |= RPS_WORKER_OPT_CONFIG; opts.config = cfg;
-	 * once worker.h has them. Until then the worker reads the same
-	 * RDMAPS_* environment cfg was made from. */
+	wo.field_mask |= RPS_WORKER_OPT_CONFIG;
+	wo.config = cfg;
 	rc = rps_worker_create(&wo, &w);
 	if (rc) {
 		fprintf(stderr, "rdmaps-perf: worker: cannot join the cluster at %s: %s\n",

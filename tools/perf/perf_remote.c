@@ -419,9 +419,8 @@ int rps_perf_remote_client(const struct rps_perf_remote_opts *o, const struct rp
 		goto out_close;
 	pc.config = cfg;
 	rps_worker_opts_init(&wo);
-	/* TODO(issue 17): opts.field_mask |= RPS_WORKER_OPT_CONFIG; opts.config = cfg;
-	 * once worker.h has them. Until then the worker reads the same
-	 * RDMAPS_* environment cfg was made from. */
+	wo.field_mask |= RPS_WORKER_OPT_CONFIG;
+	wo.config = cfg;
 	rc = rps_worker_create(&wo, &w);
 	if (rc) {
 		fprintf(stderr, "rdmaps-perf: cannot join the cluster at %s: %s\n", sched,

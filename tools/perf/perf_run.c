@@ -366,6 +366,9 @@ static int run_size(struct perf_proc *pp, struct perf_thread *ths, struct rps_pe
 				rc = -ENOMEM;
 				goto out_free;
 			}
+			/* pulled into again and again: read directly, no bounce
+			 * copy (best effort: unregistered pulls work too) */
+			(void)rps_worker_register(pp->w, th->bufs, slot_bytes);
 		}
 		if (rps_perf_mode_is_lat(p->mode) && p->duration_s <= 0) {
 			th->cap = pp->iters;
@@ -466,6 +469,8 @@ static int run_size(struct perf_proc *pp, struct perf_thread *ths, struct rps_pe
 		rc = pp->hooks->stop(pp->hooks->arg, pp->size_idx, res);
 out_free:
 	for (int t = 0; t < nth; t++) {
+		if (ths[t].bufs)
+			rps_worker_unregister(pp->w, ths[t].bufs);
 		free(ths[t].bufs);
 		free(ths[t].samples);
 		free(ths[t].reqs);

@@ -1,18 +1,21 @@
-/* RDMA transport: memory registration and the MR cache of read_remote.
+/* RDMA transport: memory registration, and the only registration cache.
  *
  * reg_mem registers with IBV_ACCESS_LOCAL_WRITE, plus REMOTE_READ when asked;
- * never REMOTE_WRITE. The region also enters the MR cache, so reads into it
- * use its lkey.
+ * never REMOTE_WRITE. Its rps_tr_mr.handle is the MR's lkey and remote_key
+ * its rkey; the region also enters the cache, so reads into it find it.
+ * dereg_mem drops the region and every cached registration of its pages.
  *
- * read_remote's local sges are caller memory. The cache registers the
- * page-aligned span of an sge on its first use and keeps it: steady-state
- * pulls into the same buffers do no registration. Entries leave the cache
- * only when dereg_mem is called on a range that overlaps them (or at
- * destroy). Consequence: memory used as a read destination stays pinned, and
- * must not be unmapped and mapped anew at the same address while the
- * transport lives (the cached MR would still point at the old pages): keep
- * pull buffers for the run, or reg_mem/dereg_mem them. When all
- * RDMA_MRC_SIZE entries are taken, reads register per call (slow, logged once).
+ * read_remote's local sges carry a handle (the caller's own registration)
+ * or 0. For 0 the cache registers the page-aligned span of the sge on its
+ * first use and keeps it. Entries leave the cache only when dereg_mem is
+ * called on a range that overlaps them (or at destroy). Consequence: memory
+ * read into with handle 0 stays pinned and must not be unmapped and mapped
+ * anew at the same address while the transport lives (the cached MR would
+ * still point at the old pages). The worker therefore never passes 0 for
+ * caller memory: it reads into buffers the application registered
+ * (rps_worker_register, via reg_mem) or into its own registered bounce
+ * memory. When all RDMA_MRC_SIZE entries are taken, reads register per call
+ * (slow, logged once).
  *
  * Lookups take no lock: each entry is a seqlock (gen odd while it changes);
  * writers serialise on mrc_lock.
@@ -247,8 +250,8 @@ int rps_rdma_reg_mem(struct rps_transport *tr, void *addr, size_t len, unsigned 
 	mr_p->addr = addr;
 	mr_p->len = len;
 	mr_p->remote_addr = (uint64_t)(uintptr_t)addr;
-	mr_p->rkey = mr->rkey;
-	mr_p->lkey = mr->lkey;
+	mr_p->remote_key = mr->rkey;
+	mr_p->handle = mr->lkey; /* rps_tr_sge.handle: the lkey */
 	mr_p->priv = mr;
 	return 0;
 }
@@ -271,6 +274,6 @@ void rps_rdma_dereg_mem(struct rps_transport *tr, struct rps_tr_mr *mr)
 	else
 		rps_rdma_locked_add(t, -(int64_t)mr->len);
 	mr->priv = NULL;
-	mr->rkey = 0;
-	mr->lkey = 0;
+	mr->remote_key = 0;
+	mr->handle = 0;
 }

@@ -35,8 +35,8 @@ static int post_read(struct rps_conn *conn, const struct rps_tr_sge *sge, int ns
 	if (atomic_load(&c->state) != C_UP)
 		return -ECONNRESET;
 	for (int i = 0; i < nsge; i++) {
-		if (sge[i].lkey) { /* the caller's own registration */
-			sg[i].lkey = sge[i].lkey;
+		if (sge[i].handle) { /* the caller's own registration: its lkey */
+			sg[i].lkey = sge[i].handle;
 		} else {
 			tmp[ntmp] = NULL;
 			rc = rps_rdma_mrc_lkey(t, sge[i].addr, sge[i].len, &sg[i].lkey, &tmp[ntmp]);

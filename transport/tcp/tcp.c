@@ -155,7 +155,8 @@ static int tcp_reg_mem(struct rps_transport *t, void *addr, size_t len, unsigned
 	mr_p->addr = addr;
 	mr_p->len = len;
 	mr_p->remote_addr = (uint64_t)(uintptr_t)addr;
-	mr_p->rkey = 0;
+	mr_p->remote_key = 0;
+	mr_p->handle = 0;
 	mr_p->priv = NULL;
 	return 0;
 }
