@@ -175,7 +175,7 @@ void rps_ctl_join_opts_init(struct rps_ctl_join_opts *o, const struct rps_config
 	o->scheduler = cfg->scheduler;
 	o->secret = cfg->secret;
 	o->role = role;
-	o->transport = strcmp(cfg->transport, "rdma") ? 0 : 1;
+	o->transport = 0; /* the caller knows its data path: rps_tr_has(tr, RPS_TR_CAP_READ) */
 	o->host = cfg->host;
 	o->want_rank = cfg->rank >= 0 ? (uint32_t)cfg->rank : UINT32_MAX;
 	o->timeout_ms = cfg->timeout_ms;

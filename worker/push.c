@@ -28,8 +28,11 @@ static void push_flush(struct rps_worker *w, struct rps_piece **batch, int nb)
 	}
 }
 
-int rps_wpush_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
-		     const float *grads, const size_t *lens, size_t n)
+/* Append the push pieces of n keys to req, at the current clock. Caller
+ * holds clock_rw for reading and is inside rps_wsubmit_enter. An error also
+ * fails req. */
+static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
+		       const float *grads, const size_t *lens, size_t n)
 {
 	struct rps_piece *batch[PIECE_BATCH];
 	const float *base = grads;
@@ -173,7 +176,10 @@ static int bsp_wait(struct rps_worker *w, const struct wait_target *t, size_t nt
 	return rc;
 }
 
-int rps_wpush_begin(struct rps_worker *w, const rps_key_t *keys, size_t n)
+/* Wait as BSP requires, then return with clock_rw held for reading: every
+ * shard the keys push to has reached the current clock (a push of clock c
+ * must not reach a shard still accumulating c - 1). No-op wait under ASP/SSP. */
+static int push_begin(struct rps_worker *w, const rps_key_t *keys, size_t n)
 {
 	for (;;) {
 		struct wait_target *t = NULL;
@@ -295,19 +301,19 @@ int rps_wpush_post(struct rps_worker *w, const rps_key_t *keys, const float *gra
 		   struct rps_req **req_p)
 {
 	struct rps_req *req;
-	int rc = rps_wpush_begin(w, keys, n);
+	int rc = push_begin(w, keys, n);
 
 	if (rc)
 		return rc;
 	req = rps_wreq_new(&w->core, cb, arg);
 	if (!req) {
-		rps_wpush_end(w);
+		pthread_rwlock_unlock(&w->clock_rw);
 		return -ENOMEM;
 	}
 	rps_wsubmit_enter(w);
-	rps_wpush_submit(w, req, keys, grads, lens, n);
+	(void)push_submit(w, req, keys, grads, lens, n); /* a failure fails req */
 	rps_wsubmit_leave(w);
-	rps_wpush_end(w);
+	pthread_rwlock_unlock(&w->clock_rw);
 	*req_p = req;
 	return 0;
 }

@@ -14,13 +14,6 @@
 #define BACKOFF_MIN_US 5
 #define BACKOFF_MAX_US 1000
 
-_Atomic uint64_t rps_wread_torn_total;
-
-uint64_t rps_worker_stat_torn_retries(void)
-{
-	return atomic_load(&rps_wread_torn_total);
-}
-
 static void seen_max(_Atomic uint32_t *a, uint64_t v64)
 {
 	uint32_t v = v64 > UINT32_MAX ? UINT32_MAX : (uint32_t)v64;

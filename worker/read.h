@@ -99,7 +99,6 @@ struct rps_rposts {
 	struct rps_rpost p[RPS_RD_WINDOW + 1];
 };
 
-extern _Atomic uint64_t rps_wread_torn_total;
 
 /* The connection died under a read (its CLOSED event may still be queued). */
 static inline int rps_wread_conn_lost(int rc)

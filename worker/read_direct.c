@@ -9,16 +9,6 @@
 #include "src/util.h"
 #include "worker/read.h"
 
-static _Atomic uint64_t direct_pulls_total;
-
-/* Tests: direct pulls posted, and their waits that slept / napped
- * (rps_wcore_stat_direct), in this process. */
-void rps_worker_stat_direct(uint64_t *pulls_p, uint64_t *sleeps_p, uint64_t *naps_p)
-{
-	*pulls_p = atomic_load(&direct_pulls_total);
-	rps_wcore_stat_direct(sleeps_p, naps_p);
-}
-
 void rps_wread_direct_fini_locked(void *arg, struct rps_req *req)
 {
 	rps_wread_scratch_put_locked(arg, req->dr.lines, req->dr.lines_mrh);
@@ -77,7 +67,6 @@ static int direct_step(void *arg, struct rps_req *req, int arm)
 	}
 	if (!torn)
 		return 1;
-	atomic_fetch_add_explicit(&rps_wread_torn_total, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&w->stat_torn, 1, memory_order_relaxed);
 	if (direct_post(w, dr)) {
 		req->status = dr->done.status;
@@ -172,7 +161,7 @@ static int direct_pull(struct rps_worker *w, const struct rps_wslice *sl, struct
 	if (direct_post(w, dr))
 		goto err;
 	atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&direct_pulls_total, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&w->stat_direct, 1, memory_order_relaxed);
 	*req_p = req;
 	return 0;
 err:

@@ -145,7 +145,6 @@ static int slot_step(struct rps_worker *w, struct rps_piece *p, int i, struct rp
 	rps_wread_set_handles(w->read, &dd, rd->lines, rd->lines_mrh, r->sge, r->nsge);
 	if (rd->torn) {
 		rp->torn_retries += (uint64_t)n;
-		atomic_fetch_add_explicit(&rps_wread_torn_total, (uint64_t)n, memory_order_relaxed);
 		atomic_fetch_add_explicit(&w->stat_torn, (uint64_t)n, memory_order_relaxed);
 	} else {
 		rd->n = (uint32_t)n;

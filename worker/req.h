@@ -186,6 +186,8 @@ struct rps_wcore {
 	void (*spin)(void *arg);
 	uint64_t spin_ns;
 	_Atomic uint64_t spin_last_ns; /* when a caller last spun */
+	/* direct waits that slept, and those woken by the nap (rps_worker_stats) */
+	_Atomic uint64_t stat_direct_sleeps, stat_direct_naps;
 	/* Direct requests (req->direct). direct_step(arg, req, arm): 1 once
 	 * req is finished (req->status set), 0 while its READ is out; arm: the
 	 * caller is about to sleep on cv and wants a broadcast when the READ
@@ -284,9 +286,6 @@ struct rps_req *rps_wreq_new_direct(struct rps_wcore *core);
  * thread's next, or back to the pool (direct_fini_locked releases its
  * scratch). Not under core->lock. */
 void rps_wreq_free_direct(struct rps_req *req);
-/* Waits for direct requests that slept on cv, and those sleeps that ended
- * by their timeout (no wake-up came), in this process. */
-void rps_wcore_stat_direct(uint64_t *sleeps_p, uint64_t *naps_p);
 /* Back to the pool (a completed request nobody will look at again). */
 void rps_wreq_free_locked(struct rps_req *r);
 /* Record an error on the request without a piece (first error wins). */

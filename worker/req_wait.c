@@ -58,14 +58,6 @@ static int spin_wait(struct rps_req *req, int timeout_ms)
  * time (a wake-up can be lost with the connection). */
 #define DIRECT_NAP_NS 10000000ull
 
-static _Atomic uint64_t direct_sleeps, direct_naps;
-
-void rps_wcore_stat_direct(uint64_t *sleeps_p, uint64_t *naps_p)
-{
-	*sleeps_p = atomic_load(&direct_sleeps);
-	*naps_p = atomic_load(&direct_naps);
-}
-
 static int direct_sleep(struct rps_req *req, const struct timespec *deadline)
 {
 	struct rps_wcore *core = req->core;
@@ -79,9 +71,9 @@ static int direct_sleep(struct rps_req *req, const struct timespec *deadline)
 		nap = *deadline;
 	pthread_mutex_lock(&core->lock);
 	if (atomic_load_explicit(&req->dr.done.state, memory_order_acquire) != RPS_TR_DONE) {
-		atomic_fetch_add_explicit(&direct_sleeps, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&core->stat_direct_sleeps, 1, memory_order_relaxed);
 		if (cv_wait(core, &nap) == ETIMEDOUT)
-			atomic_fetch_add_explicit(&direct_naps, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&core->stat_direct_naps, 1, memory_order_relaxed);
 	}
 	pthread_mutex_unlock(&core->lock);
 	return core->direct_step(core->direct_arg, req, 0);

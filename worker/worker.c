@@ -337,10 +337,21 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 			goto err;
 	}
 
+	rps_tr_params_from_config(w->cfg, &tp);
+	tp.secret = w->secret;
+	tp.timeout_ms = w->timeout_ms;
+	tp.arg = w;
+	tp.recv_dest = rps_wrecv_dest;
+	rc = rps_transport_create(w->transport_name, &tp, &w->tr);
+	if (rc)
+		goto err;
+	w->channels = rps_tr_has(w->tr, RPS_TR_CAP_CHANNELS);
+
 	rps_ctl_join_opts_init(&jo, w->cfg, RPS_ROLE_WORKER);
 	jo.scheduler = w->scheduler;
 	jo.secret = w->secret;
-	jo.transport = !strcmp(w->transport_name, "rdma") ? 1 : 0;
+	/* the status table's data path: 1 = one-sided reads */
+	jo.transport = rps_tr_has(w->tr, RPS_TR_CAP_READ) ? 1 : 0;
 	jo.timeout_ms = w->timeout_ms;
 	jo.on_dead = on_dead;
 	jo.on_shutdown = on_shutdown;
@@ -371,15 +382,6 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		goto err;
 	}
 
-	rps_tr_params_from_config(w->cfg, &tp);
-	tp.secret = w->secret;
-	tp.timeout_ms = w->timeout_ms;
-	tp.arg = w;
-	tp.recv_dest = rps_wrecv_dest;
-	rc = rps_transport_create(w->transport_name, &tp, &w->tr);
-	if (rc)
-		goto err;
-	w->channels = rps_tr_has(w->tr, RPS_TR_CAP_CHANNELS);
 	rc = rps_wconn_connect_all(w, nodes, nnodes);
 	if (rc)
 		goto err;
@@ -518,6 +520,30 @@ uint32_t rps_worker_max_staleness(const struct rps_worker *w)
 {
 	return w ? atomic_load(&((struct rps_worker *)w)->stat_max_stale) : 0;
 }
+
+#define STAT(bit, member, counter)                                                         \
+	do {                                                                               \
+		if (st->field_mask & (bit))                                                \
+			st->member = atomic_load_explicit(&(counter), memory_order_relaxed); \
+	} while (0)
+
+int rps_worker_stats(const struct rps_worker *cw, struct rps_worker_stats *st)
+{
+	struct rps_worker *w = (struct rps_worker *)cw; /* only loads below */
+
+	if (!w || !st)
+		return -EINVAL;
+	STAT(RPS_WORKER_STAT_PULLS, pulls, w->stat_pulls);
+	STAT(RPS_WORKER_STAT_PUSHES, pushes, w->stat_pushes);
+	STAT(RPS_WORKER_STAT_BYTES_OUT, bytes_out, w->stat_bytes_out);
+	STAT(RPS_WORKER_STAT_BYTES_IN, bytes_in, w->stat_bytes_in);
+	STAT(RPS_WORKER_STAT_TORN_RETRIES, torn_retries, w->stat_torn);
+	STAT(RPS_WORKER_STAT_DIRECT_PULLS, direct_pulls, w->stat_direct);
+	STAT(RPS_WORKER_STAT_DIRECT_SLEEPS, direct_sleeps, w->core.stat_direct_sleeps);
+	STAT(RPS_WORKER_STAT_DIRECT_NAPS, direct_naps, w->core.stat_direct_naps);
+	return 0;
+}
+#undef STAT
 
 void rps_wstat_staleness(struct rps_worker *w, uint32_t min_clock, uint32_t shard_clock)
 {

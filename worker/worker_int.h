@@ -214,7 +214,7 @@ struct rps_worker {
 
 	/* statistics */
 	_Atomic uint64_t stat_pushes, stat_pulls, stat_bytes_out, stat_bytes_in;
-	_Atomic uint64_t stat_torn;
+	_Atomic uint64_t stat_torn, stat_direct;
 	_Atomic uint32_t stat_max_stale; /* largest clock lag a data pull saw */
 };
 
@@ -295,28 +295,15 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 void *rps_wrecv_dest(void *arg, struct rps_conn *c, const struct rps_frame_hdr *h,
 		     const void *fixed);
 
-/* Append the push pieces of n keys to req, at the current clock. Caller
- * holds clock_rw for reading and is inside rps_wsubmit_enter. */
-int rps_wpush_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
-		     const float *grads, const size_t *lens, size_t n);
-/* Wait as BSP requires, then return with clock_rw held for reading: every
- * shard the keys push to has reached the current clock (a push of clock c
- * must not reach a shard still accumulating c - 1). No-op wait under ASP/SSP. */
-int rps_wpush_begin(struct rps_worker *w, const rps_key_t *keys, size_t n);
-/* begin, a new request, submit the pushes, end: the request is not sealed yet. */
+/* Wait as BSP requires (clock_rw held for reading meanwhile), a new
+ * request, its push pieces at the current clock: the request is not sealed
+ * yet (push.c). */
 int rps_wpush_post(struct rps_worker *w, const rps_key_t *keys, const float *grads,
 		   const size_t *lens, size_t n, rps_done_cb cb, void *arg,
 		   struct rps_req **req_p);
-static inline void rps_wpush_end(struct rps_worker *w)
-{
-	pthread_rwlock_unlock(&w->clock_rw);
-}
 /* Send CLOCK to every server and advance the clock; *new_clock_p (may be
  * NULL) receives the new clock. First send error, the clock advances anyway. */
 int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p);
-
-/* Torn chunks re-read by the read strategy, process-wide (for tests). */
-uint64_t rps_worker_stat_torn_retries(void);
 
 /* An in-process worker without scheduler or network, for unit tests:
  * num_servers servers of shards shards, keys mapped by km. Every send fails

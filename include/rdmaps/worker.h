@@ -129,6 +129,36 @@ RPS_API int rps_req_test(struct rps_req *req, int *done_p);
 RPS_API int rps_worker_register(struct rps_worker *worker, void *buf, size_t len);
 RPS_API int rps_worker_unregister(struct rps_worker *worker, void *buf);
 
+/* Counters of one worker since it was created (each read with a relaxed
+ * load: a snapshot, not one instant). Set field_mask to the RPS_WORKER_STAT_*
+ * bits of the members you want; only those are written, so the struct can
+ * grow without breaking callers. */
+#define RPS_WORKER_STAT_PULLS	      (1ull << 0)
+#define RPS_WORKER_STAT_PUSHES	      (1ull << 1)
+#define RPS_WORKER_STAT_BYTES_OUT     (1ull << 2)
+#define RPS_WORKER_STAT_BYTES_IN      (1ull << 3)
+#define RPS_WORKER_STAT_TORN_RETRIES  (1ull << 4)
+#define RPS_WORKER_STAT_DIRECT_PULLS  (1ull << 5)
+#define RPS_WORKER_STAT_DIRECT_SLEEPS (1ull << 6)
+#define RPS_WORKER_STAT_DIRECT_NAPS   (1ull << 7)
+#define RPS_WORKER_STAT_ALL	      ((1ull << 8) - 1)
+
+struct rps_worker_stats {
+	uint64_t field_mask;	/* RPS_WORKER_STAT_*: the members wanted */
+	uint64_t pulls;		/* pull messages sent (frames, or one-sided reads of a slice) */
+	uint64_t pushes;	/* push frames sent */
+	uint64_t bytes_out;	/* gradient bytes pushed */
+	uint64_t bytes_in;	/* parameter bytes received in pull answers (frames) */
+	uint64_t torn_retries;	/* chunks read again because a read met them mid-update
+				 * (one-sided reads only) */
+	uint64_t direct_pulls;	/* one-chunk pulls read straight into the destination */
+	uint64_t direct_sleeps; /* waits for a direct pull that went to sleep */
+	uint64_t direct_naps;	/* of those, woken by their 10 ms nap, not the read */
+};
+
+/* 0, or -EINVAL (worker or stats_p NULL). */
+RPS_API int rps_worker_stats(const struct rps_worker *worker, struct rps_worker_stats *stats_p);
+
 /* End the current clock: every push of this clock has been sent before. */
 RPS_API int rps_worker_clock(struct rps_worker *worker);
 /* Wait until every live worker reaches the barrier. */

@@ -318,10 +318,6 @@ out:
 #define TORN_ITERS 150
 #define TORN_KEYS  2
 
-/* internal counters of the read strategy (worker/read.c, read_direct.c) */
-uint64_t rps_worker_stat_torn_retries(void);
-void rps_worker_stat_direct(uint64_t *pulls_p, uint64_t *sleeps_p, uint64_t *naps_p);
-
 static const rps_key_t torn_keys[TORN_KEYS] = { 2001, 2002 };
 /* a compact chunk of 8-byte words and one chunk of 64-byte lines */
 static const size_t torn_lens[TORN_KEYS] = { 100, 4096 };
@@ -387,13 +383,20 @@ static int run_torn(struct rps_worker *w)
 			CHECK(v[0] == -(float)(nworkers * TORN_ITERS), "key %llu: final %g, want %d",
 			      (unsigned long long)torn_keys[k], (double)v[0], -(nworkers * TORN_ITERS));
 	}
-	printf("itest-worker %d: torn: %d pulls, %llu torn-read retries\n", rank,
-	       TORN_ITERS * TORN_KEYS, (unsigned long long)rps_worker_stat_torn_retries());
 	{
 		const char *tr = getenv("RDMAPS_TRANSPORT");
+		struct rps_worker_stats st = { .field_mask = RPS_WORKER_STAT_TORN_RETRIES |
+							     RPS_WORKER_STAT_DIRECT_PULLS |
+							     RPS_WORKER_STAT_DIRECT_SLEEPS |
+							     RPS_WORKER_STAT_DIRECT_NAPS };
 		uint64_t direct, sleeps, naps;
 
-		rps_worker_stat_direct(&direct, &sleeps, &naps);
+		CHECK(rps_worker_stats(w, &st) == 0, "rps_worker_stats");
+		direct = st.direct_pulls;
+		sleeps = st.direct_sleeps;
+		naps = st.direct_naps;
+		printf("itest-worker %d: torn: %d pulls, %llu torn-read retries\n", rank,
+		       TORN_ITERS * TORN_KEYS, (unsigned long long)st.torn_retries);
 		printf("itest-worker %d: torn: %llu direct pulls, %llu waits slept, %llu naps "
 		       "without a wake-up\n",
 		       rank, (unsigned long long)direct, (unsigned long long)sleeps,

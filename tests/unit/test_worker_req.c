@@ -628,9 +628,11 @@ static void test_direct_wait_times_out(void **state)
 	r = rps_wreq_new_direct(&core);
 	assert_non_null(r);
 	dstep_ret = 0; /* its READ never comes back */
-	rps_wcore_stat_direct(&s0, &n0);
+	s0 = atomic_load(&core.stat_direct_sleeps);
+	n0 = atomic_load(&core.stat_direct_naps);
 	assert_int_equal(rps_req_wait(r, 30), -ETIMEDOUT);
-	rps_wcore_stat_direct(&s1, &n1);
+	s1 = atomic_load(&core.stat_direct_sleeps);
+	n1 = atomic_load(&core.stat_direct_naps);
 	assert_true(darmed > 0);   /* it asked for a wake-up before sleeping */
 	assert_true(s1 > s0);      /* and slept */
 	assert_true(n1 > n0);      /* to the end of its nap: nobody woke it */
