@@ -218,9 +218,15 @@ struct rps_worker {
 	_Atomic uint32_t stat_max_stale; /* largest clock lag a data pull saw */
 };
 
-/* ---- connections (conn.c) ---- */
+/* ---- connections (conn.c; losing them: reconnect.c) ---- */
 int rps_wconn_connect_all(struct rps_worker *w, const struct rps_node *nodes, int nnodes);
+/* HELLO to server s on channel, retried (server not up yet) until
+ * deadline_ns; the HELLO_ACK payload into ack[RPS_TR_ACK_MAX]. Logs a failure. */
+int rps_wconn_connect_one(struct rps_worker *w, struct rps_wserver *s, uint32_t channel,
+			  uint64_t deadline_ns, void *ack, size_t *ack_len_p,
+			  struct rps_conn **conn_p);
 void rps_wconn_close_all(struct rps_worker *w);
+void rps_wsleep_ms(int ms);
 /* Mark a connection dead (any thread); the progress thread closes it. */
 void rps_wconn_mark_dead(struct rps_worker *w, struct rps_wconn *wc, int status);
 /* Progress thread: close dead connections nobody is posting on; fail their
@@ -251,7 +257,7 @@ static inline struct rps_wshard *rps_wshard_get(struct rps_worker *w, uint32_t s
 	return &w->servers[server].shards[shard];
 }
 
-/* ---- reconnecting to a restarted server (conn.c) ----
+/* ---- reconnecting to a restarted server (reconnect.c) ----
  * A dead server connection (closed, or the scheduler's notice) sets
  * w->reconnect. The next API call (push, pull, pushpull, clock, declare)
  * first waits, up to timeout_ms, for the server or its replacement (a new
