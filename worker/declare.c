@@ -76,6 +76,28 @@ static void free_entries(struct rps_wkey **ents, size_t n)
 	rps_free(ents);
 }
 
+/* A DECLARE piece for slice s of k, with init (NULL: the server's). */
+static void decl_piece_set(struct rps_worker *w, struct rps_piece *p, const struct rps_wkey *k,
+			   uint32_t s, const struct rps_init *init)
+{
+	const struct rps_wslice *sl = &k->slices[s];
+
+	p->conn = rps_wshard_get(w, sl->server, sl->shard)->conn;
+	p->server = sl->server;
+	p->shard = sl->shard;
+	memset(&p->u.decl.fixed, 0, sizeof(p->u.decl.fixed));
+	p->u.decl.fixed.key = k->key;
+	p->u.decl.fixed.slice = s;
+	p->u.decl.fixed.shard = sl->shard;
+	p->u.decl.fixed.nelems = sl->nelems;
+	p->u.decl.fixed.init_kind = init ? (uint32_t)init->kind : RPS_INIT_DEFAULT;
+	if (init) {
+		p->u.decl.fixed.init_a = init->a;
+		p->u.decl.fixed.init_b = init->b;
+		p->u.decl.fixed.seed = init->seed;
+	}
+}
+
 static void decl_flush(struct rps_worker *w, struct rps_piece **batch, int nb)
 {
 	for (int i = 0; i < nb; i++)
@@ -107,22 +129,7 @@ static void send_declares(struct rps_worker *w, struct rps_req *req, struct rps_
 				rps_wreq_fail_locked(req, -ENOMEM);
 				goto out;
 			}
-			p->conn = rps_wshard_get(w, sl->server, sl->shard)->conn;
-			p->server = sl->server;
-			p->shard = sl->shard;
-			memset(&p->u.decl.fixed, 0, sizeof(p->u.decl.fixed));
-			p->u.decl.fixed.key = k->key;
-			p->u.decl.fixed.slice = s;
-			p->u.decl.fixed.shard = sl->shard;
-			p->u.decl.fixed.nelems = sl->nelems;
-			if (init) {
-				p->u.decl.fixed.init_kind = (uint32_t)init->kind;
-				p->u.decl.fixed.init_a = init->a;
-				p->u.decl.fixed.init_b = init->b;
-				p->u.decl.fixed.seed = init->seed;
-			} else {
-				p->u.decl.fixed.init_kind = RPS_INIT_DEFAULT;
-			}
+			decl_piece_set(w, p, k, s, init);
 			p->u.decl.out = sl;
 			batch[nb++] = p;
 		}
@@ -245,18 +252,7 @@ static void redeclare_key(struct rps_wkey *k, void *arg)
 			r->rc = -ENOMEM;
 			return;
 		}
-		p->conn = rps_wshard_get(w, sl->server, sl->shard)->conn;
-		p->server = sl->server;
-		p->shard = sl->shard;
-		memset(&p->u.decl.fixed, 0, sizeof(p->u.decl.fixed));
-		p->u.decl.fixed.key = k->key;
-		p->u.decl.fixed.slice = s;
-		p->u.decl.fixed.shard = sl->shard;
-		p->u.decl.fixed.nelems = sl->nelems;
-		p->u.decl.fixed.init_kind = (uint32_t)k->init.kind;
-		p->u.decl.fixed.init_a = k->init.a;
-		p->u.decl.fixed.init_b = k->init.b;
-		p->u.decl.fixed.seed = k->init.seed;
+		decl_piece_set(w, p, k, s, &k->init);
 		p->u.decl.out = sl; /* the ack writes the slice's new place */
 		pthread_mutex_unlock(&w->core.lock);
 		rps_wpost_piece(w, p);

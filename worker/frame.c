@@ -26,20 +26,18 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 	rc = rps_wconn_dead(wc);
 	if (rc)
 		goto err;
+	iov[0].iov_base = &copy;
+	hp = &h;
 	switch (p->kind) {
 	case RPS_PK_DECLARE:
 		copy.d = p->u.decl.fixed;
-		rps_proto_hdr_init(&h, RPS_OP_DECLARE, sizeof(copy.d), id);
-		iov[0].iov_base = &copy.d;
 		iov[0].iov_len = sizeof(copy.d);
-		hp = &h;
+		rps_proto_hdr_init(&h, RPS_OP_DECLARE, (uint32_t)iov[0].iov_len, id);
 		break;
 	case RPS_PK_PULL:
 		copy.pl = p->u.pull.fixed;
-		rps_proto_hdr_init(&h, RPS_OP_PULL, sizeof(copy.pl), id);
-		iov[0].iov_base = &copy.pl;
 		iov[0].iov_len = sizeof(copy.pl);
-		hp = &h;
+		rps_proto_hdr_init(&h, RPS_OP_PULL, (uint32_t)iov[0].iov_len, id);
 		break;
 	case RPS_PK_PUSH:
 		/* zero copy: the piece (header, fixed part) and the caller's data

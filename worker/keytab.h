@@ -80,4 +80,61 @@ int rps_keytab_check(const struct rps_keytab *t, const rps_key_t *keys, const si
 int rps_keytab_check1(const struct rps_keytab *t, rps_key_t key, size_t len,
 		      const struct rps_wkey **k_p);
 
+/* The slices of a batch (keys[i] of lens[i] elements, back to back in one
+ * buffer), in order: after rps_wslices_next() returned 1, it->k is the key,
+ * it->base the element of the buffer where its tensor starts, it->s == 1 on
+ * its first slice. Inline: the push and pull paths walk batches with it. */
+struct rps_wslices {
+	const struct rps_keytab *t;
+	const rps_key_t *keys;
+	const size_t *lens;
+	size_t n, i;
+	uint64_t base;
+	const struct rps_wkey *k;
+	uint32_t s; /* slices of k given so far */
+};
+
+static inline void rps_wslices_init(struct rps_wslices *it, const struct rps_keytab *t,
+				    const rps_key_t *keys, const size_t *lens, size_t n)
+{
+	it->t = t;
+	it->keys = keys;
+	it->lens = lens;
+	it->n = n;
+	it->i = 0;
+	it->base = 0;
+	it->k = NULL;
+	it->s = 0;
+}
+
+/* 1 with *sl_p the next slice, 0 after the last, -ENOENT for a key not in
+ * the table (validated by the caller: a table never loses keys). */
+static inline int rps_wslices_next(struct rps_wslices *it, const struct rps_wslice **sl_p)
+{
+	while (!it->k || it->s == it->k->nslices) {
+		if (it->k) {
+			it->base += it->lens[it->i];
+			it->i++;
+		}
+		if (it->i == it->n)
+			return 0;
+		it->k = rps_keytab_find(it->t, it->keys[it->i]);
+		it->s = 0;
+		if (!it->k)
+			return -ENOENT;
+	}
+	*sl_p = &it->k->slices[it->s++];
+	return 1;
+}
+
+/* Elements of a batch: the sum of lens[0..n). */
+static inline size_t rps_wbatch_elems(const size_t *lens, size_t n)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < n; i++)
+		total += lens[i];
+	return total;
+}
+
 #endif

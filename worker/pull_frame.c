@@ -19,66 +19,69 @@ static void pull_flush(struct rps_worker *w, struct rps_piece **batch, int nb)
 	}
 }
 
+/* A PULL piece of shard (server, shard) for elements [off, off + count) of
+ * key's slice, into dest (NULL: none, count 0); reg: dest's registration,
+ * held by the piece. */
+static inline void pull_piece_set(struct rps_worker *w, struct rps_piece *p, uint32_t server,
+				  uint32_t shard, rps_key_t key, uint32_t slice, uint64_t off,
+				  uint64_t count, uint32_t min_clock, float *dest,
+				  struct rps_wreg *reg)
+{
+	p->conn = w->servers[server].shards[shard].conn;
+	p->server = server;
+	p->shard = shard;
+	memset(&p->u.pull.fixed, 0, sizeof(p->u.pull.fixed));
+	p->u.pull.fixed.key = key;
+	p->u.pull.fixed.slice = slice;
+	p->u.pull.fixed.shard = shard;
+	p->u.pull.fixed.offset = off;
+	p->u.pull.fixed.count = (uint32_t)count;
+	p->u.pull.fixed.min_clock = min_clock;
+	p->u.pull.dest = dest;
+	p->u.pull.receiving = 0;
+	p->u.pull.reg = reg;
+	if (reg)
+		rps_wreg_hold(reg);
+}
+
 static int pull_frames(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
 		       float *vals, const size_t *lens, size_t n, uint32_t min_clock)
 {
 	struct rps_piece *batch[PIECE_BATCH];
+	const struct rps_wslice *sl;
+	struct rps_wslices it;
 	struct rps_wreg *reg;
-	float *base = vals;
-	size_t total = 0;
 	int nb = 0;
 	int rc = 0;
 
-	for (size_t i = 0; i < n; i++)
-		total += lens[i];
 	/* only counted: frames land in any memory safely */
-	reg = rps_wreg_get(w, vals, total * sizeof(float));
+	reg = rps_wreg_get(w, vals, rps_wbatch_elems(lens, n) * sizeof(float));
+	rps_wslices_init(&it, &w->keys, keys, lens, n);
 	pthread_mutex_lock(&w->core.lock);
-	for (size_t i = 0; i < n && !rc; base += lens[i], i++) {
-		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
+	while (!rc && (rc = rps_wslices_next(&it, &sl)) > 0) {
+		struct rps_wserver *srv = &w->servers[sl->server];
+		uint64_t nfr = rps_wplan_nframes(sl->nelems, srv->pull_elems);
 
-		if (!k) {
-			rc = -ENOENT;
-			break;
-		}
-		for (uint32_t s = 0; s < k->nslices && !rc; s++) {
-			const struct rps_wslice *sl = &k->slices[s];
-			struct rps_wserver *srv = &w->servers[sl->server];
-			uint64_t nfr = rps_wplan_nframes(sl->nelems, srv->pull_elems);
+		rc = 0;
+		for (uint64_t f = 0; f < nfr; f++) {
+			struct rps_piece *p;
+			uint64_t off, cnt;
 
-			for (uint64_t f = 0; f < nfr; f++) {
-				struct rps_piece *p;
-				uint64_t off, cnt;
-
-				if (nb == PIECE_BATCH) {
-					pthread_mutex_unlock(&w->core.lock);
-					pull_flush(w, batch, nb);
-					nb = 0;
-					pthread_mutex_lock(&w->core.lock);
-				}
-				p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PULL, RPS_PW_RESP);
-				if (!p) {
-					rc = -ENOMEM;
-					break;
-				}
-				rps_wplan_frame(sl->nelems, srv->pull_elems, f, &off, &cnt);
-				p->conn = srv->shards[sl->shard].conn;
-				p->server = sl->server;
-				p->shard = sl->shard;
-				memset(&p->u.pull.fixed, 0, sizeof(p->u.pull.fixed));
-				p->u.pull.fixed.key = k->key;
-				p->u.pull.fixed.slice = s;
-				p->u.pull.fixed.shard = sl->shard;
-				p->u.pull.fixed.offset = off;
-				p->u.pull.fixed.count = (uint32_t)cnt;
-				p->u.pull.fixed.min_clock = min_clock;
-				p->u.pull.dest = base + sl->offset + off;
-				p->u.pull.receiving = 0;
-				p->u.pull.reg = reg;
-				if (reg)
-					rps_wreg_hold(reg);
-				batch[nb++] = p;
+			if (nb == PIECE_BATCH) {
+				pthread_mutex_unlock(&w->core.lock);
+				pull_flush(w, batch, nb);
+				nb = 0;
+				pthread_mutex_lock(&w->core.lock);
 			}
+			p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PULL, RPS_PW_RESP);
+			if (!p) {
+				rc = -ENOMEM;
+				break;
+			}
+			rps_wplan_frame(sl->nelems, srv->pull_elems, f, &off, &cnt);
+			pull_piece_set(w, p, sl->server, sl->shard, it.k->key, it.s - 1, off, cnt,
+				       min_clock, vals + it.base + sl->offset + off, reg);
+			batch[nb++] = p;
 		}
 	}
 	if (rc)
@@ -92,7 +95,6 @@ static int pull_frames(struct rps_worker *w, struct rps_req *req, const rps_key_
 static int frame_clock_wait(struct rps_worker *w, struct rps_req *req, rps_key_t key,
 			    uint32_t slice, uint32_t server, uint32_t shard, uint32_t c)
 {
-	struct rps_wshard *sh = rps_wshard_get(w, server, shard);
 	struct rps_piece *p;
 
 	pthread_mutex_lock(&w->core.lock);
@@ -102,17 +104,7 @@ static int frame_clock_wait(struct rps_worker *w, struct rps_req *req, rps_key_t
 		pthread_mutex_unlock(&w->core.lock);
 		return -ENOMEM;
 	}
-	p->conn = sh->conn;
-	p->server = server;
-	p->shard = shard;
-	memset(&p->u.pull.fixed, 0, sizeof(p->u.pull.fixed));
-	p->u.pull.fixed.key = key;
-	p->u.pull.fixed.slice = slice;
-	p->u.pull.fixed.shard = shard;
-	p->u.pull.fixed.min_clock = c;
-	p->u.pull.dest = NULL;
-	p->u.pull.receiving = 0;
-	p->u.pull.reg = NULL;
+	pull_piece_set(w, p, server, shard, key, slice, 0, 0, c, NULL, NULL);
 	pthread_mutex_unlock(&w->core.lock);
 	rps_wpost_piece(w, p);
 	return 0;
@@ -139,14 +131,8 @@ static int frame_read_clocks(struct rps_worker *w, uint32_t server)
 				pthread_mutex_unlock(&w->core.lock);
 				break;
 			}
-			p->conn = w->servers[i].shards[j].conn;
-			p->server = i;
-			p->shard = j;
-			memset(&p->u.pull.fixed, 0, sizeof(p->u.pull.fixed));
-			p->u.pull.fixed.shard = j; /* count 0, min_clock 0: answered at once */
-			p->u.pull.dest = NULL;
-			p->u.pull.receiving = 0;
-			p->u.pull.reg = NULL;
+			/* count 0, min_clock 0: answered at once */
+			pull_piece_set(w, p, i, j, 0, 0, 0, 0, 0, NULL, NULL);
 			pthread_mutex_unlock(&w->core.lock);
 			rps_wpost_piece(w, p);
 		}

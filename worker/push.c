@@ -35,62 +35,56 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 		       const float *grads, const size_t *lens, size_t n)
 {
 	struct rps_piece *batch[PIECE_BATCH];
-	const float *base = grads;
 	uint32_t clk = atomic_load(&w->clock); /* stable: clock_rw is held */
+	const struct rps_wslice *sl;
+	struct rps_wslices it;
+	float tnorm = 0.0f; /* of the whole tensor: the server clips by it (docs/protocol.md) */
 	int nb = 0;
 	int rc = 0;
 
+	rps_wslices_init(&it, &w->keys, keys, lens, n);
 	pthread_mutex_lock(&w->core.lock);
-	for (size_t i = 0; i < n; base += lens[i], i++) {
-		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
-		float tnorm; /* of the whole tensor: the server clips by it (docs/protocol.md) */
+	while (!rc && (rc = rps_wslices_next(&it, &sl)) > 0) {
+		struct rps_wserver *srv = &w->servers[sl->server];
+		struct rps_wshard *sh = &srv->shards[sl->shard];
+		uint64_t nfr = rps_wplan_nframes(sl->nelems, srv->push_elems);
+		size_t len = lens[it.i];
 
-		if (!k) { /* validated by the caller; a table cannot lose keys */
-			rc = -ENOENT;
-			break;
-		}
-		tnorm = lens[i] ? cblas_snrm2((int)lens[i], base, 1) : 0.0f;
-		for (uint32_t s = 0; s < k->nslices && !rc; s++) {
-			const struct rps_wslice *sl = &k->slices[s];
-			struct rps_wserver *srv = &w->servers[sl->server];
-			struct rps_wshard *sh = &srv->shards[sl->shard];
-			uint64_t nfr = rps_wplan_nframes(sl->nelems, srv->push_elems);
+		rc = 0;
+		if (it.s == 1) /* the key's first slice */
+			tnorm = len ? cblas_snrm2((int)len, grads + it.base, 1) : 0.0f;
+		for (uint64_t f = 0; f < nfr; f++) {
+			struct rps_piece *p;
+			uint64_t off, cnt;
 
-			for (uint64_t f = 0; f < nfr; f++) {
-				struct rps_piece *p;
-				uint64_t off, cnt;
-
-				if (nb == PIECE_BATCH) {
-					pthread_mutex_unlock(&w->core.lock);
-					push_flush(w, batch, nb);
-					nb = 0;
-					pthread_mutex_lock(&w->core.lock);
-				}
-				p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PUSH,
-							   RPS_PW_RESP | RPS_PW_SEND);
-				if (!p) {
-					rc = -ENOMEM;
-					break;
-				}
-				rps_wplan_frame(sl->nelems, srv->push_elems, f, &off, &cnt);
-				p->conn = sh->conn;
-				p->server = sl->server;
-				p->shard = sl->shard;
-				memset(&p->u.push.fixed, 0, sizeof(p->u.push.fixed));
-				p->u.push.fixed.key = k->key;
-				p->u.push.fixed.slice = s;
-				p->u.push.fixed.shard = sl->shard;
-				p->u.push.fixed.offset = off;
-				p->u.push.fixed.count = (uint32_t)cnt;
-				p->u.push.fixed.clock = clk;
-				p->u.push.fixed.tensor_norm = tnorm;
-				p->u.push.data = base + sl->offset + off;
-				sh->pushes++;
-				batch[nb++] = p;
+			if (nb == PIECE_BATCH) {
+				pthread_mutex_unlock(&w->core.lock);
+				push_flush(w, batch, nb);
+				nb = 0;
+				pthread_mutex_lock(&w->core.lock);
 			}
+			p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PUSH,
+						   RPS_PW_RESP | RPS_PW_SEND);
+			if (!p) {
+				rc = -ENOMEM;
+				break;
+			}
+			rps_wplan_frame(sl->nelems, srv->push_elems, f, &off, &cnt);
+			p->conn = sh->conn;
+			p->server = sl->server;
+			p->shard = sl->shard;
+			memset(&p->u.push.fixed, 0, sizeof(p->u.push.fixed));
+			p->u.push.fixed.key = it.k->key;
+			p->u.push.fixed.slice = it.s - 1;
+			p->u.push.fixed.shard = sl->shard;
+			p->u.push.fixed.offset = off;
+			p->u.push.fixed.count = (uint32_t)cnt;
+			p->u.push.fixed.clock = clk;
+			p->u.push.fixed.tensor_norm = tnorm;
+			p->u.push.data = grads + it.base + sl->offset + off;
+			sh->pushes++;
+			batch[nb++] = p;
 		}
-		if (rc)
-			break;
 	}
 	if (rc)
 		rps_wreq_fail_locked(req, rc);

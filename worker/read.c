@@ -232,28 +232,17 @@ static int read_headers(struct rps_worker *w, uint32_t server)
 static int read_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
 		       float *vals, const size_t *lens, size_t n, uint32_t min_clock)
 {
+	const struct rps_wslice *sl;
+	struct rps_wslices it;
 	struct rps_wreg *reg;
-	float *base = vals;
-	size_t total = 0;
 	int rc = 0;
 
-	for (size_t i = 0; i < n; i++)
-		total += lens[i];
-	reg = rps_wreg_get(w, vals, total * sizeof(float));
-	for (size_t i = 0; i < n && !rc; base += lens[i], i++) {
-		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
-
-		if (!k) {
-			rc = -ENOENT;
-			break;
-		}
-		for (uint32_t s = 0; s < k->nslices && !rc; s++) {
-			const struct rps_wslice *sl = &k->slices[s];
-
-			atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
-			rc = rps_wread_submit_slice(w, req, sl->server, sl->shard, sl,
-						    base + sl->offset, reg, min_clock);
-		}
+	reg = rps_wreg_get(w, vals, rps_wbatch_elems(lens, n) * sizeof(float));
+	rps_wslices_init(&it, &w->keys, keys, lens, n);
+	while (!rc && (rc = rps_wslices_next(&it, &sl)) > 0) {
+		atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
+		rc = rps_wread_submit_slice(w, req, sl->server, sl->shard, sl,
+					    vals + it.base + sl->offset, reg, min_clock);
 	}
 	rps_wreg_put(reg);
 	if (rc) {
