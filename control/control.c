@@ -169,6 +169,25 @@ static void ctl_free(struct rps_ctl *ctl)
 	rps_free(ctl);
 }
 
+int rps_ctl_transport_create(const struct rps_config *cfg, const char *secret, uint64_t max_msg,
+			     int timeout_ms, void *arg,
+			     int (*on_hello)(void *arg, struct rps_conn *c,
+					     const struct rps_hello *h, void *ack,
+					     size_t *ack_len_p, const char **why_p),
+			     struct rps_transport **tr_p)
+{
+	struct rps_tr_params tp;
+
+	rps_tr_params_from_config(cfg, &tp);
+	tp.secret = secret ? secret : "";
+	tp.max_msg = max_msg;
+	if (timeout_ms > 0)
+		tp.timeout_ms = timeout_ms;
+	tp.arg = arg;
+	tp.on_hello = on_hello;
+	return rps_transport_create("tcp", &tp, tr_p);
+}
+
 void rps_ctl_join_opts_init(struct rps_ctl_join_opts *o, const struct rps_config *cfg, uint8_t role)
 {
 	memset(o, 0, sizeof(*o));
@@ -187,7 +206,6 @@ int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p)
 {
 	const struct rps_config *cfg = o->cfg;
 	struct rps_config dflt;
-	struct rps_tr_params tp;
 	pthread_condattr_t ca;
 	struct rps_ctl *ctl;
 	char host[RPS_STR_MAX];
@@ -243,12 +261,7 @@ int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p)
 		goto err_free;
 	}
 
-	rps_tr_params_from_config(cfg, &tp);
-	tp.secret = o->secret ? o->secret : "";
-	tp.max_msg = CTL_MAX_MSG;
-	tp.timeout_ms = timeout_ms;
-	tp.arg = ctl;
-	rc = rps_transport_create("tcp", &tp, &ctl->tr);
+	rc = rps_ctl_transport_create(cfg, o->secret, CTL_MAX_MSG, timeout_ms, ctl, NULL, &ctl->tr);
 	if (rc)
 		goto err_free;
 	rc = ctl_connect(ctl, host, port, o->want_rank, o->secret, deadline, timeout_ms);

@@ -15,6 +15,24 @@
 
 struct rps_ctl;
 struct rps_config;
+struct rps_conn;
+struct rps_hello;
+struct rps_transport;
+
+/* The control channel's TCP transport (the scheduler, the control client,
+ * rdmaps-ctl): cfg's transport settings, then secret (NULL: none), max_msg,
+ * timeout_ms (<= 0: cfg's), arg and on_hello (NULL: accept every hello with
+ * the secret) as struct rps_tr_params describes them. 0 or -errno, logged. */
+int rps_ctl_transport_create(const struct rps_config *cfg, const char *secret, uint64_t max_msg,
+			     int timeout_ms, void *arg,
+			     int (*on_hello)(void *arg, struct rps_conn *c,
+					     const struct rps_hello *h, void *ack,
+					     size_t *ack_len_p, const char **why_p),
+			     struct rps_transport **tr_p);
+
+/* "server", "worker", "ctl", "scheduler" for RPS_ROLE_* (src/proto.h); "?"
+ * otherwise. The control client's and the scheduler's logs. */
+const char *rps_ctl_role_name(uint8_t role);
 
 struct rps_ctl_join_opts {
 	const char *scheduler; /* "host:port" */

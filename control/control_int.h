@@ -68,7 +68,6 @@ struct rps_ctl {
 	struct rps_node *cb_nodes;
 };
 
-const char *rps_ctl_role_name(uint8_t role);
 /* Under ctl->lock. */
 int rps_ctl_send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32_t aux,
 			const void *payload, size_t len);

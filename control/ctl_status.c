@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "control/control.h"
 #include "src/config.h"
 #include "src/log.h"
 #include "src/proto.h"
@@ -134,7 +135,6 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 	const struct rps_ctl_opts *o = &full;
 	struct rps_config cfg;
 	struct rps_transport *tr;
-	struct rps_tr_params tp;
 	struct rps_conn *conn = NULL;
 	struct rps_frame_hdr h;
 	struct rps_hello hello;
@@ -152,11 +152,8 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 			o->scheduler);
 		return -EDESTADDRREQ;
 	}
-	rps_tr_params_from_config(&cfg, &tp);
-	tp.secret = o->secret;
-	tp.max_msg = CTL_STATUS_MAX_MSG;
-	tp.timeout_ms = o->timeout_ms;
-	rc = rps_transport_create("tcp", &tp, &tr);
+	rc = rps_ctl_transport_create(&cfg, o->secret, CTL_STATUS_MAX_MSG, o->timeout_ms, NULL,
+				      NULL, &tr);
 	if (rc) {
 		fprintf(stderr, "rdmaps-ctl: tcp transport: %s\n", rps_strerror(rc));
 		return rc;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "control/control.h"
 #include "src/alloc.h"
 #include "src/config.h"
 #include "src/fault.h"
@@ -245,7 +246,6 @@ static int sched_on_hello(void *arg, struct rps_conn *c, const struct rps_hello 
 
 int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 {
-	struct rps_tr_params tp;
 	struct rps_sched *s;
 	int rc;
 
@@ -293,12 +293,8 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 		rc = -ENOMEM;
 		goto err;
 	}
-	rps_tr_params_from_config(&s->cfg, &tp);
-	tp.secret = s->secret;
-	tp.max_msg = SCHED_MAX_MSG;
-	tp.arg = s;
-	tp.on_hello = sched_on_hello;
-	rc = rps_transport_create("tcp", &tp, &s->tr);
+	rc = rps_ctl_transport_create(&s->cfg, s->secret, SCHED_MAX_MSG, 0, s, sched_on_hello,
+				      &s->tr);
 	if (rc)
 		goto err;
 	if (sizeof(struct rps_frame_hdr) + s->mapbuf_len > s->tr->max_frame) {

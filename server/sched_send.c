@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "control/control.h"
 #include "src/log.h"
 #include "src/util.h"
 
@@ -12,17 +13,7 @@
 
 const char *rps_sched_role_name(uint8_t role)
 {
-	switch (role) {
-	case RPS_ROLE_SCHEDULER:
-		return "scheduler";
-	case RPS_ROLE_SERVER:
-		return "server";
-	case RPS_ROLE_WORKER:
-		return "worker";
-	case RPS_ROLE_CTL:
-		return "ctl";
-	}
-	return "?";
+	return rps_ctl_role_name(role); /* one table of role names */
 }
 
 int rps_sched_send_frame(struct sched_peer *p, uint8_t op, uint32_t req_id, int32_t status,

@@ -92,6 +92,9 @@ static int pull_frames(struct rps_worker *w, struct rps_req *req, const rps_key_
 	return rc;
 }
 
+/* A count-0 PULL of key's slice on (server, shard), answered when the shard
+ * reaches clock c (key 0, c 0: at once, with the shard's clock). 0, or
+ * -ENOMEM with req failed. */
 static int frame_clock_wait(struct rps_worker *w, struct rps_req *req, rps_key_t key,
 			    uint32_t slice, uint32_t server, uint32_t shard, uint32_t c)
 {
@@ -121,21 +124,9 @@ static int frame_read_clocks(struct rps_worker *w, uint32_t server)
 	rps_wsubmit_enter(w);
 	for (uint32_t i = 0; i < w->num_servers; i++) {
 		for (uint32_t j = 0;
-		     (server == UINT32_MAX || server == i) && j < w->servers[i].nshards; j++) {
-			struct rps_piece *p;
-
-			pthread_mutex_lock(&w->core.lock);
-			p = rps_piece_alloc_locked(&w->core, req, RPS_PK_PULL, RPS_PW_RESP);
-			if (!p) {
-				rps_wreq_fail_locked(req, -ENOMEM);
-				pthread_mutex_unlock(&w->core.lock);
+		     (server == UINT32_MAX || server == i) && j < w->servers[i].nshards; j++)
+			if (frame_clock_wait(w, req, 0, 0, i, j, 0))
 				break;
-			}
-			/* count 0, min_clock 0: answered at once */
-			pull_piece_set(w, p, i, j, 0, 0, 0, 0, 0, NULL, NULL);
-			pthread_mutex_unlock(&w->core.lock);
-			rps_wpost_piece(w, p);
-		}
 	}
 	rps_wsubmit_leave(w);
 	rps_wreq_seal(req);
