@@ -244,9 +244,8 @@ int rps_ctl_join(const struct rps_ctl_join_opts *o, struct rps_ctl **ctl_p)
 	ctl->heartbeat_ms = o->heartbeat_ms > 0 ? o->heartbeat_ms : cfg->heartbeat_ms;
 	if (ctl->heartbeat_ms <= 0)
 		ctl->heartbeat_ms = 1000;
-	ctl->on_dead = o->on_dead;
-	ctl->on_shutdown = o->on_shutdown;
-	ctl->on_map = o->on_map;
+	if (o->events)
+		ctl->ev = *o->events;
 	ctl->arg = o->arg;
 	atomic_init(&ctl->stop, 0);
 	pthread_mutex_init(&ctl->lock, NULL);

@@ -34,6 +34,14 @@ int rps_ctl_transport_create(const struct rps_config *cfg, const char *secret, u
  * otherwise. The control client's and the scheduler's logs. */
 const char *rps_ctl_role_name(uint8_t role);
 
+/* What a node does about the scheduler's news; called from the control
+ * thread with rps_ctl_join_opts.arg. Every member may be NULL. */
+struct rps_ctl_events {
+	void (*on_dead)(void *arg, const struct rps_node *node);
+	void (*on_shutdown)(void *arg);
+	void (*on_map)(void *arg, const struct rps_map *map, const struct rps_node *nodes);
+};
+
 struct rps_ctl_join_opts {
 	const char *scheduler; /* "host:port" */
 	const char *secret;
@@ -45,10 +53,7 @@ struct rps_ctl_join_opts {
 	int timeout_ms;	    /* how long to wait for the scheduler and the cluster */
 	int heartbeat_ms;
 	const struct rps_config *cfg; /* the node's configuration; NULL: defaults + RDMAPS_* */
-	/* Called from the control thread. */
-	void (*on_dead)(void *arg, const struct rps_node *node);
-	void (*on_shutdown)(void *arg);
-	void (*on_map)(void *arg, const struct rps_map *map, const struct rps_node *nodes);
+	const struct rps_ctl_events *events; /* NULL: none */
 	void *arg;
 };
 

@@ -283,12 +283,12 @@ void *rps_ctl_thread(void *arg)
 
 			memset(&act, 0, sizeof(act));
 			rps_ctl_handle_event(ctl, &ev[i], &act);
-			if (act.map && ctl->on_map)
-				ctl->on_map(ctl->arg, &ctl->cb_map, ctl->cb_nodes);
-			if (act.dead && ctl->on_dead)
-				ctl->on_dead(ctl->arg, &act.dead_node);
-			if (act.shutdown && ctl->on_shutdown)
-				ctl->on_shutdown(ctl->arg);
+			if (act.map && ctl->ev.on_map)
+				ctl->ev.on_map(ctl->arg, &ctl->cb_map, ctl->cb_nodes);
+			if (act.dead && ctl->ev.on_dead)
+				ctl->ev.on_dead(ctl->arg, &act.dead_node);
+			if (act.shutdown && ctl->ev.on_shutdown)
+				ctl->ev.on_shutdown(ctl->arg);
 		}
 		rps_ctl_maybe_heartbeat(ctl);
 	}

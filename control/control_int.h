@@ -25,9 +25,7 @@ struct rps_ctl {
 	char sched[RPS_STR_MAX];
 	uint8_t role;
 	int heartbeat_ms;
-	void (*on_dead)(void *arg, const struct rps_node *node);
-	void (*on_shutdown)(void *arg);
-	void (*on_map)(void *arg, const struct rps_map *map, const struct rps_node *nodes);
+	struct rps_ctl_events ev; /* a copy of the joiner's */
 	void *arg;
 
 	pthread_mutex_t lock;

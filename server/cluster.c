@@ -57,6 +57,12 @@ static void on_shutdown(void *arg)
 	rps_server_stop(srv);
 }
 
+static const struct rps_ctl_events server_ctl_events = {
+    .on_dead = on_dead,
+    .on_shutdown = on_shutdown,
+    .on_map = on_map,
+};
+
 int rps_server_run(struct rps_server *srv)
 {
 	struct rps_ctl_join_opts jo;
@@ -110,9 +116,7 @@ int rps_server_run(struct rps_server *srv)
 	jo.want_rank = want;
 	jo.timeout_ms = srv->opts.timeout_ms;
 	jo.heartbeat_ms = srv->heartbeat_ms;
-	jo.on_dead = on_dead;
-	jo.on_shutdown = on_shutdown;
-	jo.on_map = on_map;
+	jo.events = &server_ctl_events;
 	jo.arg = srv;
 	rc = rps_ctl_join(&jo, &srv->ctl);
 	if (rc) {

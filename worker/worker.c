@@ -290,6 +290,12 @@ static int build_keymap(struct rps_worker *w)
 	return rc;
 }
 
+static const struct rps_ctl_events worker_ctl_events = {
+    .on_dead = on_dead,
+    .on_shutdown = on_shutdown,
+    .on_map = on_map,
+};
+
 int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **worker_p)
 {
 	struct rps_ctl_join_opts jo;
@@ -353,9 +359,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	/* the status table's data path: 1 = one-sided reads */
 	jo.transport = rps_tr_has(w->tr, RPS_TR_CAP_READ) ? 1 : 0;
 	jo.timeout_ms = w->timeout_ms;
-	jo.on_dead = on_dead;
-	jo.on_shutdown = on_shutdown;
-	jo.on_map = on_map;
+	jo.events = &worker_ctl_events;
 	jo.arg = w;
 	rc = rps_ctl_join(&jo, &w->ctl);
 	if (rc) {

@@ -45,9 +45,7 @@ static void test_join_opts_from_config(void **state)
 	assert_int_equal(o.timeout_ms, 1234);
 	assert_int_equal(o.heartbeat_ms, 77);
 	assert_ptr_equal(o.cfg, &cfg);
-	assert_null(o.on_dead);
-	assert_null(o.on_shutdown);
-	assert_null(o.on_map);
+	assert_null(o.events);
 	assert_null(o.arg);
 
 	snprintf(cfg.transport, sizeof(cfg.transport), "tcp");

@@ -172,6 +172,12 @@ static void node_init(struct node *nd, uint8_t role, const char *sched)
 	atomic_init(&nd->dead_id, -1);
 }
 
+static const struct rps_ctl_events test_events = {
+    .on_dead = cb_dead,
+    .on_shutdown = cb_shutdown,
+    .on_map = cb_map,
+};
+
 static int node_join(struct node *nd)
 {
 	struct rps_ctl_join_opts o;
@@ -185,9 +191,7 @@ static int node_join(struct node *nd)
 	o.want_rank = nd->want_rank;
 	o.timeout_ms = nd->timeout_ms;
 	o.heartbeat_ms = nd->hb_ms;
-	o.on_dead = cb_dead;
-	o.on_shutdown = cb_shutdown;
-	o.on_map = cb_map;
+	o.events = &test_events;
 	o.arg = nd;
 	nd->rc = rps_ctl_join(&o, &nd->ctl);
 	return nd->rc;
