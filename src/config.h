@@ -118,6 +118,9 @@ const struct rps_config *rps_config_get(void);
 /* DEPRECATED, going away (issue 17): replace the process-wide configuration. */
 void rps_config_set_global(const struct rps_config *cfg);
 
+/* 1 if argv[1..argc) asks for help (--help or -h before any "--"), else 0:
+ * the programs print their usage before reading any configuration. */
+int rps_config_wants_help(int argc, char *const *argv);
 /* Parse "0,2-3" into cores[]; returns count or -EINVAL. */
 int rps_config_parse_cores(const char *s, int *cores, int max);
 /* Split "host:port"; -EINVAL if malformed. */

@@ -144,6 +144,17 @@ static int is_bool_word(const char *s)
 	return rps_cfg_parse_bool(s, &b) == 0;
 }
 
+int rps_config_wants_help(int argc, char *const *argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return 1;
+	}
+	return 0;
+}
+
 int rps_config_parse_args(struct rps_config *cfg, int *argc_p, char **argv, int *dump_p)
 {
 	struct rps_config tmp = *cfg;
