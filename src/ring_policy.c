@@ -20,12 +20,8 @@ static const char *const policy_names[] = {
 
 int rps_ring_policy_parse(const char *s)
 {
-	if (!s)
-		return -EINVAL;
-	for (int p = RPS_PRIO_FIFO; p < RPS_PRIO_CALLBACK; p++)
-		if (!strcasecmp(s, policy_names[p]))
-			return p;
-	return -EINVAL;
+	/* "callback" is not a word a user can give: it needs a function */
+	return rps_name_index(policy_names, RPS_PRIO_CALLBACK, s);
 }
 
 const char *rps_ring_policy_name(enum rps_priority_policy p)
