@@ -640,6 +640,7 @@ static void run_torn(int event_mode)
 
 	memset(&s, 0, sizeof(s));
 	tenv_get(&e);
+	tr_rnr_retry = 0; /* as in run() */
 	tcfg_init(&cfg, event_mode);
 	ts = tr_create(&cfg, e.dev0, 1, on_hello, &s);
 	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
