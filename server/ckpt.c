@@ -13,11 +13,13 @@
  *
  * File format, atomicity, retention: src/ckpt.h, docs/operations.md.
  */
-#include "server/server_int.h"
+#include "server/ckpt.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "src/alloc.h"
 #include "src/ckpt.h"
@@ -228,4 +230,110 @@ void rps_shard_restore_run(struct rps_shard *sh, struct rps_shard_restore *r)
 out:
 	r->rc = rc;
 	atomic_store(&r->done, 1);
+}
+
+/* ---- the server's restore (rdmaps-server --restore DIR) ---------------------------- */
+
+/* The server ranks that have checkpoint files in dir: the one rank, or
+ * UINT32_MAX if none or several (then the scheduler's choice decides). */
+uint32_t rps_srv_restore_rank_of_dir(const char *dir, int *nranks_p)
+{
+	uint32_t first = UINT32_MAX;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int n = 0;
+
+	if (!d) {
+		RPS_ERR("--restore %s: %m", dir);
+		*nranks_p = -1;
+		return UINT32_MAX;
+	}
+	while ((de = readdir(d))) {
+		uint32_t r, sh;
+		uint64_t c;
+
+		if (rps_ckpt_parse_name(de->d_name, &r, &sh, &c) != 1)
+			continue;
+		if (first == UINT32_MAX) {
+			first = r;
+			n = 1;
+		} else if (r != first && n == 1) {
+			n = 2;
+		}
+	}
+	closedir(d);
+	*nranks_p = n;
+	return n == 1 ? first : UINT32_MAX;
+}
+
+/* Find a checkpoint of every shard of `rank`: at one common clock if the
+ * files allow it. 0 with paths, or -errno (logged: no silent fresh start). */
+int rps_srv_restore_find(const char *dir, uint32_t rank, uint32_t nshards,
+			 struct rps_shard_restore *r)
+{
+	struct rps_ckpt_info info;
+	uint64_t common = UINT64_MAX;
+	int rc, mixed = 0;
+
+	for (int s = 0; s < (int)nshards; s++) {
+		rc = rps_ckpt_find(dir, rank, (uint32_t)s, nshards, &info);
+		if (rc) {
+			RPS_ERR(
+			    "cannot restore server %u: no valid checkpoint of shard %d in %s (%s)",
+			    rank, s, dir, rps_strerror(rc));
+			return rc;
+		}
+		snprintf(r[s].path, sizeof(r[s].path), "%s", info.path);
+		r[s].clock = info.clock;
+		if (info.clock < common)
+			common = info.clock;
+	}
+	for (int s = 0; s < (int)nshards && !mixed; s++) {
+		if (r[s].clock == common)
+			continue;
+		rc = rps_ckpt_find_max(dir, rank, (uint32_t)s, nshards, common, &info);
+		if (rc) {
+			mixed = 1;
+			break;
+		}
+		snprintf(r[s].path, sizeof(r[s].path), "%s", info.path);
+		r[s].clock = info.clock;
+	}
+	if (mixed)
+		RPS_WARN("restore: the shards of server %u have no checkpoint at one common clock "
+			 "(newest %llu): each shard takes its own newest",
+			 rank, (unsigned long long)common);
+	for (int s = 0; s < (int)nshards; s++) {
+		r[s].rank = rank;
+		r[s].nshards = nshards;
+		r[s].rc = 0;
+		atomic_init(&r[s].done, 0);
+	}
+	return 0;
+}
+
+/* Wait for the shards' update threads to load the files found (queued as
+ * RPS_ENT_RESTORE entries): 0, or the first failure (logged). */
+int rps_srv_restore_wait(const char *dir, uint32_t nshards, struct rps_shard_restore *r)
+{
+	uint64_t nslices = 0, lo = UINT64_MAX, hi = 0;
+	for (int s = 0; s < (int)nshards; s++) {
+		struct timespec ts = {0, 1000000};
+
+		while (!atomic_load(&r[s].done))
+			nanosleep(&ts, NULL);
+		if (r[s].rc) {
+			RPS_ERR("restore of shard %d from %s failed: %s", s, r[s].path,
+				rps_strerror(r[s].rc));
+			return r[s].rc;
+		}
+		nslices += r[s].nslices;
+		lo = RPS_MIN(lo, r[s].clock);
+		hi = RPS_MAX(hi, r[s].clock);
+	}
+	RPS_INFO("restored from %s: %d shards at clock %llu (up to %llu), %llu slices; workers go "
+		 "on from their own clocks (updates after the checkpoint are lost)",
+		 dir, (int)nshards, (unsigned long long)lo, (unsigned long long)hi,
+		 (unsigned long long)nslices);
+	return 0;
 }

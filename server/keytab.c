@@ -4,7 +4,7 @@
  * changes, so a reader that sees a pointer sees a complete meta (release /
  * acquire), and a reader that sees NULL at the end of a probe knows the slice
  * was not there when it looked. */
-#include "server/server_int.h"
+#include "server/keytab.h"
 
 #include <errno.h>
 

@@ -3,7 +3,7 @@
  * Returns go onto a lock-free stack (push with compare-exchange); the owner
  * takes the whole stack at once with an exchange when its private free list
  * runs dry, which is immune to ABA. No mutex and no malloc in steady state. */
-#include "server/server_int.h"
+#include "server/pool.h"
 
 #include <errno.h>
 #include <string.h>

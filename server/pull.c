@@ -1,7 +1,7 @@
 /* Pulls over TCP: validation, the consistency condition, and the shard's list
  * of parked pulls (added by the network thread, answered by the update thread
  * once its clocks allow). Over RDMA workers read the store themselves. */
-#include "server/server_int.h"
+#include "server/pull.h"
 
 #include <errno.h>
 

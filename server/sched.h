@@ -28,13 +28,15 @@ struct rps_sched_opts {
 	int heartbeat_timeout_ms;     /* silent this long = dead */
 	int shutdown_grace_ms;	      /* end of job: how long to wait for servers to leave */
 	int metrics_port;	      /* > 0: /metrics over HTTP on host:metrics_port */
-	const struct rps_config *cfg; /* passed to the transport; NULL = rps_config_get() */
+	const struct rps_config *cfg; /* copied at create; NULL = defaults and RDMAPS_* */
 	char host_buf[256];	      /* rps_sched_opts_init: storage for host */
+	char secret_buf[64];	      /* rps_sched_opts_init: storage for secret */
 };
 
-/* From cfg (NULL = rps_config_get()): host and port of cfg->scheduler (the
- * address nodes connect to; "0.0.0.0:PORT" listens on every interface),
- * secret, counts, heartbeat timeout. secret points into *cfg. */
+/* From cfg (NULL = defaults and RDMAPS_* variables, rps_config_init): host
+ * and port of cfg->scheduler (the address nodes connect to; "0.0.0.0:PORT"
+ * listens on every interface), secret, counts, heartbeat timeout; o->cfg = cfg.
+ * host and secret point into *o. */
 void rps_sched_opts_init(struct rps_sched_opts *o, const struct rps_config *cfg);
 /* Create the transport and listen. -EADDRINUSE etc. from the transport,
  * -EINVAL for bad counts. */

@@ -68,7 +68,8 @@ int main(int argc, char **argv)
 		rps_config_dump(&cfg, stdout);
 		return 0;
 	}
-	rps_config_set_global(&cfg);
+	if (rps_log_level_parse(cfg.log_level) >= 0)
+		rps_log_set_level(rps_log_level_parse(cfg.log_level));
 	if (cfg.role[0] && strcmp(cfg.role, "scheduler") != 0)
 		RPS_WARN("RDMAPS_ROLE is '%s'; rdmaps-sched runs as the scheduler anyway",
 			 cfg.role);
@@ -77,7 +78,7 @@ int main(int argc, char **argv)
 			 "declared dead",
 			 cfg.heartbeat_timeout_ms, cfg.heartbeat_ms);
 
-	rps_sched_opts_init(&o, rps_config_get());
+	rps_sched_opts_init(&o, &cfg);
 	if (!o.port) {
 		RPS_ERR("no scheduler port: set RDMAPS_SCHEDULER=host:port or --scheduler");
 		return 2;

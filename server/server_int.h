@@ -1,5 +1,11 @@
-/* Server internals: the pieces of a shard that unit tests drive without a
- * network (key table, update logic, clocks, parked pulls, pools).
+/* Server internals: the server object and its connections, shared by the
+ * server's files (server.c, opts.c, conn.c, frame.c, cluster.c, metrics.c).
+ * The shard pieces unit tests drive without a network have headers of their
+ * own; dependencies point one way:
+ *   server_int.h -> update.h -> shard.h -> keytab.h, pool.h
+ *                -> pull.h   -> shard.h
+ *                -> ckpt.h   -> shard.h
+ * (update.c calls pull.c and ckpt.c; ckpt.c and pull.c call shard.c only.)
  *
  * Threads
  * - the network thread polls the transport, validates frames, answers PULLs it
@@ -15,64 +21,18 @@
 #ifndef RPS_SERVER_INT_H
 #define RPS_SERVER_INT_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <rdmaps/server.h>
 
-#include "src/optim.h"
-#include "src/proto.h"
-#include "src/ring.h"
-#include "src/store.h"
+#include "server/ckpt.h"
+#include "server/pull.h"
+#include "server/shard.h"
+#include "server/update.h"
+#include "src/config.h"
 #include "transport/transport.h"
-
-/* ---- object pools (pool.c) ------------------------------------------------
- * One owner thread takes objects; any thread gives them back (a lock-free
- * stack the owner empties in one exchange, so no ABA). Objects are allocated
- * only when the pool is empty and kept until rps_srv_pool_fini, which frees all of
- * them, in use or not. Payloads are 64-byte aligned. */
-struct rps_srv_pool;
-
-struct rps_srv_pool_obj {
-	struct rps_srv_pool_obj *next;	   /* free list / return stack */
-	struct rps_srv_pool_obj *all_next; /* every object of the pool */
-	struct rps_srv_pool *pool;
-	size_t size; /* payload bytes */
-	char pad[32];
-};
-_Static_assert(sizeof(struct rps_srv_pool_obj) == 64, "pool header is one line");
-
-struct rps_srv_pool {
-	size_t obj_size;
-	struct rps_srv_pool_obj *free; /* owner only */
-	struct rps_srv_pool_obj *all;  /* owner only */
-	_Atomic(struct rps_srv_pool_obj *) ret;
-	uint64_t nobjs;
-};
-
-void rps_srv_pool_init(struct rps_srv_pool *p, size_t obj_size);
-void rps_srv_pool_fini(struct rps_srv_pool *p);
-/* Owner thread. NULL when out of memory. */
-void *rps_srv_pool_get(struct rps_srv_pool *p);
-/* Any thread. */
-void rps_srv_pool_put(void *obj);
-
-/* Send buffers in power-of-two size classes from 4 KiB up to max_bytes. */
-#define RPS_BUF_MIN_SHIFT 12
-#define RPS_BUF_CLASSES	  24
-struct rps_srv_bufpool {
-	struct rps_srv_pool cls[RPS_BUF_CLASSES];
-	int nclasses;
-	size_t max_bytes;
-};
-void rps_srv_bufpool_init(struct rps_srv_bufpool *bp, size_t max_bytes);
-void rps_srv_bufpool_fini(struct rps_srv_bufpool *bp);
-/* Owner thread; NULL if bytes > max_bytes or out of memory. Give back with rps_srv_pool_put. */
-void *rps_srv_bufpool_get(struct rps_srv_bufpool *bp, size_t bytes);
-
-/* ---- connections and requests ------------------------------------------ */
 
 /* The server's side of one worker connection (conn->user). Freed, and the
  * transport connection closed, when the last reference goes: the network
@@ -84,256 +44,126 @@ struct rps_srv_conn {
 	atomic_int refs;
 	atomic_int closed;		  /* no more frames taken from it */
 	uint32_t rank;			  /* worker rank (hello) */
+	uint32_t shard_lo, shard_hi;	  /* the shards its CLOCK and SYNC count for */
 	int net_ref;			  /* network thread: still holds its reference */
 	struct rps_srv_conn *prev, *next; /* network thread's list */
 	struct rps_srv_conn *close_next;  /* close stack */
 };
 
-enum rps_srv_req_op {
-	RPS_REQ_DECLARE = 1,
-	RPS_REQ_PUSH,
-	RPS_REQ_PULL,
+/* ---- the server (server.c, opts.c, conn.c, frame.c, cluster.c, metrics.c) ---- */
+#define RPS_SRV_POLL_MS 100
+#define RPS_SRV_EVENTS	64
+
+/* /metrics (metrics.c). */
+struct srv_metrics {
+	struct rps_metrics *reg;
+	struct rps_http_server *http;
+	pthread_mutex_t lock; /* one refresh at a time */
+	struct rps_metric *pushes[RPS_MAX_SHARDS], *pulls[RPS_MAX_SHARDS];
+	struct rps_metric *depth[RPS_MAX_SHARDS], *clock[RPS_MAX_SHARDS];
+	struct rps_metric *ckpts[RPS_MAX_SHARDS], *ckpt_fail[RPS_MAX_SHARDS];
+	struct rps_metric *ckpt_age[RPS_MAX_SHARDS];
+	struct rps_metric *bytes[2], *msgs[2]; /* rx, tx */
+	struct rps_metric *faults[3];	       /* drop, delay, stall */
 };
 
-struct rps_slice_meta;
-
-/* One DECLARE, PUSH or parked PULL on its way through a shard. */
-struct rps_srv_req {
-	struct rps_srv_req *next;    /* parked / deferred lists */
-	struct rps_srv_conn *sc;     /* NULL in tests */
-	void *token;		     /* PUSH: receive token, released when applied */
-	float *data;		     /* PUSH: count floats, usable as scratch */
-	struct rps_slice_meta *meta; /* PUSH / PULL: validated slice (NULL: none) */
-	uint32_t op;		     /* enum rps_srv_req_op */
-	uint32_t req_id;
-	uint32_t worker; /* requester's rank */
-	int32_t status;	 /* PUSH refused at validation: only counted */
-	union {
-		struct rps_declare decl;
-		struct rps_push push;
-		struct rps_pull pull;
-	} u;
-};
-
-/* Ring entry types (struct rps_ring_entry.type). */
-enum rps_srv_ent {
-	RPS_ENT_DECLARE = 1, /* ptr = req, ptr2 = conn */
-	RPS_ENT_PUSH,	     /* ptr = req, ptr2 = conn */
-	RPS_ENT_CLOCK,	     /* info.worker ends info.clock with u64 pushes to this shard */
-	RPS_ENT_DEAD,	     /* info.worker is dead: no longer waited for */
-	RPS_ENT_REVIVE,	     /* info.worker rejoined: waited for again from the shard's clock */
-	RPS_ENT_SYNC,	     /* info.worker says its clock is info.clock (RPS_OP_SYNC) */
-	RPS_ENT_CKPT,	     /* write a checkpoint now (on request) */
-	RPS_ENT_RESTORE,     /* ptr = struct rps_shard_restore: load a checkpoint file */
-};
-
-/* ---- key table (keytab.c) -------------------------------------------------
- * (key, slice) -> slice meta. Insert-only open addressing, one writer (the
- * update thread), lock-free readers: a meta is fully built before its pointer
- * is published with release; readers load with acquire. */
-struct rps_slice_meta {
-	uint64_t key;
-	uint32_t slice;
-	uint32_t shard;
-	uint64_t nelems;
-	struct rps_store_slice sl;
-	uint64_t data_off; /* byte offset of element 0 in the store */
-	/* update thread only */
-	struct rps_optim_state opt;
-	uint64_t elems_applied; /* ASP/SSP: elements stepped, step = this / nelems */
-	float *acc;		/* BSP: sum of this clock's pushes */
-	int dirty;		/* BSP: acc holds something for this clock */
-	struct rps_slice_meta *dirty_next;
-	int pending_init; /* RPS_INIT_PUSH: not yet fully assigned */
-	uint64_t assigned;
-	uint8_t *assigned_map; /* bit per element assigned */
-};
-
-struct rps_srv_keytab {
-	_Atomic(struct rps_slice_meta *) *slots;
-	uint64_t mask;
-	uint64_t count;
-	uint64_t max; /* inserts allowed (load <= 1/2) */
-};
-
-/* Room for max_entries slices. -ENOMEM. */
-int rps_srv_keytab_init(struct rps_srv_keytab *t, uint64_t max_entries);
-/* Frees the table; each meta is handed to free_fn (may be NULL). */
-void rps_srv_keytab_fini(struct rps_srv_keytab *t, void (*free_fn)(struct rps_slice_meta *m));
-/* Any thread. NULL if absent. */
-struct rps_slice_meta *rps_srv_keytab_lookup(const struct rps_srv_keytab *t, uint64_t key,
-					     uint32_t slice);
-/* The one writer. -EEXIST (same key and slice present), -ENOSPC. */
-int rps_srv_keytab_insert(struct rps_srv_keytab *t, struct rps_slice_meta *m);
-uint64_t rps_srv_keytab_count(const struct rps_srv_keytab *t);
-
-/* ---- shards (shard.c, update.c, pull.c) ---------------------------------- */
-struct rps_shard;
-
-struct rps_shard_io {
-	/* A push was applied (or refused): release req->token, answer PUSH_ACK with
-	 * status, drop req->sc, free req. */
-	void (*push_done)(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status);
-	/* A declare finished: answer DECLARE_ACK (ack valid when status == 0), free req. */
-	void (*declare_done)(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
-			     const struct rps_declare_ack *ack);
-	/* A parked pull's condition holds: answer it, free req (update thread). */
-	void (*pull_answer)(void *arg, struct rps_shard *sh, struct rps_srv_req *req);
-};
-
-struct rps_shard_params {
-	uint32_t idx;
-	uint32_t nworkers;
-	size_t shard_bytes;
+struct rps_server {
+	struct rps_server_opts opts; /* strings below are our copies */
+	char *scheduler;
+	char *transport;
+	char *host;
+	char *secret;
+	char *ckpt_dir;		      /* RDMAPS_CHECKPOINT_DIR ("" none) */
+	char *restore_dir;	      /* rps_server_set_restore, NULL none */
+	const struct rps_config *cfg; /* &cfg_copy */
+	struct rps_config cfg_copy;
+	uint32_t nworkers; /* configured (RDMAPS_NUM_WORKERS) */
 	uint32_t chunk_bytes;
-	size_t ring_size;
-	enum rps_priority_policy priority;
-	rps_priority_fn priority_fn;
-	void *priority_arg;
-	enum rps_consistency consistency;
-	uint32_t staleness;
-	struct rps_optim_opts optim;
-	struct rps_init init; /* for RPS_INIT_DEFAULT */
-	uint64_t max_msg;     /* largest frame payload (pull size limit) */
-	/* checkpoints (ckpt.c); ckpt_dir NULL or "": none */
-	const char *ckpt_dir;
-	uint32_t ckpt_every;	/* clocks between checkpoints; 0 = off */
-	uint32_t ckpt_secs;	/* seconds between checkpoints (at a clock boundary); 0 = off */
-	uint32_t server_shards; /* shards of the server (the files' num_shards) */
+	uint64_t max_msg;
+	int heartbeat_ms;
+
+	struct rps_transport *tr;
+	/* what the transport can do, decided once at create */
+	int conn_per_shard; /* RPS_TR_CAP_CHANNELS: a connection carries one shard */
+	int remote_read;    /* RPS_TR_CAP_READ: workers read the stores themselves */
+	uint16_t port;
+	int nshards;
+	int shards_ready; /* initialised */
+	struct rps_shard *shards;
+	int ncores;
+	int *cores;
+
+	atomic_uint rank;	 /* UINT32_MAX until joined */
+	atomic_uint map_workers; /* from the cluster map, 0 until joined */
+	atomic_int stop;
+	atomic_int ckpt_request; /* rps_server_checkpoint: the network thread queues it */
+	int running;
+	struct rps_ctl *ctl;
+	uint8_t wgone[RPS_MAX_WORKERS]; /* control thread: left or dead */
+
+	/* network thread */
+	struct rps_srv_pool reqs;
+	struct rps_srv_bufpool net_bufs;
+	struct rps_srv_conn *conns;
+	_Atomic(struct rps_srv_conn *) close_stack;
+
+	/* counters for heartbeats */
+	atomic_ullong n_push, n_pull, bytes_in, bytes_out;
+	atomic_ullong msgs_in, msgs_out;
+	atomic_ullong faults_drop, faults_delay; /* RDMAPS_FAULT injections */
+
+	struct srv_metrics m; /* m.reg NULL: off */
 };
 
-/* A restore handed to a shard's update thread (RPS_ENT_RESTORE). */
-struct rps_shard_restore {
-	char path[512];
-	uint32_t rank, nshards;
-	int rc;		 /* result */
-	atomic_int done; /* set by the update thread */
-	uint64_t clock;	 /* the restored clock */
-	uint64_t nslices;
-};
+/* server.c: entries into the shards' rings (network and control threads). */
+int rps_srv_enqueue(struct rps_server *srv, struct rps_shard *sh, const struct rps_ring_entry *e);
+/* A control entry (DEAD, CLOCK, ...): as fresh and as urgent as anything. */
+void rps_srv_ctl_entry(struct rps_ring_entry *e, uint32_t type, uint32_t shard, uint32_t worker);
+void rps_srv_queue_worker(struct rps_server *srv, uint32_t type, uint32_t w);
+int rps_srv_queue_all(struct rps_server *srv, uint32_t type, struct rps_shard_restore *r);
 
-#define RPS_CLOCK_NONE UINT32_MAX
+/* opts.c */
+void rps_srv_opts_from_config(struct rps_server_opts *o, const struct rps_config *cfg);
+void rps_srv_opts_merge(struct rps_server_opts *o, const struct rps_server_opts *from);
+int rps_srv_opts_check(const struct rps_server_opts *o, const struct rps_config *cfg);
+int rps_srv_cores_setup(struct rps_server *srv);
+void rps_srv_cores_desc(const struct rps_server *srv, char *buf, size_t len);
+/* The address workers are told to connect to. */
+const char *rps_srv_advertised_host(const struct rps_server *srv);
 
-struct rps_shard {
-	struct rps_shard_params p;
-	struct rps_optim_opts optim_noclip; /* clipping is done per piece, before the runs */
-	const struct rps_shard_io *io;
-	void *io_arg;
+/* conn.c */
+static inline void rps_srv_conn_get(struct rps_srv_conn *sc)
+{
+	atomic_fetch_add_explicit(&sc->refs, 1, memory_order_relaxed);
+}
+void rps_srv_conn_put(struct rps_server *srv, struct rps_srv_conn *sc);
+void rps_srv_close_drain(struct rps_server *srv);
+void rps_srv_free_reqs(struct rps_server *srv, struct rps_srv_req *r);
+void rps_srv_conn_drop(struct rps_server *srv, struct rps_srv_conn *sc);
+void rps_srv_conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int status,
+		       const char *why);
+void rps_srv_send_small(struct rps_server *srv, struct rps_srv_conn *sc, uint8_t op,
+			uint32_t req_id, int status, const void *fixed, size_t len);
+void rps_srv_pull_refuse(struct rps_server *srv, struct rps_srv_conn *sc, uint32_t req_id,
+			 const struct rps_pull *p, int status);
+void rps_srv_pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct rps_shard *sh,
+		       struct rps_srv_conn *sc, uint32_t req_id, const struct rps_pull *p,
+		       const struct rps_slice_meta *m);
+void rps_srv_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status);
+void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
+			  const struct rps_declare_ack *ack);
+extern const struct rps_shard_io rps_srv_io;
+int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
+		     size_t *ack_len_p, const char **why_p);
 
-	struct rps_store store;
-	struct rps_tr_mr mr;
-	int mr_ok;
-	struct rps_srv_keytab tab;
-	struct rps_ring *ring;
-
-	pthread_t thread;
-	int thread_ok;
-	int core; /* pinned core or -1 */
-
-	/* update thread only */
-	uint64_t clock;		      /* shard clock: min over live workers */
-	uint64_t *wclock;	      /* [nworkers] */
-	uint8_t *live;		      /* [nworkers] */
-	uint8_t *nwarn;		      /* [nworkers]: stale-clock warnings logged */
-	uint32_t win;		      /* clocks tracked ahead per worker (power of two) */
-	uint32_t *applied;	      /* [nworkers * win]: pushes counted for clock c */
-	uint32_t *expected;	      /* [nworkers * win]: from CLOCK, or RPS_CLOCK_NONE */
-	struct rps_slice_meta *dirty; /* BSP: slices with a sum for the current clock */
-	struct rps_srv_req *deferred, *deferred_tail; /* BSP: pushes for a later clock */
-	int redo;				      /* clock advanced: retry deferred pushes */
-	int changed;				      /* a clock moved: parked pulls may be ready */
-	uint64_t ckpt_last_clock;		      /* clock of the last checkpoint written */
-	uint64_t ckpt_last_ns;			      /* rps_now_ns() of it (or of the start) */
-
-	/* parked pulls: network thread adds, update thread answers */
-	pthread_mutex_t park_lock;
-	struct rps_srv_req *parked, *parked_tail;
-	atomic_uint nparked;
-
-	struct rps_srv_bufpool bufs; /* update thread's send buffers */
-
-	/* counters */
-	atomic_ullong pushes_applied;
-	atomic_ullong pulls_parked;
-	atomic_ullong faults_stall; /* RDMAPS_FAULT stall_update_ms injected */
-	atomic_ullong pulls_served; /* PULL frames answered or parked (network thread) */
-	/* checkpoints (update thread writes, anyone reads) */
-	atomic_ullong ckpts_ok, ckpts_failed;
-	atomic_ullong ckpt_wall_ns; /* CLOCK_REALTIME of the newest, 0: none */
-	atomic_ullong ckpt_clock;   /* its clock */
-
-	/* set by the server once it joined (UINT32_MAX before): checkpoint file
-	 * names, kill_at_clock */
-	atomic_uint server_rank;
-};
-
-/* Store, key table, ring, clocks. -EINVAL, -ENOMEM. No thread yet. */
-int rps_shard_init(struct rps_shard *sh, const struct rps_shard_params *p,
-		   const struct rps_shard_io *io, void *io_arg);
-/* Frees everything (the update thread must be stopped, the MR deregistered). */
-void rps_shard_fini(struct rps_shard *sh);
-/* Start the update thread, pinned to core (< 0: not pinned; a failed pin warns). */
-int rps_shard_start(struct rps_shard *sh, int core);
-/* Close the ring, let the thread drain it and join. Deferred pushes are
- * answered with -ECANCELED. */
-void rps_shard_stop(struct rps_shard *sh);
-
-/* Update thread: handle one popped entry (also answers parked pulls whose
- * condition now holds). Tests call it directly. */
-void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e);
-/* Create a slice (idempotent). 0 with *ack_p, -EEXIST, -EINVAL, -ENOSPC, -ENOMEM. */
-int rps_shard_declare(struct rps_shard *sh, const struct rps_declare *d,
-		      struct rps_declare_ack *ack_p);
-
-/* Network thread: validate a push. 0 (with *meta_p), -ENOENT, -EINVAL. */
-int rps_shard_push_check(const struct rps_shard *sh, const struct rps_push *p,
-			 struct rps_slice_meta **meta_p);
-/* Fill the ring entry of a push / declare / clock. */
-void rps_shard_push_entry(const struct rps_shard *sh, struct rps_srv_req *req,
-			  struct rps_ring_entry *e_p);
-
-/* Pulls. Validation: 0 (with *meta_p, NULL for count == 0), -ENOENT, -EINVAL,
- * -EMSGSIZE (the answer would not fit a frame). */
-int rps_shard_pull_check(const struct rps_shard *sh, const struct rps_pull *p,
-			 struct rps_slice_meta **meta_p);
-/* Does the consistency condition for min_clock hold for requester (any thread)? */
-int rps_shard_pull_ready(const struct rps_shard *sh, uint32_t min_clock, uint32_t requester);
-/* Park a pull unless its condition holds now: 1 = ready (not parked, the
- * caller answers), 0 = parked (the update thread answers it later). */
-int rps_shard_pull_park(struct rps_shard *sh, struct rps_srv_req *req);
-/* Update thread: answer every parked pull whose condition holds. */
-void rps_shard_pull_release(struct rps_shard *sh);
-/* Unpark the pulls of one connection (sc NULL: all); returns them as a list. */
-struct rps_srv_req *rps_shard_pull_unpark(struct rps_shard *sh, const struct rps_srv_conn *sc);
-
-/* Copy elements [off, off + n) of a slice consistently (seqlock). */
-void rps_shard_read(const struct rps_shard *sh, const struct rps_slice_meta *m, uint64_t off,
-		    uint64_t n, float *dst);
-
-/* ---- checkpoints (ckpt.c) ---- */
-/* Update thread: write this shard's checkpoint now (at the shard's clock).
- * 0 or -errno (logged, counted in ckpts_failed). */
-int rps_shard_ckpt_write(struct rps_shard *sh);
-/* Update thread, after the clock moved: write one if every / secs say so. */
-void rps_shard_ckpt_maybe(struct rps_shard *sh);
-/* Update thread: load r->path into this (empty) shard: slices, parameters,
- * optimizer state, and the clock for every worker. Sets r->rc, r->done. */
-void rps_shard_restore_run(struct rps_shard *sh, struct rps_shard_restore *r);
-
-/* "zeros" | "const:V" | "uniform:A,B" | "normal:MEAN,STD" | "push" -> init
- * (seed untouched). -EINVAL. */
-int rps_server_init_parse(const char *s, struct rps_init *init_p);
-/* Value of element e of slice `slice` of key under init (deterministic). */
-float rps_server_init_value(const struct rps_init *init, uint64_t key, uint32_t slice, uint64_t e);
-/* "asp" | "bsp" | "ssp" -> consistency, or -EINVAL. */
-int rps_server_consistency_parse(const char *s);
-const char *rps_server_consistency_name(enum rps_consistency c);
-
-/* ---- the server (server.c) ---- */
-/* The network loop of rps_server_run without the scheduler: poll and dispatch
- * until rps_server_stop (tests run it in-process). */
+/* frame.c: the network loop of rps_server_run without the scheduler: poll and
+ * dispatch until rps_server_stop (tests run it in-process). */
 int rps_server_serve(struct rps_server *srv);
 uint16_t rps_server_port(const struct rps_server *srv);
-struct rps_shard *rps_server_shard(struct rps_server *srv, int i);
+
+/* metrics.c */
+void rps_srv_heartbeat(struct rps_server *srv);
+int rps_srv_metrics_start(struct rps_server *srv, uint32_t rank);
+void rps_srv_metrics_stop(struct rps_server *srv);
 
 #endif

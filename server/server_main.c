@@ -134,7 +134,6 @@ int main(int argc, char **argv)
 		}
 	}
 	snprintf(cfg.role, sizeof(cfg.role), "server");
-	rps_config_set_global(&cfg);
 	if (dump) {
 		rps_config_dump(&cfg, stdout);
 		return 0;
@@ -144,7 +143,9 @@ int main(int argc, char **argv)
 		rps_log_set_level(level);
 	rps_log_set_ident("server", -1);
 
-	rps_server_opts_init(&opts);
+	memset(&opts, 0, sizeof(opts));
+	opts.field_mask = RPS_SERVER_OPT_CONFIG; /* everything from the flags and RDMAPS_* */
+	opts.config = &cfg;
 	rc = rps_server_create(&opts, &srv);
 	if (rc) {
 		fprintf(stderr, "rdmaps-server: cannot start: %s\n", rps_strerror(rc));

@@ -1,6 +1,6 @@
-/* A shard: its store, key table, priority ring, clocks and update thread,
- * and the creation of slices (DECLARE) with their initial values. */
-#include "server/server_int.h"
+/* A shard: its store, key table, priority ring and clocks (the update thread
+ * is update.c), and the creation of slices (DECLARE) with their initial values. */
+#include "server/shard.h"
 
 #include <errno.h>
 #include <math.h>
@@ -319,75 +319,4 @@ void rps_shard_fini(struct rps_shard *sh)
 	rps_free(sh->expected);
 	pthread_mutex_destroy(&sh->park_lock);
 	rps_srv_bufpool_fini(&sh->bufs);
-}
-
-static void *update_thread(void *arg)
-{
-	struct rps_shard *sh = arg;
-	struct rps_ring_entry e;
-
-	rps_fault_thread_seed(sh->p.idx); /* same decisions per shard, run after run */
-	for (;;) {
-		int rc = rps_ring_pop_wait(sh->ring, &e, 1000);
-
-		if (rc == -ETIMEDOUT)
-			continue;
-		if (rc)
-			break; /* closed and drained */
-		rps_shard_handle(sh, &e);
-	}
-	return NULL;
-}
-
-int rps_shard_start(struct rps_shard *sh, int core)
-{
-	char name[16];
-	int rc;
-
-	rc = pthread_create(&sh->thread, NULL, update_thread, sh);
-	if (rc) {
-		RPS_ERR("shard %u: update thread: %s", sh->p.idx, strerror(rc));
-		return -rc;
-	}
-	sh->thread_ok = 1;
-	snprintf(name, sizeof(name), "rps-upd-%u", sh->p.idx);
-	pthread_setname_np(sh->thread, name);
-	if (core >= CPU_SETSIZE) {
-		RPS_WARN("shard %u: core %d beyond CPU_SETSIZE: update thread left unpinned",
-			 sh->p.idx, core);
-	} else if (core >= 0) {
-		cpu_set_t set;
-
-		CPU_ZERO(&set);
-		CPU_SET(core, &set);
-		rc = pthread_setaffinity_np(sh->thread, sizeof(set), &set);
-		if (rc) {
-			RPS_WARN("shard %u: pin update thread to core %d: %s (left unpinned)",
-				 sh->p.idx, core, strerror(rc));
-		} else {
-			sh->core = core;
-			RPS_INFO("shard %u: update thread pinned to core %d", sh->p.idx, core);
-		}
-	}
-	return 0;
-}
-
-void rps_shard_stop(struct rps_shard *sh)
-{
-	struct rps_srv_req *r;
-
-	if (sh->ring)
-		rps_ring_close(sh->ring);
-	if (sh->thread_ok) {
-		pthread_join(sh->thread, NULL);
-		sh->thread_ok = 0;
-	}
-	r = sh->deferred;
-	sh->deferred = sh->deferred_tail = NULL;
-	while (r) {
-		struct rps_srv_req *n = r->next;
-
-		sh->io->push_done(sh->io_arg, sh, r, -ECANCELED);
-		r = n;
-	}
 }

@@ -11,15 +11,22 @@
  * (which a well-behaved worker never sends) waits on the deferred list. When
  * every live worker is done with clock c, each dirty slice's sum is applied
  * once with step = c and the clock becomes c + 1.
+ *
+ * The thread itself (rps_shard_start / rps_shard_stop) pops the shard's ring
+ * and hands each entry to rps_shard_handle.
  */
-#include "server/server_int.h"
+#include "server/update.h"
 
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "server/ckpt.h"
+#include "server/pull.h"
 #include "src/alloc.h"
 #include "src/fault.h"
 #include "src/log.h"
@@ -72,18 +79,22 @@ void rps_shard_push_entry(const struct rps_shard *sh, struct rps_srv_req *req,
 
 /* ---- applying (update thread) ------------------------------------------------ */
 
-/* Scale g so that ||g|| <= clip_norm over the whole piece (the optimizer's own
- * clipping would act per chunk run). */
-static void clip_piece(const struct rps_shard *sh, float *g, uint64_t n)
+/* Gradient clipping is per tensor: the worker sends the L2 norm of the whole
+ * tensor (key) with each of its pieces, and every piece is scaled by
+ * min(1, clip_norm / tensor_norm), so the result does not depend on how the
+ * tensor was cut into slices and frames. A piece without a tensor norm
+ * (tensor_norm 0) is taken as a tensor of its own. Under BSP each worker's
+ * tensor is clipped before it is added to the clock's sum; the sum itself is
+ * applied as it is. */
+static float clip_scale(const struct rps_shard *sh, const struct rps_push *p, const float *g)
 {
 	float c = sh->p.optim.clip_norm;
 	float nrm;
 
-	if (!(c > 0) || !n)
-		return;
-	nrm = cblas_snrm2((int)n, g, 1);
-	if (nrm > c)
-		cblas_sscal((int)n, c / nrm, g, 1);
+	if (!(c > 0) || !p->count)
+		return 1.0f;
+	nrm = p->tensor_norm > 0 ? p->tensor_norm : cblas_snrm2((int)p->count, g, 1);
+	return nrm > c ? c / nrm : 1.0f;
 }
 
 /* One optimizer step on elements [off, off + n) of a slice, g[0..n), run by
@@ -94,7 +105,6 @@ static void step_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t o
 	uint32_t epc = m->sl.epc;
 	uint64_t e = off, end = off + n;
 
-	clip_piece(sh, g, n);
 	while (e < end) {
 		uint64_t c = e / epc;
 		uint64_t i = e % epc;
@@ -154,7 +164,8 @@ static void apply_push(struct rps_shard *sh, struct rps_srv_req *req)
 	if (m->pending_init) {
 		assign_runs(sh, m, p->offset, p->count, req->data);
 	} else if (sh->p.consistency == RPS_BSP) {
-		cblas_saxpy((int)p->count, 1.0f, req->data, 1, m->acc + p->offset, 1);
+		cblas_saxpy((int)p->count, clip_scale(sh, p, req->data), req->data, 1,
+			    m->acc + p->offset, 1);
 		if (!m->dirty) {
 			m->dirty = 1;
 			m->dirty_next = sh->dirty;
@@ -164,6 +175,10 @@ static void apply_push(struct rps_shard *sh, struct rps_srv_req *req)
 		uint64_t step = m->elems_applied / (m->nelems ? m->nelems : 1);
 		uint32_t stale = sh->clock > p->clock ? (uint32_t)(sh->clock - p->clock) : 0;
 
+		float scale = clip_scale(sh, p, req->data);
+
+		if (scale != 1.0f)
+			cblas_sscal((int)p->count, scale, req->data, 1);
 		step_runs(sh, m, p->offset, p->count, req->data, step, stale);
 		m->elems_applied += p->count;
 		m->opt.step = m->elems_applied / (m->nelems ? m->nelems : 1);
@@ -464,5 +479,78 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 		atomic_thread_fence(memory_order_seq_cst);
 		if (atomic_load_explicit(&sh->nparked, memory_order_relaxed))
 			rps_shard_pull_release(sh);
+	}
+}
+
+/* ---- the thread ------------------------------------------------------------------ */
+
+static void *update_thread(void *arg)
+{
+	struct rps_shard *sh = arg;
+	struct rps_ring_entry e;
+
+	rps_fault_thread_seed(sh->p.idx); /* same decisions per shard, run after run */
+	for (;;) {
+		int rc = rps_ring_pop_wait(sh->ring, &e, 1000);
+
+		if (rc == -ETIMEDOUT)
+			continue;
+		if (rc)
+			break; /* closed and drained */
+		rps_shard_handle(sh, &e);
+	}
+	return NULL;
+}
+
+int rps_shard_start(struct rps_shard *sh, int core)
+{
+	char name[16];
+	int rc;
+
+	rc = pthread_create(&sh->thread, NULL, update_thread, sh);
+	if (rc) {
+		RPS_ERR("shard %u: update thread: %s", sh->p.idx, strerror(rc));
+		return -rc;
+	}
+	sh->thread_ok = 1;
+	snprintf(name, sizeof(name), "rps-upd-%u", sh->p.idx);
+	pthread_setname_np(sh->thread, name);
+	if (core >= CPU_SETSIZE) {
+		RPS_WARN("shard %u: core %d beyond CPU_SETSIZE: update thread left unpinned",
+			 sh->p.idx, core);
+	} else if (core >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(core, &set);
+		rc = pthread_setaffinity_np(sh->thread, sizeof(set), &set);
+		if (rc) {
+			RPS_WARN("shard %u: pin update thread to core %d: %s (left unpinned)",
+				 sh->p.idx, core, strerror(rc));
+		} else {
+			sh->core = core;
+			RPS_INFO("shard %u: update thread pinned to core %d", sh->p.idx, core);
+		}
+	}
+	return 0;
+}
+
+void rps_shard_stop(struct rps_shard *sh)
+{
+	struct rps_srv_req *r;
+
+	if (sh->ring)
+		rps_ring_close(sh->ring);
+	if (sh->thread_ok) {
+		pthread_join(sh->thread, NULL);
+		sh->thread_ok = 0;
+	}
+	r = sh->deferred;
+	sh->deferred = sh->deferred_tail = NULL;
+	while (r) {
+		struct rps_srv_req *n = r->next;
+
+		sh->io->push_done(sh->io_arg, sh, r, -ECANCELED);
+		r = n;
 	}
 }

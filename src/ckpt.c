@@ -89,9 +89,7 @@ int rps_ckpt_path(const char *dir, uint32_t server_rank, uint32_t shard, uint64_
 	return 0;
 }
 
-/* "server<R>-shard<S>-clock<C>.ckpt[.tmp]", canonical decimal only.
- * Returns 1 (final), 2 (temp) or 0 (not a checkpoint name). */
-static int parse_name(const char *name, uint32_t *rank_p, uint32_t *shard_p, uint64_t *clock_p)
+int rps_ckpt_parse_name(const char *name, uint32_t *rank_p, uint32_t *shard_p, uint64_t *clock_p)
 {
 	unsigned int r, s;
 	unsigned long long c;
@@ -447,7 +445,7 @@ static int list_shard(const char *dir, uint32_t rank, uint32_t shard, struct ckp
 	while ((de = readdir(d))) {
 		uint32_t r, s;
 		uint64_t c;
-		int kind = parse_name(de->d_name, &r, &s, &c);
+		int kind = rps_ckpt_parse_name(de->d_name, &r, &s, &c);
 
 		if (!kind || r != rank || s != shard)
 			continue;

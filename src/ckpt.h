@@ -109,6 +109,11 @@ uint32_t rps_crc32c(uint32_t crc, const void *buf, size_t len);
 int rps_ckpt_path(const char *dir, uint32_t server_rank, uint32_t shard, uint64_t clock, char *buf,
 		  size_t len);
 
+/* "server<R>-shard<S>-clock<C>.ckpt[.tmp]" (a file name, no directory),
+ * canonical decimal only. Returns 1 (a checkpoint, with *rank_p, *shard_p,
+ * *clock_p), 2 (a temp file of one, likewise) or 0 (not a checkpoint name). */
+int rps_ckpt_parse_name(const char *name, uint32_t *rank_p, uint32_t *shard_p, uint64_t *clock_p);
+
 /* ---- writing ------------------------------------------------------------
  * One writer per file, used by one thread at a time. Slices are streamed:
  *   rps_ckpt_writer_open(dir, rank, shard, num_shards, clock, &w)

@@ -152,7 +152,7 @@ struct rps_push {
 	uint32_t clock;       /* worker's clock */
 	uint64_t timestamp_ns;/* worker's CLOCK_REALTIME */
 	float norm;           /* L2 norm of the elements (priority 'magnitude') */
-	uint32_t reserved;
+	float tensor_norm;    /* L2 norm of the whole pushed tensor (clipping); 0: not given */
 };
 _Static_assert(sizeof(struct rps_push) == 48, "rps_push is 48 bytes");
 

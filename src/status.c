@@ -54,6 +54,7 @@ static const struct status_text status_texts[] = {
 	{ EPROTONOSUPPORT, "checkpoint format version not supported" },
 	{ ENAMETOOLONG, "file name too long (RDMAPS_CHECKPOINT_DIR)" },
 	{ ENOTDIR, "not a directory (checkpoint directory)" },
+	{ EDESTADDRREQ, "bad scheduler address (expected host:port)" },
 	{ EAGAIN, "try again (ring full or no credits)" },
 };
 /* clang-format on */

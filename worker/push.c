@@ -40,11 +40,13 @@ int rps_wpush_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t 
 	pthread_mutex_lock(&w->core.lock);
 	for (size_t i = 0; i < n; base += lens[i], i++) {
 		const struct rps_wkey *k = rps_keytab_find(&w->keys, keys[i]);
+		float tnorm; /* of the whole tensor: the server clips by it (docs/protocol.md) */
 
 		if (!k) { /* validated by the caller; a table cannot lose keys */
 			rc = -ENOENT;
 			break;
 		}
+		tnorm = lens[i] ? cblas_snrm2((int)lens[i], base, 1) : 0.0f;
 		for (uint32_t s = 0; s < k->nslices && !rc; s++) {
 			const struct rps_wslice *sl = &k->slices[s];
 			struct rps_wserver *srv = &w->servers[sl->server];
@@ -78,6 +80,7 @@ int rps_wpush_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t 
 				p->u.push.fixed.offset = off;
 				p->u.push.fixed.count = (uint32_t)cnt;
 				p->u.push.fixed.clock = clk;
+				p->u.push.fixed.tensor_norm = tnorm;
 				p->u.push.data = base + sl->offset + off;
 				sh->pushes++;
 				batch[nb++] = p;

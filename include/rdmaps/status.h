@@ -2,9 +2,9 @@
  *
  * Every function returns int: 0 on success, a negative errno on failure, and a
  * request's status is one too. rps_strerror(code) is the one way to turn a code
- * into text. Every code a public call (worker.h, server.h, config.h) can
- * return, and what it means in rdmaps (docs/api.md, "Errors", says which call
- * returns which):
+ * into text. Every code a public call (worker.h, server.h, config.h, ctl.h,
+ * keys.h, optim.h) can return, and what it means in rdmaps (docs/api.md,
+ * "Errors", says which call returns which):
  *   -EINVAL          a bad argument: NULL array or buffer, a length that is not
  *                    the declared one, a zero-length key, a bad initialiser or
  *                    option value (the reason is logged once)
@@ -74,6 +74,7 @@
  *                    not read
  *   -ENAMETOOLONG    RDMAPS_CHECKPOINT_DIR makes a checkpoint path too long
  *   -ENOTDIR         the restore directory is not a directory
+ *   -EDESTADDRREQ    rps_ctl_status_print: the scheduler address is not host:port
  *   -EAGAIN          internal (ring full, no credits): never returned by a
  *                    public call
  * A failure is logged once, where it is first seen; the caller gets the code.

@@ -73,6 +73,15 @@ metrics)
 	export RDMAPS_FAULT=delay_ms=0.5,delay_p=0.2,stall_update_ms=0.5,stall_p=0.2,seed=5
 	export RDMAPS_METRICS_PORT=$((10050 + (RANDOM % 200) * 100))
 	;;
+clip_asp | clip_bsp)
+	# clipping per tensor: a tensor of 5 frames (docs/protocol.md, Push)
+	export RDMAPS_CLIP_NORM=32 RDMAPS_MAX_MSG=4K WMODE=clip
+	if [ "$MODE" = clip_bsp ]; then
+		export RDMAPS_CONSISTENCY=bsp
+	else
+		export RDMAPS_CONSISTENCY=asp
+	fi
+	;;
 *) export RDMAPS_CONSISTENCY=asp ;;
 esac
 

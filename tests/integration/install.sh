@@ -84,14 +84,14 @@ done
 
 # what was built links and runs (the shared library from the prefix)
 if [ -z "${skip[examples/fmnist]:-}" ]; then
-	"$T/examples/fmnist/fmnist-train" --help | grep -q '^usage: fmnist-train' ||
+	grep -q "^usage: fmnist-train" <<<"$("$T/examples/fmnist/fmnist-train" --help)" ||
 		{ echo "install: fmnist-train --help"; exit 1; }
 	# not `ldd | grep -q`: grep leaving early kills ldd with SIGPIPE (pipefail)
 	grep -q "$T/prefix/lib/librdmaps.so" <<<"$(ldd "$T/examples/fmnist/fmnist-train")" ||
 		{ echo "install: fmnist-train does not use the installed librdmaps"; exit 1; }
 fi
 ctl=$T/tools/ctl/rdmaps-ctl
-"$ctl" --help | grep -q '^usage: rdmaps-ctl' || { echo "install: rdmaps-ctl --help"; exit 1; }
+grep -q "^usage: rdmaps-ctl" <<<"$("$ctl" --help)" || { echo "install: rdmaps-ctl --help"; exit 1; }
 grep -q "$T/prefix/lib/librdmaps.so" <<<"$(ldd "$ctl")" ||
 	{ echo "install: rdmaps-ctl does not use the installed librdmaps"; exit 1; }
 # the library's control client, through the public API: no scheduler there

@@ -197,6 +197,52 @@ static int declare_all(struct rps_worker *w)
 	return rc;
 }
 
+/* clip: RDMAPS_CLIP_NORM=32 and a small frame (RDMAPS_MAX_MSG=4K, so a
+ * tensor of 4096 floats goes out in 5 PUSH frames). Each worker pushes 2.0
+ * into every element once (norm 2 * 64 = 128): clipping is per tensor, so
+ * each push is scaled by 32 / 128 = 1/4, exactly as if it were one frame, and
+ * with SGD lr 1 every value ends at -(workers * 0.5) (BSP: the sum of the
+ * clipped pushes, applied at clock 1). Per-frame clipping would scale each
+ * frame by about 1/2. */
+#define CLIP_KEY 2001
+#define CLIP_LEN 4096
+
+static int run_clip(struct rps_worker *w)
+{
+	struct rps_init zeros = {.kind = RPS_INIT_ZEROS};
+	rps_key_t key = CLIP_KEY;
+	size_t len = CLIP_LEN;
+	float *g = calloc(len, sizeof(float)), *v = calloc(len, sizeof(float));
+	struct rps_req *req = NULL;
+	int rc = rps_worker_declare(w, &key, &len, 1, &zeros);
+
+	CHECK(rc == 0, "clip: declare: %s", rps_strerror(rc));
+	if (!rc)
+		rc = rps_worker_barrier(w);
+	for (size_t i = 0; i < len; i++)
+		g[i] = 2.0f;
+	if (!rc)
+		rc = wait_ok(rps_worker_push(w, &key, g, &len, 1, &req), &req, "clip push");
+	if (!rc) {
+		rc = rps_worker_clock(w);
+		CHECK(rc == 0, "clip: clock: %s", rps_strerror(rc));
+	}
+	if (!rc)
+		rc = rps_worker_barrier(w); /* every push applied (ASP) or summed (BSP) */
+	if (!rc)
+		rc = wait_ok(rps_worker_pull(w, &key, v, &len, 1, &req), &req, "clip pull");
+	for (size_t i = 0; !rc && i < len; i++) {
+		if (v[i] != -0.5f * (float)nworkers) {
+			CHECK(0, "clip: element %zu is %g, want %g (clipped per tensor)", i, v[i],
+			      -0.5f * (float)nworkers);
+			break;
+		}
+	}
+	free(g);
+	free(v);
+	return rc;
+}
+
 static int run_bsp(struct rps_worker *w)
 {
 	size_t n = total_len();
@@ -1325,7 +1371,7 @@ int main(int argc, char **argv)
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: itest-worker "
-				"bsp|asp|torn|errors|ssp|dead|drop|metrics|elastic|restart\n");
+				"bsp|asp|torn|errors|ssp|dead|drop|metrics|elastic|restart|clip\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
@@ -1361,6 +1407,8 @@ int main(int argc, char **argv)
 			run_elastic(w, 0);
 		else if (!strcmp(argv[1], "restart"))
 			run_restart(w);
+		else if (!strcmp(argv[1], "clip"))
+			run_clip(w);
 		else
 			CHECK(0, "unknown mode %s", argv[1]);
 	}

@@ -43,6 +43,8 @@ struct client {
 	uint32_t next_id;
 };
 
+static struct rps_config client_cfg; /* the group set-up's environment */
+
 static int client_open(struct client *cl, uint32_t rank, const char *secret)
 {
 	struct rps_tr_params p;
@@ -50,14 +52,14 @@ static int client_open(struct client *cl, uint32_t rank, const char *secret)
 	int rc;
 
 	memset(cl, 0, sizeof(*cl));
-	rps_tr_params_from_config(rps_config_get(), &p);
+	rps_tr_params_from_config(&client_cfg, &p);
 	p.secret = secret;
 	p.timeout_ms = WAIT_MS;
 	rc = rps_transport_create("tcp", &p, &cl->t);
 	assert_int_equal(rc, 0);
 	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank, secret);
-	rc = rps_tr_connect(cl->t, "127.0.0.1", port, &h, cl->ack, sizeof(cl->ack),
-				 &cl->ack_len, WAIT_MS, &cl->c);
+	rc = rps_tr_connect(cl->t, "127.0.0.1", port, &h, cl->ack, sizeof(cl->ack), &cl->ack_len,
+			    WAIT_MS, &cl->c);
 	if (rc) {
 		rps_transport_destroy(cl->t);
 		cl->t = NULL;
@@ -221,6 +223,7 @@ static int group_setup(void **state)
 	setenv("RDMAPS_RING_SIZE", "16", 1);
 	setenv("RDMAPS_LOG_LEVEL", "warn", 1);
 	rps_log_set_level(RPS_LOG_WARN);
+	assert_int_equal(rps_config_init(&client_cfg), 0);
 	rps_server_opts_init(&o);
 	o.ncores = 1;
 	o.cores[0] = 0;
@@ -244,10 +247,11 @@ static int group_teardown(void **state)
 
 static void test_opts_from_config(void **state)
 {
-	struct rps_config cfg = *rps_config_get(), saved = cfg;
-	struct rps_server_opts o;
+	struct rps_config cfg;
+	struct rps_server_opts o, from;
 
 	(void)state;
+	assert_int_equal(rps_config_init(&cfg), 0);
 	assert_int_equal(rps_config_set(&cfg, "optimizer", "adam"), 0);
 	assert_int_equal(rps_config_set(&cfg, "lr", "0.001"), 0);
 	assert_int_equal(rps_config_set(&cfg, "beta2", "0.99"), 0);
@@ -261,9 +265,7 @@ static void test_opts_from_config(void **state)
 	assert_int_equal(rps_config_set(&cfg, "update_cores", "2-3,5"), 0);
 	assert_int_equal(rps_config_set(&cfg, "shards", "3"), 0);
 	assert_int_equal(rps_config_set(&cfg, "ring_size", "128"), 0);
-	rps_config_set_global(&cfg);
-	rps_server_opts_init(&o);
-	rps_config_set_global(&saved);
+	rps_srv_opts_from_config(&o, &cfg);
 
 	assert_int_equal(o.optim.kind, RPS_OPT_ADAM);
 	assert_float_equal(o.optim.lr, 0.001f, 1e-9);
@@ -283,6 +285,26 @@ static void test_opts_from_config(void **state)
 	assert_int_equal(o.ring_size, 128);
 	assert_string_equal(o.secret, SECRET);
 	assert_int_equal(o.port, 0);
+
+	/* field_mask: only the members it names are taken from the caller */
+	memset(&from, 0xff, sizeof(from));
+	from.field_mask = RPS_SERVER_OPT_SHARDS | RPS_SERVER_OPT_HOST | RPS_SERVER_OPT_CONFIG;
+	from.shards = 5;
+	from.host = "10.0.0.1";
+	rps_srv_opts_merge(&o, &from);
+	assert_int_equal(o.shards, 5);
+	assert_string_equal(o.host, "10.0.0.1");
+	assert_int_equal(o.ring_size, 128);
+	assert_int_equal(o.optim.kind, RPS_OPT_ADAM);
+	assert_int_equal(o.consistency, RPS_SSP);
+	assert_string_equal(o.secret, SECRET);
+	assert_int_equal(o.ncores, 3);
+	/* rps_server_opts_init: every member set, strings from the configuration at create */
+	rps_server_opts_init(&o);
+	assert_true(o.field_mask == RPS_SERVER_OPT_ALL);
+	assert_null(o.host);
+	assert_null(o.config);
+	assert_int_equal(o.shards, 2); /* RDMAPS_SHARDS of the group set-up */
 }
 
 static void test_hello(void **state)

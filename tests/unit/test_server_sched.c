@@ -20,12 +20,12 @@
 
 #include <cmocka.h>
 
+#include "control/control.h"
 #include "server/sched.h"
 #include "src/config.h"
 #include "src/log.h"
 #include "src/proto.h"
 #include "src/util.h"
-#include "control/control.h"
 #include "transport/transport.h"
 
 #define HB_MS		   50
@@ -270,6 +270,19 @@ static void check_maps(struct node **v, int n, int servers, int workers)
 	}
 }
 
+/* The defaults and RDMAPS_* variables, for the test's own transports. */
+static const struct rps_config *test_cfg(void)
+{
+	static struct rps_config cfg;
+	static int done;
+
+	if (!done) {
+		assert_int_equal(rps_config_init(&cfg), 0);
+		done = 1;
+	}
+	return &cfg;
+}
+
 /* STATUS over a raw ctl connection, as rdmaps-ctl does it. */
 static int query_status(const char *addr, char *out, size_t len)
 {
@@ -285,7 +298,7 @@ static int query_status(const char *addr, char *out, size_t len)
 
 	if (rps_config_parse_hostport(addr, host, sizeof(host), &port))
 		return -EINVAL;
-	rps_tr_params_from_config(rps_config_get(), &tp);
+	rps_tr_params_from_config(test_cfg(), &tp);
 	tp.secret = SECRET;
 	tp.max_msg = 1 << 20;
 	tp.timeout_ms = 2000;
@@ -462,7 +475,7 @@ static void test_dead_on_close(void **state)
 	(void)state;
 	sched_start(&r, 1, 2, 0, 10000);
 	assert_int_equal(rps_config_parse_hostport(r.addr, host, sizeof(host), &port), 0);
-	rps_tr_params_from_config(rps_config_get(), &tp);
+	rps_tr_params_from_config(test_cfg(), &tp);
 	tp.secret = SECRET;
 	tp.max_msg = 1 << 20;
 	tp.timeout_ms = 2000;

@@ -292,6 +292,48 @@ static void test_refused_push_counts(void **state)
 	assert_int_equal(rps_store_worker_clock(&sh->store, 0), 1);
 }
 
+/* A push of one piece of a tensor whose whole norm is tensor_norm. */
+static void push_norm(struct rps_shard *sh, uint64_t key, uint64_t off, uint32_t count,
+		      const float *g, float tensor_norm, uint32_t req_id)
+{
+	struct rps_ring_entry e;
+
+	t_push_entry(sh, 0, key, 0, off, count, 0, g, req_id, &e);
+	assert_int_equal(e.type, RPS_ENT_PUSH);
+	((struct rps_srv_req *)e.ptr)->u.push.tensor_norm = tensor_norm;
+	rps_shard_handle(sh, &e);
+}
+
+/* Clipping is per tensor: 64 elements of 2 (norm 16) clipped at 4 are scaled by
+ * 1/4, whether they come in one piece or in four (as a small frame size cuts
+ * them); each value becomes 1 - 0.5 * 0.5 = 0.75 exactly. Without the tensor's
+ * norm each piece of 16 (norm 8) would be clipped on its own, by 1/2. */
+static void test_clip_per_tensor(void **state)
+{
+	struct fixture *f = *state;
+	struct rps_shard *sh = &f->sh;
+	float g[64], v[64];
+
+	sh->p.optim.clip_norm = 4.0f;
+	fill(g, 64, 2.0f);
+	for (uint64_t k = 20; k < 23; k++)
+		assert_int_equal(t_declare(sh, k, 0, 64, RPS_INIT_CONST, 1.0f, 0, NULL), 0);
+	push_norm(sh, 20, 0, 64, g, 16.0f, 1); /* one frame */
+	for (uint32_t i = 0; i < 4; i++)
+		push_norm(sh, 21, 16 * i, 16, g, 16.0f, 2 + i); /* four frames */
+	for (uint32_t i = 0; i < 4; i++)
+		push_norm(sh, 22, 16 * i, 16, g, 0.0f, 6 + i); /* four, no tensor norm */
+	t_read(sh, 20, 0, 0, 64, v);
+	for (int i = 0; i < 64; i++)
+		assert_true(v[i] == 0.75f);
+	t_read(sh, 21, 0, 0, 64, v);
+	for (int i = 0; i < 64; i++)
+		assert_true(v[i] == 0.75f);
+	t_read(sh, 22, 0, 0, 64, v);
+	for (int i = 0; i < 64; i++)
+		assert_true(v[i] == 0.5f); /* per piece: what the tensor norm avoids */
+}
+
 /* ---- BSP ---- */
 
 static void test_bsp_apply_once(void **state)
@@ -300,12 +342,13 @@ static void test_bsp_apply_once(void **state)
 	struct rps_shard *sh = &f->sh;
 	float g[100], v[100];
 
-	/* clipping at 1: the sum of two unit pushes is clipped once to 1, where
-	 * two separate steps would move twice as far */
+	/* clipping at 1 is per worker's tensor (here each push is a whole
+	 * tensor): each push of norm 2 is clipped to 1 before it is added, and
+	 * the sum (2) is applied as it is */
 	sh->p.optim.clip_norm = 1.0f;
 	assert_int_equal(t_declare(sh, 2, 0, 100, RPS_INIT_CONST, 1.0f, 0, NULL), 0);
 	fill(g, 100, 0.0f);
-	g[70] = 1.0f;
+	g[70] = 2.0f;
 	t_push(sh, 0, 2, 0, 0, 100, 0, g, 1);
 	t_push(sh, 1, 2, 0, 0, 100, 0, g, 2);
 	assert_int_equal(atomic_load(&f->io.npush), 2); /* acked when summed */
@@ -319,7 +362,7 @@ static void test_bsp_apply_once(void **state)
 	t_clock(sh, 1, 0, 1);
 	assert_int_equal(rps_store_clock(&sh->store), 1);
 	t_read(sh, 2, 0, 0, 100, v);
-	assert_float_equal(v[70], 0.5f, 1e-6); /* 1 - 0.5 * clip(2) */
+	assert_true(v[70] == 0.0f); /* 1 - 0.5 * (clip(2) + clip(2)) */
 	assert_true(v[0] == 1.0f && v[99] == 1.0f);
 	assert_null(sh->dirty);
 	for (int i = 0; i < 100; i++)
@@ -336,7 +379,7 @@ static void test_bsp_apply_once(void **state)
 	assert_int_equal(rps_store_clock(&sh->store), 2);
 	t_read(sh, 2, 0, 0, 100, v);
 	assert_float_equal(v[0], 1.0f - 0.5f * 1.0f, 1e-6);
-	assert_float_equal(v[70], 0.5f - 0.5f * 1.0f, 1e-6);
+	assert_float_equal(v[70], 0.0f - 0.5f * 1.0f, 1e-6);
 }
 
 static void test_bsp_step_is_clock(void **state)
@@ -557,6 +600,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_asp_clocks, setup_asp, teardown),
 	    cmocka_unit_test_setup_teardown(test_ssp_staleness, setup_asp, teardown),
 	    cmocka_unit_test_setup_teardown(test_refused_push_counts, setup_asp, teardown),
+	    cmocka_unit_test_setup_teardown(test_clip_per_tensor, setup_asp, teardown),
 	    cmocka_unit_test_setup_teardown(test_bsp_apply_once, setup_bsp, teardown),
 	    cmocka_unit_test_setup_teardown(test_bsp_step_is_clock, setup_bsp, teardown),
 	    cmocka_unit_test_setup_teardown(test_bsp_defer_future_clock, setup_bsp, teardown),

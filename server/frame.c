@@ -1,0 +1,369 @@
+/* The network thread: poll the data transport and dispatch frames. DECLARE,
+ * PUSH and CLOCK become typed entries of the target shard's priority ring
+ * (the update thread is the only writer of its shard); PULLs are answered
+ * from here when their consistency condition holds and parked otherwise. */
+#include "server/server_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "src/alloc.h"
+#include "src/fault.h"
+#include "src/log.h"
+#include "src/util.h"
+
+/* ---- frames (network thread) --------------------------------------------------- */
+
+static struct rps_srv_req *req_new(struct rps_server *srv, struct rps_srv_conn *sc, uint32_t op,
+				   uint32_t req_id)
+{
+	struct rps_srv_req *req = rps_srv_pool_get(&srv->reqs);
+
+	if (!req)
+		return NULL;
+	memset(req, 0, sizeof(*req));
+	req->op = op;
+	req->req_id = req_id;
+	req->sc = sc;
+	req->worker = sc->rank;
+	rps_srv_conn_get(sc);
+	return req;
+}
+
+static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
+		       const struct rps_tr_event *ev)
+{
+	const struct rps_declare *d = ev->fixed;
+	struct rps_srv_req *req;
+	struct rps_ring_entry e;
+	struct rps_shard *sh;
+
+	if (d->shard >= (uint32_t)srv->nshards) {
+		struct rps_declare_ack a = {.key = d->key, .slice = d->slice, .shard = d->shard};
+
+		rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -EINVAL, &a,
+				   sizeof(a));
+		return;
+	}
+	sh = &srv->shards[d->shard];
+	req = req_new(srv, sc, RPS_REQ_DECLARE, ev->hdr.req_id);
+	if (!req) {
+		struct rps_declare_ack a = {.key = d->key, .slice = d->slice, .shard = d->shard};
+
+		rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -ENOMEM, &a,
+				   sizeof(a));
+		return;
+	}
+	req->u.decl = *d;
+	rps_shard_push_entry(sh, req, &e);
+	if (rps_srv_enqueue(srv, sh, &e))
+		rps_srv_declare_done(srv, sh, req, -ECANCELED, NULL);
+}
+
+/* Returns 1 if the token was kept (travels with the push). */
+static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	const struct rps_push *p = ev->fixed;
+	struct rps_srv_req *req;
+	struct rps_ring_entry e;
+	struct rps_shard *sh;
+	int kept = 0;
+
+	if (ev->data_len != (size_t)p->count * sizeof(float)) {
+		rps_srv_conn_fail(srv, sc, -EPROTO, "push data length disagrees with its count");
+		return 0;
+	}
+	atomic_fetch_add_explicit(&srv->n_push, 1, memory_order_relaxed);
+	if (p->shard >= (uint32_t)srv->nshards) {
+		rps_srv_send_small(srv, sc, RPS_OP_PUSH_ACK, ev->hdr.req_id, -EINVAL, NULL, 0);
+		return 0;
+	}
+	sh = &srv->shards[p->shard];
+	req = req_new(srv, sc, RPS_REQ_PUSH, ev->hdr.req_id);
+	if (!req) {
+		RPS_ERR("push from %s: out of memory, clock %u of worker %u cannot complete",
+			sc->conn->peer, p->clock, sc->rank);
+		rps_srv_send_small(srv, sc, RPS_OP_PUSH_ACK, ev->hdr.req_id, -ENOMEM, NULL, 0);
+		return 0;
+	}
+	req->u.push = *p;
+	req->status = rps_shard_push_check(sh, p, &req->meta);
+	if (!req->status && RPS_FAULT_DROP()) {
+		/* fault injection: the push is lost, and the worker is told so
+		 * (-EIO); it still counts for the worker's clock */
+		atomic_fetch_add_explicit(&srv->faults_drop, 1, memory_order_relaxed);
+		req->status = -EIO;
+	}
+	if (!req->status) {
+		/* the gradient stays in the transport's buffer until applied */
+		req->token = ev->token;
+		req->data = ev->data;
+		kept = 1;
+	} else {
+		/* refused now, but the worker counted it: the update thread counts
+		 * it for the clock and answers with the status */
+		RPS_DEBUG("push of key %llu slice %u [%llu, +%u) from %s: %s",
+			  (unsigned long long)p->key, p->slice, (unsigned long long)p->offset,
+			  p->count, sc->conn->peer, strerror(-req->status));
+	}
+	rps_shard_push_entry(sh, req, &e);
+	if (rps_srv_enqueue(srv, sh, &e))
+		rps_srv_push_done(srv, sh, req, -ECANCELED); /* releases a kept token */
+	return kept;
+}
+
+static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	const struct rps_pull *p = ev->fixed;
+	struct rps_slice_meta *m = NULL;
+	struct rps_srv_req *req;
+	struct rps_shard *sh;
+	int rc;
+
+	atomic_fetch_add_explicit(&srv->n_pull, 1, memory_order_relaxed);
+	if (p->shard >= (uint32_t)srv->nshards) {
+		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -EINVAL);
+		return;
+	}
+	sh = &srv->shards[p->shard];
+	atomic_fetch_add_explicit(&sh->pulls_served, 1, memory_order_relaxed);
+	rc = rps_shard_pull_check(sh, p, &m);
+	if (rc) {
+		RPS_DEBUG("pull of key %llu slice %u [%llu, +%u) shard %u from %s: %s",
+			  (unsigned long long)p->key, p->slice, (unsigned long long)p->offset,
+			  p->count, p->shard, sc->conn->peer, strerror(-rc));
+		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, rc);
+		return;
+	}
+	if (rps_shard_pull_ready(sh, p->min_clock, sc->rank)) {
+		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
+		return;
+	}
+	req = req_new(srv, sc, RPS_REQ_PULL, ev->hdr.req_id);
+	if (!req) {
+		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -ENOMEM);
+		return;
+	}
+	req->u.pull = *p;
+	req->meta = m;
+	if (rps_shard_pull_park(sh, req)) {
+		/* the clock moved meanwhile */
+		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
+		rps_srv_free_reqs(srv, req);
+	}
+}
+
+static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	const struct rps_clock *c = ev->fixed;
+	const uint8_t *pushes = ev->data;
+	int lo = (int)sc->shard_lo, hi = (int)sc->shard_hi;
+	char why[96];
+
+	if (c->num_shards != (uint32_t)srv->nshards ||
+	    ev->data_len != (size_t)c->num_shards * sizeof(uint32_t)) {
+		snprintf(why, sizeof(why), "clock %u for %u shards, this server has %d", c->clock,
+			 c->num_shards, srv->nshards);
+		rps_srv_conn_fail(srv, sc, -EPROTO, why);
+		return;
+	}
+	for (int s = lo; s < hi; s++) {
+		struct rps_ring_entry e;
+		uint32_t n;
+
+		memcpy(&n, pushes + (size_t)s * sizeof(n), sizeof(n));
+		rps_srv_ctl_entry(&e, RPS_ENT_CLOCK, (uint32_t)s, sc->rank);
+		e.info.clock = c->clock;
+		e.u64 = n;
+		if (rps_srv_enqueue(srv, &srv->shards[s], &e))
+			return;
+	}
+}
+
+/* A worker says where its clock is (it joined late, or reconnected after we
+ * were restarted): before its other frames on this connection, so the shard
+ * sees it first (control entries are as urgent as any). */
+static void on_sync(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	const struct rps_sync *y = ev->fixed;
+	int lo = (int)sc->shard_lo, hi = (int)sc->shard_hi;
+
+	RPS_DEBUG("worker %u at %s: sync at clock %u", sc->rank, sc->conn->peer, y->clock);
+	for (int s = lo; s < hi; s++) {
+		struct rps_ring_entry e;
+
+		rps_srv_ctl_entry(&e, RPS_ENT_SYNC, (uint32_t)s, sc->rank);
+		e.info.clock = y->clock;
+		if (rps_srv_enqueue(srv, &srv->shards[s], &e))
+			return;
+	}
+}
+
+static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
+{
+	struct rps_srv_conn *sc = ev->conn->user;
+	const char *why = NULL;
+	int kept = 0;
+
+	if (!sc || atomic_load_explicit(&sc->closed, memory_order_relaxed)) {
+		rps_tr_release(srv->tr, ev->token);
+		return;
+	}
+	atomic_fetch_add_explicit(&srv->bytes_in, sizeof(ev->hdr) + ev->hdr.len,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&srv->msgs_in, 1, memory_order_relaxed);
+	{
+		uint64_t d = RPS_FAULT_DELAY_NS();
+
+		if (d) { /* fault injection: this frame (and all behind it) is late */
+			atomic_fetch_add_explicit(&srv->faults_delay, 1, memory_order_relaxed);
+			rps_fault_sleep_ns(d);
+		}
+	}
+	if (rps_proto_payload_check(&ev->hdr, ev->fixed, &why)) {
+		rps_srv_conn_fail(srv, sc, -EPROTO, why ? why : "malformed frame");
+		rps_tr_release(srv->tr, ev->token);
+		return;
+	}
+	switch (ev->hdr.op) {
+	case RPS_OP_PUSH:
+		kept = on_push(srv, sc, ev);
+		break;
+	case RPS_OP_PULL:
+		on_pull(srv, sc, ev);
+		break;
+	case RPS_OP_CLOCK:
+		on_clock(srv, sc, ev);
+		break;
+	case RPS_OP_SYNC:
+		on_sync(srv, sc, ev);
+		break;
+	case RPS_OP_DECLARE:
+		on_declare(srv, sc, ev);
+		break;
+	case RPS_OP_ERROR:
+		/* the worker gives up on this connection and says why */
+		RPS_INFO("worker %u at %s: error %s: %.*s", sc->rank, sc->conn->peer,
+			 rps_strerror(ev->hdr.status), (int)RPS_MIN(ev->data_len, (size_t)200),
+			 ev->data ? (const char *)ev->data : "");
+		rps_srv_conn_drop(srv, sc);
+		break;
+	default: {
+		char buf[64];
+
+		snprintf(buf, sizeof(buf), "unexpected %s frame from a worker",
+			 rps_proto_op_name(ev->hdr.op));
+		rps_srv_conn_fail(srv, sc, -EPROTO, buf);
+		break;
+	}
+	}
+	if (!kept)
+		rps_tr_release(srv->tr, ev->token);
+}
+
+static void on_accepted(struct rps_server *srv, struct rps_conn *c)
+{
+	struct rps_srv_conn *sc = rps_calloc(1, sizeof(*sc));
+
+	if (!sc) {
+		RPS_ERR("connection from %s: out of memory", c->peer);
+		rps_tr_close(c);
+		return;
+	}
+	sc->conn = c;
+	sc->owner = srv;
+	sc->rank = c->hello.rank;
+	/* A CLOCK or SYNC counts for the shards the connection carries: the one
+	 * shard of its channel when every shard has its own connection (the same
+	 * CLOCK then comes on each, after that shard's pushes), else all. */
+	sc->shard_lo = srv->conn_per_shard ? c->hello.channel : 0;
+	sc->shard_hi = srv->conn_per_shard ? c->hello.channel + 1 : (uint32_t)srv->nshards;
+	atomic_init(&sc->refs, 1);
+	atomic_init(&sc->closed, 0);
+	sc->net_ref = 1;
+	sc->next = srv->conns;
+	if (srv->conns)
+		srv->conns->prev = sc;
+	srv->conns = sc;
+	c->user = sc;
+	RPS_INFO("worker %u connected from %s (channel %u)", sc->rank, c->peer, c->hello.channel);
+}
+
+static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
+{
+	struct rps_srv_conn *sc = ev->conn->user;
+
+	if (!sc) {
+		rps_tr_close(ev->conn);
+		return;
+	}
+	if (!sc->net_ref)
+		return; /* we dropped it already; the last reference closes it */
+	/* the transport logged why */
+	RPS_INFO("worker %u at %s disconnected (%s)", sc->rank, ev->conn->peer,
+		 rps_strerror(ev->status));
+	rps_srv_conn_drop(srv, sc);
+}
+
+static void dispatch(struct rps_server *srv, const struct rps_tr_event *ev)
+{
+	switch (ev->type) {
+	case RPS_TR_EV_RECV:
+		on_recv(srv, ev);
+		break;
+	case RPS_TR_EV_SEND_DONE:
+		/* only pull answers are sent zero copy */
+		if (ev->ctx) {
+			rps_srv_pool_put((void *)(uintptr_t)ev->ctx);
+			if (ev->conn && ev->conn->user)
+				rps_srv_conn_put(srv, ev->conn->user);
+		}
+		break;
+	case RPS_TR_EV_ACCEPTED:
+		on_accepted(srv, ev->conn);
+		break;
+	case RPS_TR_EV_CLOSED:
+		on_closed(srv, ev);
+		break;
+	case RPS_TR_EV_READ_DONE:
+	default:
+		break;
+	}
+}
+
+int rps_server_serve(struct rps_server *srv)
+{
+	struct rps_tr_event ev[RPS_SRV_EVENTS];
+	uint64_t next_hb = rps_now_ns() + (uint64_t)srv->heartbeat_ms * 1000000ull;
+	int rc = 0;
+
+	while (!atomic_load(&srv->stop)) {
+		int n = rps_tr_poll(srv->tr, ev, RPS_SRV_EVENTS, RPS_SRV_POLL_MS);
+
+		if (n < 0 && n != -EINTR && n != -EAGAIN && n != -ETIMEDOUT) {
+			RPS_ERR("poll %s: %s", srv->transport, strerror(-n));
+			rc = n;
+			break;
+		}
+		for (int i = 0; i < n; i++)
+			dispatch(srv, &ev[i]);
+		rps_srv_close_drain(srv);
+		if (atomic_exchange(&srv->ckpt_request, 0))
+			rps_srv_queue_all(srv, RPS_ENT_CKPT, NULL);
+		if (srv->ctl && rps_now_ns() >= next_hb) {
+			rps_srv_heartbeat(srv);
+			next_hb = rps_now_ns() + (uint64_t)srv->heartbeat_ms * 1000000ull;
+		}
+	}
+	RPS_INFO("stopping: %llu pushes, %llu pulls served",
+		 (unsigned long long)atomic_load(&srv->n_push),
+		 (unsigned long long)atomic_load(&srv->n_pull));
+	return rc;
+}
+
+uint16_t rps_server_port(const struct rps_server *srv)
+{
+	return srv->port;
+}

@@ -1,0 +1,50 @@
+/* The server's key table: (key, slice) -> slice meta (keytab.c). */
+#ifndef RPS_SERVER_KEYTAB_H
+#define RPS_SERVER_KEYTAB_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "src/optim.h"
+#include "src/store.h"
+
+/* (key, slice) -> slice meta. Insert-only open addressing, one writer (the
+ * update thread), lock-free readers: a meta is fully built before its pointer
+ * is published with release; readers load with acquire. */
+struct rps_slice_meta {
+	uint64_t key;
+	uint32_t slice;
+	uint32_t shard;
+	uint64_t nelems;
+	struct rps_store_slice sl;
+	uint64_t data_off; /* byte offset of element 0 in the store */
+	/* update thread only */
+	struct rps_optim_state opt;
+	uint64_t elems_applied; /* ASP/SSP: elements stepped, step = this / nelems */
+	float *acc;		/* BSP: sum of this clock's pushes */
+	int dirty;		/* BSP: acc holds something for this clock */
+	struct rps_slice_meta *dirty_next;
+	int pending_init; /* RPS_INIT_PUSH: not yet fully assigned */
+	uint64_t assigned;
+	uint8_t *assigned_map; /* bit per element assigned */
+};
+
+struct rps_srv_keytab {
+	_Atomic(struct rps_slice_meta *) *slots;
+	uint64_t mask;
+	uint64_t count;
+	uint64_t max; /* inserts allowed (load <= 1/2) */
+};
+
+/* Room for max_entries slices. -ENOMEM. */
+int rps_srv_keytab_init(struct rps_srv_keytab *t, uint64_t max_entries);
+/* Frees the table; each meta is handed to free_fn (may be NULL). */
+void rps_srv_keytab_fini(struct rps_srv_keytab *t, void (*free_fn)(struct rps_slice_meta *m));
+/* Any thread. NULL if absent. */
+struct rps_slice_meta *rps_srv_keytab_lookup(const struct rps_srv_keytab *t, uint64_t key,
+					     uint32_t slice);
+/* The one writer. -EEXIST (same key and slice present), -ENOSPC. */
+int rps_srv_keytab_insert(struct rps_srv_keytab *t, struct rps_slice_meta *m);
+uint64_t rps_srv_keytab_count(const struct rps_srv_keytab *t);
+
+#endif

@@ -1,0 +1,151 @@
+/* Scheduler internals shared by its files. Dependencies point one way:
+ * sched.c (life cycle, poll loop, frame dispatch) -> sched_map.c (membership)
+ * -> sched_health.c (heartbeats, deaths) -> sched_job.c (barriers, end of job)
+ * -> sched_send.c (frames out); sched_status.c (STATUS, /metrics) -> sched_send.c.
+ */
+#ifndef RPS_SCHED_INT_H
+#define RPS_SCHED_INT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/http.h"
+#include "server/sched.h"
+#include "src/config.h"
+#include "src/metrics.h"
+#include "src/proto.h"
+#include "transport/transport.h"
+
+#define SCHED_POLL_MS		50	   /* longest poll: stop flag and heartbeat checks */
+#define SCHED_REFUSED_LINGER_MS 2000	   /* a refused peer is closed after this at the latest */
+#define SCHED_STOP_GRACE_MS	2000	   /* rps_sched_stop: wait this long for nodes to leave */
+#define SCHED_MAX_MSG		(1u << 20) /* incoming frames are small; MAP / STATUS go out */
+#define SCHED_EVENTS		64
+
+enum sched_state {
+	SCHED_WAITING, /* nodes register; no map yet */
+	SCHED_RUNNING, /* map sent; barriers, heartbeats, rejoins */
+	SCHED_ENDING,  /* SHUTDOWN sent; waiting for the nodes to leave */
+};
+
+enum slot_state {
+	SLOT_EMPTY,
+	SLOT_ALIVE,
+	SLOT_LEFT, /* sent SHUTDOWN: a clean exit */
+	SLOT_DEAD, /* silent too long, or closed without SHUTDOWN */
+};
+
+/* One accepted connection: a node (waiting or in a slot) or an rdmaps-ctl. */
+struct sched_peer {
+	struct rps_conn *conn;
+	uint8_t role;	/* from the hello */
+	int registered; /* REGISTER accepted: waiting (slot < 0) or in a slot */
+	int slot;	/* index into slots, -1 if none */
+	int closing;	/* close after this poll batch */
+	int refused;	/* registration refused: ignore it, close soon */
+	uint64_t refused_ns;
+	uint64_t seq; /* registration order */
+	struct rps_register reg;
+	struct sched_peer *next;
+	struct rps_metric *tx_bytes, *tx_msgs; /* the scheduler's counters (or NULL) */
+};
+
+struct sched_slot {
+	struct rps_node node; /* as it goes into the map */
+	enum slot_state state;
+	struct sched_peer *peer;
+	uint8_t transport;
+	uint64_t joined_ns;
+	uint64_t last_hb_ns;
+	uint32_t clock;
+	uint64_t counters[4];
+	int in_barrier[2];
+	uint32_t barrier_req[2];
+	/* rates of counters[0] and [1] (pushes, pulls) between heartbeats */
+	double rate[2];
+	uint64_t rate_ns;
+	uint64_t rate_base[2];
+	/* servers: the heartbeat's tail */
+	int have_srv;
+	struct rps_heartbeat_srv srv;
+	uint64_t srv_ns; /* when it came (ages the checkpoint age) */
+	struct rps_hb_shard shards[RPS_MAX_SHARDS];
+};
+
+/* /metrics of the scheduler (RDMAPS_METRICS_PORT). */
+struct sched_metrics {
+	struct rps_metrics *reg;
+	struct rps_http_server *http;
+	struct rps_metric *nodes[2][3]; /* [server, worker][alive, dead, left] */
+	struct rps_metric *missed[2];	/* nodes declared dead, per role */
+	struct rps_metric *bytes[2];	/* rx, tx */
+	struct rps_metric *msgs[2];
+};
+
+struct rps_sched {
+	struct rps_config cfg; /* our copy of rps_sched_opts.cfg (or the defaults) */
+	struct rps_transport *tr;
+	char host[RPS_STR_MAX];
+	char secret[64];
+	uint16_t port;
+	int num_servers;
+	int num_workers;
+	int hb_timeout_ms;
+	int grace_ms;
+	int nslots;
+	struct sched_slot *slots;
+	struct sched_peer *peers; /* every open connection, registration order irrelevant */
+	int nwaiting[4];	  /* waiting registered nodes per role */
+	uint64_t reg_seq;
+	uint32_t epoch;
+	enum sched_state state;
+	uint64_t start_ns;
+	uint64_t end_deadline_ns;
+	atomic_int stop;
+	int stopping; /* stop() seen, SHUTDOWN sent */
+	void *mapbuf; /* rps_map + rps_node[nslots] */
+	size_t mapbuf_len;
+	struct sched_metrics m;	 /* reg NULL: no /metrics */
+	struct rps_metric dummy; /* where metric updates go without a registry */
+};
+
+static inline struct rps_metric *met(struct rps_sched *s, struct rps_metric *m)
+{
+	return m ? m : &s->dummy;
+}
+
+/* sched_send.c: frames to peers, rendezvous progress */
+const char *rps_sched_role_name(uint8_t role);
+int rps_sched_send_frame(struct sched_peer *p, uint8_t op, uint32_t req_id, int32_t status,
+			 uint32_t aux, const void *a, size_t alen, const void *b, size_t blen);
+void rps_sched_refuse(struct rps_sched *s, struct sched_peer *p, uint32_t req_id, int status,
+		      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void rps_sched_progress_text(const struct rps_sched *s, char *buf, size_t len);
+void rps_sched_send_progress(struct rps_sched *s);
+
+/* sched_job.c: barriers and the end of the job */
+void rps_sched_barriers_eval(struct rps_sched *s);
+void rps_sched_check_end(struct rps_sched *s);
+void rps_sched_on_barrier(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h);
+void rps_sched_begin_stop(struct rps_sched *s);
+int rps_sched_nodes_remaining(const struct rps_sched *s);
+
+/* sched_health.c: heartbeats, leaves and deaths */
+void rps_sched_describe(const struct sched_slot *sl, char *buf, size_t len);
+void rps_sched_node_gone(struct rps_sched *s, int i, int status, const char *why);
+void rps_sched_on_heartbeat(struct rps_sched *s, struct sched_peer *p,
+			    const struct rps_heartbeat *hb, const void *tail, size_t tail_len);
+void rps_sched_on_shutdown(struct rps_sched *s, struct sched_peer *p);
+void rps_sched_check_timers(struct rps_sched *s, uint64_t now);
+
+/* sched_map.c: membership: registration, ranks, the map */
+void rps_sched_on_register(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h,
+			   const struct rps_register *r);
+
+/* sched_status.c: STATUS table and /metrics */
+void rps_sched_on_status(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h);
+void rps_sched_metrics_update(struct rps_sched *s);
+int rps_sched_metrics_start(struct rps_sched *s, const char *host, int port);
+
+#endif

@@ -1,0 +1,186 @@
+/* A shard (shard.c): its store, key table, priority ring and clocks, the
+ * requests and ring entries that travel through it, and the creation of
+ * slices (DECLARE) with their initial values. The update thread (update.h),
+ * pulls (pull.h) and checkpoints (ckpt.h) build on it.
+ */
+#ifndef RPS_SERVER_SHARD_H
+#define RPS_SERVER_SHARD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdmaps/server.h>
+
+#include "server/keytab.h"
+#include "server/pool.h"
+#include "src/optim.h"
+#include "src/proto.h"
+#include "src/ring.h"
+#include "src/store.h"
+#include "transport/transport.h"
+
+struct rps_srv_conn; /* the server's side of a connection (server_int.h) */
+
+enum rps_srv_req_op {
+	RPS_REQ_DECLARE = 1,
+	RPS_REQ_PUSH,
+	RPS_REQ_PULL,
+};
+
+struct rps_slice_meta;
+
+/* One DECLARE, PUSH or parked PULL on its way through a shard. */
+struct rps_srv_req {
+	struct rps_srv_req *next;    /* parked / deferred lists */
+	struct rps_srv_conn *sc;     /* NULL in tests */
+	void *token;		     /* PUSH: receive token, released when applied */
+	float *data;		     /* PUSH: count floats, usable as scratch */
+	struct rps_slice_meta *meta; /* PUSH / PULL: validated slice (NULL: none) */
+	uint32_t op;		     /* enum rps_srv_req_op */
+	uint32_t req_id;
+	uint32_t worker; /* requester's rank */
+	int32_t status;	 /* PUSH refused at validation: only counted */
+	union {
+		struct rps_declare decl;
+		struct rps_push push;
+		struct rps_pull pull;
+	} u;
+};
+
+/* Ring entry types (struct rps_ring_entry.type). */
+enum rps_srv_ent {
+	RPS_ENT_DECLARE = 1, /* ptr = req, ptr2 = conn */
+	RPS_ENT_PUSH,	     /* ptr = req, ptr2 = conn */
+	RPS_ENT_CLOCK,	     /* info.worker ends info.clock with u64 pushes to this shard */
+	RPS_ENT_DEAD,	     /* info.worker is dead: no longer waited for */
+	RPS_ENT_REVIVE,	     /* info.worker rejoined: waited for again from the shard's clock */
+	RPS_ENT_SYNC,	     /* info.worker says its clock is info.clock (RPS_OP_SYNC) */
+	RPS_ENT_CKPT,	     /* write a checkpoint now (on request) */
+	RPS_ENT_RESTORE,     /* ptr = struct rps_shard_restore: load a checkpoint file */
+};
+
+struct rps_shard;
+
+struct rps_shard_io {
+	/* A push was applied (or refused): release req->token, answer PUSH_ACK with
+	 * status, drop req->sc, free req. */
+	void (*push_done)(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status);
+	/* A declare finished: answer DECLARE_ACK (ack valid when status == 0), free req. */
+	void (*declare_done)(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
+			     const struct rps_declare_ack *ack);
+	/* A parked pull's condition holds: answer it, free req (update thread). */
+	void (*pull_answer)(void *arg, struct rps_shard *sh, struct rps_srv_req *req);
+};
+
+struct rps_shard_params {
+	uint32_t idx;
+	uint32_t nworkers;
+	size_t shard_bytes;
+	uint32_t chunk_bytes;
+	size_t ring_size;
+	enum rps_priority_policy priority;
+	rps_priority_fn priority_fn;
+	void *priority_arg;
+	enum rps_consistency consistency;
+	uint32_t staleness;
+	struct rps_optim_opts optim;
+	struct rps_init init; /* for RPS_INIT_DEFAULT */
+	uint64_t max_msg;     /* largest frame payload (pull size limit) */
+	/* checkpoints (ckpt.c); ckpt_dir NULL or "": none */
+	const char *ckpt_dir;
+	uint32_t ckpt_every;	/* clocks between checkpoints; 0 = off */
+	uint32_t ckpt_secs;	/* seconds between checkpoints (at a clock boundary); 0 = off */
+	uint32_t server_shards; /* shards of the server (the files' num_shards) */
+};
+
+/* A restore handed to a shard's update thread (RPS_ENT_RESTORE). */
+struct rps_shard_restore {
+	char path[512];
+	uint32_t rank, nshards;
+	int rc;		 /* result */
+	atomic_int done; /* set by the update thread */
+	uint64_t clock;	 /* the restored clock */
+	uint64_t nslices;
+};
+
+#define RPS_CLOCK_NONE UINT32_MAX
+
+struct rps_shard {
+	struct rps_shard_params p;
+	struct rps_optim_opts optim_noclip; /* clipping is per tensor (update.c), not per run */
+	const struct rps_shard_io *io;
+	void *io_arg;
+
+	struct rps_store store;
+	struct rps_tr_mr mr;
+	int mr_ok;
+	struct rps_srv_keytab tab;
+	struct rps_ring *ring;
+
+	pthread_t thread;
+	int thread_ok;
+	int core; /* pinned core or -1 */
+
+	/* update thread only */
+	uint64_t clock;		      /* shard clock: min over live workers */
+	uint64_t *wclock;	      /* [nworkers] */
+	uint8_t *live;		      /* [nworkers] */
+	uint8_t *nwarn;		      /* [nworkers]: stale-clock warnings logged */
+	uint32_t win;		      /* clocks tracked ahead per worker (power of two) */
+	uint32_t *applied;	      /* [nworkers * win]: pushes counted for clock c */
+	uint32_t *expected;	      /* [nworkers * win]: from CLOCK, or RPS_CLOCK_NONE */
+	struct rps_slice_meta *dirty; /* BSP: slices with a sum for the current clock */
+	struct rps_srv_req *deferred, *deferred_tail; /* BSP: pushes for a later clock */
+	int redo;				      /* clock advanced: retry deferred pushes */
+	int changed;				      /* a clock moved: parked pulls may be ready */
+	uint64_t ckpt_last_clock;		      /* clock of the last checkpoint written */
+	uint64_t ckpt_last_ns;			      /* rps_now_ns() of it (or of the start) */
+
+	/* parked pulls: network thread adds, update thread answers */
+	pthread_mutex_t park_lock;
+	struct rps_srv_req *parked, *parked_tail;
+	atomic_uint nparked;
+
+	struct rps_srv_bufpool bufs; /* update thread's send buffers */
+
+	/* counters */
+	atomic_ullong pushes_applied;
+	atomic_ullong pulls_parked;
+	atomic_ullong faults_stall; /* RDMAPS_FAULT stall_update_ms injected */
+	atomic_ullong pulls_served; /* PULL frames answered or parked (network thread) */
+	/* checkpoints (update thread writes, anyone reads) */
+	atomic_ullong ckpts_ok, ckpts_failed;
+	atomic_ullong ckpt_wall_ns; /* CLOCK_REALTIME of the newest, 0: none */
+	atomic_ullong ckpt_clock;   /* its clock */
+
+	/* set by the server once it joined (UINT32_MAX before): checkpoint file
+	 * names, kill_at_clock */
+	atomic_uint server_rank;
+};
+
+/* Store, key table, ring, clocks. -EINVAL, -ENOMEM. No thread yet. */
+int rps_shard_init(struct rps_shard *sh, const struct rps_shard_params *p,
+		   const struct rps_shard_io *io, void *io_arg);
+/* Frees everything (the update thread must be stopped, the MR deregistered). */
+void rps_shard_fini(struct rps_shard *sh);
+
+/* Create a slice (idempotent). 0 with *ack_p, -EEXIST, -EINVAL, -ENOSPC, -ENOMEM. */
+int rps_shard_declare(struct rps_shard *sh, const struct rps_declare *d,
+		      struct rps_declare_ack *ack_p);
+
+/* Copy elements [off, off + n) of a slice consistently (seqlock). */
+void rps_shard_read(const struct rps_shard *sh, const struct rps_slice_meta *m, uint64_t off,
+		    uint64_t n, float *dst);
+
+/* "zeros" | "const:V" | "uniform:A,B" | "normal:MEAN,STD" | "push" -> init
+ * (seed untouched). -EINVAL. */
+int rps_server_init_parse(const char *s, struct rps_init *init_p);
+/* Value of element e of slice `slice` of key under init (deterministic). */
+float rps_server_init_value(const struct rps_init *init, uint64_t key, uint32_t slice, uint64_t e);
+/* "asp" | "bsp" | "ssp" -> consistency, or -EINVAL. */
+int rps_server_consistency_parse(const char *s);
+const char *rps_server_consistency_name(enum rps_consistency c);
+
+#endif
