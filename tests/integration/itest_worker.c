@@ -1439,8 +1439,9 @@ static void ra_pull_check(struct rps_worker *w, const rps_key_t *ks, float *v, s
 }
 
 /* Each worker its own keys (ASP: a pull sees exactly its own pushes). Every
- * round pulls into a buffer mapped anew at the same address (munmap, mmap
- * MAP_FIXED), and one from malloc again after free; odd rounds with the
+ * round pulls into a buffer mapped anew at the same address (new pages by
+ * mmap MAP_FIXED over the range, which stays reserved between rounds), and
+ * one from malloc again after free; odd rounds with the
  * buffer registered (and unregistered before it goes). A read through a
  * registration of the old pages would leave 12345 in the new ones. */
 static int run_realloc(struct rps_worker *w)
@@ -1494,7 +1495,13 @@ static int run_realloc(struct rps_worker *w)
 		} else {
 			ra_pull_check(w, ks, fixed, total, r, "mmap pull");
 		}
-		munmap(fixed, bytes);
+		/* "free" the buffer: fresh inaccessible pages replace the old ones at
+		 * the same address (the old pages go back to the kernel), while the
+		 * range stays ours, so no malloc can land there and be clobbered by
+		 * the next round's MAP_FIXED */
+		p = mmap(fixed, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+			 -1, 0);
+		CHECK(p == fixed, "mmap PROT_NONE over the pull buffer");
 
 		/* malloc: free, and malloc again (glibc gives the same block back) */
 		if (m) {
@@ -1528,6 +1535,8 @@ static int run_realloc(struct rps_worker *w)
 		}
 	}
 	free(m);
+	if (at)
+		munmap(at, bytes);
 	printf("itest-worker %d: realloc: %d rounds, mmap at one address, malloc at the same "
 	       "address again in %d\n",
 	       rank, RA_ROUNDS, same_malloc);
