@@ -247,30 +247,3 @@ err_free_keep:
 	rps_free(keep);
 	return -EINVAL;
 }
-
-/* ---- process-wide configuration ---- */
-
-static struct rps_config global_cfg;
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t global_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void global_init(void)
-{
-	rps_config_init(&global_cfg); /* bad variables were logged; defaults kept */
-}
-
-const struct rps_config *rps_config_get(void)
-{
-	pthread_once(&global_once, global_init);
-	return &global_cfg;
-}
-
-void rps_config_set_global(const struct rps_config *cfg)
-{
-	pthread_once(&global_once, global_init);
-	pthread_mutex_lock(&global_lock);
-	if (cfg != &global_cfg)
-		global_cfg = *cfg;
-	rps_log_set_level(rps_log_level_parse(global_cfg.log_level));
-	pthread_mutex_unlock(&global_lock);
-}
