@@ -48,13 +48,9 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	int dump = 0, rc;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--"))
-			break;
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return 0;
-		}
+	if (rps_config_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
 	}
 	rps_log_set_ident("sched", -1);
 	if (rps_config_init(&cfg) || rps_config_parse_args(&cfg, &argc, argv, &dump))

@@ -101,13 +101,9 @@ int main(int argc, char **argv)
 	int level;
 	int rc;
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--"))
-			break;
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return 0;
-		}
+	if (rps_config_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
 	}
 	/* One BLAS thread per caller: the update threads are pinned one per core,
 	 * and OpenBLAS's own (spinning) thread pool would compete with them and

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -97,10 +98,11 @@ static float clip_scale(const struct rps_shard *sh, const struct rps_push *p, co
 	return nrm > c ? c / nrm : 1.0f;
 }
 
-/* One optimizer step on elements [off, off + n) of a slice, g[0..n), run by
- * chunk run, each under its chunk's seqlock. */
-static void step_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off, uint64_t n,
-		      float *g, uint64_t step, uint32_t staleness)
+/* Elements [off, off + n) of a slice from g[0..n), chunk run by chunk run,
+ * each under its chunk's seqlock: one optimizer step (assign false) or, for
+ * RPS_INIT_PUSH, the values become the parameters (assign true). */
+static inline void write_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off,
+			      uint64_t n, float *g, bool assign, uint64_t step, uint32_t staleness)
 {
 	uint32_t epc = m->sl.epc;
 	uint64_t e = off, end = off + n;
@@ -112,32 +114,32 @@ static void step_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t o
 		float *w = rps_store_chunk_data(&sh->store, &m->sl, c) + i;
 
 		rps_store_write_begin(&sh->store, &m->sl, c);
-		rps_optim_apply(&sh->optim_noclip, w, g + (e - off), m->opt.m ? m->opt.m + e : NULL,
-				m->opt.v ? m->opt.v + e : NULL, len, step, staleness);
+		if (assign)
+			memcpy(w, g + (e - off), len * sizeof(float));
+		else
+			rps_optim_apply(&sh->optim_noclip, w, g + (e - off),
+					m->opt.m ? m->opt.m + e : NULL,
+					m->opt.v ? m->opt.v + e : NULL, len, step, staleness);
 		rps_store_write_end(&sh->store, &m->sl, c);
 		e += len;
 	}
 }
 
-/* RPS_INIT_PUSH: the piece's values become the parameters. */
-static void assign_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off, uint64_t n,
-			const float *g)
+static void step_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off, uint64_t n,
+		      float *g, uint64_t step, uint32_t staleness)
 {
-	uint32_t epc = m->sl.epc;
-	uint64_t e = off, end = off + n;
+	write_runs(sh, m, off, n, g, false, step, staleness);
+}
 
-	while (e < end) {
-		uint64_t c = e / epc;
-		uint64_t i = e % epc;
-		uint64_t len = RPS_MIN(epc - i, end - e);
+/* RPS_INIT_PUSH: the piece's values become the parameters; the slice leaves
+ * pending_init once every element was assigned. */
+static void assign_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off, uint64_t n,
+			float *g)
+{
+	uint64_t end = off + n;
 
-		rps_store_write_begin(&sh->store, &m->sl, c);
-		memcpy(rps_store_chunk_data(&sh->store, &m->sl, c) + i, g + (e - off),
-		       len * sizeof(float));
-		rps_store_write_end(&sh->store, &m->sl, c);
-		e += len;
-	}
-	for (e = off; e < end; e++) {
+	write_runs(sh, m, off, n, g, true, 0, 0);
+	for (uint64_t e = off; e < end; e++) {
 		uint8_t bit = (uint8_t)(1u << (e & 7));
 
 		if (!(m->assigned_map[e >> 3] & bit)) {

@@ -111,13 +111,10 @@ extern const struct rps_config_entry rps_config_table[];
  * about, a bad value is logged (its default kept, -EINVAL returned): each once
  * per process, however many configurations are filled. */
 int rps_config_init(struct rps_config *cfg);
-/* DEPRECATED, going away (issue 17): the process-wide configuration. Do not add
- * callers; take a `const struct rps_config *` at create time instead.
- * rps_config_get: the global (rps_config_init on first use). */
-const struct rps_config *rps_config_get(void);
-/* DEPRECATED, going away (issue 17): replace the process-wide configuration. */
-void rps_config_set_global(const struct rps_config *cfg);
 
+/* 1 if argv[1..argc) asks for help (--help or -h before any "--"), else 0:
+ * the programs print their usage before reading any configuration. */
+int rps_config_wants_help(int argc, char *const *argv);
 /* Parse "0,2-3" into cores[]; returns count or -EINVAL. */
 int rps_config_parse_cores(const char *s, int *cores, int max);
 /* Split "host:port"; -EINVAL if malformed. */

@@ -144,6 +144,17 @@ static int is_bool_word(const char *s)
 	return rps_cfg_parse_bool(s, &b) == 0;
 }
 
+int rps_config_wants_help(int argc, char *const *argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+			return 1;
+	}
+	return 0;
+}
+
 int rps_config_parse_args(struct rps_config *cfg, int *argc_p, char **argv, int *dump_p)
 {
 	struct rps_config tmp = *cfg;
@@ -235,31 +246,4 @@ int rps_config_parse_args(struct rps_config *cfg, int *argc_p, char **argv, int 
 err_free_keep:
 	rps_free(keep);
 	return -EINVAL;
-}
-
-/* ---- process-wide configuration ---- */
-
-static struct rps_config global_cfg;
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t global_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void global_init(void)
-{
-	rps_config_init(&global_cfg); /* bad variables were logged; defaults kept */
-}
-
-const struct rps_config *rps_config_get(void)
-{
-	pthread_once(&global_once, global_init);
-	return &global_cfg;
-}
-
-void rps_config_set_global(const struct rps_config *cfg)
-{
-	pthread_once(&global_once, global_init);
-	pthread_mutex_lock(&global_lock);
-	if (cfg != &global_cfg)
-		global_cfg = *cfg;
-	rps_log_set_level(rps_log_level_parse(global_cfg.log_level));
-	pthread_mutex_unlock(&global_lock);
 }

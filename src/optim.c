@@ -127,22 +127,12 @@ int rps_optim_opts_check(const struct rps_optim_opts *o)
 
 int rps_optim_kind_parse(const char *s)
 {
-	if (!s)
-		return -EINVAL;
-	for (size_t i = 0; i < RPS_ARRAY_SIZE(kind_names); i++)
-		if (!strcasecmp(s, kind_names[i]))
-			return (int)i;
-	return -EINVAL;
+	return rps_name_index(kind_names, RPS_ARRAY_SIZE(kind_names), s);
 }
 
 int rps_optim_schedule_parse(const char *s)
 {
-	if (!s)
-		return -EINVAL;
-	for (size_t i = 0; i < RPS_ARRAY_SIZE(schedule_names); i++)
-		if (!strcasecmp(s, schedule_names[i]))
-			return (int)i;
-	return -EINVAL;
+	return rps_name_index(schedule_names, RPS_ARRAY_SIZE(schedule_names), s);
 }
 
 const char *rps_optim_kind_name(enum rps_optim_kind k)

@@ -7,9 +7,9 @@
  * a slot before the close or sees the close: nothing slips in unseen.
  *
  * Other policies: a binary heap of (key, sequence, slot) under a spinlock,
- * entries kept in a slot array with a free stack. Keys are mapped to uint64
- * so that every policy is "larger key first", ties to the smaller sequence
- * (the older push).
+ * entries kept in a slot array with a free stack. The keys and the heap order
+ * are in src/ring_policy.c: every policy maps onto "larger key first", ties
+ * to the smaller sequence (the older push).
  *
  * Nothing is allocated after create. Waiting uses a mutex and two condition
  * variables that are touched only when somebody waits: a waiter registers in
@@ -20,17 +20,16 @@
 #include "src/ring.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "src/alloc.h"
 #include "src/log.h"
+#include "src/ring_int.h"
 #include "src/util.h"
 
 #define RING_CLOSED (1ull << 63)
@@ -44,20 +43,14 @@ struct ring_cell {
 	struct rps_ring_entry e;
 };
 
-struct heap_node {
-	uint64_t key;
-	uint64_t seq;
-	uint32_t slot;
-};
-
 struct rps_ring {
 	/* read-mostly */
 	size_t capacity;
 	enum rps_priority_policy policy;
 	rps_priority_fn fn;
 	void *fn_arg;
-	struct ring_cell *cells; /* fifo */
-	struct heap_node *heap;	 /* priority policies */
+	struct ring_cell *cells;    /* fifo */
+	struct rps_ring_node *heap; /* priority policies */
 	struct rps_ring_entry *slots;
 	uint32_t *free_slots;
 
@@ -83,12 +76,6 @@ struct rps_ring {
 	pthread_cond_t push_cond;
 };
 
-static const char *const policy_names[] = {
-    [RPS_PRIO_FIFO] = "fifo",		[RPS_PRIO_FRESHEST] = "freshest",
-    [RPS_PRIO_STALENESS] = "staleness", [RPS_PRIO_MAGNITUDE] = "magnitude",
-    [RPS_PRIO_CALLBACK] = "callback",
-};
-
 /* ---- spinlock (heap policies) ---- */
 
 static inline void ring_lock(struct rps_ring *r)
@@ -107,79 +94,6 @@ static inline void ring_lock(struct rps_ring *r)
 static inline void ring_unlock(struct rps_ring *r)
 {
 	atomic_flag_clear_explicit(&r->lock, memory_order_release);
-}
-
-/* ---- priority keys: larger first ---- */
-
-/* Order-preserving map of a double onto uint64 (IEEE total order); NaN is
- * the lowest priority and -0 equals +0. */
-static uint64_t key_of_double(double d)
-{
-	uint64_t u;
-
-	if (isnan(d))
-		return 0;
-	if (d == 0.0)
-		d = 0.0;
-	memcpy(&u, &d, sizeof(u));
-	return (u & (1ull << 63)) ? ~u : u | (1ull << 63);
-}
-
-static uint64_t ring_key(const struct rps_ring *r, const struct rps_push_info *info)
-{
-	switch (r->policy) {
-	case RPS_PRIO_FRESHEST:
-		return info->timestamp_ns;
-	case RPS_PRIO_STALENESS:
-		return UINT64_MAX - info->staleness;
-	case RPS_PRIO_MAGNITUDE:
-		return key_of_double(info->norm);
-	case RPS_PRIO_CALLBACK:
-		return key_of_double(r->fn(info, r->fn_arg));
-	case RPS_PRIO_FIFO:
-	default:
-		return 0;
-	}
-}
-
-/* a goes out before b */
-static inline bool node_before(const struct heap_node *a, const struct heap_node *b)
-{
-	return a->key > b->key || (a->key == b->key && a->seq < b->seq);
-}
-
-static void heap_sift_up(struct heap_node *h, size_t i)
-{
-	struct heap_node x = h[i];
-
-	while (i > 0) {
-		size_t p = (i - 1) / 2;
-
-		if (!node_before(&x, &h[p]))
-			break;
-		h[i] = h[p];
-		i = p;
-	}
-	h[i] = x;
-}
-
-static void heap_sift_down(struct heap_node *h, size_t n, size_t i)
-{
-	struct heap_node x = h[i];
-
-	for (;;) {
-		size_t c = 2 * i + 1;
-
-		if (c >= n)
-			break;
-		if (c + 1 < n && node_before(&h[c + 1], &h[c]))
-			c++;
-		if (!node_before(&h[c], &x))
-			break;
-		h[i] = h[c];
-		i = c;
-	}
-	h[i] = x;
 }
 
 /* ---- waking ---- */
@@ -392,8 +306,9 @@ static size_t fifo_depth(const struct rps_ring *r)
 
 static int heap_push(struct rps_ring *r, const struct rps_ring_entry *e)
 {
-	uint64_t key = ring_key(r, &e->info); /* outside the lock: may call the user */
-	struct heap_node *n;
+	/* the key outside the lock: it may call the user */
+	uint64_t key = rps_ring_prio_key(r->policy, r->fn, r->fn_arg, &e->info);
+	struct rps_ring_node *n;
 	uint32_t slot;
 
 	ring_lock(r);
@@ -411,7 +326,7 @@ static int heap_push(struct rps_ring *r, const struct rps_ring_entry *e)
 	n->key = key;
 	n->seq = r->next_seq++;
 	n->slot = slot;
-	heap_sift_up(r->heap, r->heap_n);
+	rps_ring_heap_up(r->heap, r->heap_n);
 	r->heap_n++;
 	atomic_store_explicit(&r->heap_depth, r->heap_n, memory_order_relaxed);
 	ring_unlock(r);
@@ -433,7 +348,7 @@ static int heap_pop(struct rps_ring *r, struct rps_ring_entry *e_p)
 	r->heap_n--;
 	if (r->heap_n) {
 		r->heap[0] = r->heap[r->heap_n];
-		heap_sift_down(r->heap, r->heap_n, 0);
+		rps_ring_heap_down(r->heap, r->heap_n, 0);
 	}
 	atomic_store_explicit(&r->heap_depth, r->heap_n, memory_order_relaxed);
 	ring_unlock(r);
@@ -477,7 +392,6 @@ static bool ring_drained(struct rps_ring *r)
 		return false;
 	return rps_ring_depth(r) == 0;
 }
-
 
 /* Wait on cond until woken or the deadline; -ETIMEDOUT when it has passed. */
 static int ring_wait(struct rps_ring *r, pthread_cond_t *cond, const struct timespec *deadline)
@@ -589,21 +503,4 @@ size_t rps_ring_depth(const struct rps_ring *r)
 size_t rps_ring_capacity(const struct rps_ring *r)
 {
 	return r->capacity;
-}
-
-int rps_ring_policy_parse(const char *s)
-{
-	if (!s)
-		return -EINVAL;
-	for (int p = RPS_PRIO_FIFO; p < RPS_PRIO_CALLBACK; p++)
-		if (!strcasecmp(s, policy_names[p]))
-			return p;
-	return -EINVAL;
-}
-
-const char *rps_ring_policy_name(enum rps_priority_policy p)
-{
-	if ((unsigned)p < RPS_ARRAY_SIZE(policy_names))
-		return policy_names[p];
-	return "unknown";
 }

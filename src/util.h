@@ -2,12 +2,26 @@
 #ifndef RPS_UTIL_H
 #define RPS_UTIL_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <strings.h>
 #include <time.h>
 
 #define RPS_CACHELINE 64
 #define RPS_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The index of s in names[0, n), case-insensitive, or -EINVAL (s NULL or not
+ * there): the parsers of the option words (optimizer, schedule, priority). */
+static inline int rps_name_index(const char *const *names, size_t n, const char *s)
+{
+	if (!s)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (names[i] && !strcasecmp(s, names[i]))
+			return (int)i;
+	return -EINVAL;
+}
 #define RPS_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define RPS_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define RPS_ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))

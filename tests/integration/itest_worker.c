@@ -89,6 +89,16 @@
 #include "src/keymap.h"
 #include "src/proto.h"
 
+/* The test's settings: defaults and RDMAPS_* variables, read at the start of
+ * main (the library keeps no process-wide configuration; this program keeps
+ * its own). */
+static struct rps_config itest_config;
+
+static const struct rps_config *itest_cfg(void)
+{
+	return &itest_config;
+}
+
 #define NKEYS 5
 #define CLOCKS 4
 
@@ -502,7 +512,7 @@ static double metric_sum(const char *text, const char *name, int *count_p)
 
 static void check_metrics(int nservers)
 {
-	const struct rps_config *cfg = rps_config_get();
+	const struct rps_config *cfg = itest_cfg();
 	const char *shost = getenv("ITEST_SERVER_HOST"), *bin = getenv("ITEST_BIN");
 	size_t cap = 1 << 20;
 	char *buf = malloc(cap), series[160], cmd[600];
@@ -620,7 +630,7 @@ static int run_metrics(struct rps_worker *w)
 	pull_all(w, v);
 	CHECK(rps_worker_barrier(w) == 0, "metrics: barrier");
 	if (rank == 0 && !failures) {
-		usleep(3 * (useconds_t)rps_config_get()->heartbeat_ms * 1000); /* heartbeats */
+		usleep(3 * (useconds_t)itest_cfg()->heartbeat_ms * 1000); /* heartbeats */
 		check_metrics(rps_worker_num_servers(w));
 	}
 	free(v);
@@ -707,7 +717,7 @@ static void expected_dead(float *v, int upto, int victim, int kclock)
 static int run_dead(struct rps_worker *w)
 {
 	const struct rps_fault_spec *f = rps_fault_current();
-	const char *cons = rps_config_get()->consistency;
+	const char *cons = itest_cfg()->consistency;
 	int bsp = !strcmp(cons, "bsp"), victim = f->kill_rank, kc = (int)f->kill_clock;
 	size_t n = total_len();
 	float *v = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float)),
@@ -894,7 +904,7 @@ static void rs_keys(const struct rps_keymap *km, int w, rps_key_t *k, int *srv)
 
 static int run_restart(struct rps_worker *w)
 {
-	const struct rps_config *cfg = rps_config_get();
+	const struct rps_config *cfg = itest_cfg();
 	int nk = nworkers * RS_KPW, srv[64 * RS_KPW], lostp = 0, lostl = 0;
 	int lostc[RS_KPW][RS_CLOCKS] = { { 0 } }; /* my pushes that failed */
 	rps_key_t k[64 * RS_KPW];
@@ -1340,7 +1350,7 @@ static int run_errors(struct rps_worker *w)
 
 	const char *ports = getenv("ITEST_SERVER_PORTS");
 	if (rank == 0 && ports) {
-		const struct rps_config *cfg = rps_config_get();
+		const struct rps_config *cfg = itest_cfg();
 		struct rps_keymap km;
 
 		rps_keymap_init(&km, rps_keymap_mode_parse(cfg->key_map),
@@ -1432,8 +1442,9 @@ static void ra_pull_check(struct rps_worker *w, const rps_key_t *ks, float *v, s
 }
 
 /* Each worker its own keys (ASP: a pull sees exactly its own pushes). Every
- * round pulls into a buffer mapped anew at the same address (munmap, mmap
- * MAP_FIXED), and one from malloc again after free; odd rounds with the
+ * round pulls into a buffer mapped anew at the same address (new pages by
+ * mmap MAP_FIXED over the range, which stays reserved between rounds), and
+ * one from malloc again after free; odd rounds with the
  * buffer registered (and unregistered before it goes). A read through a
  * registration of the old pages would leave 12345 in the new ones. */
 static int run_realloc(struct rps_worker *w)
@@ -1487,7 +1498,13 @@ static int run_realloc(struct rps_worker *w)
 		} else {
 			ra_pull_check(w, ks, fixed, total, r, "mmap pull");
 		}
-		munmap(fixed, bytes);
+		/* "free" the buffer: fresh inaccessible pages replace the old ones at
+		 * the same address (the old pages go back to the kernel), while the
+		 * range stays ours, so no malloc can land there and be clobbered by
+		 * the next round's MAP_FIXED */
+		p = mmap(fixed, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+			 -1, 0);
+		CHECK(p == fixed, "mmap PROT_NONE over the pull buffer");
 
 		/* malloc: free, and malloc again (glibc gives the same block back) */
 		if (m) {
@@ -1521,6 +1538,8 @@ static int run_realloc(struct rps_worker *w)
 		}
 	}
 	free(m);
+	if (at)
+		munmap(at, bytes);
 	printf("itest-worker %d: realloc: %d rounds, mmap at one address, malloc at the same "
 	       "address again in %d\n",
 	       rank, RA_ROUNDS, same_malloc);
@@ -1533,6 +1552,8 @@ int main(int argc, char **argv)
 {
 	struct rps_worker *w;
 	int rc;
+
+	rps_config_init(&itest_config);
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: itest-worker "

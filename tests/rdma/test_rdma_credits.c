@@ -33,6 +33,7 @@ struct srv {
 	int qh, qt;
 	int stop;
 	int max_held;
+	atomic_int overflows; /* frames held beyond the queue (the poller counts) */
 };
 
 static void srv_event(struct poller *p, struct rps_tr_event *ev)
@@ -52,8 +53,8 @@ static void srv_event(struct poller *p, struct rps_tr_event *ev)
 	case RPS_TR_EV_RECV:
 		pthread_mutex_lock(&s->mu);
 		if (s->qt - s->qh >= (int)RPS_ARRAY_SIZE(s->q)) {
-			fprintf(stderr, "FAIL: more frames held than buffers exist\n");
-			tr_failures++;
+			fprintf(stderr, "more frames held than buffers exist\n");
+			atomic_fetch_add(&s->overflows, 1);
 			rps_tr_release(p->t, ev->token);
 		} else {
 			s->q[s->qt++ % RPS_ARRAY_SIZE(s->q)] = *ev;
@@ -101,7 +102,7 @@ static void *update_main(void *arg)
 			memcpy(&push, ev.fixed, sizeof(push));
 			v = ev.data;
 			if (ev.hdr.req_id != c->next) {
-				fprintf(stderr, "FAIL: conn %d: req_id %u, expected %u\n", c->idx,
+				fprintf(stderr, "conn %d: req_id %u, expected %u\n", c->idx,
 					ev.hdr.req_id, c->next);
 				c->bad++;
 			}
@@ -110,7 +111,7 @@ static void *update_main(void *arg)
 				c->bad++;
 			for (uint32_t k = 0; k < push.count; k++)
 				if (v[k] != (float)(ev.hdr.req_id * 3 + k)) {
-					fprintf(stderr, "FAIL: conn %d frame %u: v[%u] = %g\n",
+					fprintf(stderr, "conn %d frame %u: v[%u] = %g\n",
 						c->idx, ev.hdr.req_id, k, v[k]);
 					c->bad++;
 					break;
@@ -120,7 +121,7 @@ static void *update_main(void *arg)
 				    send_simple(s->t, ev.conn, RPS_OP_PUSH_ACK, ev.hdr.req_id, 0);
 
 				if (rc) {
-					fprintf(stderr, "FAIL: PUSH_ACK: %s\n", strerror(-rc));
+					fprintf(stderr, "PUSH_ACK: %s\n", strerror(-rc));
 					c->bad++;
 				}
 			}
@@ -132,6 +133,21 @@ static void *update_main(void *arg)
 		rps_tr_release(s->t, ev.token);
 	}
 	return NULL;
+}
+
+/* The update thread of the running test, for update_stop() in teardown(). */
+static pthread_t upd;
+static int upd_running;
+static struct srv *upd_srv;
+
+static void update_stop(struct srv *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->stop = 1;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(upd, NULL);
+	upd_running = 0;
 }
 
 struct cli {
@@ -188,7 +204,7 @@ static void *sender_main(void *arg)
 		int rc = send_push(sd->t, sd->c, i, n, (float)(i * 3), ctx, scratch);
 
 		if (rc) {
-			fprintf(stderr, "FAIL: send %u: %s\n", i, strerror(-rc));
+			fprintf(stderr, "send %u: %s\n", i, strerror(-rc));
 			sd->rc = rc;
 			return NULL;
 		}
@@ -202,12 +218,13 @@ static void run(int event_mode)
 {
 	struct tenv e;
 	struct rps_config cfg;
-	struct srv s;
-	struct cli cs;
-	struct poller ps, pc;
+	/* static: the pollers may still touch them after a failed assertion */
+	static struct srv s;
+	static struct cli cs;
+	struct poller *ps, *pc;
 	struct rps_transport *ts, *tc;
 	struct sender sd[NCONN];
-	pthread_t th[NCONN], upd;
+	pthread_t th[NCONN];
 	struct rps_rdma_stats sst, cst;
 	uint16_t port = 0;
 	double t0, t1;
@@ -226,15 +243,17 @@ static void run(int event_mode)
 	ts = tr_create(&cfg, e.dev0, 1, NULL, NULL);
 	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
 	s.t = ts;
+	upd_srv = &s;
 	rc = rps_tr_listen(ts, e.ip0, 0, &port);
-	REQUIRE(rc == 0, "listen: %s", strerror(-rc));
-	poller_start(&ps, ts, srv_event, &s);
-	poller_start(&pc, tc, cli_event, &cs);
-	REQUIRE(pthread_create(&upd, NULL, update_main, &s) == 0, "pthread_create");
+	assert_int_equal(rc, 0);
+	ps = poller_start(ts, srv_event, &s);
+	pc = poller_start(tc, cli_event, &cs);
+	assert_int_equal(pthread_create(&upd, NULL, update_main, &s), 0);
+	upd_running = 1;
 
 	for (int i = 0; i < NCONN; i++) {
 		cs.conn[i] = tr_connect(tc, e.ip0, port, (uint32_t)i, 0, NULL, 0, NULL, &rc);
-		REQUIRE(rc == 0, "connect %d: %s", i, strerror(-rc));
+		assert_int_equal(rc, 0);
 	}
 	{
 		atomic_int *n = &s.naccepted;
@@ -242,31 +261,31 @@ static void run(int event_mode)
 
 		while (atomic_load(n) < NCONN && now_s() < end)
 			usleep(1000);
-		REQUIRE(atomic_load(n) == NCONN, "%d accepted", atomic_load(n));
+		assert_int_equal(atomic_load(n), NCONN);
 	}
 
 	/* post_send argument errors */
 	{
 		static float big[MAXF + 2];
-
-		rc = send_push(tc, cs.conn[0], 0, MAXF + 1, 0, 0, big);
-		CHECK(rc == -EMSGSIZE, "frame over the buffer: %d, want -EMSGSIZE", rc);
 		struct rps_frame_hdr h;
 		struct iovec iov = {big, 8};
 
+		/* a frame over the buffer */
+		assert_int_equal(send_push(tc, cs.conn[0], 0, MAXF + 1, 0, 0, big), -EMSGSIZE);
+		/* an iov shorter than hdr.len */
 		rps_proto_hdr_init(&h, RPS_OP_PUSH, 48, 0);
-		rc = rps_tr_post_send(cs.conn[0], &h, &iov, 1, 0);
-		CHECK(rc == -EINVAL, "iov shorter than hdr.len: %d, want -EINVAL", rc);
+		assert_int_equal(rps_tr_post_send(cs.conn[0], &h, &iov, 1, 0), -EINVAL);
 	}
 
 	t0 = now_s();
 	for (int i = 0; i < NCONN; i++) {
 		sd[i] = (struct sender){.t = tc, .c = cs.conn[i]};
-		REQUIRE(pthread_create(&th[i], NULL, sender_main, &sd[i]) == 0, "pthread_create");
+		assert_int_equal(pthread_create(&th[i], NULL, sender_main, &sd[i]), 0);
 	}
-	for (int i = 0; i < NCONN; i++) {
+	for (int i = 0; i < NCONN; i++)
 		pthread_join(th[i], NULL);
-		CHECK(sd[i].rc == 0, "sender %d failed: %s", i, strerror(-sd[i].rc));
+	for (int i = 0; i < NCONN; i++) {
+		assert_int_equal(sd[i].rc, 0); /* sender i failed */
 		with_ctx += sd[i].with_ctx;
 	}
 	{
@@ -279,17 +298,6 @@ static void run(int event_mode)
 			usleep(2000);
 	}
 	t1 = now_s();
-	for (int i = 0; i < NCONN; i++) {
-		CHECK(atomic_load(&s.got[i]) == NFRAMES, "conn %d: server got %d of %d frames", i,
-		      atomic_load(&s.got[i]), NFRAMES);
-		CHECK(s.sc[i].bad == 0, "conn %d: %d bad frames", i, s.sc[i].bad);
-		CHECK(!atomic_load(&s.sc[i].closed), "conn %d closed on the server", i);
-		CHECK(!atomic_load(&cs.closed[i]), "conn %d closed on the client", i);
-	}
-	CHECK(atomic_load(&cs.acks) == NCONN * NFRAMES / 10, "client got %d PUSH_ACKs, want %d",
-	      atomic_load(&cs.acks), NCONN * NFRAMES / 10);
-	CHECK(atomic_load(&cs.send_done) == with_ctx, "%d SEND_DONE for %d frames with a ctx",
-	      atomic_load(&cs.send_done), with_ctx);
 	rps_rdma_get_stats(ts, &sst);
 	rps_rdma_get_stats(tc, &cst);
 	printf("%d frames in %.2f s (%.0f frames/s); client waited for credits %llu times; "
@@ -297,12 +305,22 @@ static void run(int event_mode)
 	       NCONN * NFRAMES, t1 - t0, NCONN * NFRAMES / (t1 - t0),
 	       (unsigned long long)cst.credit_waits, (unsigned long long)sst.ctrl_sent, s.max_held,
 	       (long long)sst.srq_low_water);
-	CHECK(cst.frames_sent == NCONN * NFRAMES, "client stats: %llu frames sent",
-	      (unsigned long long)cst.frames_sent);
-	CHECK(cst.credit_waits > 0, "the client never waited for credits (test too weak)");
-	CHECK(sst.ctrl_sent > 0, "the server never sent a credit frame");
-	CHECK(sst.srq_low_water >= 0, "SRQ low water %lld", (long long)sst.srq_low_water);
-	CHECK(s.max_held <= NBUFS, "%d buffers held with %d in the SRQ", s.max_held, NBUFS);
+	for (int i = 0; i < NCONN; i++) {
+		assert_int_equal(atomic_load(&s.got[i]), NFRAMES); /* frames the server got */
+		assert_int_equal(s.sc[i].bad, 0);
+		assert_false(atomic_load(&s.sc[i].closed)); /* closed on the server */
+		assert_false(atomic_load(&cs.closed[i]));   /* closed on the client */
+	}
+	assert_int_equal(atomic_load(&s.overflows), 0);
+	assert_int_equal(atomic_load(&cs.acks), NCONN * NFRAMES / 10); /* PUSH_ACKs */
+	assert_int_equal(atomic_load(&cs.send_done), with_ctx); /* for frames with a ctx */
+	assert_int_equal(cst.frames_sent, NCONN * NFRAMES);
+	/* the client waited for credits (else the test is too weak) */
+	assert_true(cst.credit_waits > 0);
+	assert_true(sst.ctrl_sent > 0); /* the server sent credit frames */
+	if (sst.srq_low_water < 0)
+		fail_msg("SRQ low water %lld", (long long)sst.srq_low_water);
+	assert_in_range(s.max_held, 0, NBUFS); /* buffers held, with NBUFS in the SRQ */
 
 	/* a malformed frame closes its connection only */
 	cs.conn[NCONN] = tr_connect(tc, e.ip0, port, 9, 0, NULL, 0, NULL, &rc);
@@ -317,7 +335,7 @@ static void run(int event_mode)
 			cs.conn[NCONN] = tr_connect(tc, e.ip0, port, 9, 0, NULL, 0, NULL, &rc);
 		} while (rc == -ENOBUFS && now_s() < end);
 	}
-	REQUIRE(rc == 0, "connect for the bad frame: %s", strerror(-rc));
+	assert_int_equal(rc, 0); /* the connection for the bad frame */
 	{
 		double end = now_s() + 10;
 
@@ -329,11 +347,10 @@ static void run(int event_mode)
 
 		rps_proto_hdr_init(&h, RPS_OP_BARRIER, 0, 1);
 		h.magic = 0x41414141;
-		rc = rps_tr_post_send(cs.conn[NCONN], &h, NULL, 0, 0);
-		CHECK(rc == 0, "send bad frame: %s", strerror(-rc));
+		assert_int_equal(rps_tr_post_send(cs.conn[NCONN], &h, NULL, 0, 0), 0);
 	}
-	CHECK(wait_flag(&s.sc[NCONN].closed, 10), "server did not close the bad connection");
-	CHECK(wait_flag(&cs.closed[NCONN], 10), "client saw no CLOSED for the bad connection");
+	assert_true(wait_flag(&s.sc[NCONN].closed, 10)); /* the server closed it */
+	assert_true(wait_flag(&cs.closed[NCONN], 10));	 /* the client saw CLOSED */
 	rps_tr_close(cs.conn[NCONN]);
 	{
 		static float v[4];
@@ -342,39 +359,57 @@ static void run(int event_mode)
 		pthread_mutex_lock(&s.mu);
 		s.sc[0].next = 5000;
 		pthread_mutex_unlock(&s.mu);
-		rc = send_push(tc, cs.conn[0], 5000, 4, 15000, 0, v);
-		CHECK(rc == 0, "send after the bad frame: %s", strerror(-rc));
-		double end = now_s() + 10;
+		double end;
 
+		assert_int_equal(send_push(tc, cs.conn[0], 5000, 4, 15000, 0, v), 0);
+		end = now_s() + 10;
 		while (atomic_load(&s.got[0]) == before && now_s() < end)
 			usleep(1000);
-		CHECK(atomic_load(&s.got[0]) == before + 1, "good connection stopped working");
-		CHECK(s.sc[0].bad == 0, "good connection: bad frames");
+		assert_int_equal(atomic_load(&s.got[0]), before + 1); /* the good one still works */
+		assert_int_equal(s.sc[0].bad, 0);
 	}
 
-	poller_stop(&pc);
-	poller_stop(&ps);
-	pthread_mutex_lock(&s.mu);
-	s.stop = 1;
-	pthread_cond_signal(&s.cv);
-	pthread_mutex_unlock(&s.mu);
-	pthread_join(upd, NULL);
-	rps_transport_destroy(tc);
-	rps_transport_destroy(ts);
+	poller_stop(pc);
+	poller_stop(ps);
+	update_stop(&s);
+	tr_destroy(tc);
+	tr_destroy(ts);
 }
 
+static void test_event_mode(void **state)
+{
+	(void)state;
+	run(1);
+}
+
+static void test_busy_poll(void **state)
+{
+	(void)state;
+	run(0);
+}
+
+/* After a failed assertion: the pollers, then the update thread (it
+ * releases tokens), then the transports. */
+static int teardown(void **state)
+{
+	tr_stop_pollers();
+	if (upd_running)
+		update_stop(upd_srv);
+	return tr_teardown(state);
+}
+
+/* argv[1], if given: a cmocka test name filter (e.g. "test_busy_poll"). */
 int main(int argc, char **argv)
 {
-	int mode = argc > 1 ? atoi(argv[1]) : -1;
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_event_mode, teardown),
+	    cmocka_unit_test_teardown(test_busy_poll, teardown),
+	};
+	struct tenv e;
 
 	rps_log_set_ident("test_rdma_credits", -1);
-	if (mode < 0 || mode == 1) {
-		printf("== event mode\n");
-		run(1);
-	}
-	if (mode < 0 || mode == 0) {
-		printf("== busy-poll mode\n");
-		run(0);
-	}
-	return tr_finish("test_rdma_credits");
+	tenv_get(&e);
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	return cmocka_run_group_tests_name("rdma_credits", tests, NULL, NULL);
 }

@@ -10,7 +10,9 @@
  *   C  a server on rxe0 (its own port); the parent streams to it as a client
  *      and kills C: the parent's client side must get CLOSED / -ECONNRESET.
  * Meanwhile the parent's listener keeps serving: a last connection from the
- * parent's own client works. */
+ * parent's own client works.
+ * The children are forked in main(), before cmocka runs the test: a failed
+ * cmocka assert in a child then just exits it (non-zero). */
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -133,18 +135,16 @@ static void srv_event(struct poller *p, struct rps_tr_event *ev)
 }
 
 static struct rps_transport *server_up(struct rps_config *cfg, const char *dev, const char *ip,
-				       struct srv *s, struct poller *ps, uint16_t *port_p)
+				       struct srv *s, struct poller **ps_p, uint16_t *port_p)
 {
 	struct rps_transport *t = tr_create(cfg, dev, 1, on_hello, s);
-	int rc;
 
 	for (int i = 0; i < REGION; i++)
 		region[i] = (unsigned char)(i * 13);
-	rc = rps_tr_reg_mem(t, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr);
-	REQUIRE(rc == 0, "reg_mem: %s", strerror(-rc));
-	rc = rps_tr_listen(t, ip, 0, port_p);
-	REQUIRE(rc == 0, "listen: %s", strerror(-rc));
-	poller_start(ps, t, srv_event, s);
+	assert_int_equal(rps_tr_reg_mem(t, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr),
+			 0);
+	assert_int_equal(rps_tr_listen(t, ip, 0, port_p), 0);
+	*ps_p = poller_start(t, srv_event, s);
 	return t;
 }
 
@@ -152,7 +152,7 @@ static struct rps_transport *server_up(struct rps_config *cfg, const char *dev, 
 
 static void read_all(int fd, void *p, size_t n)
 {
-	REQUIRE(read(fd, p, n) == (ssize_t)n, "pipe read");
+	assert_int_equal(read(fd, p, n), n);
 }
 
 /* A and B: connect to the port the parent sends, stream. B checks the end. */
@@ -161,7 +161,7 @@ static int child_client(int in, int rank, int expect_close)
 	struct tenv e;
 	struct rps_config cfg;
 	struct stream s = {0};
-	struct poller pc;
+	struct poller *pc;
 	pthread_t th;
 	uint16_t port;
 	char ack[RPS_TR_ACK_MAX];
@@ -174,11 +174,12 @@ static int child_client(int in, int rank, int expect_close)
 	tcfg_init(&cfg, 1);
 	cfg.timeout_ms = 20000;
 	s.t = tr_create(&cfg, e.dev1, 0, NULL, NULL);
-	poller_start(&pc, s.t, stream_event, &s);
+	pc = poller_start(s.t, stream_event, &s);
 	s.c = tr_connect(s.t, e.ip0, port, (uint32_t)rank, 0, ack, sizeof(ack), &alen, &rc);
-	REQUIRE(rc == 0, "child %d: connect: %s", rank, strerror(-rc));
+	if (rc)
+		fail_msg("child %d: connect: %s", rank, strerror(-rc));
 	memcpy(&s.d, ack + sizeof(struct rps_hello_ack), sizeof(s.d));
-	REQUIRE(pthread_create(&th, NULL, stream_main, &s) == 0, "pthread_create");
+	assert_int_equal(pthread_create(&th, NULL, stream_main, &s), 0);
 	if (!expect_close) {
 		pthread_join(th, NULL); /* until killed */
 		return 0;
@@ -212,8 +213,8 @@ static int child_client(int in, int rank, int expect_close)
 		return 1;
 	}
 	rps_tr_close(s.c);
-	poller_stop(&pc);
-	rps_transport_destroy(s.t);
+	poller_stop(pc);
+	tr_destroy(s.t);
 	return 0;
 }
 
@@ -223,7 +224,7 @@ static int child_server(int in, int out)
 	struct tenv e;
 	struct rps_config cfg;
 	struct srv s;
-	struct poller ps;
+	struct poller *ps;
 	uint16_t port;
 	char go;
 
@@ -232,7 +233,7 @@ static int child_server(int in, int out)
 	read_all(in, &go, 1);
 	tcfg_init(&cfg, 1);
 	server_up(&cfg, e.dev0, e.ip0, &s, &ps, &port);
-	REQUIRE(write(out, &port, sizeof(port)) == sizeof(port), "pipe write");
+	assert_int_equal(write(out, &port, sizeof(port)), sizeof(port));
 	for (;;)
 		pause();
 	return 0;
@@ -243,9 +244,12 @@ static pid_t spawn(int (*fn)(int, int, int), int a, int b, int *in_p, int *out_p
 	int pin[2], pout[2];
 	pid_t pid;
 
-	REQUIRE(!pipe(pin) && !pipe(pout), "pipe");
+	assert_int_equal(pipe(pin), 0);
+	assert_int_equal(pipe(pout), 0);
+	fflush(stdout);
+	fflush(stderr);
 	pid = fork();
-	REQUIRE(pid >= 0, "fork");
+	assert_true(pid >= 0);
 	if (pid == 0) {
 		close(pin[1]);
 		close(pout[0]);
@@ -309,102 +313,143 @@ static int wait_count(atomic_int *n, int want, double secs)
 	return atomic_load(n) >= want;
 }
 
-int main(void)
+/* The children (forked in main) and the parent's ends of their pipes. */
+static pid_t pa, pb, pcc;
+static int ina, outa, inb, outb, inc, outc;
+/* The parent's stream to C, for teardown() after a failed assertion. */
+static struct stream cl;
+static pthread_t cl_th;
+static int cl_th_live;
+
+static void test_death(void **state)
 {
+	static struct srv s; /* static: the poller may still touch it after a failure */
 	struct tenv e;
 	struct rps_config cfg;
-	struct srv s;
-	struct poller ps, pc;
-	struct stream cl = {0};
+	struct poller *ps, *pc;
 	struct rps_transport *ts, *tc;
-	pid_t pa, pb, pcc;
-	int ina, outa, inb, outb, inc, outc, st;
+	int st, sent_ok, closed_ok;
 	uint16_t port, cport;
-	pthread_t th;
 	char ack[RPS_TR_ACK_MAX];
 	size_t alen;
 	int rc;
 
-	rps_log_set_ident("test_rdma_death", -1);
+	(void)state;
 	tenv_get(&e);
-	signal(SIGPIPE, SIG_IGN);
-	pa = spawn(run_a, 0, 0, &ina, &outa);
-	pb = spawn(run_b, 0, 0, &inb, &outb);
-	pcc = spawn(run_c, 0, 0, &inc, &outc);
-
 	memset(&s, 0, sizeof(s));
+	memset(&cl, 0, sizeof(cl));
 	tcfg_init(&cfg, 1);
 	ts = server_up(&cfg, e.dev0, e.ip0, &s, &ps, &port);
-	REQUIRE(write(ina, &port, sizeof(port)) == sizeof(port), "pipe");
-	REQUIRE(write(inb, &port, sizeof(port)) == sizeof(port), "pipe");
+	assert_int_equal(write(ina, &port, sizeof(port)), sizeof(port));
+	assert_int_equal(write(inb, &port, sizeof(port)), sizeof(port));
 
 	/* A: killed mid-stream */
-	CHECK(wait_count(&s.frames[1], 200, 60), "A: %d frames arrived", atomic_load(&s.frames[1]));
+	if (!wait_count(&s.frames[1], 200, 60))
+		fail_msg("A: %d frames arrived, want 200", atomic_load(&s.frames[1]));
 	kill(pa, SIGKILL);
 	waitpid(pa, &st, 0);
-	CHECK(wait_count(&s.closed[1], 1, 20), "A killed: the server saw no CLOSED within 20 s");
+	pa = 0;
+	/* A killed: the server sees CLOSED within 20 s */
+	assert_true(wait_count(&s.closed[1], 1, 20));
 	printf("A: killed after %d frames; server CLOSED: %s\n", atomic_load(&s.frames[1]),
 	       atomic_load(&s.closed[1]) ? "yes" : "no");
 
 	/* B: the server closes it mid-stream */
-	CHECK(wait_count(&s.frames[2], 200, 60), "B: %d frames arrived", atomic_load(&s.frames[2]));
+	if (!wait_count(&s.frames[2], 200, 60))
+		fail_msg("B: %d frames arrived, want 200", atomic_load(&s.frames[2]));
 	if (s.by_rank[2])
 		rps_tr_close(s.by_rank[2]);
 	st = wait_child(pb, 70);
-	CHECK(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-	      "B: child status 0x%x (it must see CLOSED / -ECONNRESET)", st);
+	pb = 0;
+	/* B exits 0 when it saw CLOSED / -ECONNRESET */
+	if (!(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		fail_msg("B: child status 0x%x (it must see CLOSED / -ECONNRESET)", st);
 
 	/* C: our peer server is killed while we stream to it */
-	REQUIRE(write(inc, "g", 1) == 1, "pipe");
+	assert_int_equal(write(inc, "g", 1), 1);
 	read_all(outc, &cport, sizeof(cport));
 	cfg.timeout_ms = 20000;
 	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
 	cl.t = tc;
-	poller_start(&pc, tc, stream_event, &cl);
+	pc = poller_start(tc, stream_event, &cl);
 	cl.c = tr_connect(tc, e.ip0, cport, 3, 0, ack, sizeof(ack), &alen, &rc);
-	REQUIRE(rc == 0, "C: connect: %s", strerror(-rc));
+	assert_int_equal(rc, 0);
 	memcpy(&cl.d, ack + sizeof(struct rps_hello_ack), sizeof(cl.d));
-	REQUIRE(pthread_create(&th, NULL, stream_main, &cl) == 0, "pthread_create");
-	CHECK(wait_count(&cl.sent, 200, 60), "C: %d frames sent", atomic_load(&cl.sent));
+	assert_int_equal(pthread_create(&cl_th, NULL, stream_main, &cl), 0);
+	cl_th_live = 1;
+	sent_ok = wait_count(&cl.sent, 200, 60);
 	kill(pcc, SIGKILL);
 	waitpid(pcc, &st, 0);
-	CHECK(wait_count(&cl.closed, 1, 30), "C killed: the client saw no CLOSED within 30 s");
+	pcc = 0;
+	closed_ok = wait_count(&cl.closed, 1, 30);
 	atomic_store(&cl.stop, 1);
-	pthread_join(th, NULL);
-	if (atomic_load(&cl.closed))
-		rps_tr_close(cl.c);
-	CHECK(cl.send_rc == 0 || cl.send_rc == -ECONNRESET || cl.send_rc == -ETIMEDOUT,
-	      "C: post_send ended with %d", cl.send_rc);
+	pthread_join(cl_th, NULL);
+	cl_th_live = 0;
+	if (!sent_ok)
+		fail_msg("C: %d frames sent, want 200", atomic_load(&cl.sent));
+	/* C killed: the client sees CLOSED within 30 s */
+	assert_true(closed_ok);
+	rps_tr_close(cl.c);
+	if (cl.send_rc != 0 && cl.send_rc != -ECONNRESET && cl.send_rc != -ETIMEDOUT)
+		fail_msg("C: post_send ended with %d, want 0, -ECONNRESET or -ETIMEDOUT",
+			 cl.send_rc);
 	usleep(200000);
-	CHECK(atomic_load(&cl.reads_done) == atomic_load(&cl.reads_posted),
-	      "C: %d reads posted, %d completed", atomic_load(&cl.reads_posted),
-	      atomic_load(&cl.reads_done));
-	CHECK(atomic_load(&cl.after_close) == 0, "C: %d events after CLOSED",
-	      atomic_load(&cl.after_close));
+	/* every READ posted completed, and no event came after CLOSED */
+	assert_int_equal(atomic_load(&cl.reads_done), atomic_load(&cl.reads_posted));
+	assert_int_equal(atomic_load(&cl.after_close), 0);
 	printf("C: server killed after %d frames; client CLOSED: %s; post_send: %s\n",
 	       atomic_load(&cl.sent), atomic_load(&cl.closed) ? "yes" : "no",
 	       cl.send_rc ? strerror(-cl.send_rc) : "ok");
 
-	/* our listener still serves */
+	/* our listener still serves: a last connection to it */
 	{
-		struct stream last = {0};
+		struct rps_conn *last = tr_connect(tc, e.ip0, port, 4, 0, NULL, 0, NULL, &rc);
+		static float v[8];
 
-		last.t = tc;
-		last.c = tr_connect(tc, e.ip0, port, 4, 0, NULL, 0, NULL, &rc);
-		CHECK(rc == 0, "last connection to the surviving listener: %s", strerror(-rc));
-		if (last.c) {
-			static float v[8];
-
-			rc = send_push(tc, last.c, 10, 8, 0, 0, v);
-			CHECK(rc == 0, "last connection: send: %s", strerror(-rc));
-			CHECK(wait_count(&s.frames[4], 1, 10),
-			      "last connection: frame not received");
-		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(send_push(tc, last, 10, 8, 0, 0, v), 0);
+		assert_true(wait_count(&s.frames[4], 1, 10)); /* the frame arrived */
 	}
-	poller_stop(&pc);
-	poller_stop(&ps);
-	rps_transport_destroy(tc);
+	poller_stop(pc);
+	poller_stop(ps);
+	tr_destroy(tc);
 	rps_tr_dereg_mem(ts, &region_mr);
-	rps_transport_destroy(ts);
-	return tr_finish("test_rdma_death");
+	tr_destroy(ts);
+}
+
+/* After a failed assertion: the parent's stream thread, the children, the
+ * pollers and transports. */
+static int teardown(void **state)
+{
+	pid_t *kids[] = {&pa, &pb, &pcc};
+
+	if (cl_th_live) {
+		atomic_store(&cl.stop, 1);
+		pthread_join(cl_th, NULL);
+		cl_th_live = 0;
+	}
+	for (size_t i = 0; i < RPS_ARRAY_SIZE(kids); i++)
+		if (*kids[i] > 0) {
+			kill(*kids[i], SIGKILL);
+			waitpid(*kids[i], NULL, 0);
+			*kids[i] = 0;
+		}
+	return tr_teardown(state);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_death, teardown),
+	};
+	struct tenv e;
+
+	rps_log_set_ident("test_rdma_death", -1);
+	tenv_get(&e);
+	signal(SIGPIPE, SIG_IGN);
+	/* before any verbs use in this process */
+	pa = spawn(run_a, 0, 0, &ina, &outa);
+	pb = spawn(run_b, 0, 0, &inb, &outb);
+	pcc = spawn(run_c, 0, 0, &inc, &outc);
+	return cmocka_run_group_tests_name("rdma_death", tests, NULL, NULL);
 }

@@ -2,12 +2,14 @@
  * A listener on rxe0 (2 channels) and clients on rxe1 in one process:
  * capabilities; listen on port 0; HELLO_ACK payload delivered to connect();
  * the server sees the client's hello (rank, channel); refusals at connect
- * with the right status: wrong secret -EACCES, bad version -EPROTO, on_hello
- * refusal (its status), channel out of range -EINVAL, nothing listening
+ * with the right status: channel out of range -EINVAL, nothing listening
  * -ECONNREFUSED; a frame each way on the accepted connection afterwards;
  * closing from the client gives the server a CLOSED event. Set-up errors:
  * an unknown RDMAPS_DEVICE is -ENODEV; a locked-memory limit too small for
- * the buffer pools (CAP_IPC_LOCK dropped) is -ENOMEM at create. */
+ * the buffer pools (CAP_IPC_LOCK dropped) is -ENOMEM at create.
+ * Refusals every transport makes (wrong secret -EACCES, bad version -EPROTO,
+ * on_hello's refusal with its status) are in the transport contract
+ * (tests/contract/transport_contract.c, test_rdma_contract.c here). */
 #include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -86,9 +88,10 @@ static void run(int event_mode)
 {
 	struct tenv e;
 	struct rps_config cfg;
-	struct srv s = {0};
-	struct cli cs = {0};
-	struct poller ps, pc;
+	/* static: the pollers may still touch them after a failed assertion */
+	static struct srv s;
+	static struct cli cs;
+	struct poller *ps, *pc;
 	struct rps_transport *ts, *tc;
 	struct rps_conn *c;
 	uint16_t port = 0;
@@ -96,93 +99,93 @@ static void run(int event_mode)
 	size_t ack_len = 0;
 	struct rps_hello_ack a;
 	struct rps_shard_desc d1;
-	struct rps_hello h;
 	int rc;
 
+	memset(&s, 0, sizeof(s));
+	memset(&cs, 0, sizeof(cs));
 	tenv_get(&e);
 	tcfg_init(&cfg, event_mode);
 	ts = tr_create(&cfg, e.dev0, 2, on_hello, &s);
 	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
-	CHECK(ts->caps & RPS_TR_CAP_READ, "caps 0x%x lack READ", ts->caps);
-	CHECK(ts->caps & RPS_TR_CAP_CHANNELS, "caps 0x%x lack CHANNELS", ts->caps);
-	CHECK(ts->max_frame == cfg.rdma_buf_bytes + 256, "max_frame %llu",
-	      (unsigned long long)ts->max_frame);
-	CHECK(ts->max_read_sge >= 1 && ts->max_read_sge <= 30, "max_read_sge %d", ts->max_read_sge);
+	assert_true(ts->caps & RPS_TR_CAP_READ);
+	assert_true(ts->caps & RPS_TR_CAP_CHANNELS);
+	assert_int_equal(ts->max_frame, cfg.rdma_buf_bytes + 256);
+	assert_in_range(ts->max_read_sge, 1, 30);
 
 	rc = rps_tr_listen(ts, e.ip0, 0, &port);
-	REQUIRE(rc == 0, "listen %s:0: %s", e.ip0, strerror(-rc));
-	CHECK(port != 0, "listen on port 0 gave port 0");
-	poller_start(&ps, ts, srv_event, &s);
-	poller_start(&pc, tc, cli_event, &cs);
+	assert_int_equal(rc, 0);
+	assert_int_not_equal(port, 0);
+	ps = poller_start(ts, srv_event, &s);
+	pc = poller_start(tc, cli_event, &cs);
 
 	/* the good connection, on channel 1 */
 	c = tr_connect(tc, e.ip0, port, 3, 1, ack, sizeof(ack), &ack_len, &rc);
-	REQUIRE(rc == 0, "connect %s:%u: %s", e.ip0, port, strerror(-rc));
-	CHECK(ack_len == sizeof(a) + 2 * sizeof(d1), "ack_len %zu", ack_len);
+	assert_int_equal(rc, 0);
+	assert_int_equal(ack_len, sizeof(a) + 2 * sizeof(d1));
 	memcpy(&a, ack, sizeof(a));
 	memcpy(&d1, ack + sizeof(a) + sizeof(d1), sizeof(d1));
-	CHECK(a.server_rank == 7 && a.num_shards == 2, "ack: rank %u shards %u", a.server_rank,
-	      a.num_shards);
-	CHECK(d1.addr == 0x2000 && d1.size == 8192 && d1.remote_key == 0x78, "ack: shard 1 desc");
-	CHECK(wait_flag(&s.accepted, 10), "no ACCEPTED event on the server");
-	CHECK(s.rank == 3 && s.channel == 1, "server saw rank %u channel %u", s.rank, s.channel);
+	assert_int_equal(a.server_rank, 7);
+	assert_int_equal(a.num_shards, 2);
+	assert_int_equal(d1.addr, 0x2000);
+	assert_int_equal(d1.size, 8192);
+	assert_int_equal(d1.remote_key, 0x78);
+	assert_true(wait_flag(&s.accepted, 10)); /* an ACCEPTED event on the server */
+	assert_int_equal(s.rank, 3);
+	assert_int_equal(s.channel, 1);
 
-	/* refusals */
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 4, "not-the-secret");
-	{
-		struct rps_conn *x = NULL;
-		size_t al;
-
-		rc = rps_tr_connect(tc, e.ip0, port, &h, ack, sizeof(ack), &al, 10000, &x);
-		CHECK(rc == -EACCES, "wrong secret: connect returned %d (%s), want -EACCES", rc,
-		      strerror(-rc));
-		rps_proto_hello_init(&h, RPS_ROLE_WORKER, 4, SECRET);
-		h.version = 99;
-		rc = rps_tr_connect(tc, e.ip0, port, &h, ack, sizeof(ack), &al, 10000, &x);
-		CHECK(rc == -EPROTO, "bad version: connect returned %d (%s), want -EPROTO", rc,
-		      strerror(-rc));
-	}
-	tr_connect(tc, e.ip0, port, 99, 0, NULL, 0, NULL, &rc);
-	CHECK(rc == -EPERM, "on_hello refusal: connect returned %d (%s), want -EPERM", rc,
-	      strerror(-rc));
+	/* refusals (the others every transport makes: the contract test) */
 	tr_connect(tc, e.ip0, port, 5, 2, NULL, 0, NULL, &rc);
-	CHECK(rc == -EINVAL, "channel 2 of 2: connect returned %d (%s), want -EINVAL", rc,
-	      strerror(-rc));
+	assert_int_equal(rc, -EINVAL); /* channel 2 of 2 */
 	tr_connect(tc, e.ip0, (uint16_t)(port + 1), 5, 0, NULL, 0, NULL, &rc);
-	CHECK(rc == -ECONNREFUSED, "no listener: connect returned %d (%s), want -ECONNREFUSED", rc,
-	      strerror(-rc));
-	CHECK(atomic_load(&s.accepted) == 1, "%d accepted", atomic_load(&s.accepted));
+	assert_int_equal(rc, -ECONNREFUSED); /* no listener */
+	assert_int_equal(atomic_load(&s.accepted), 1);
 
 	/* the good connection still carries frames both ways */
-	rc = send_simple(tc, c, RPS_OP_BARRIER, 1, 1234);
-	CHECK(rc == 0, "send: %s", strerror(-rc));
-	CHECK(wait_flag(&cs.got, 10), "no answer from the server");
-	CHECK(cs.aux == 4321, "answer aux %u", cs.aux);
+	assert_int_equal(send_simple(tc, c, RPS_OP_BARRIER, 1, 1234), 0);
+	assert_true(wait_flag(&cs.got, 10)); /* an answer from the server */
+	assert_int_equal(cs.aux, 4321);
 	{
 		struct rps_rdma_stats st;
 
 		rps_rdma_get_stats(tc, &st);
-		CHECK(st.conns == 1, "client has %u connections", st.conns);
+		assert_int_equal(st.conns, 1);
 	}
 
 	/* close from the client: the server sees CLOSED */
 	rps_tr_close(c);
-	CHECK(wait_flag(&s.closed, 10), "server saw no CLOSED after the client closed");
+	assert_true(wait_flag(&s.closed, 10));
 
-	poller_stop(&pc);
-	poller_stop(&ps);
-	rps_transport_destroy(tc);
-	rps_transport_destroy(ts);
+	poller_stop(pc);
+	poller_stop(ps);
+	tr_destroy(tc);
+	tr_destroy(ts);
 }
 
-/* In a child (before any verbs use in this process): no CAP_IPC_LOCK, a
- * 64 KiB memlock limit, pools of 128 KiB -> create must say -ENOMEM. */
-static void check_memlock(void)
+static void test_event_mode(void **state)
 {
-	pid_t pid = fork();
+	(void)state;
+	run(1);
+}
+
+static void test_busy_poll(void **state)
+{
+	(void)state;
+	run(0);
+}
+
+/* In a child (before any verbs use in this process: the first test): no
+ * CAP_IPC_LOCK, a 64 KiB memlock limit, pools of 128 KiB -> create must say
+ * -ENOMEM. The child exits 0 when so (no cmocka asserts there). */
+static void test_memlock(void **state)
+{
+	pid_t pid;
 	int st;
 
-	REQUIRE(pid >= 0, "fork");
+	(void)state;
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	assert_true(pid >= 0);
 	if (pid == 0) {
 		struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
 		struct __user_cap_data_struct d[2];
@@ -200,7 +203,10 @@ static void check_memlock(void)
 			d[0].inheritable &= ~(1u << CAP_IPC_LOCK);
 			syscall(SYS_capset, &h, d);
 		}
-		REQUIRE(setrlimit(RLIMIT_MEMLOCK, &rl) == 0, "setrlimit");
+		if (setrlimit(RLIMIT_MEMLOCK, &rl)) {
+			perror("setrlimit");
+			exit(1);
+		}
 		tcfg_init(&cfg, 1);
 		rps_tr_params_from_config(&cfg, &p);
 		p.secret = SECRET;
@@ -214,41 +220,44 @@ static void check_memlock(void)
 		}
 		exit(0);
 	}
-	waitpid(pid, &st, 0);
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memlock check failed (status 0x%x)", st);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
-static void check_nodev(void)
+static void test_nodev(void **state)
 {
 	struct rps_config cfg;
 	struct rps_tr_params p = {0};
 	struct rps_transport *t = NULL;
 	int rc;
 
+	(void)state;
 	tcfg_init(&cfg, 1);
 	rps_tr_params_from_config(&cfg, &p);
 	p.secret = SECRET;
 	p.device = "nosuchdev7";
 	rc = rps_transport_create("rdma", &p, &t);
-	CHECK(rc == -ENODEV, "create on an unknown device: %d, want -ENODEV", rc);
+	if (!rc)
+		rps_transport_destroy(t);
+	assert_int_equal(rc, -ENODEV);
 }
 
+/* argv[1], if given: a cmocka test name filter (e.g. "test_busy_poll"). */
 int main(int argc, char **argv)
 {
-	int mode = argc > 1 ? atoi(argv[1]) : -1;
+	/* test_memlock forks: it must come before any verbs use in this process */
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_memlock),
+	    cmocka_unit_test(test_nodev),
+	    cmocka_unit_test_teardown(test_event_mode, tr_teardown),
+	    cmocka_unit_test_teardown(test_busy_poll, tr_teardown),
+	};
 	struct tenv e;
 
 	rps_log_set_ident("test_rdma_handshake", -1);
 	tenv_get(&e);
-	check_memlock();
-	check_nodev();
-	if (mode < 0 || mode == 1) {
-		printf("== event mode\n");
-		run(1);
-	}
-	if (mode < 0 || mode == 0) {
-		printf("== busy-poll mode\n");
-		run(0);
-	}
-	return tr_finish("test_rdma_handshake");
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	return cmocka_run_group_tests_name("rdma_handshake", tests, NULL, NULL);
 }

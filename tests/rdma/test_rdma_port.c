@@ -112,19 +112,109 @@ static int link_set(const char *netdev, const char *dev, int up)
 	return !!strstr(st, "ACTIVE") == up ? 0 : -1;
 }
 
-int main(void)
+static const char *netdev = "veth1";
+static struct tenv e;
+
+/* With rxe1's netdev down, create on rxe1 says -ENETDOWN; the link comes back. */
+static void test_create_link_down(void **state)
 {
-	struct tenv e;
 	struct rps_config cfg;
-	struct rps_transport *ts, *tc, *tx = NULL;
-	struct poller ps, pc;
-	struct cli c = {0};
-	atomic_int frames = 0;
-	const char *netdev = "veth1";
+	struct rps_tr_params p;
+	struct rps_transport *tx = NULL;
+	int rc;
+
+	(void)state;
+	tcfg_init(&cfg, 1);
+	if (link_set(netdev, e.dev1, 0))
+		fail_msg("could not take %s down", netdev);
+	rps_tr_params_from_config(&cfg, &p);
+	p.secret = SECRET;
+	p.device = e.dev1;
+	rc = rps_transport_create("rdma", &p, &tx);
+	if (!rc)
+		rps_transport_destroy(tx);
+	if (link_set(netdev, e.dev1, 1))
+		fail_msg("could not bring %s back up", netdev);
+	sleep(1);
+	assert_int_equal(rc, -ENETDOWN);
+}
+
+/* RXE_TEST_LINKDOWN=1 only: the link goes down under a streaming client. */
+static void test_stream_link_down(void **state)
+{
+	/* static: the pollers may still touch them after a failed assertion */
+	static struct cli c;
+	static atomic_int frames;
+	struct rps_config cfg;
+	struct rps_transport *ts, *tc;
+	struct poller *ps, *pc;
 	pthread_t th;
 	uint16_t port;
 	double t0;
 	int rc;
+
+	(void)state;
+	if (!getenv("RXE_TEST_LINKDOWN"))
+		skip();
+	memset(&c, 0, sizeof(c));
+	atomic_store(&frames, 0);
+	tcfg_init(&cfg, 1);
+	cfg.timeout_ms = 5000;
+	ts = tr_create(&cfg, e.dev0, 1, NULL, NULL);
+	rc = rps_tr_listen(ts, e.ip0, 0, &port);
+	assert_int_equal(rc, 0);
+	ps = poller_start(ts, srv_event, &frames);
+	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
+	c.t = tc;
+	pc = poller_start(tc, cli_event, &c);
+	c.c = tr_connect(tc, e.ip0, port, 1, 0, NULL, 0, NULL, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(pthread_create(&th, NULL, stream_main, &c), 0);
+	{
+		double end = now_s() + 20;
+
+		while (atomic_load(&frames) < 50 && now_s() < end)
+			usleep(1000);
+	}
+	rc = atomic_load(&frames) < 50 ? -1 : link_set(netdev, e.dev1, 0);
+	if (rc) {
+		atomic_store(&c.stop, 1);
+		pthread_join(th, NULL);
+		if (atomic_load(&frames) < 50)
+			fail_msg("only %d frames before the link went down", atomic_load(&frames));
+		fail_msg("could not take %s down", netdev);
+	}
+	t0 = now_s();
+	{
+		double end = now_s() + 60;
+
+		while (!atomic_load(&c.closed) && now_s() < end)
+			usleep(10000);
+	}
+	printf("link down: CLOSED after %.1f s with %s; post_send ended with %s\n", now_s() - t0,
+	       strerror(-c.status), c.send_rc ? strerror(-c.send_rc) : "ok (still running)");
+	atomic_store(&c.stop, 1);
+	pthread_join(th, NULL);
+	/* no reconnect here: see the comment at the top */
+	rc = link_set(netdev, e.dev1, 1);
+	assert_true(atomic_load(&c.closed)); /* within 60 s of the link going down */
+	if (c.status != -ENETDOWN && c.status != -ETIMEDOUT && c.status != -EIO)
+		fail_msg("CLOSED status %d, want -ENETDOWN, -ETIMEDOUT or -EIO", c.status);
+	rps_tr_close(c.c);
+	if (rc)
+		fail_msg("could not bring %s back up", netdev);
+	poller_stop(pc);
+	poller_stop(ps);
+	tr_destroy(tc);
+	tr_destroy(ts);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_create_link_down),
+	    cmocka_unit_test_teardown(test_stream_link_down, tr_teardown),
+	};
 
 	rps_log_set_ident("test_rdma_port", -1);
 	tenv_get(&e);
@@ -142,67 +232,5 @@ int main(void)
 			return 77;
 		}
 	}
-	tcfg_init(&cfg, 1);
-	REQUIRE(link_set(netdev, e.dev1, 0) == 0, "could not take %s down", netdev);
-	{
-		struct rps_tr_params p;
-
-		rps_tr_params_from_config(&cfg, &p);
-		p.secret = SECRET;
-		p.device = e.dev1;
-		rc = rps_transport_create("rdma", &p, &tx);
-		CHECK(rc == -ENETDOWN, "create on %s with its link down: %d (%s), want -ENETDOWN",
-		      e.dev1, rc, strerror(-rc));
-		if (!rc)
-			rps_transport_destroy(tx);
-	}
-	REQUIRE(link_set(netdev, e.dev1, 1) == 0, "could not bring %s back up", netdev);
-	sleep(1);
-	if (!getenv("RXE_TEST_LINKDOWN"))
-		return tr_finish("test_rdma_port");
-
-	cfg.timeout_ms = 5000;
-	ts = tr_create(&cfg, e.dev0, 1, NULL, NULL);
-	rc = rps_tr_listen(ts, e.ip0, 0, &port);
-	REQUIRE(rc == 0, "listen: %s", strerror(-rc));
-	poller_start(&ps, ts, srv_event, &frames);
-	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
-	c.t = tc;
-	poller_start(&pc, tc, cli_event, &c);
-	c.c = tr_connect(tc, e.ip0, port, 1, 0, NULL, 0, NULL, &rc);
-	REQUIRE(rc == 0, "connect: %s", strerror(-rc));
-	REQUIRE(pthread_create(&th, NULL, stream_main, &c) == 0, "pthread_create");
-	{
-		double end = now_s() + 20;
-
-		while (atomic_load(&frames) < 50 && now_s() < end)
-			usleep(1000);
-		CHECK(atomic_load(&frames) >= 50, "only %d frames before the link went down",
-		      atomic_load(&frames));
-	}
-
-	REQUIRE(link_set(netdev, e.dev1, 0) == 0, "could not take %s down", netdev);
-	t0 = now_s();
-	{
-		double end = now_s() + 60;
-
-		while (!atomic_load(&c.closed) && now_s() < end)
-			usleep(10000);
-	}
-	CHECK(atomic_load(&c.closed), "no CLOSED within 60 s of the link going down");
-	CHECK(c.status == -ENETDOWN || c.status == -ETIMEDOUT || c.status == -EIO,
-	      "CLOSED status %d", c.status);
-	printf("link down: CLOSED after %.1f s with %s; post_send ended with %s\n", now_s() - t0,
-	       strerror(-c.status), c.send_rc ? strerror(-c.send_rc) : "ok (still running)");
-	atomic_store(&c.stop, 1);
-	pthread_join(th, NULL);
-	rps_tr_close(c.c);
-
-	/* no reconnect here: see the comment at the top */
-	REQUIRE(link_set(netdev, e.dev1, 1) == 0, "could not bring %s back up", netdev);
-	poller_stop(&pc);
-	poller_stop(&ps);
-	rps_transport_destroy(tc);
-	rps_transport_destroy(ts);
-	return tr_finish("test_rdma_port");
+	return cmocka_run_group_tests_name("rdma_port", tests, NULL, NULL);
 }

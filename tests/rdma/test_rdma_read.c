@@ -1,14 +1,14 @@
 /* RDMA transport: one-sided RDMA READ.
  * The server (rxe0) registers a 64 KiB region with remote read and hands its
- * address/rkey out in the HELLO_ACK; the client (rxe1) reads it:
+ * address/remote key out in the HELLO_ACK; the client (rxe1) reads it:
  * one sge; several sges into separate malloc'd buffers (MR cache); the most
  * sges the transport allows; 50 repeated reads (no new registration: cache
  * hits); a read into a reg_mem'd buffer; 20 reads in flight at once.
  * Then a read outside the region: READ_DONE -EACCES and CLOSED on that
  * connection, while a second connection keeps reading and sending and the
- * listener accepts a third. A wrong rkey is refused the same way.
+ * listener accepts a third. A wrong remote key is refused the same way.
  * read_notify: the completion in a struct rps_tr_done, a READ_DONE wake-up
- * only when armed; a wrong rkey ends it with -EACCES.
+ * only when armed; a wrong remote key ends it with -EACCES.
  * Torn reads: a shard store (src/store.h) with compact slices (1, 2 and 501
  * floats) and a multi-chunk slice with a short last chunk, rewritten by an
  * update thread with self-checking values while the client READs the slices
@@ -121,8 +121,8 @@ static void run(int event_mode)
 {
 	struct tenv e;
 	struct rps_config cfg;
-	struct srv s = {0};
-	struct poller ps, pc;
+	static struct srv s; /* static: the pollers may still touch it after a failure */
+	struct poller *ps, *pc;
 	struct rps_transport *ts, *tc;
 	struct rps_conn *c1, *c2, *c3;
 	struct rps_shard_desc d;
@@ -132,6 +132,7 @@ static void run(int event_mode)
 	uint16_t port;
 	int rc;
 
+	memset(&s, 0, sizeof(s));
 	memset(&cs, 0, sizeof(cs));
 	tenv_get(&e);
 	tr_rnr_retry = 0;
@@ -139,36 +140,37 @@ static void run(int event_mode)
 	ts = tr_create(&cfg, e.dev0, 1, on_hello, &s);
 	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
 	region = aligned_alloc(4096, REGION);
-	REQUIRE(region, "alloc");
+	assert_non_null(region);
 	for (int i = 0; i < REGION; i++)
 		region[i] = (unsigned char)(i * 7 + i / 256);
 	rc = rps_tr_reg_mem(ts, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr);
-	REQUIRE(rc == 0, "reg_mem: %s", strerror(-rc));
+	assert_int_equal(rc, 0);
 	hello_desc = (struct rps_shard_desc){
 	    .addr = region_mr.remote_addr, .size = REGION, .remote_key = region_mr.remote_key};
-	CHECK(rps_tr_reg_mem(ts, region, REGION, 2u, &(struct rps_tr_mr){0}) == -EINVAL,
-	      "reg_mem with unknown access bits must fail");
+	/* unknown access bits */
+	assert_int_equal(rps_tr_reg_mem(ts, region, REGION, 2u, &(struct rps_tr_mr){0}), -EINVAL);
 	rc = rps_tr_listen(ts, e.ip0, 0, &port);
-	REQUIRE(rc == 0, "listen: %s", strerror(-rc));
-	poller_start(&ps, ts, srv_event, &s);
-	poller_start(&pc, tc, cli_event, &cs);
+	assert_int_equal(rc, 0);
+	ps = poller_start(ts, srv_event, &s);
+	pc = poller_start(tc, cli_event, &cs);
 
 	c1 = tr_connect(tc, e.ip0, port, 1, 0, ack, sizeof(ack), &ack_len, &rc);
-	REQUIRE(rc == 0, "connect 1: %s", strerror(-rc));
+	assert_int_equal(rc, 0);
 	c2 = tr_connect(tc, e.ip0, port, 2, 0, NULL, 0, NULL, &rc);
-	REQUIRE(rc == 0, "connect 2: %s", strerror(-rc));
-	REQUIRE(ack_len == sizeof(struct rps_hello_ack) + sizeof(d), "ack_len %zu", ack_len);
+	assert_int_equal(rc, 0);
+	assert_int_equal(ack_len, sizeof(struct rps_hello_ack) + sizeof(d));
 	memcpy(&d, ack + sizeof(struct rps_hello_ack), sizeof(d));
-	CHECK(d.remote_key == region_mr.remote_key && d.addr == region_mr.remote_addr, "shard desc");
+	assert_int_equal(d.remote_key, region_mr.remote_key);
+	assert_int_equal(d.addr, region_mr.remote_addr);
 
 	/* one sge */
 	{
 		unsigned char *b = malloc(4096);
 		struct rps_tr_sge sg = {.addr = b, .len = 4096};
 
-		rc = read_wait(tc, c1, &sg, 1, d.addr, d.remote_key, 1);
-		CHECK(rc == 0, "read 1 sge: %s", strerror(-rc));
-		CHECK(!memcmp(b, region, 4096), "read 1 sge: bytes differ");
+		assert_non_null(b);
+		assert_int_equal(read_wait(tc, c1, &sg, 1, d.addr, d.remote_key, 1), 0);
+		assert_memory_equal(b, region, 4096);
 		free(b);
 	}
 	/* three sges into separate buffers, then 50 times more */
@@ -178,11 +180,11 @@ static void run(int event_mode)
 		    {.addr = b0, .len = 100}, {.addr = b1, .len = 3000}, {.addr = b2, .len = 5000}};
 		int bad = 0;
 
-		rc = read_wait(tc, c1, sg, 3, d.addr + 1000, d.remote_key, 2);
-		CHECK(rc == 0, "read 3 sges: %s", strerror(-rc));
-		CHECK(!memcmp(b0, region + 1000, 100) && !memcmp(b1, region + 1100, 3000) &&
-			  !memcmp(b2, region + 4100, 5000),
-		      "read 3 sges: bytes differ");
+		assert_true(b0 && b1 && b2);
+		assert_int_equal(read_wait(tc, c1, sg, 3, d.addr + 1000, d.remote_key, 2), 0);
+		assert_memory_equal(b0, region + 1000, 100);
+		assert_memory_equal(b1, region + 1100, 3000);
+		assert_memory_equal(b2, region + 4100, 5000);
 		rps_rdma_get_stats(tc, &st0);
 		for (int i = 0; i < 50; i++) {
 			uint64_t off = (uint64_t)(i * 811) % (REGION - 8100);
@@ -195,12 +197,13 @@ static void run(int event_mode)
 				bad++;
 		}
 		rps_rdma_get_stats(tc, &st1);
-		CHECK(bad == 0, "%d of 50 repeated reads wrong", bad);
-		CHECK(st1.mr_cache_regs == st0.mr_cache_regs,
-		      "repeated reads registered %llu more regions",
-		      (unsigned long long)(st1.mr_cache_regs - st0.mr_cache_regs));
-		CHECK(st1.mr_cache_hits >= st0.mr_cache_hits + 150, "cache hits %llu -> %llu",
-		      (unsigned long long)st0.mr_cache_hits, (unsigned long long)st1.mr_cache_hits);
+		assert_int_equal(bad, 0); /* of 50 repeated reads */
+		/* no new registrations, and 3 cache hits a read */
+		assert_int_equal(st1.mr_cache_regs, st0.mr_cache_regs);
+		if (st1.mr_cache_hits < st0.mr_cache_hits + 150)
+			fail_msg("cache hits %llu -> %llu, want 150 more",
+				 (unsigned long long)st0.mr_cache_hits,
+				 (unsigned long long)st1.mr_cache_hits);
 		printf("MR cache: %llu registrations, %llu hits\n",
 		       (unsigned long long)st1.mr_cache_regs,
 		       (unsigned long long)st1.mr_cache_hits);
@@ -215,15 +218,16 @@ static void run(int event_mode)
 		struct rps_tr_sge sg[30];
 		int bad = 0;
 
+		assert_non_null(b);
+		assert_in_range(n, 1, 30);
 		for (int i = 0; i < n; i++)
 			sg[i] = (struct rps_tr_sge){.addr = b + 128 * i, .len = 64};
-		rc = read_wait(tc, c1, sg, n, d.addr + 256, d.remote_key, 4);
-		CHECK(rc == 0, "read %d sges: %s", n, strerror(-rc));
+		assert_int_equal(read_wait(tc, c1, sg, n, d.addr + 256, d.remote_key, 4), 0);
 		for (int i = 0; i < n; i++)
 			bad += memcmp(b + 128 * i, region + 256 + 64 * i, 64) != 0;
-		CHECK(bad == 0, "read %d sges: %d pieces differ", n, bad);
-		rc = rps_tr_read_remote(c1, sg, n + 1, d.addr, d.remote_key, 5);
-		CHECK(rc == -EINVAL, "read with %d sges: %d, want -EINVAL", n + 1, rc);
+		assert_int_equal(bad, 0); /* pieces that differ */
+		/* one sge more than max_read_sge */
+		assert_int_equal(rps_tr_read_remote(c1, sg, n + 1, d.addr, d.remote_key, 5), -EINVAL);
 		free(b);
 	}
 	/* into a reg_mem'd buffer: its own lkey, no cache registration */
@@ -232,15 +236,15 @@ static void run(int event_mode)
 		struct rps_tr_mr mr;
 		struct rps_tr_sge sg = {.addr = b + 100, .len = 5000};
 
-		rc = rps_tr_reg_mem(tc, b, 8192, RPS_TR_ACCESS_LOCAL, &mr);
-		CHECK(rc == 0, "client reg_mem: %s", strerror(-rc));
+		assert_non_null(b);
+		assert_int_equal(rps_tr_reg_mem(tc, b, 8192, RPS_TR_ACCESS_LOCAL, &mr), 0);
 		rps_rdma_get_stats(tc, &st0);
 		rc = read_wait(tc, c1, &sg, 1, d.addr + 20000, d.remote_key, 6);
 		rps_rdma_get_stats(tc, &st1);
-		CHECK(rc == 0 && !memcmp(b + 100, region + 20000, 5000), "read into reg_mem: %s",
-		      strerror(-rc));
-		CHECK(st1.mr_cache_regs == st0.mr_cache_regs,
-		      "reg_mem'd buffer was registered again");
+		assert_int_equal(rc, 0);
+		assert_memory_equal(b + 100, region + 20000, 5000);
+		/* the reg_mem'd buffer is not registered again */
+		assert_int_equal(st1.mr_cache_regs, st0.mr_cache_regs);
 		rps_tr_dereg_mem(tc, &mr);
 		free(b);
 	}
@@ -255,14 +259,14 @@ static void run(int event_mode)
 			atomic_store(&cs.done[10 + i], 0);
 			rc = rps_tr_read_remote(c1, &sg, 1, d.addr + 1024 * (uint64_t)i * 3,
 						  d.remote_key, 10 + (uint64_t)i);
-			CHECK(rc == 0, "read %d in flight: %s", i, strerror(-rc));
+			assert_int_equal(rc, 0);
 		}
 		for (int i = 0; i < 20; i++) {
 			if (!wait_flag(&cs.done[10 + i], 10) || cs.status[10 + i] ||
 			    memcmp(b[i], region + 1024 * i * 3, 1024))
 				bad++;
 		}
-		CHECK(bad == 0, "%d of 20 concurrent reads failed", bad);
+		assert_int_equal(bad, 0); /* of 20 concurrent reads */
 	}
 
 	/* latency of small reads, for the record (emulated: ratios only); this
@@ -275,7 +279,7 @@ static void run(int event_mode)
 		double sum = 0;
 		int i;
 
-		poller_stop(&pc);
+		poller_stop(pc);
 		for (i = 0; i < 200; i++) {
 			double t0 = now_s(), end = t0 + 10;
 			int done = 0;
@@ -295,8 +299,9 @@ static void run(int event_mode)
 			if (rc || !done)
 				break;
 		}
-		CHECK(i == 200, "latency reads: stopped at %d: %s", i, strerror(-rc));
-		poller_start(&pc, tc, cli_event, &cs);
+		pc = poller_start(tc, cli_event, &cs);
+		if (i != 200)
+			fail_msg("latency reads: stopped at %d: %s", i, strerror(-rc));
 		for (int x = 1; x < 200; x++)
 			for (int j = x; j > 0 && lat[j] < lat[j - 1]; j--) {
 				double v = lat[j];
@@ -320,7 +325,7 @@ static void run(int event_mode)
 		struct rps_tr_event ev[8];
 		int woken = 0, st, armed;
 
-		poller_stop(&pc);
+		poller_stop(pc);
 		for (int arm = 1; arm >= 0; arm--) {
 			double end = now_s() + 10;
 
@@ -328,11 +333,12 @@ static void run(int event_mode)
 			woken = 0;
 			rc = rps_tr_read_notify(c1, &sg, 1, d.addr + 3000 + 512 * (uint64_t)arm,
 						  d.remote_key, &dn);
-			CHECK(rc == 0, "read_notify: %s", strerror(-rc));
+			assert_int_equal(rc, 0);
 			st = RPS_TR_PENDING;
 			armed = arm && atomic_compare_exchange_strong(&dn.state, &st,
 								      RPS_TR_PENDING_WAKE);
-			CHECK(!arm || armed, "read_notify: state %d before anyone reaped", st);
+			if (arm && !armed)
+				fail_msg("read_notify: state %d before anyone reaped", st);
 			while (!rc && now_s() < end &&
 			       (atomic_load(&dn.state) != RPS_TR_DONE || (arm && !woken))) {
 				int n = rps_tr_poll(tc, ev, 8, 100);
@@ -342,14 +348,12 @@ static void run(int event_mode)
 					    ev[k].ctx == RPS_TR_CTX_NOTIFY)
 						woken++;
 			}
-			CHECK(atomic_load(&dn.state) == RPS_TR_DONE && dn.status == 0,
-			      "read_notify (%s): state %d status %d", arm ? "armed" : "not armed",
-			      atomic_load(&dn.state), dn.status);
-			CHECK(!memcmp(b, region + 3000 + 512 * arm, 512), "read_notify: bytes differ");
-			CHECK(woken == arm, "read_notify (%s): %d wake-up events",
-			      arm ? "armed" : "not armed", woken);
+			assert_int_equal(atomic_load(&dn.state), RPS_TR_DONE);
+			assert_int_equal(dn.status, 0);
+			assert_memory_equal(b, region + 3000 + 512 * arm, 512);
+			assert_int_equal(woken, arm); /* wake-up events: one iff armed */
 		}
-		poller_start(&pc, tc, cli_event, &cs);
+		pc = poller_start(tc, cli_event, &cs);
 	}
 
 	/* outside the region: refused, that connection closes, the others stay */
@@ -359,47 +363,43 @@ static void run(int event_mode)
 		struct rps_tr_sge sg = {.addr = b, .len = 256};
 
 		rc = read_wait(tc, c1, &sg, 1, d.addr + REGION + 4096, d.remote_key, 100);
-		CHECK(rc == -EACCES, "read outside the region: %d (%s), want -EACCES", rc,
-		      strerror(-rc));
-		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after the refused read");
-		CHECK(cs.closed_status == -EACCES, "CLOSED status %d, want -EACCES",
-		      cs.closed_status);
-		rc = rps_tr_read_remote(c1, &sg, 1, d.addr, d.remote_key, 101);
-		CHECK(rc == -ECONNRESET, "read on the closed connection: %d, want -ECONNRESET", rc);
+		assert_int_equal(rc, -EACCES);
+		assert_true(wait_flag(&cs.watch_closed, 10)); /* CLOSED after the refused read */
+		assert_int_equal(cs.closed_status, -EACCES);
+		/* a read on the closed connection */
+		assert_int_equal(rps_tr_read_remote(c1, &sg, 1, d.addr, d.remote_key, 101), -ECONNRESET);
 	}
 	rps_tr_close(c1);
-	CHECK(wait_flag(&s.closed, 10), "server saw no CLOSED for the failed connection");
+	assert_true(wait_flag(&s.closed, 10)); /* the server's CLOSED of the failed one */
 	{
 		unsigned char b[2048];
 		struct rps_tr_sge sg = {.addr = b, .len = 2048};
 
-		rc = read_wait(tc, c2, &sg, 1, d.addr + 4096, d.remote_key, 102);
-		CHECK(rc == 0 && !memcmp(b, region + 4096, 2048),
-		      "second connection: read after the failure: %s", strerror(-rc));
-		rc = send_simple(tc, c2, RPS_OP_BARRIER, 5, 0);
-		CHECK(rc == 0, "second connection: send: %s", strerror(-rc));
-		CHECK(wait_flag(&cs.acks, 10), "second connection: no answer");
+		/* the second connection reads and sends after the failure */
+		assert_int_equal(read_wait(tc, c2, &sg, 1, d.addr + 4096, d.remote_key, 102), 0);
+		assert_memory_equal(b, region + 4096, 2048);
+		assert_int_equal(send_simple(tc, c2, RPS_OP_BARRIER, 5, 0), 0);
+		assert_true(wait_flag(&cs.acks, 10));
 	}
 	c3 = tr_connect(tc, e.ip0, port, 3, 0, NULL, 0, NULL, &rc);
-	CHECK(rc == 0, "third connection after the failure: %s", strerror(-rc));
-	if (c3) {
+	assert_int_equal(rc, 0); /* a third connection after the failure */
+	{
 		unsigned char b[512];
 		struct rps_tr_sge sg = {.addr = b, .len = 512};
 
-		/* a wrong rkey: refused the same way */
+		/* a wrong remote_key: refused the same way */
 		cs.watch = c3;
 		atomic_store(&cs.watch_closed, 0);
-		rc = read_wait(tc, c3, &sg, 1, d.addr, d.remote_key ^ 0x5a5a00, 103);
-		CHECK(rc == -EACCES, "wrong rkey: %d (%s), want -EACCES", rc, strerror(-rc));
-		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after the wrong rkey");
-		rc = read_wait(tc, c3, &sg, 1, d.addr, d.remote_key, 105);
-		CHECK(rc == -ECONNRESET, "read after CLOSED: %d, want -ECONNRESET", rc);
+		assert_int_equal(read_wait(tc, c3, &sg, 1, d.addr, d.remote_key ^ 0x5a5a00, 103), -EACCES);
+		assert_true(wait_flag(&cs.watch_closed, 10)); /* CLOSED after the wrong remote_key */
+		/* a read after CLOSED */
+		assert_int_equal(read_wait(tc, c3, &sg, 1, d.addr, d.remote_key, 105), -ECONNRESET);
 		rps_tr_close(c3);
 	}
-	/* read_notify with a wrong rkey: done, -EACCES (the poller reaps) */
+	/* read_notify with a wrong remote_key: done, -EACCES (the poller reaps) */
 	c3 = tr_connect(tc, e.ip0, port, 4, 0, NULL, 0, NULL, &rc);
-	CHECK(rc == 0, "fourth connection: %s", strerror(-rc));
-	if (c3) {
+	assert_int_equal(rc, 0); /* a fourth connection */
+	{
 		unsigned char b[64];
 		struct rps_tr_sge sg = {.addr = b, .len = 64};
 		struct rps_tr_done dn;
@@ -408,35 +408,34 @@ static void run(int event_mode)
 		cs.watch = c3;
 		atomic_store(&cs.watch_closed, 0);
 		rc = rps_tr_read_notify(c3, &sg, 1, d.addr, d.remote_key ^ 0x5a5a00, &dn);
-		CHECK(rc == 0, "read_notify, wrong rkey: posting: %s", strerror(-rc));
-		while (!rc && atomic_load(&dn.state) != RPS_TR_DONE && now_s() < end)
+		assert_int_equal(rc, 0);
+		while (atomic_load(&dn.state) != RPS_TR_DONE && now_s() < end)
 			usleep(1000);
-		CHECK(atomic_load(&dn.state) == RPS_TR_DONE && dn.status == -EACCES,
-		      "read_notify, wrong rkey: state %d status %d, want done, -EACCES",
-		      atomic_load(&dn.state), dn.status);
-		CHECK(wait_flag(&cs.watch_closed, 10), "no CLOSED after read_notify's wrong rkey");
-		rc = rps_tr_read_notify(c3, &sg, 1, d.addr, d.remote_key, &dn);
-		CHECK(rc == -ECONNRESET, "read_notify after CLOSED: %d, want -ECONNRESET", rc);
+		assert_int_equal(atomic_load(&dn.state), RPS_TR_DONE);
+		assert_int_equal(dn.status, -EACCES);
+		assert_true(wait_flag(&cs.watch_closed, 10)); /* CLOSED after the wrong remote_key */
+		/* read_notify after CLOSED */
+		assert_int_equal(rps_tr_read_notify(c3, &sg, 1, d.addr, d.remote_key, &dn), -ECONNRESET);
 		rps_tr_close(c3);
 	}
 	usleep(100000);
-	CHECK(atomic_load(&cs.events_after_close) == 0, "%d events after CLOSED",
-	      atomic_load(&cs.events_after_close));
+	assert_int_equal(atomic_load(&cs.events_after_close), 0);
 	{
 		unsigned char b[64];
 		struct rps_tr_sge sg = {.addr = b, .len = 64};
 
-		rc = read_wait(tc, c2, &sg, 1, d.addr + 64, d.remote_key, 104);
-		CHECK(rc == 0 && !memcmp(b, region + 64, 64), "second connection at the end: %s",
-		      strerror(-rc));
+		/* the second connection at the end */
+		assert_int_equal(read_wait(tc, c2, &sg, 1, d.addr + 64, d.remote_key, 104), 0);
+		assert_memory_equal(b, region + 64, 64);
 	}
 
-	poller_stop(&pc);
-	poller_stop(&ps);
-	rps_transport_destroy(tc);
+	poller_stop(pc);
+	poller_stop(ps);
+	tr_destroy(tc);
 	rps_tr_dereg_mem(ts, &region_mr);
-	rps_transport_destroy(ts);
+	tr_destroy(ts);
 	free(region);
+	region = NULL;
 }
 
 /* ---- torn reads against a live store ---- */
@@ -451,9 +450,12 @@ static void run(int event_mode)
  * 2008 bytes), chunked: 3 full chunks and 77 floats (308 bytes -> 320) */
 static const uint64_t torn_n[TORN_NSL] = {1, 2, 501, 3 * 1024 + 77};
 static struct rps_store tstore;
+static int tstore_live; /* for torn_teardown() */
 static struct rps_store_slice tsl[TORN_NSL];
 static atomic_int torn_stop;
 static _Atomic uint64_t torn_gens;
+static pthread_t torn_wt;
+static int torn_wt_live;
 
 /* Element e of a slice at generation g (1..16383): g * 1024 + e % 1024
  * (exact in a float), so a chunk is clean iff every element gives the same
@@ -622,8 +624,8 @@ static void run_torn(int event_mode)
 {
 	struct tenv e;
 	struct rps_config cfg;
-	struct srv s = {0};
-	struct poller ps;
+	static struct srv s; /* static: the poller may still touch it after a failure */
+	struct poller *ps;
 	struct rps_transport *ts, *tc;
 	struct rps_conn *c;
 	struct rps_shard_desc d;
@@ -632,30 +634,33 @@ static void run_torn(int event_mode)
 	struct rps_store_slice pad;
 	char ack[RPS_TR_ACK_MAX];
 	size_t ack_len;
-	pthread_t wt;
 	uint64_t g0, g1, live;
 	double end;
 	int cmr_ok, max_sge, rc;
 
+	memset(&s, 0, sizeof(s));
 	tenv_get(&e);
+	tr_rnr_retry = 0; /* as in run() */
 	tcfg_init(&cfg, event_mode);
 	ts = tr_create(&cfg, e.dev0, 1, on_hello, &s);
 	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
 	rc = rps_store_init(&tstore, 0, 1 << 20, TORN_CB);
-	REQUIRE(rc == 0, "store: %s", strerror(-rc));
+	assert_int_equal(rc, 0);
+	tstore_live = 1;
 	rc = rps_store_alloc(&tstore, 5, &pad); /* the slices do not start at data_off */
-	REQUIRE(rc == 0, "store alloc: %s", strerror(-rc));
-	for (int k = 0; k < TORN_NSL; k++) {
-		rc = rps_store_alloc(&tstore, torn_n[k], &tsl[k]);
-		REQUIRE(rc == 0, "store alloc %llu: %s", (unsigned long long)torn_n[k],
-			strerror(-rc));
-	}
-	CHECK(tsl[0].line == 8 && tsl[1].line == 8 && tsl[2].line == 8, "small slices not compact");
-	CHECK(tsl[3].line == 64 && tsl[3].nchunks == 4 && rps_store_chunk_len(&tsl[3], 3) == 320,
-	      "chunked slice: line %u, %llu chunks, last %u bytes", tsl[3].line,
-	      (unsigned long long)tsl[3].nchunks, rps_store_chunk_len(&tsl[3], 3));
+	assert_int_equal(rc, 0);
+	for (int k = 0; k < TORN_NSL; k++)
+		assert_int_equal(rps_store_alloc(&tstore, torn_n[k], &tsl[k]), 0);
+	/* the small slices are compact */
+	assert_int_equal(tsl[0].line, 8);
+	assert_int_equal(tsl[1].line, 8);
+	assert_int_equal(tsl[2].line, 8);
+	/* the chunked one: 4 chunks, the last of 320 bytes */
+	assert_int_equal(tsl[3].line, 64);
+	assert_int_equal(tsl[3].nchunks, 4);
+	assert_int_equal(rps_store_chunk_len(&tsl[3], 3), 320);
 	rc = rps_tr_reg_mem(ts, tstore.base, tstore.size, RPS_TR_ACCESS_REMOTE_READ, &smr);
-	REQUIRE(rc == 0, "reg_mem store: %s", strerror(-rc));
+	assert_int_equal(rc, 0);
 	hello_desc =
 	    (struct rps_shard_desc){.addr = smr.remote_addr, .size = tstore.size, .remote_key = smr.remote_key};
 	cmr_ok = rps_tr_reg_mem(tc, &tbuf, sizeof(tbuf), RPS_TR_ACCESS_LOCAL, &cmr) == 0;
@@ -663,18 +668,19 @@ static void run_torn(int event_mode)
 		uint16_t port;
 
 		rc = rps_tr_listen(ts, e.ip0, 0, &port);
-		REQUIRE(rc == 0, "listen: %s", strerror(-rc));
-		poller_start(&ps, ts, srv_event, &s);
+		assert_int_equal(rc, 0);
+		ps = poller_start(ts, srv_event, &s);
 		c = tr_connect(tc, e.ip0, port, 1, 0, ack, sizeof(ack), &ack_len, &rc);
-		REQUIRE(rc == 0, "connect: %s", strerror(-rc));
+		assert_int_equal(rc, 0);
 	}
 	memcpy(&d, ack + sizeof(struct rps_hello_ack), sizeof(d));
 	max_sge = RPS_MIN(tc->max_read_sge, TORN_MAX_SGE);
-	CHECK(max_sge >= RPS_RPLAN_MIN_SGE, "max_read_sge %d", tc->max_read_sge);
+	assert_in_range(max_sge, RPS_RPLAN_MIN_SGE, TORN_MAX_SGE);
 
 	atomic_store(&torn_stop, 0);
 	atomic_store(&torn_gens, 0); /* a fresh store: read once the writer went over it */
-	REQUIRE(pthread_create(&wt, NULL, torn_writer, NULL) == 0, "pthread_create");
+	assert_int_equal(pthread_create(&torn_wt, NULL, torn_writer, NULL), 0);
+	torn_wt_live = 1;
 	while (atomic_load(&torn_gens) < 1)
 		usleep(1000);
 	g0 = atomic_load(&torn_gens);
@@ -685,7 +691,8 @@ static void run_torn(int event_mode)
 	g1 = atomic_load(&torn_gens);
 	live = st.passes;
 	atomic_store(&torn_stop, 1);
-	pthread_join(wt, NULL);
+	pthread_join(torn_wt, NULL);
+	torn_wt_live = 0;
 	/* and once more at rest: every slice holds the last generation */
 	for (int k = 0; k < TORN_NSL; k++)
 		torn_read_slice(tc, c, &d, k, max_sge, &st);
@@ -695,46 +702,82 @@ static void run_torn(int event_mode)
 	       event_mode ? "event mode" : "busy poll", (unsigned long long)st.passes,
 	       (unsigned long long)live, (unsigned long long)st.reads,
 	       (unsigned long long)st.rereads, (unsigned long long)(g1 - g0));
-	CHECK(st.failed == 0, "%llu slice reads failed", (unsigned long long)st.failed);
-	CHECK(st.bad_chunks == 0, "%llu torn chunks returned as clean",
-	      (unsigned long long)st.bad_chunks);
-	CHECK(st.bad_bytes == 0, "%llu passes read other than the slice's bytes",
-	      (unsigned long long)st.bad_bytes);
-	CHECK(live >= TORN_NSL, "only %llu slice passes during the writes",
-	      (unsigned long long)live);
-	CHECK(g1 - g0 >= 2, "the writer made %llu generations during the reads",
-	      (unsigned long long)(g1 - g0));
+	assert_int_equal(st.failed, 0);	   /* slice reads that failed */
+	assert_int_equal(st.bad_chunks, 0); /* torn chunks returned as clean */
+	assert_int_equal(st.bad_bytes, 0);  /* passes that read other than the slice's bytes */
+	if (live < TORN_NSL)
+		fail_msg("only %llu slice passes during the writes", (unsigned long long)live);
+	if (g1 - g0 < 2)
+		fail_msg("the writer made %llu generations during the reads",
+			 (unsigned long long)(g1 - g0));
 
 	rps_tr_close(c);
 	if (cmr_ok)
 		rps_tr_dereg_mem(tc, &cmr);
-	poller_stop(&ps);
-	rps_transport_destroy(tc);
+	poller_stop(ps);
+	tr_destroy(tc);
 	rps_tr_dereg_mem(ts, &smr);
-	rps_transport_destroy(ts);
+	tr_destroy(ts);
 	rps_store_fini(&tstore);
+	tstore_live = 0;
 }
 
+static void test_event_mode(void **state)
+{
+	(void)state;
+	run(1);
+}
+
+static void test_busy_poll(void **state)
+{
+	(void)state;
+	run(0);
+}
+
+static void test_torn_event_mode(void **state)
+{
+	(void)state;
+	run_torn(1);
+}
+
+static void test_torn_busy_poll(void **state)
+{
+	(void)state;
+	run_torn(0);
+}
+
+/* After a failed assertion: the writer thread, the pollers and transports,
+ * then the memory they used. */
+static int teardown(void **state)
+{
+	if (torn_wt_live) {
+		atomic_store(&torn_stop, 1);
+		pthread_join(torn_wt, NULL);
+		torn_wt_live = 0;
+	}
+	tr_teardown(state);
+	if (tstore_live)
+		rps_store_fini(&tstore);
+	tstore_live = 0;
+	free(region);
+	region = NULL;
+	return 0;
+}
+
+/* argv[1], if given: a cmocka test name filter (e.g. "test_torn_*"). */
 int main(int argc, char **argv)
 {
-	int mode = argc > 1 ? atoi(argv[1]) : -1;
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_event_mode, teardown),
+	    cmocka_unit_test_teardown(test_busy_poll, teardown),
+	    cmocka_unit_test_teardown(test_torn_event_mode, teardown),
+	    cmocka_unit_test_teardown(test_torn_busy_poll, teardown),
+	};
+	struct tenv e;
 
 	rps_log_set_ident("test_rdma_read", -1);
-	if (mode < 0 || mode == 1) {
-		printf("== event mode\n");
-		run(1);
-	}
-	if (mode < 0 || mode == 0) {
-		printf("== busy-poll mode\n");
-		run(0);
-	}
-	if (mode < 0 || mode == 1) {
-		printf("== torn reads, event mode\n");
-		run_torn(1);
-	}
-	if (mode < 0 || mode == 0) {
-		printf("== torn reads, busy-poll mode\n");
-		run_torn(0);
-	}
-	return tr_finish("test_rdma_read");
+	tenv_get(&e);
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
+	return cmocka_run_group_tests_name("rdma_read", tests, NULL, NULL);
 }

@@ -1,19 +1,30 @@
-/* Helpers of the RDMA transport tests (tests/rdma/test_rdma_*.c). They run
- * where tools/softroce/rxe-run made rxe0 (10.9.0.1) and rxe1 (10.9.0.2):
- * a listener on RDMAPS_RXE_DEV0/IP0, clients on RDMAPS_RXE_DEV1. Each test
- * prints what failed and exits non-zero; 77 (skip) outside the harness. */
+/* Shared set-up of the RDMA transport tests (tests/rdma/test_rdma_*.c), which
+ * are cmocka tests like tests/unit. They run where tools/softroce/rxe-run made
+ * rxe0 (10.9.0.1) and rxe1 (10.9.0.2): a listener on RDMAPS_RXE_DEV0/IP0,
+ * clients on RDMAPS_RXE_DEV1; tenv_get() exits 77 (skip) outside it.
+ * Transports made with tr_create() and pollers started with poller_start()
+ * are remembered, so that tr_teardown() (a cmocka teardown) stops and frees
+ * whatever a failed assertion left behind before the next test runs.
+ * Poller threads must not call cmocka asserts: they count failures, the test
+ * thread asserts on the counts. Forked children must not either (they would
+ * continue cmocka's run): they exit non-zero instead. */
 #ifndef TEST_RDMA_UTIL_H
 #define TEST_RDMA_UTIL_H
 
 #include <errno.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 #include "src/config.h"
 #include "src/log.h"
@@ -24,27 +35,11 @@
 
 #define SECRET "rdma-test-secret"
 
-static int tr_failures;
+#define TR_MAX_TRANSPORTS 8
+#define TR_MAX_POLLERS	  8
 
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			tr_failures++;                                                             \
-		}                                                                                  \
-	} while (0)
-
-#define REQUIRE(cond, ...)                                                                         \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			exit(1);                                                                   \
-		}                                                                                  \
-	} while (0)
+/* Transports tr_create() made and not yet tr_destroy()ed. */
+static struct rps_transport *tr_live[TR_MAX_TRANSPORTS];
 
 struct tenv {
 	const char *dev0, *dev1, *ip0, *ip1;
@@ -106,8 +101,23 @@ tr_create(const struct rps_config *cfg, const char *dev, uint32_t nchannels,
 	p.on_hello = on_hello;
 	p.arg = arg;
 	rc = rps_transport_create("rdma", &p, &t);
-	REQUIRE(rc == 0, "create rdma transport on %s: %s", dev, strerror(-rc));
-	return t;
+	if (rc)
+		fail_msg("create rdma transport on %s: %s", dev, strerror(-rc));
+	for (int i = 0; i < TR_MAX_TRANSPORTS; i++)
+		if (!tr_live[i]) {
+			tr_live[i] = t;
+			return t;
+		}
+	fail_msg("more than %d live transports", TR_MAX_TRANSPORTS);
+	return NULL;
+}
+
+static inline void tr_destroy(struct rps_transport *t)
+{
+	for (int i = 0; i < TR_MAX_TRANSPORTS; i++)
+		if (tr_live[i] == t)
+			tr_live[i] = NULL;
+	rps_transport_destroy(t);
 }
 
 /* A HELLO_ACK payload: rps_hello_ack + nshards shard descriptors. */
@@ -175,14 +185,19 @@ static inline int send_simple(struct rps_transport *t, struct rps_conn *c, uint8
 	return rps_tr_post_send(c, &h, NULL, 0, 0);
 }
 
-/* A thread polling one transport, handing every event to a callback. */
+/* A thread polling one transport, handing every event to a callback. The
+ * pollers live here, not on a test's stack, so that tr_teardown() can stop
+ * them after a failed assertion left the test function. */
 struct poller {
 	struct rps_transport *t;
 	pthread_t th;
 	atomic_int stop;
+	int used;
 	void (*on_event)(struct poller *p, struct rps_tr_event *ev);
 	void *arg;
 };
+
+static struct poller tr_pollers[TR_MAX_POLLERS];
 
 static void *poller_main(void *arg)
 {
@@ -198,14 +213,24 @@ static void *poller_main(void *arg)
 	return NULL;
 }
 
-static inline void poller_start(struct poller *p, struct rps_transport *t,
-				void (*fn)(struct poller *, struct rps_tr_event *), void *arg)
+static inline struct poller *poller_start(struct rps_transport *t,
+					  void (*fn)(struct poller *, struct rps_tr_event *),
+					  void *arg)
 {
+	struct poller *p = NULL;
+
+	for (int i = 0; i < TR_MAX_POLLERS && !p; i++)
+		if (!tr_pollers[i].used)
+			p = &tr_pollers[i];
+	if (!p)
+		fail_msg("more than %d pollers", TR_MAX_POLLERS);
 	p->t = t;
 	p->on_event = fn;
 	p->arg = arg;
 	atomic_store(&p->stop, 0);
-	REQUIRE(pthread_create(&p->th, NULL, poller_main, p) == 0, "pthread_create");
+	assert_int_equal(pthread_create(&p->th, NULL, poller_main, p), 0);
+	p->used = 1;
+	return p;
 }
 
 static inline void poller_stop(struct poller *p)
@@ -213,6 +238,7 @@ static inline void poller_stop(struct poller *p)
 	atomic_store(&p->stop, 1);
 	rps_tr_wake(p->t);
 	pthread_join(p->th, NULL);
+	p->used = 0;
 }
 
 static inline double now_s(void)
@@ -230,13 +256,23 @@ static inline int wait_flag(atomic_int *flag, double secs)
 	return atomic_load(flag);
 }
 
-static inline int tr_finish(const char *name)
+/* cmocka teardown: stop the pollers and free the transports a test left
+ * (after a failed assertion), and restore the defaults tests change. */
+static inline void tr_stop_pollers(void)
 {
-	if (tr_failures) {
-		printf("%s: %d check(s) failed\n", name, tr_failures);
-		return 1;
-	}
-	printf("%s: all checks passed\n", name);
+	for (int i = 0; i < TR_MAX_POLLERS; i++)
+		if (tr_pollers[i].used)
+			poller_stop(&tr_pollers[i]);
+}
+
+static inline int tr_teardown(void **state)
+{
+	(void)state;
+	tr_stop_pollers();
+	for (int i = 0; i < TR_MAX_TRANSPORTS; i++)
+		if (tr_live[i])
+			tr_destroy(tr_live[i]);
+	tr_rnr_retry = 7;
 	return 0;
 }
 

@@ -622,19 +622,6 @@ static void test_docs_in_step(void **state)
 	}
 }
 
-static void test_global(void **state)
-{
-	const struct rps_config *g = rps_config_get();
-	struct rps_config c;
-
-	assert_non_null(g);
-	assert_ptr_equal(g, rps_config_get());
-	c = *g;
-	c.shards = 7;
-	rps_config_set_global(&c);
-	assert_int_equal(rps_config_get()->shards, 7);
-}
-
 static void test_strerror(void **state)
 {
 	assert_string_equal(rps_strerror(0), "success");
@@ -669,7 +656,6 @@ int main(void)
 	    cmocka_unit_test_setup(test_parse_hostport, setup),
 	    cmocka_unit_test_setup(test_dump_and_usage_complete, setup),
 	    cmocka_unit_test_setup(test_docs_in_step, setup),
-	    cmocka_unit_test_setup(test_global, setup),
 	    cmocka_unit_test_setup(test_strerror, setup),
 	};
 

@@ -92,6 +92,19 @@ void tcp_conn_destroy(struct tcp_conn *c)
 	rps_free(c);
 }
 
+/* Take c off tt->conns (the list destroy frees). */
+static void conns_unlink(struct tcp_transport *tt, struct tcp_conn *c)
+{
+	pthread_mutex_lock(&tt->lock);
+	if (c->aprev)
+		c->aprev->anext = c->anext;
+	else
+		tt->conns = c->anext;
+	if (c->anext)
+		c->anext->aprev = c->aprev;
+	pthread_mutex_unlock(&tt->lock);
+}
+
 /* Register with epoll, then make it known (destroy frees what is on tt->conns).
  * From here on a concurrent poll() may report events for it. */
 int tcp_conn_add(struct tcp_transport *tt, struct tcp_conn *c)
@@ -107,14 +120,7 @@ int tcp_conn_add(struct tcp_transport *tt, struct tcp_conn *c)
 	if (epoll_ctl(tt->ep, EPOLL_CTL_ADD, c->fd, &e) < 0) {
 		int rc = -errno;
 
-		pthread_mutex_lock(&tt->lock);
-		if (c->aprev)
-			c->aprev->anext = c->anext;
-		else
-			tt->conns = c->anext;
-		if (c->anext)
-			c->anext->aprev = c->aprev;
-		pthread_mutex_unlock(&tt->lock);
+		conns_unlink(tt, c);
 		return rc;
 	}
 	return 0;
@@ -170,14 +176,7 @@ void tcp_conn_free(struct tcp_conn *c)
 		rps_free(r);
 	}
 
-	pthread_mutex_lock(&tt->lock);
-	if (c->aprev)
-		c->aprev->anext = c->anext;
-	else
-		tt->conns = c->anext;
-	if (c->anext)
-		c->anext->aprev = c->aprev;
-	pthread_mutex_unlock(&tt->lock);
+	conns_unlink(tt, c);
 	tcp_conn_destroy(c);
 }
 

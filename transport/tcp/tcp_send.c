@@ -155,6 +155,22 @@ static int write_failed(struct tcp_conn *c, int err)
 	return -ECONNRESET;
 }
 
+/* One non-blocking sendmsg, retried on EINTR: the bytes it took, -EAGAIN if
+ * the socket is full, or -ECONNRESET (write_failed) if the connection broke. */
+static ssize_t send_some(struct tcp_conn *c, const struct msghdr *msg)
+{
+	ssize_t n;
+
+	do
+		n = sendmsg(c->fd, msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n >= 0)
+		return n;
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		return -EAGAIN;
+	return write_failed(c, errno);
+}
+
 /* slock held: write as much of the queue as the socket takes.
  * 0, or -ECONNRESET if the connection broke. */
 static int flush_locked(struct tcp_conn *c)
@@ -175,14 +191,11 @@ static int flush_locked(struct tcp_conn *c)
 				want += r->iov[i].iov_len;
 			}
 		msg.msg_iovlen = (size_t)cnt;
-		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				break;
-			return write_failed(c, errno);
-		}
+		n = send_some(c, &msg);
+		if (n == -EAGAIN)
+			break;
+		if (n < 0)
+			return (int)n;
 		c->sq_bytes -= (uint64_t)n;
 		while (n > 0) {
 			r = c->sq_head;
@@ -367,13 +380,11 @@ static int send_frame(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const
 
 			for (int i = 0; i < k; i++)
 				want += v[first + i].iov_len;
-			n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+			n = send_some(c, &msg);
+			if (n == -EAGAIN)
+				break;
 			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				if (errno == EAGAIN || errno == EWOULDBLOCK)
-					break;
-				rc = write_failed(c, errno);
+				rc = (int)n;
 				goto out_unlock;
 			}
 			done += (size_t)n;
