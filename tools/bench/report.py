@@ -284,12 +284,15 @@ def main(argv):
                                   os.path.join(G, f"{stem}_again.{ext}")) if os.path.exists(f)]
 
     def best(runs, key, better):
-        """runs: result dicts (None for a failed run). The best value of key
-        (better = min or max) with every round's value beside it."""
+        """runs: result dicts (None for a failed run). The round whose value of
+        key is the median of the rounds (the lower middle one for an even
+        count; `better` is not used: never the best round of one side), with
+        every round's value beside it."""
         vals = [r[key] for r in runs if r and r.get(key)]
         if not vals:
             return None
-        pick = next(r for r in runs if r and r.get(key) == better(vals))
+        med = sorted(vals)[(len(vals) - 1) // 2]
+        pick = next(r for r in runs if r and r.get(key) == med)
         out = dict(pick)
         out[key + "_runs"] = vals
         return out
@@ -353,7 +356,7 @@ def main(argv):
         o, b = r.get(ours + "_runs") or [], r.get(base + "_runs") or []
         if len(o) < 2 and len(b) < 2:
             return ""
-        return (f"best of {max(len(o), len(b))} interleaved rounds; ours "
+        return (f"median of {max(len(o), len(b))} interleaved rounds; ours "
                 + ", ".join(fmt(x) for x in o) + "; baseline " + ", ".join(fmt(x) for x in b))
 
     def notes(*parts):
