@@ -20,7 +20,9 @@ static void push_flush(struct rps_worker *w, struct rps_piece **batch, int nb)
 		uint32_t count = p->u.push.fixed.count;
 
 		p->u.push.fixed.timestamp_ns = rps_wall_ns();
-		p->u.push.fixed.norm = count ? cblas_snrm2((int)count, p->u.push.data, 1) : 0.0f;
+		/* a piece that is its whole tensor already has its norm (push_submit) */
+		if (p->u.push.fixed.norm == 0.0f && count)
+			p->u.push.fixed.norm = cblas_snrm2((int)count, p->u.push.data, 1);
 		atomic_fetch_add_explicit(&w->stat_pushes, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&w->stat_bytes_out, (uint64_t)count * sizeof(float),
 					  memory_order_relaxed);
@@ -81,6 +83,8 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 			p->u.push.fixed.count = (uint32_t)cnt;
 			p->u.push.fixed.clock = clk;
 			p->u.push.fixed.tensor_norm = tnorm;
+			if (cnt == len) /* one piece: its norm is the tensor's, no second pass */
+				p->u.push.fixed.norm = tnorm;
 			p->u.push.data = grads + it.base + sl->offset + off;
 			sh->pushes++;
 			batch[nb++] = p;
