@@ -407,15 +407,15 @@ int rps_npz_read(const char *path, struct rps_npz_entry **e_p, size_t *n_p)
 	int zerr = 0, rc = 0;
 	zip_t *z;
 
-	if (access(path, R_OK)) {
-		rc = -errno;
-		RPS_ERR("%s: %s", path, strerror(errno));
-		return rc;
-	}
 	z = zip_open(path, ZIP_RDONLY, &zerr);
 	if (!z) {
 		zip_error_t ze;
 
+		if (zerr == ZIP_ER_NOENT || zerr == ZIP_ER_OPEN) {
+			rc = zerr == ZIP_ER_NOENT ? -ENOENT : errno ? -errno : -EIO;
+			RPS_ERR("%s: %s", path, strerror(-rc));
+			return rc;
+		}
 		zip_error_init_with_code(&ze, zerr);
 		RPS_ERR("%s: not an .npz (zip) archive: %s", path, zip_error_strerror(&ze));
 		zip_error_fini(&ze);
