@@ -83,7 +83,7 @@ static int ctl_connect(struct rps_ctl *ctl, const char *host, uint16_t port, uin
 		if (tries == 1)
 			RPS_INFO("scheduler %s not reachable yet (%s): retrying for up to %d ms",
 				 ctl->sched, rps_strerror(rc), left);
-		rps_ctl_sleep_ms(RPS_MIN(left, CTL_RETRY_MS));
+		rps_sleep_ms(RPS_MIN(left, CTL_RETRY_MS));
 	}
 	if (rc == -EACCES)
 		RPS_ERR("scheduler %s refused us: wrong secret (RDMAPS_SECRET)", ctl->sched);

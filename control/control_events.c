@@ -257,13 +257,6 @@ void rps_ctl_handle_event(struct rps_ctl *ctl, struct rps_tr_event *ev, struct c
 	}
 }
 
-void rps_ctl_sleep_ms(int ms)
-{
-	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
 void *rps_ctl_thread(void *arg)
 {
 	struct rps_ctl *ctl = arg;
@@ -275,7 +268,7 @@ void *rps_ctl_thread(void *arg)
 
 		if (n < 0 && n != -EINTR && n != -EAGAIN) {
 			RPS_ERR("control channel poll: %s", rps_strerror(n));
-			rps_ctl_sleep_ms(50);
+			rps_sleep_ms(50);
 			continue;
 		}
 		for (int i = 0; i < n; i++) {

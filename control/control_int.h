@@ -80,7 +80,6 @@ struct ctl_action {
 };
 /* One event from the scheduler's connection; act NULL while joining. */
 void rps_ctl_handle_event(struct rps_ctl *ctl, struct rps_tr_event *ev, struct ctl_action *act);
-void rps_ctl_sleep_ms(int ms);
 /* The control thread: polls, runs callbacks, sends heartbeats. */
 void *rps_ctl_thread(void *arg);
 

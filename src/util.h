@@ -70,6 +70,14 @@ static inline void rps_deadline_ms(struct timespec *ts, int timeout_ms)
 	}
 }
 
+/* Sleep ms milliseconds (back-off between retries). */
+static inline void rps_sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
 /* A spin-wait hint to the CPU (and to a hyperthread sibling). */
 static inline void rps_cpu_relax(void)
 {

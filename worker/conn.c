@@ -18,13 +18,6 @@ static int connect_retryable(int rc)
 	       rc == -ECONNABORTED || rc == -EADDRNOTAVAIL;
 }
 
-void rps_wsleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 int rps_wconn_connect_one(struct rps_worker *w, struct rps_wserver *s, uint32_t channel,
 			  uint64_t deadline_ns, void *ack, size_t *ack_len_p,
 			  struct rps_conn **conn_p)
@@ -49,7 +42,7 @@ int rps_wconn_connect_one(struct rps_worker *w, struct rps_wserver *s, uint32_t 
 			break;
 		RPS_DEBUG("connect server %u %s:%u channel %u: %s, retrying", s->rank, s->host,
 			  s->port, channel, strerror(-rc));
-		rps_wsleep_ms(delay);
+		rps_sleep_ms(delay);
 		delay = RPS_MIN(delay * 2, 500);
 	}
 	RPS_ERR("connect server %u %s:%u channel %u: %s", s->rank, s->host, s->port, channel,

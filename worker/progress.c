@@ -117,11 +117,8 @@ void *rps_wprogress_main(void *arg)
 		if (n < 0) {
 			if (n != -EINTR && n != -EAGAIN && errors++ < 3)
 				RPS_ERR("transport poll: %s", rps_strerror(n));
-			if (n != -EINTR && n != -EAGAIN) {
-				struct timespec ts = {0, 1000000};
-
-				nanosleep(&ts, NULL);
-			}
+			if (n != -EINTR && n != -EAGAIN)
+				rps_sleep_ms(1);
 			continue;
 		}
 		if (n > 0)

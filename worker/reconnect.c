@@ -77,7 +77,7 @@ void rps_wsubmit_wait(struct rps_worker *w)
 	while (atomic_load(&w->publishing) && !pthread_equal(pthread_self(), w->reconn_thread)) {
 		atomic_fetch_sub(&w->submitters, 1);
 		while (atomic_load(&w->publishing))
-			rps_wsleep_ms(1);
+			rps_sleep_ms(1);
 		atomic_fetch_add(&w->submitters, 1);
 	}
 }
@@ -182,7 +182,7 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 			goto out;
 		atomic_store(&w->dead_pending, 1);
 		rps_worker_wake(w);
-		rps_wsleep_ms(2);
+		rps_sleep_ms(2);
 	}
 	/* the scheduler's map names the server's current incarnation */
 	while (remaining_ms(deadline) > 0 && !atomic_load(&w->leaving)) {
@@ -190,7 +190,7 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 
 		if (s->node_id >= (uint32_t)n || !nodes[s->node_id].alive ||
 		    nodes[s->node_id].role != RPS_ROLE_SERVER) {
-			rps_wsleep_ms(50);
+			rps_sleep_ms(50);
 			continue;
 		}
 		node = nodes[s->node_id];
@@ -206,7 +206,7 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 		if (!tries++)
 			RPS_INFO("server %u: %s:%u not reachable yet (%s); retrying", s->rank, s->host,
 				 s->port, rps_strerror(rc));
-		rps_wsleep_ms(100);
+		rps_sleep_ms(100);
 		rc = -EHOSTDOWN;
 	}
 	if (rc) {
@@ -220,7 +220,7 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 	pthread_rwlock_wrlock(&w->clock_rw);
 	atomic_store(&w->publishing, 1);
 	while (atomic_load(&w->submitters))
-		rps_wsleep_ms(1);
+		rps_sleep_ms(1);
 	pthread_mutex_lock(&w->core.lock);
 	for (uint32_t j = 0; j < s->nshards; j++) {
 		struct rps_wshard *sh = &s->shards[j];
@@ -336,7 +336,7 @@ static void *reconnector(void *arg)
 		}
 		pthread_mutex_unlock(&w->rc_lock);
 		if (rps_wreconnect(w))
-			rps_wsleep_ms(200); /* not back yet: try again */
+			rps_sleep_ms(200); /* not back yet: try again */
 		pthread_mutex_lock(&w->rc_lock);
 	}
 	pthread_mutex_unlock(&w->rc_lock);

@@ -226,7 +226,6 @@ int rps_wconn_connect_one(struct rps_worker *w, struct rps_wserver *s, uint32_t 
 			  uint64_t deadline_ns, void *ack, size_t *ack_len_p,
 			  struct rps_conn **conn_p);
 void rps_wconn_close_all(struct rps_worker *w);
-void rps_wsleep_ms(int ms);
 /* Mark a connection dead (any thread); the progress thread closes it. */
 void rps_wconn_mark_dead(struct rps_worker *w, struct rps_wconn *wc, int status);
 /* Progress thread: close dead connections nobody is posting on; fail their
