@@ -184,7 +184,6 @@ int rps_npz_write(const char *path, const struct rps_npz_entry *e, size_t n)
 	if (rc == 0 && rename(tmp, path))
 		rc = -errno;
 	if (rc) {
-		rc = -errno;
 		RPS_ERR("%s: sync or rename to %s: %s", tmp, path, strerror(-rc));
 		unlink(tmp);
 	}
