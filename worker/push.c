@@ -53,8 +53,12 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 		size_t len = lens[it.i];
 
 		rc = 0;
-		if (it.s == 1) /* the key's first slice */
+		if (it.s == 1) { /* the key's first slice: a pass over the caller's
+				  * gradient, which needs no lock */
+			pthread_mutex_unlock(&w->core.lock);
 			tnorm = len ? cblas_snrm2((int)len, grads + it.base, 1) : 0.0f;
+			pthread_mutex_lock(&w->core.lock);
+		}
 		for (uint64_t f = 0; f < nfr; f++) {
 			struct rps_piece *p;
 			uint64_t off, cnt;
