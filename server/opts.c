@@ -9,6 +9,7 @@
 
 #include "src/alloc.h"
 #include "src/config.h"
+#include "src/init.h"
 #include "src/log.h"
 
 /* ---- options ------------------------------------------------------------------ */
@@ -16,6 +17,7 @@
 /* Every member from cfg (strings point into *cfg); config NULL. */
 void rps_srv_opts_from_config(struct rps_server_opts *o, const struct rps_config *cfg)
 {
+	const char *why = "";
 	int v;
 
 	memset(o, 0, sizeof(*o));
@@ -73,10 +75,10 @@ void rps_srv_opts_from_config(struct rps_server_opts *o, const struct rps_config
 	o->consistency = (enum rps_consistency)v;
 	o->staleness = cfg->staleness > 0 ? (uint32_t)cfg->staleness : 0;
 	o->init.seed = cfg->seed;
-	if (rps_server_init_parse(cfg->init, &o->init) < 0) {
-		RPS_ERR(
-		    "init \"%s\": expected zeros, const:V, uniform:A,B, normal:MEAN,STD or push",
-		    cfg->init);
+	if (rps_init_parse(cfg->init, &o->init, &why) < 0) {
+		RPS_ERR("init \"%s\": %s (expected zeros, const:V, uniform:A,B, normal:MEAN,STD or "
+			"push)",
+			cfg->init, why);
 		o->init.kind = (enum rps_init_kind)(-1);
 	}
 	o->timeout_ms = cfg->timeout_ms;

@@ -11,16 +11,10 @@
 
 #include "src/alloc.h"
 #include "src/fault.h"
-#include "src/init.h"
 #include "src/log.h"
 #include "src/util.h"
 
 /* ---- initialisers ---------------------------------------------------------- */
-
-int rps_server_init_parse(const char *s, struct rps_init *init_p)
-{
-	return rps_init_parse(s, init_p, NULL); /* the one parser, src/init.c */
-}
 
 /* Uniform in [0, 1) from 24 random bits. */
 static inline float unit_f(uint64_t h)

@@ -174,9 +174,6 @@ int rps_shard_declare(struct rps_shard *sh, const struct rps_declare *d,
 void rps_shard_read(const struct rps_shard *sh, const struct rps_slice_meta *m, uint64_t off,
 		    uint64_t n, float *dst);
 
-/* "zeros" | "const:V" | "uniform:A,B" | "normal:MEAN,STD" | "push" -> init
- * (seed untouched). -EINVAL. */
-int rps_server_init_parse(const char *s, struct rps_init *init_p);
 /* Value of element e of slice `slice` of key under init (deterministic). */
 float rps_server_init_value(const struct rps_init *init, uint64_t key, uint32_t slice, uint64_t e);
 /* "asp" | "bsp" | "ssp" -> consistency, or -EINVAL. */

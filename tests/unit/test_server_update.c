@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "tests/unit/test_server_util.h"
+#include "src/init.h"
 
 struct fixture {
 	struct rps_shard sh;
@@ -146,25 +147,25 @@ static void test_init_parse(void **state)
 	struct rps_init in = {.seed = 42};
 
 	(void)state;
-	assert_int_equal(rps_server_init_parse("zeros", &in), 0);
+	assert_int_equal(rps_init_parse("zeros", &in, NULL), 0);
 	assert_int_equal(in.kind, RPS_INIT_ZEROS);
 	assert_int_equal(in.seed, 42);
-	assert_int_equal(rps_server_init_parse("const:0.25", &in), 0);
+	assert_int_equal(rps_init_parse("const:0.25", &in, NULL), 0);
 	assert_int_equal(in.kind, RPS_INIT_CONST);
 	assert_true(in.a == 0.25f);
-	assert_int_equal(rps_server_init_parse("uniform:-1,1", &in), 0);
+	assert_int_equal(rps_init_parse("uniform:-1,1", &in, NULL), 0);
 	assert_int_equal(in.kind, RPS_INIT_UNIFORM);
 	assert_true(in.a == -1.0f && in.b == 1.0f);
-	assert_int_equal(rps_server_init_parse("normal:0,0.01", &in), 0);
+	assert_int_equal(rps_init_parse("normal:0,0.01", &in, NULL), 0);
 	assert_int_equal(in.kind, RPS_INIT_NORMAL);
 	assert_true(in.b == 0.01f);
-	assert_int_equal(rps_server_init_parse("push", &in), 0);
+	assert_int_equal(rps_init_parse("push", &in, NULL), 0);
 	assert_int_equal(in.kind, RPS_INIT_PUSH);
-	assert_int_equal(rps_server_init_parse("const:", &in), -EINVAL);
-	assert_int_equal(rps_server_init_parse("uniform:1", &in), -EINVAL);
-	assert_int_equal(rps_server_init_parse("uniform:2,1", &in), -EINVAL);
-	assert_int_equal(rps_server_init_parse("normal:0,-1", &in), -EINVAL);
-	assert_int_equal(rps_server_init_parse("gauss", &in), -EINVAL);
+	assert_int_equal(rps_init_parse("const:", &in, NULL), -EINVAL);
+	assert_int_equal(rps_init_parse("uniform:1", &in, NULL), -EINVAL);
+	assert_int_equal(rps_init_parse("uniform:2,1", &in, NULL), -EINVAL);
+	assert_int_equal(rps_init_parse("normal:0,-1", &in, NULL), -EINVAL);
+	assert_int_equal(rps_init_parse("gauss", &in, NULL), -EINVAL);
 	assert_int_equal(in.kind, RPS_INIT_PUSH); /* untouched on error */
 	assert_int_equal(rps_server_consistency_parse("bsp"), RPS_BSP);
 	assert_int_equal(rps_server_consistency_parse("ssp"), RPS_SSP);
