@@ -520,6 +520,16 @@ uint32_t rps_worker_clock_value(const struct rps_worker *w)
 	return w ? atomic_load(&((struct rps_worker *)w)->clock) : 0;
 }
 
+enum rps_consistency rps_worker_consistency(const struct rps_worker *w)
+{
+	return w ? w->consistency : RPS_ASP;
+}
+
+uint32_t rps_worker_staleness_bound(const struct rps_worker *w)
+{
+	return w && w->consistency == RPS_SSP ? w->staleness : 0;
+}
+
 uint32_t rps_worker_max_staleness(const struct rps_worker *w)
 {
 	return w ? atomic_load(&((struct rps_worker *)w)->stat_max_stale) : 0;

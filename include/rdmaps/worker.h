@@ -73,6 +73,11 @@ RPS_API int rps_worker_num_workers(const struct rps_worker *worker);
 RPS_API int rps_worker_num_servers(const struct rps_worker *worker);
 RPS_API const char *rps_worker_transport(const struct rps_worker *worker);
 RPS_API uint32_t rps_worker_clock_value(const struct rps_worker *worker);
+/* The servers' consistency model (RDMAPS_CONSISTENCY of the servers, which
+ * must all agree) and, under SSP, its bound s (RDMAPS_STALENESS; 0 under BSP
+ * and ASP): a job picks its recipe from them (examples/fmnist). */
+RPS_API enum rps_consistency rps_worker_consistency(const struct rps_worker *worker);
+RPS_API uint32_t rps_worker_staleness_bound(const struct rps_worker *worker);
 /* Largest staleness a pull of this worker saw so far: its clock minus the
  * shard's clock when the data was read (0 under BSP; at most the bound s
  * under SSP). */

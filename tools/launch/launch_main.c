@@ -84,6 +84,9 @@ static void usage(FILE *out)
 		"      --restart-workers  a worker killed by a signal is started again; it rejoins in its\n"
 		"                         rank at the job's current clock\n"
 		"                         (restarted processes run without RDMAPS_FAULT)\n"
+		"      --consistency M    bsp | ssp | asp: the servers' consistency model\n"
+		"                         (sets RDMAPS_CONSISTENCY; default: the environment's, else asp)\n"
+		"      --staleness N      SSP bound in clocks (sets RDMAPS_STALENESS)\n"
 		"  -h, --help\n\n"
 		"Every RDMAPS_* variable of the environment is passed on; the launcher sets\n"
 		"RDMAPS_SCHEDULER, RDMAPS_NUM_SERVERS, RDMAPS_NUM_WORKERS, RDMAPS_TRANSPORT,\n"
@@ -396,9 +399,12 @@ int main(int argc, char **argv)
 		{ "expect-killed", required_argument, NULL, 'K' },
 		{ "restart-servers", no_argument, NULL, 'R' },
 		{ "restart-workers", no_argument, NULL, 'r' },
+		{ "consistency", required_argument, NULL, 'C' },
+		{ "staleness", required_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *consistency = NULL, *staleness = NULL;
 	int servers = 1, workers = 1, port = 0, quiet = 0, port_base = 0;
 	double timeout = 0;
 	const char *transport = getenv("RDMAPS_TRANSPORT");
@@ -420,6 +426,8 @@ int main(int argc, char **argv)
 		case 'K': expect_killed = atoi(optarg); break;
 		case 'R': restart_servers = 1; break;
 		case 'r': restart_workers = 1; break;
+		case 'C': consistency = optarg; break;
+		case 'L': staleness = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -440,6 +448,27 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rdmaps-launch: transport must be tcp or rdma, not '%s'\n", transport);
 		return 2;
 	}
+
+	if (consistency && strcmp(consistency, "bsp") && strcmp(consistency, "ssp") &&
+	    strcmp(consistency, "asp")) {
+		fprintf(stderr, "rdmaps-launch: --consistency must be bsp, ssp or asp, not '%s'\n",
+			consistency);
+		return 2;
+	}
+	if (staleness) {
+		char *end;
+		long v = strtol(staleness, &end, 10);
+
+		if (end == staleness || *end || v < 0 || v > 1000000) {
+			fprintf(stderr, "rdmaps-launch: --staleness takes a number of clocks >= 0, "
+					"not '%s'\n",
+				staleness);
+			return 2;
+		}
+		setenv("RDMAPS_STALENESS", staleness, 1);
+	}
+	if (consistency)
+		setenv("RDMAPS_CONSISTENCY", consistency, 1);
 
 	self_dir(dir, sizeof(dir));
 	snprintf(sched_bin, sizeof(sched_bin), "%s/rdmaps-sched", dir);
