@@ -12,7 +12,7 @@ TRANSPORT=${4:-tcp}
 CONSISTENCY=${5:-bsp}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-export RDMAPS_LOG_LEVEL=warn RDMAPS_CONSISTENCY=$CONSISTENCY RDMAPS_OPTIMIZER=momentum RDMAPS_LR=0.1
+export RDMAPS_LOG_LEVEL=warn RDMAPS_CONSISTENCY=$CONSISTENCY
 
 sps() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["samples_per_sec"])' "$1"; }
 loc=() dist=()

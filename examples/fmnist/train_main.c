@@ -1,13 +1,12 @@
 /* fmnist-train: Fashion-MNIST MLP (784-256-128-10) trained through rdmaps.
  *
  * Distributed (default): run as a worker of an rdmaps cluster (rdmaps-launch
- * sets the environment). The six tensors live on the servers; each step pulls
+ * sets the environment). The tensors live on the servers; each step pulls
  * the parameters, computes the gradient of a mini-batch with OpenBLAS and
- * pushes it; the server applies the optimizer (RDMAPS_OPTIMIZER, RDMAPS_LR...)
- * under the consistency model RDMAPS_CONSISTENCY (bsp, ssp with RDMAPS_STALENESS,
- * or asp); RDMAPS_STALENESS_LR=1 divides the learning rate of a stale push by
- * 1 + its staleness. The summary reports both and the largest staleness a pull
- * of worker 0 saw.
+ * pushes it; the servers apply the optimizer the job gave the keys when it
+ * declared them (recipe.h: the flags, the number of epochs and the servers'
+ * consistency model, bsp, ssp or asp, decide it). The summary reports the
+ * recipe, the consistency and the largest staleness a pull of worker 0 saw.
  *
  * --local: the same model, data order and optimizer code in one process with
  * no server: the reference the distributed runs are compared against.
@@ -38,6 +37,7 @@
 #include "comm.h"
 #include "idx.h"
 #include "mlp.h"
+#include "recipe.h"
 
 extern void openblas_set_num_threads(int);
 
@@ -50,6 +50,7 @@ struct args {
 	uint64_t seed;
 	int progress; /* -1 auto, 0 off, 1 on */
 	size_t train_limit;
+	struct recipe recipe;
 };
 
 struct job {
@@ -63,7 +64,9 @@ struct job {
 	size_t *order, nlocal, first;
 	int rank, nworkers, nservers;
 	const char *transport, *consistency;
-	int staleness, staleness_lr; /* SSP bound; lr / (1 + staleness) on the servers */
+	int staleness; /* SSP bound */
+	struct rps_optim_opts spec; /* the keys' optimizer (recipe.h) */
+	size_t per_step, steps; /* samples per worker and step, steps (clocks) per epoch */
 	/* --local */
 	struct rps_optimizer *opt; /* the servers' optimizer, run here */
 	/* distributed */
@@ -99,14 +102,15 @@ static void usage(FILE *out)
 		"  --seed S              data shuffling and --local init (default 1)\n"
 		"  --train-limit N       use only the first N training images\n"
 		"  --progress            progress bar even when not a terminal\n"
-		"  --no-progress         plain log lines\n"
-		"Optimizer and consistency come from the server settings: RDMAPS_OPTIMIZER,\n"
-		"RDMAPS_LR, RDMAPS_MOMENTUM, RDMAPS_CONSISTENCY, ... (see docs/options.md).\n");
+		"  --no-progress         plain log lines\n");
+	recipe_usage(out);
+	fprintf(out, "The consistency model is the servers' (rdmaps-launch --consistency, "
+		     "RDMAPS_CONSISTENCY).\n");
 }
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
-	static const struct option opts[] = {
+	static const struct option base[] = {
 		{ "epochs", required_argument, NULL, 'e' },
 		{ "batch", required_argument, NULL, 'b' },
 		{ "data", required_argument, NULL, 'd' },
@@ -117,12 +121,19 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "progress", no_argument, NULL, 'p' },
 		{ "no-progress", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
 	};
+	enum { NBASE = sizeof(base) / sizeof(base[0]) };
+	static struct option opts[NBASE + 16];
 	int c;
+
+	_Static_assert(sizeof(opts) / sizeof(opts[0]) > NBASE + 10, "room for the recipe's flags");
+	memcpy(opts, base, sizeof(base));
+	memcpy(opts + NBASE, recipe_options, (size_t)recipe_noptions * sizeof(opts[0]));
+	memset(&opts[NBASE + recipe_noptions], 0, sizeof(opts[0]));
 
 	*a = (struct args){ .epochs = 10, .batch = 256, .data = FMNIST_DIR_DEFAULT, .seed = 1,
 			    .progress = -1 };
+	recipe_defaults(&a->recipe);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'e': a->epochs = atoi(optarg); break;
@@ -135,7 +146,14 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'p': a->progress = 1; break;
 		case 'P': a->progress = 0; break;
 		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -EINVAL;
+		default:
+			if (c >= RECIPE_OPT_BASE) {
+				if (recipe_option(&a->recipe, c, optarg))
+					return -EINVAL;
+				break;
+			}
+			usage(stderr);
+			return -EINVAL;
 		}
 	}
 	if (a->epochs < 1 || a->batch < 1) {
@@ -165,6 +183,27 @@ static void shuffle(size_t *v, size_t n, uint64_t seed)
 	}
 }
 
+/* This worker's share of each batch and of the training set, the steps per
+ * epoch (the same on every worker: BSP needs it) and the keys' optimizer. */
+static int plan(struct job *j, enum rps_consistency c)
+{
+	j->per_step = j->a.batch / (size_t)j->nworkers;
+	if (j->per_step == 0) {
+		fprintf(stderr, "fmnist-train: batch %zu < %d workers\n", j->a.batch, j->nworkers);
+		return -EINVAL;
+	}
+	j->nlocal = j->train.n / (size_t)j->nworkers;
+	j->first = (size_t)j->rank * j->nlocal;
+	j->steps = j->nlocal / j->per_step;
+	if (j->steps == 0) {
+		fprintf(stderr, "fmnist-train: %zu training images make no step of %zu per worker\n",
+			j->nlocal, j->per_step);
+		return -EINVAL;
+	}
+	return recipe_spec(&j->a.recipe, (uint64_t)j->a.epochs * j->steps, j->steps, c,
+			   j->nworkers, &j->spec);
+}
+
 static int setup_distributed(struct job *j)
 {
 	int rc = rps_worker_create(NULL, &j->w);
@@ -177,6 +216,14 @@ static int setup_distributed(struct job *j)
 	j->nworkers = rps_worker_num_workers(j->w);
 	j->nservers = rps_worker_num_servers(j->w);
 	j->transport = rps_worker_transport(j->w);
+	j->staleness = (int)rps_worker_staleness_bound(j->w);
+	switch (rps_worker_consistency(j->w)) {
+	case RPS_BSP: j->consistency = "bsp"; break;
+	case RPS_SSP: j->consistency = "ssp"; break;
+	default: j->consistency = "asp"; break;
+	}
+	if ((rc = plan(j, rps_worker_consistency(j->w))))
+		return rc;
 	for (int t = 0; t < MLP_NTENSORS; t++) {
 		struct rps_init init = { .kind = RPS_INIT_ZEROS };
 
@@ -188,7 +235,7 @@ static int setup_distributed(struct job *j)
 			init.b = (float)sqrt(2.0 / (double)mlp_fan_in[t]);
 			init.seed = 42 + (uint64_t)t;
 		}
-		rc = rps_worker_declare(j->w, &j->keys[t], &mlp_lens[t], 1, &init);
+		rc = rps_worker_declare_opt(j->w, &j->keys[t], &mlp_lens[t], 1, &init, &j->spec);
 		if (rc) {
 			fprintf(stderr, "fmnist-train: declare tensor %d: %s\n", t, rps_strerror(rc));
 			return rc;
@@ -220,15 +267,20 @@ static int setup_distributed(struct job *j)
 
 static int setup_local(struct job *j)
 {
-	struct rps_server_opts so;
+	int rc;
 
-	rps_server_opts_init(&so);
 	j->rank = 0;
 	j->nworkers = 1;
 	j->nservers = 0;
 	j->transport = "local";
+	j->consistency = "local";
+	if ((rc = plan(j, RPS_BSP)))
+		return rc;
 	mlp_init_params(j->params, j->a.seed);
-	return rps_optimizer_create(&so.optim, mlp_nparams(), &j->opt);
+	rc = rps_optimizer_create(&j->spec, mlp_nparams(), &j->opt);
+	if (rc)
+		fprintf(stderr, "fmnist-train: optimizer: %s\n", rps_strerror(rc));
+	return rc;
 }
 
 /* Hooks of the distributed step (see the comment at the top). */
@@ -316,10 +368,16 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 		"{\n  \"test_accuracy\": %.4f,\n  \"train_loss\": %.4f,\n  \"epochs\": %d,\n"
 		"  \"samples_per_sec\": %.1f,\n  \"workers\": %d,\n  \"servers\": %d,\n"
 		"  \"transport\": \"%s\",\n  \"consistency\": \"%s\",\n  \"staleness\": %d,\n"
-		"  \"staleness_lr\": %d,\n  \"max_staleness\": %u,\n  \"batch\": %zu\n}\n",
+		"  \"staleness_lr\": %d,\n  \"max_staleness\": %u,\n  \"batch\": %zu,\n"
+		"  \"optimizer\": \"%s\",\n  \"lr\": %.9g,\n  \"momentum\": %.9g,\n"
+		"  \"weight_decay\": %.9g,\n  \"lr_schedule\": \"%s\",\n  \"total_steps\": %llu,\n"
+		"  \"warmup_steps\": %llu\n}\n",
 		acc, loss, j->a.epochs, sps, j->nworkers, j->nservers, j->transport,
-		j->consistency, j->staleness, j->staleness_lr, j->w ? rps_worker_max_staleness(j->w) : 0,
-		j->a.batch);
+		j->consistency, j->staleness, j->spec.staleness_lr,
+		j->w ? rps_worker_max_staleness(j->w) : 0, j->a.batch,
+		recipe_kind_name(j->spec.kind), j->spec.lr, j->spec.momentum, j->spec.weight_decay,
+		recipe_schedule_name(j->spec.schedule), (unsigned long long)j->spec.total_steps,
+		(unsigned long long)j->spec.warmup_steps);
 	fclose(f);
 }
 
@@ -338,24 +396,6 @@ int main(int argc, char **argv)
 	if (j.a.train_limit && j.a.train_limit < j.train.n)
 		j.train.n = j.a.train_limit;
 
-	/* The servers' settings, for the summary: the same RDMAPS_* environment.
-	 * A bad variable was reported by rps_config_create; the defaults hold. */
-	static char cons[16] = "asp";
-	struct rps_config *cfg = NULL;
-	int staleness = 0, staleness_lr = 0;
-
-	if (rps_config_create(&cfg) == 0) {
-		const char *s;
-
-		if (rps_config_get_str(cfg, "consistency", &s) == 0)
-			snprintf(cons, sizeof(cons), "%s", s);
-		rps_config_get_int(cfg, "staleness", &staleness);
-		rps_config_get_int(cfg, "staleness_lr", &staleness_lr);
-		rps_config_destroy(cfg);
-	}
-	j.consistency = j.a.local ? "local" : cons;
-	j.staleness = !j.a.local && !strcmp(cons, "ssp") ? staleness : 0;
-	j.staleness_lr = !j.a.local && staleness_lr;
 	j.params = malloc(mlp_nparams() * sizeof(float));
 	j.grad = malloc(mlp_nparams() * sizeof(float));
 	if (!j.params || !j.grad)
@@ -364,15 +404,7 @@ int main(int argc, char **argv)
 	if (rc)
 		return 1;
 
-	/* This worker's part of the training set and its share of each batch. */
-	size_t per_step = j.a.batch / (size_t)j.nworkers;
-	if (per_step == 0) {
-		fprintf(stderr, "fmnist-train: batch %zu < %d workers\n", j.a.batch, j.nworkers);
-		return 1;
-	}
-	j.nlocal = j.train.n / (size_t)j.nworkers;
-	j.first = (size_t)j.rank * j.nlocal;
-	size_t steps = j.nlocal / per_step; /* the same on every worker: BSP needs it */
+	size_t per_step = j.per_step, steps = j.steps;
 	j.order = malloc(j.nlocal * sizeof(size_t));
 	j.xb = malloc(per_step * MLP_IN * sizeof(float));
 	j.yb = malloc(per_step);
@@ -387,6 +419,12 @@ int main(int argc, char **argv)
 		       "batch %zu (%zu per worker), %zu steps/epoch, %zu training images\n",
 		       j.nworkers, j.nservers, j.transport, j.consistency, j.a.batch, per_step, steps,
 		       j.train.n);
+	if (j.rank == 0) {
+		char desc[256];
+
+		recipe_describe(&j.spec, desc, sizeof(desc));
+		printf("fmnist-train: optimizer %s\n", desc);
+	}
 
 	double acc = -1, loss_epoch = 0, train_time = 0, sps = 0;
 	for (int e = 1; e <= j.a.epochs; e++) {

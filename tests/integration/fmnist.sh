@@ -9,13 +9,13 @@ shift $(($# < 3 ? $# : 3))
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
-export RDMAPS_CONSISTENCY=bsp RDMAPS_OPTIMIZER=momentum RDMAPS_LR=0.1 RDMAPS_MOMENTUM=0.9
+# fmnist-train's own recipe (docs/training.md): no training variable is set here
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
 hosts=()
 if [ "$TRANSPORT" = rdma ]; then
 	hosts=(--server-host "${RDMAPS_RXE_IP0:-10.9.0.1}" --worker-host "${RDMAPS_RXE_IP1:-10.9.0.2}")
 fi
-"$BIN/rdmaps-launch" --servers 2 --workers 2 --transport "$TRANSPORT" --timeout 600 "${hosts[@]}" -- \
+"$BIN/rdmaps-launch" --servers 2 --workers 2 --consistency bsp --transport "$TRANSPORT" --timeout 600 "${hosts[@]}" -- \
 	"$BIN/fmnist-train" --epochs 1 --no-progress --summary-json "$OUT/summary.json" "$@"
 cat "$OUT/summary.json"
 python3 - "$OUT/summary.json" "$MIN" <<'PY'

@@ -12,7 +12,7 @@
 # MODE launch: rdmaps-launch --restart-servers, with RDMAPS_FAULT killing
 #   server 1 at clock KILL_AFTER + KILL_OFFSET (7); the launcher restarts it
 #   with --restore.
-# BSP, momentum (lr 0.05), checkpoints every 20 clocks, 4 epochs of 20000
+# BSP, fmnist-train's recipe with lr 0.05, checkpoints every 20 clocks, 4 epochs of 20000
 # images (312 clocks). Smaller jobs (the SoftRoCE guest is slow):
 # ITEST_EPOCHS, ITEST_TRAIN, ITEST_LR, ITEST_CKPT_EVERY, KILL_AFTER, KILL_OFFSET.
 set -euo pipefail
@@ -30,11 +30,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-export RDMAPS_CONSISTENCY=bsp RDMAPS_OPTIMIZER=momentum RDMAPS_LR=${ITEST_LR:-0.05} RDMAPS_MOMENTUM=0.9
+export RDMAPS_CONSISTENCY=bsp
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn} RDMAPS_SECRET=restart-test
 export RDMAPS_HEARTBEAT_MS=200 RDMAPS_HEARTBEAT_TIMEOUT_MS=2000 RDMAPS_TIMEOUT_MS=60000
 export RDMAPS_CHECKPOINT_EVERY=${ITEST_CKPT_EVERY:-20}
-TRAIN=("$BIN/fmnist-train" --epochs ${ITEST_EPOCHS:-4} --train-limit ${ITEST_TRAIN:-20000} --no-progress)
+TRAIN=("$BIN/fmnist-train" --epochs ${ITEST_EPOCHS:-4} --train-limit ${ITEST_TRAIN:-20000} --no-progress
+	--lr ${ITEST_LR:-0.05})
 SHOST=127.0.0.1 WHOST=127.0.0.1
 if [ "$TRANSPORT" = rdma ]; then
 	SHOST=${RDMAPS_RXE_IP0:-10.9.0.1} WHOST=${RDMAPS_RXE_IP1:-10.9.0.2}
