@@ -130,7 +130,7 @@ static int scan_slices(struct ckpt_rd *r, const struct rps_ckpt_hdr *h, rps_ckpt
 
 		if (rc)
 			return rc;
-		if (rec.nstate > 2 || rec.kind > RPS_OPT_ADAM || rec.nelems == 0 ||
+		if (rec.nstate > 2 || rec.kind > RPS_OPT_ADAMW || rec.nelems == 0 ||
 		    rec.nelems > r->left / sizeof(float) / (1 + rec.nstate))
 			return refuse(r->path, -EBADMSG,
 				      "slice %" PRIu64 " (key %" PRIu64 "): bad record (kind %u, "

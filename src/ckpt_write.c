@@ -181,7 +181,7 @@ int rps_ckpt_writer_begin_slice(struct rps_ckpt_writer *w, const struct rps_ckpt
 		return w->err;
 	if (w->in_slice)
 		return w_fail(w, "slice begun before the previous one ended");
-	if (s->nstate > 2 || s->nelems == 0 || s->kind > RPS_OPT_ADAM ||
+	if (s->nstate > 2 || s->nelems == 0 || s->kind > RPS_OPT_ADAMW ||
 	    s->nelems > UINT64_MAX / 4 / 3)
 		return w_fail(w, "bad slice (nstate > 2, nelems 0 or too large, or unknown kind)");
 	memset(&rec, 0, sizeof(rec));
