@@ -31,16 +31,18 @@
 static int write_slice(struct rps_shard *sh, struct rps_ckpt_writer *w,
 		       const struct rps_slice_meta *m)
 {
+	const struct rps_optim_opts *o = rps_shard_slice_optim(sh, m);
 	struct rps_ckpt_slice cs;
 	uint32_t epc = m->sl.epc;
-	int nstate = rps_optim_state_floats(sh->p.optim.kind);
+	int nstate = rps_optim_state_floats(o->kind);
 	uint64_t e = 0;
 	int rc;
 
 	memset(&cs, 0, sizeof(cs));
 	cs.key = m->key;
 	cs.slice = m->slice;
-	cs.kind = (uint32_t)sh->p.optim.kind;
+	cs.kind = (uint32_t)o->kind;
+	cs.optim = m->spec ? &m->spec->opts : NULL; /* the job's spec goes with the slice */
 	cs.nelems = m->nelems;
 	cs.step = m->opt.step;
 	cs.nstate = nstate > 0 ? (uint32_t)nstate : 0;
@@ -132,22 +134,23 @@ static int restore_slice(const struct rps_ckpt_slice *cs, void *arg)
 {
 	struct restore_ctx *ctx = arg;
 	struct rps_shard *sh = ctx->sh;
-	int nstate = rps_optim_state_floats(sh->p.optim.kind);
+	/* the slice's own spec, kept in the file, or the server's default */
+	const struct rps_optim_opts *o = cs->optim ? cs->optim : &sh->p.optim;
+	int nstate = rps_optim_state_floats(o->kind);
 	struct rps_declare d;
 	struct rps_declare_ack ack;
 	struct rps_slice_meta *m;
+	char why[RPS_DECLARE_REASON_MAX];
 	uint32_t epc;
 	uint64_t e = 0;
 	int rc;
 
-	if (cs->kind != (uint32_t)sh->p.optim.kind || (int)cs->nstate != nstate) {
+	if (cs->kind != (uint32_t)o->kind || (int)cs->nstate != nstate) {
 		RPS_ERR("checkpoint %s: key %llu slice %u was written with optimizer %s (%u state "
 			"arrays), this server runs %s: restart it with the job's optimizer",
 			ctx->path, (unsigned long long)cs->key, cs->slice,
-			cs->kind <= RPS_OPT_ADAM
-			    ? rps_optim_kind_name((enum rps_optim_kind)cs->kind)
-			    : "?",
-			cs->nstate, rps_optim_kind_name(sh->p.optim.kind));
+			rps_optim_kind_name((enum rps_optim_kind)cs->kind), cs->nstate,
+			rps_optim_kind_name(o->kind));
 		return -EINVAL;
 	}
 	memset(&d, 0, sizeof(d));
@@ -156,11 +159,13 @@ static int restore_slice(const struct rps_ckpt_slice *cs, void *arg)
 	d.shard = sh->p.idx;
 	d.nelems = cs->nelems;
 	d.init_kind = RPS_INIT_ZEROS;
-	rc = rps_shard_declare(sh, &d, &ack);
+	rc = rps_shard_declare_opt(sh, &d, cs->optim, &ack, why, sizeof(why));
 	if (rc) {
 		RPS_ERR("checkpoint %s: key %llu slice %u of %llu elements: %s", ctx->path,
 			(unsigned long long)cs->key, cs->slice, (unsigned long long)cs->nelems,
-			rc == -EEXIST ? "twice, with another length" : rps_strerror(rc));
+			rc == -EEXIST ? "twice, with another length"
+			: why[0]      ? why
+				      : rps_strerror(rc));
 		return rc;
 	}
 	m = rps_srv_keytab_lookup(&sh->tab, cs->key, cs->slice);

@@ -185,14 +185,37 @@ void rps_srv_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req,
 	rps_srv_pool_put(req);
 }
 
+/* A refused DECLARE with a spec: the ack and the reason after it. */
+static void send_declare_refusal(struct rps_server *srv, struct rps_srv_conn *sc, uint32_t req_id,
+				 int status, const struct rps_declare_ack *ack, const char *why)
+{
+	size_t n = strnlen(why, RPS_DECLARE_REASON_MAX);
+	struct rps_frame_hdr h;
+	struct iovec iov[2] = {{(void *)ack, sizeof(*ack)}, {(void *)why, n}};
+	int rc;
+
+	if (atomic_load_explicit(&sc->closed, memory_order_relaxed))
+		return;
+	rps_proto_hdr_init(&h, RPS_OP_DECLARE_ACK, (uint32_t)(sizeof(*ack) + n), req_id);
+	h.status = status;
+	rc = rps_tr_post_send(sc->conn, &h, iov, n ? 2 : 1, 0);
+	if (rc) {
+		RPS_DEBUG("DECLARE_ACK to %s: %s", sc->conn->peer, strerror(-rc));
+		return;
+	}
+	atomic_fetch_add_explicit(&srv->bytes_out, sizeof(h) + h.len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&srv->msgs_out, 1, memory_order_relaxed);
+}
+
 void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
-			  const struct rps_declare_ack *ack)
+			  const struct rps_declare_ack *ack, const char *why)
 {
 	struct rps_server *srv = arg;
 	struct rps_declare_ack a;
 	uint32_t aux = 0; /* the slice's geometry (src/proto.h) */
+	int has_optim = !!(req->u.decl_flags & RPS_DECLARE_FLAG_OPTIM);
 
-	if (!status && ack) {
+	if (!status && ack && sh) {
 		const struct rps_slice_meta *m =
 		    rps_srv_keytab_lookup(&sh->tab, ack->key, ack->slice);
 
@@ -206,14 +229,22 @@ void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *r
 		a.shard = req->u.decl.shard;
 		a.nelems = req->u.decl.nelems;
 		ack = &a;
-		if (status != -EEXIST)
+		if (why)
+			RPS_WARN("declare from worker %u refused: %s", req->worker, why);
+		else if (status != -EEXIST)
 			RPS_WARN("declare of key %llu slice %u (%llu elements) from worker %u: %s",
 				 (unsigned long long)a.key, a.slice, (unsigned long long)a.nelems,
 				 req->worker, strerror(-status));
 	}
+	rps_free(req->u.decl_optim);
+	req->u.decl_optim = NULL;
 	if (req->sc) {
-		send_small_aux(srv, req->sc, RPS_OP_DECLARE_ACK, req->req_id, status, aux, ack,
-			       sizeof(*ack));
+		/* a reason only for a worker that sent a spec: it knows the tail */
+		if (status && why && has_optim)
+			send_declare_refusal(srv, req->sc, req->req_id, status, ack, why);
+		else
+			send_small_aux(srv, req->sc, RPS_OP_DECLARE_ACK, req->req_id, status, aux,
+				       ack, sizeof(*ack));
 		rps_srv_conn_put(srv, req->sc);
 	}
 	rps_srv_pool_put(req);

@@ -32,17 +32,75 @@ static struct rps_srv_req *req_new(struct rps_server *srv, struct rps_srv_conn *
 	return req;
 }
 
+/* The optimizer spec after a DECLARE (RPS_DECLARE_FLAG_OPTIM), decoded and
+ * checked into *o_p (allocated): 0, or -EINVAL / -ENOMEM with why set. */
+static int declare_spec(const struct rps_tr_event *ev, struct rps_optim_opts **o_p, char *why,
+			size_t len)
+{
+	struct rps_optim_wire wire;
+	struct rps_optim_opts o;
+	const struct rps_declare *d = ev->fixed;
+	int rc;
+
+	*o_p = NULL;
+	if (!ev->data || ev->data_len != sizeof(wire)) {
+		snprintf(why, len, "declare of key %llu: optimizer spec of %zu bytes, not %zu",
+			 (unsigned long long)d->key, ev->data_len, sizeof(wire));
+		return -EINVAL;
+	}
+	memcpy(&wire, ev->data, sizeof(wire));
+	rc = rps_optim_wire_decode(&wire, &o, why, len);
+	if (rc) {
+		char tmp[RPS_DECLARE_REASON_MAX];
+
+		snprintf(tmp, sizeof(tmp), "key %llu slice %u: bad optimizer spec: %s",
+			 (unsigned long long)d->key, d->slice, why);
+		snprintf(why, len, "%s", tmp);
+		return rc;
+	}
+	*o_p = rps_malloc(sizeof(o));
+	if (!*o_p) {
+		snprintf(why, len, "key %llu: out of memory", (unsigned long long)d->key);
+		return -ENOMEM;
+	}
+	**o_p = o;
+	return 0;
+}
+
 static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
 		       const struct rps_tr_event *ev)
 {
 	const struct rps_declare *d = ev->fixed;
+	struct rps_optim_opts *optim = NULL;
 	struct rps_srv_req *req;
 	struct rps_ring_entry e;
 	struct rps_shard *sh;
 
+	if (ev->hdr.flags & RPS_DECLARE_FLAG_OPTIM) {
+		char why[RPS_DECLARE_REASON_MAX];
+		int rc = declare_spec(ev, &optim, why, sizeof(why));
+
+		if (rc) {
+			/* a refusal with its reason, as the update thread's */
+			req = req_new(srv, sc, RPS_REQ_DECLARE, ev->hdr.req_id);
+			if (!req) {
+				struct rps_declare_ack a = {
+				    .key = d->key, .slice = d->slice, .shard = d->shard};
+
+				rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id,
+						   rc, &a, sizeof(a));
+				return;
+			}
+			req->u.decl = *d;
+			req->u.decl_flags = ev->hdr.flags;
+			rps_srv_declare_done(srv, NULL, req, rc, NULL, why);
+			return;
+		}
+	}
 	if (d->shard >= (uint32_t)srv->nshards) {
 		struct rps_declare_ack a = {.key = d->key, .slice = d->slice, .shard = d->shard};
 
+		rps_free(optim);
 		rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -EINVAL, &a,
 				   sizeof(a));
 		return;
@@ -50,6 +108,7 @@ static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
 	sh = &srv->shards[d->shard];
 	req = req_new(srv, sc, RPS_REQ_DECLARE, ev->hdr.req_id);
 	if (!req) {
+		rps_free(optim);
 		struct rps_declare_ack a = {.key = d->key, .slice = d->slice, .shard = d->shard};
 
 		rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, -ENOMEM, &a,
@@ -57,9 +116,11 @@ static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
 		return;
 	}
 	req->u.decl = *d;
+	req->u.decl_optim = optim;
+	req->u.decl_flags = ev->hdr.flags;
 	rps_shard_push_entry(sh, req, &e);
 	if (rps_srv_enqueue(srv, sh, &e))
-		rps_srv_declare_done(srv, sh, req, -ECANCELED, NULL);
+		rps_srv_declare_done(srv, sh, req, -ECANCELED, NULL, NULL);
 }
 
 /* Returns 1 if the token was kept (travels with the push). */

@@ -8,6 +8,14 @@
 #include "src/optim.h"
 #include "src/store.h"
 
+/* An optimizer spec a job gave slices (DECLARE with RPS_DECLARE_FLAG_OPTIM),
+ * interned per shard (shard.c): slices with the same spec share one. */
+struct rps_shard_spec {
+	struct rps_optim_opts opts;   /* as given; clip_norm is applied per tensor (update.c) */
+	struct rps_optim_opts noclip; /* opts without clip_norm: what rps_optim_apply runs */
+	struct rps_shard_spec *next;
+};
+
 /* (key, slice) -> slice meta. Insert-only open addressing, one writer (the
  * update thread), lock-free readers: a meta is fully built before its pointer
  * is published with release; readers load with acquire. */
@@ -19,6 +27,7 @@ struct rps_slice_meta {
 	struct rps_store_slice sl;
 	uint64_t data_off; /* byte offset of element 0 in the store */
 	/* update thread only */
+	const struct rps_shard_spec *spec; /* the job's optimizer; NULL: the shard's default */
 	struct rps_optim_state opt;
 	uint64_t elems_applied; /* ASP/SSP: elements stepped, step = this / nelems */
 	float *acc;		/* BSP: sum of this clock's pushes */

@@ -43,7 +43,7 @@ void rps_srv_opts_from_config(struct rps_server_opts *o, const struct rps_config
 	rps_optim_opts_default(&o->optim);
 	v = rps_optim_kind_parse(cfg->optimizer);
 	if (v < 0)
-		RPS_ERR("optimizer \"%s\": expected sgd, momentum, nesterov, adagrad or adam",
+		RPS_ERR("optimizer \"%s\": expected sgd, momentum, nesterov, adagrad, adam or adamw",
 			cfg->optimizer);
 	o->optim.kind = (enum rps_optim_kind)v;
 	o->optim.lr = (float)cfg->lr;
@@ -55,7 +55,7 @@ void rps_srv_opts_from_config(struct rps_server_opts *o, const struct rps_config
 	o->optim.clip_norm = (float)cfg->clip_norm;
 	v = rps_optim_schedule_parse(cfg->lr_schedule);
 	if (v < 0)
-		RPS_ERR("lr_schedule \"%s\": expected constant, step, exp or cosine",
+		RPS_ERR("lr_schedule \"%s\": expected constant, step, exp, cosine or linear",
 			cfg->lr_schedule);
 	o->optim.schedule = (enum rps_lr_schedule)v;
 	o->optim.step_size = cfg->lr_step;
@@ -63,6 +63,7 @@ void rps_srv_opts_from_config(struct rps_server_opts *o, const struct rps_config
 	o->optim.total_steps = cfg->lr_total;
 	o->optim.lr_min = (float)cfg->lr_min;
 	o->optim.staleness_lr = cfg->staleness_lr;
+	o->optim.warmup_steps = cfg->lr_warmup;
 
 	v = rps_ring_policy_parse(cfg->priority);
 	if (v < 0)
@@ -156,8 +157,8 @@ int rps_srv_opts_check(const struct rps_server_opts *o, const struct rps_config 
 		RPS_ERR("the server's initialiser cannot be 'default'");
 		return -EINVAL;
 	}
-	if ((int)o->optim.kind < RPS_OPT_SGD || o->optim.kind > RPS_OPT_ADAM ||
-	    (int)o->optim.schedule < RPS_LR_CONSTANT || o->optim.schedule > RPS_LR_COSINE ||
+	if ((int)o->optim.kind < RPS_OPT_SGD || o->optim.kind > RPS_OPT_ADAMW ||
+	    (int)o->optim.schedule < RPS_LR_CONSTANT || o->optim.schedule > RPS_LR_LINEAR ||
 	    rps_optim_opts_check(&o->optim)) {
 		RPS_ERR("bad optimizer settings (optimizer %d, lr %g, schedule %d)",
 			(int)o->optim.kind, o->optim.lr, (int)o->optim.schedule);

@@ -151,7 +151,7 @@ void rps_srv_pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struc
 		       const struct rps_slice_meta *m);
 void rps_srv_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status);
 void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
-			  const struct rps_declare_ack *ack);
+			  const struct rps_declare_ack *ack, const char *why);
 extern const struct rps_shard_io rps_srv_io;
 int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
 		     size_t *ack_len_p, const char **why_p);

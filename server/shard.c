@@ -120,16 +120,132 @@ static void slice_fill(struct rps_shard *sh, struct rps_slice_meta *m, const str
 	}
 }
 
+/* ---- optimizer specs ------------------------------------------------------------ */
+
+#define RPS_SHARD_MAX_SPECS 256 /* distinct specs per shard */
+
+/* The shard's copy of spec o (shared by every slice with the same spec), or
+ * NULL with why set (-ENOSPC: too many distinct ones, -ENOMEM) in *rc_p. */
+static const struct rps_shard_spec *spec_intern(struct rps_shard *sh,
+						const struct rps_optim_opts *o, char *why,
+						size_t len, int *rc_p)
+{
+	struct rps_shard_spec *s;
+
+	for (s = sh->specs; s; s = s->next)
+		if (rps_optim_opts_same(&s->opts, o))
+			return s;
+	if (sh->nspecs >= RPS_SHARD_MAX_SPECS) {
+		snprintf(why, len, "shard %u holds %d distinct optimizer specs already: give keys "
+			 "fewer different ones", sh->p.idx, RPS_SHARD_MAX_SPECS);
+		*rc_p = -ENOSPC;
+		return NULL;
+	}
+	s = rps_calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(why, len, "shard %u: out of memory for an optimizer spec", sh->p.idx);
+		*rc_p = -ENOMEM;
+		return NULL;
+	}
+	s->opts = *o;
+	s->noclip = *o;
+	s->noclip.clip_norm = 0;
+	s->next = sh->specs;
+	sh->specs = s;
+	sh->nspecs++;
+	return s;
+}
+
+static void specs_free(struct rps_shard *sh)
+{
+	while (sh->specs) {
+		struct rps_shard_spec *n = sh->specs->next;
+
+		rps_free(sh->specs);
+		sh->specs = n;
+	}
+	sh->nspecs = 0;
+}
+
+/* A slice that has seen any update (applied, or summed for the clock). */
+static int slice_updated(const struct rps_slice_meta *m)
+{
+	return m->opt.step || m->elems_applied || m->dirty;
+}
+
+/* Spec o for an existing slice m (see rps_shard_declare_opt). */
+static int slice_set_spec(struct rps_shard *sh, struct rps_slice_meta *m,
+			  const struct rps_optim_opts *o, char *why, size_t len)
+{
+	const struct rps_shard_spec *s;
+	struct rps_optim_state st;
+	char want[96], have[96];
+	int rc = 0;
+
+	if (m->spec && rps_optim_opts_same(&m->spec->opts, o))
+		return 0; /* idempotent */
+	rps_optim_describe(o, want, sizeof(want));
+	if (m->spec) {
+		rps_optim_describe(&m->spec->opts, have, sizeof(have));
+		snprintf(why, len,
+			 "key %llu slice %u: optimizer %s refused, the key already has %s (given "
+			 "earlier, by this or another worker)",
+			 (unsigned long long)m->key, m->slice, want, have);
+		return -EINVAL;
+	}
+	if (slice_updated(m)) {
+		snprintf(why, len,
+			 "key %llu slice %u: optimizer %s refused, the key was already trained with "
+			 "the servers' default optimizer (%s, %llu steps)",
+			 (unsigned long long)m->key, m->slice, want,
+			 rps_optim_kind_name(sh->p.optim.kind), (unsigned long long)m->opt.step);
+		return -EINVAL;
+	}
+	s = spec_intern(sh, o, why, len, &rc);
+	if (!s)
+		return rc;
+	/* no update yet: the state is all zeros; the new kind's, zeroed */
+	rc = rps_optim_state_init(&st, o, m->nelems);
+	if (rc) {
+		snprintf(why, len, "key %llu slice %u: no memory for the state of %s",
+			 (unsigned long long)m->key, m->slice, want);
+		return rc;
+	}
+	rps_optim_state_free(&m->opt);
+	m->opt = st;
+	m->spec = s;
+	RPS_DEBUG("shard %u: key %llu slice %u takes optimizer %s", sh->p.idx,
+		  (unsigned long long)m->key, m->slice, want);
+	return 0;
+}
+
 int rps_shard_declare(struct rps_shard *sh, const struct rps_declare *d,
 		      struct rps_declare_ack *ack_p)
 {
+	char why[8];
+
+	return rps_shard_declare_opt(sh, d, NULL, ack_p, why, sizeof(why));
+}
+
+int rps_shard_declare_opt(struct rps_shard *sh, const struct rps_declare *d,
+			  const struct rps_optim_opts *optim, struct rps_declare_ack *ack_p,
+			  char *why, size_t len)
+{
 	struct rps_slice_meta *m = rps_srv_keytab_lookup(&sh->tab, d->key, d->slice);
+	const struct rps_shard_spec *spec = NULL;
 	struct rps_init in;
 	int rc;
 
+	if (len)
+		why[0] = 0;
 	if (m) {
 		if (m->nelems != d->nelems)
 			return -EEXIST;
+		if (optim) {
+			rc = slice_set_spec(sh, m, optim, why, len);
+			if (rc)
+				return rc;
+		}
 		fill_ack(m, ack_p);
 		return 0;
 	}
@@ -146,6 +262,11 @@ int rps_shard_declare(struct rps_shard *sh, const struct rps_declare *d,
 	rc = rps_store_room(&sh->store, d->nelems); /* before allocating for it */
 	if (rc)
 		return rc;
+	if (optim) {
+		spec = spec_intern(sh, optim, why, len, &rc);
+		if (!spec)
+			return rc;
+	}
 
 	m = rps_calloc(1, sizeof(*m));
 	if (!m)
@@ -154,7 +275,8 @@ int rps_shard_declare(struct rps_shard *sh, const struct rps_declare *d,
 	m->slice = d->slice;
 	m->shard = sh->p.idx;
 	m->nelems = d->nelems;
-	rc = rps_optim_state_init(&m->opt, &sh->p.optim, d->nelems);
+	m->spec = spec;
+	rc = rps_optim_state_init(&m->opt, spec ? &spec->opts : &sh->p.optim, d->nelems);
 	if (rc)
 		goto err_meta;
 	if (sh->p.consistency == RPS_BSP && d->nelems) {
@@ -303,6 +425,7 @@ void rps_shard_fini(struct rps_shard *sh)
 	if (!sh->ring)
 		return;
 	rps_srv_keytab_fini(&sh->tab, meta_free);
+	specs_free(sh);
 	rps_ring_destroy(sh->ring);
 	sh->ring = NULL;
 	rps_store_fini(&sh->store);

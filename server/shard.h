@@ -43,7 +43,13 @@ struct rps_srv_req {
 	uint32_t worker; /* requester's rank */
 	int32_t status;	 /* PUSH refused at validation: only counted */
 	union {
-		struct rps_declare decl;
+		struct {
+			struct rps_declare decl;
+			/* RPS_DECLARE_FLAG_OPTIM: the spec (owned: freed with the
+			 * request, rps_srv_declare_done); NULL: none */
+			struct rps_optim_opts *decl_optim;
+			uint16_t decl_flags; /* the DECLARE's hdr.flags */
+		};
 		struct rps_push push;
 		struct rps_pull pull;
 	} u;
@@ -67,9 +73,11 @@ struct rps_shard_io {
 	/* A push was applied (or refused): release req->token, answer PUSH_ACK with
 	 * status, drop req->sc, free req. */
 	void (*push_done)(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status);
-	/* A declare finished: answer DECLARE_ACK (ack valid when status == 0), free req. */
+	/* A declare finished: answer DECLARE_ACK (ack valid when status == 0; why:
+	 * NULL or the refusal's reason, for the requester), free req and its
+	 * decl_optim. */
 	void (*declare_done)(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
-			     const struct rps_declare_ack *ack);
+			     const struct rps_declare_ack *ack, const char *why);
 	/* A parked pull's condition holds: answer it, free req (update thread). */
 	void (*pull_answer)(void *arg, struct rps_shard *sh, struct rps_srv_req *req);
 };
@@ -110,6 +118,8 @@ struct rps_shard_restore {
 struct rps_shard {
 	struct rps_shard_params p;
 	struct rps_optim_opts optim_noclip; /* clipping is per tensor (update.c), not per run */
+	struct rps_shard_spec *specs;	    /* update thread: the distinct specs of slices */
+	uint32_t nspecs;
 	const struct rps_shard_io *io;
 	void *io_arg;
 
@@ -169,6 +179,21 @@ void rps_shard_fini(struct rps_shard *sh);
 /* Create a slice (idempotent). 0 with *ack_p, -EEXIST, -EINVAL, -ENOSPC, -ENOMEM. */
 int rps_shard_declare(struct rps_shard *sh, const struct rps_declare *d,
 		      struct rps_declare_ack *ack_p);
+/* The same with the job's optimizer spec for the slice (optim NULL: none,
+ * as rps_shard_declare). A slice with a spec keeps it; another spec for it
+ * is -EINVAL, as is a spec for a slice already updated with the shard's
+ * default; a slice without updates takes the spec (its state reallocated).
+ * On -EINVAL (and -ENOSPC for too many distinct specs) why[len] says why,
+ * naming the key; nothing about the slice changed. */
+int rps_shard_declare_opt(struct rps_shard *sh, const struct rps_declare *d,
+			  const struct rps_optim_opts *optim, struct rps_declare_ack *ack_p,
+			  char *why, size_t len);
+/* The optimizer a slice runs: its spec or the shard's default. */
+static inline const struct rps_optim_opts *rps_shard_slice_optim(const struct rps_shard *sh,
+								 const struct rps_slice_meta *m)
+{
+	return m->spec ? &m->spec->opts : &sh->p.optim;
+}
 
 /* Copy elements [off, off + n) of a slice consistently (seqlock). */
 void rps_shard_read(const struct rps_shard *sh, const struct rps_slice_meta *m, uint64_t off,

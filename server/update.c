@@ -86,10 +86,12 @@ void rps_shard_push_entry(const struct rps_shard *sh, struct rps_srv_req *req,
  * tensor was cut into slices and frames. A piece without a tensor norm
  * (tensor_norm 0) is taken as a tensor of its own. Under BSP each worker's
  * tensor is clipped before it is added to the clock's sum; the sum itself is
- * applied as it is. */
-static float clip_scale(const struct rps_shard *sh, const struct rps_push *p, const float *g)
+ * applied as it is. clip_norm is the slice's: its spec's, or the shard's
+ * default. */
+static float clip_scale(const struct rps_shard *sh, const struct rps_slice_meta *m,
+			const struct rps_push *p, const float *g)
 {
-	float c = sh->p.optim.clip_norm;
+	float c = m->spec ? m->spec->opts.clip_norm : sh->p.optim.clip_norm;
 	float nrm;
 
 	if (!(c > 0) || !p->count)
@@ -99,11 +101,14 @@ static float clip_scale(const struct rps_shard *sh, const struct rps_push *p, co
 }
 
 /* Elements [off, off + n) of a slice from g[0..n), chunk run by chunk run,
- * each under its chunk's seqlock: one optimizer step (assign false) or, for
- * RPS_INIT_PUSH, the values become the parameters (assign true). */
+ * each under its chunk's seqlock: one optimizer step (assign false) of the
+ * slice's optimizer (its spec, or the shard's default), without clipping
+ * (done per tensor, above) or, for RPS_INIT_PUSH, the values become the
+ * parameters (assign true). */
 static inline void write_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off,
 			      uint64_t n, float *g, bool assign, uint64_t step, uint32_t staleness)
 {
+	const struct rps_optim_opts *o = m->spec ? &m->spec->noclip : &sh->optim_noclip;
 	uint32_t epc = m->sl.epc;
 	uint64_t e = off, end = off + n;
 
@@ -117,7 +122,7 @@ static inline void write_runs(struct rps_shard *sh, struct rps_slice_meta *m, ui
 		if (assign)
 			memcpy(w, g + (e - off), len * sizeof(float));
 		else
-			rps_optim_apply(&sh->optim_noclip, w, g + (e - off),
+			rps_optim_apply(o, w, g + (e - off),
 					m->opt.m ? m->opt.m + e : NULL,
 					m->opt.v ? m->opt.v + e : NULL, len, step, staleness);
 		rps_store_write_end(&sh->store, &m->sl, c);
@@ -166,7 +171,7 @@ static void apply_push(struct rps_shard *sh, struct rps_srv_req *req)
 	if (m->pending_init) {
 		assign_runs(sh, m, p->offset, p->count, req->data);
 	} else if (sh->p.consistency == RPS_BSP) {
-		cblas_saxpy((int)p->count, clip_scale(sh, p, req->data), req->data, 1,
+		cblas_saxpy((int)p->count, clip_scale(sh, m, p, req->data), req->data, 1,
 			    m->acc + p->offset, 1);
 		if (!m->dirty) {
 			m->dirty = 1;
@@ -177,7 +182,7 @@ static void apply_push(struct rps_shard *sh, struct rps_srv_req *req)
 		uint64_t step = m->elems_applied / (m->nelems ? m->nelems : 1);
 		uint32_t stale = sh->clock > p->clock ? (uint32_t)(sh->clock - p->clock) : 0;
 
-		float scale = clip_scale(sh, p, req->data);
+		float scale = clip_scale(sh, m, p, req->data);
 
 		if (scale != 1.0f)
 			cblas_sscal((int)p->count, scale, req->data, 1);
@@ -445,9 +450,12 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 	case RPS_ENT_DECLARE: {
 		struct rps_srv_req *req = e->ptr;
 		struct rps_declare_ack ack;
-		int rc = rps_shard_declare(sh, &req->u.decl, &ack);
+		char why[RPS_DECLARE_REASON_MAX];
+		int rc = rps_shard_declare_opt(sh, &req->u.decl, req->u.decl_optim, &ack, why,
+					       sizeof(why));
 
-		sh->io->declare_done(sh->io_arg, sh, req, rc, rc ? NULL : &ack);
+		sh->io->declare_done(sh->io_arg, sh, req, rc, rc ? NULL : &ack,
+				     rc && why[0] ? why : NULL);
 		break;
 	}
 	case RPS_ENT_CLOCK:

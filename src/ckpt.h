@@ -8,6 +8,8 @@
  *   struct rps_ckpt_hdr                                  128 bytes
  *   payload (payload_bytes), nslices records of:
  *     struct rps_ckpt_slice_rec                          40 bytes
+ *     struct rps_optim_wire (src/proto.h)                80 bytes, only if the
+ *                                     record's flags have RPS_CKPT_SLICE_OPTIM
  *     float params[nelems]
  *     float state[nstate][nelems]     (0, 1 or 2 arrays: momentum / adagrad sum,
  *                                      adam m then v)
@@ -17,10 +19,19 @@
  *   payload_crc over the payload bytes; hdr_crc over header bytes [0, 124).
  *
  * Validation order when reading (first failure refuses the file):
- *   size >= header, magic, version (this build reads RPS_CKPT_VERSION only),
+ *   size >= header, magic, version (this build reads versions
+ *   RPS_CKPT_VERSION_MIN..RPS_CKPT_VERSION),
  *   hdr_bytes, hdr_crc, server rank / shard taken from the name, num_shards
  *   expected by the caller, file size == hdr_bytes + payload_bytes, each slice
- *   record (kind, nstate <= 2, data within the payload), slice count, payload_crc.
+ *   record (kind, nstate <= 2, flags, its optimizer spec valid and of the
+ *   record's kind, data within the payload), slice count, payload_crc.
+ *
+ * Versions:
+ *   1  the slice records' last field is reserved (0): every slice ran the
+ *      server's default optimizer.
+ *   2  that field is `flags`; RPS_CKPT_SLICE_OPTIM: the slice has the job's
+ *      optimizer spec (rps_worker_declare_opt), which follows the record. A
+ *      version-2 file without specs is a version-1 file but for the version.
  *
  * Errors: 0 or a negative errno; each problem is logged once, where found,
  * naming the file and what is wrong.
@@ -36,12 +47,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <rdmaps/types.h>
+
 #define RPS_CKPT_MAGIC	      "RDPSCKPT" /* 8 bytes, no NUL on disk */
-#define RPS_CKPT_VERSION      1u
+#define RPS_CKPT_VERSION      2u
+#define RPS_CKPT_VERSION_MIN  1u /* oldest version this build reads */
 #define RPS_CKPT_KEEP_DEFAULT 2	  /* files kept per (server rank, shard) */
 #define RPS_CKPT_PATH_MAX     512 /* dir + file name, with the NUL */
 
-/* On-disk header (version 1). */
+/* On-disk header (versions 1 and 2). */
 struct rps_ckpt_hdr {
 	char magic[8];	      /* "RDPSCKPT" */
 	uint32_t version;     /* RPS_CKPT_VERSION */
@@ -69,8 +83,9 @@ struct rps_ckpt_slice_rec {
 	uint64_t nelems; /* parameters in the slice */
 	uint64_t step;	 /* optimizer steps applied (rps_optim_state.step) */
 	uint32_t nstate; /* optimizer state arrays that follow the parameters: 0..2 */
-	uint32_t reserved;
+	uint32_t flags;	 /* version 2: RPS_CKPT_SLICE_*; version 1: 0 (reserved) */
 };
+#define RPS_CKPT_SLICE_OPTIM 0x1u /* a struct rps_optim_wire follows the record */
 _Static_assert(sizeof(struct rps_ckpt_slice_rec) == 40, "slice record is 40 bytes");
 
 /* A slice, as given to the writer and as handed to a reader's callback. */
@@ -83,6 +98,9 @@ struct rps_ckpt_slice {
 	uint32_t nstate;       /* 0, 1 or 2 */
 	const float *params;   /* nelems floats */
 	const float *state[2]; /* state[i] for i < nstate: nelems floats each */
+	/* the slice's optimizer spec (its kind is `kind`); NULL: the server's
+	 * default optimizer */
+	const struct rps_optim_opts *optim;
 };
 
 /* What a checkpoint file says about itself. */

@@ -17,6 +17,7 @@
 #include "src/alloc.h"
 #include "src/ckpt_int.h"
 #include "src/log.h"
+#include "src/proto.h"
 #include "src/util.h"
 
 /* ---- reading ----------------------------------------------------------- */
@@ -88,10 +89,10 @@ static int check_hdr(const char *path, const struct rps_ckpt_hdr *h, uint64_t fs
 {
 	if (memcmp(h->magic, RPS_CKPT_MAGIC, sizeof(h->magic)))
 		return refuse(path, -EBADMSG, "bad magic (not an rdmaps checkpoint)");
-	if (h->version != RPS_CKPT_VERSION)
+	if (h->version < RPS_CKPT_VERSION_MIN || h->version > RPS_CKPT_VERSION)
 		return refuse(path, -EPROTONOSUPPORT,
-			      "format version %u, this build reads version %u", h->version,
-			      RPS_CKPT_VERSION);
+			      "format version %u, this build reads versions %u to %u", h->version,
+			      RPS_CKPT_VERSION_MIN, RPS_CKPT_VERSION);
 	if (h->hdr_bytes != sizeof(*h))
 		return refuse(path, -EBADMSG, "header length %u, expected %zu", h->hdr_bytes,
 			      sizeof(*h));
@@ -125,12 +126,35 @@ static int scan_slices(struct ckpt_rd *r, const struct rps_ckpt_hdr *h, rps_ckpt
 	for (uint64_t i = 0; i < h->nslices; i++) {
 		struct rps_ckpt_slice_rec rec;
 		struct rps_ckpt_slice s;
+		struct rps_optim_opts optim;
 		uint64_t nfl;
 		int rc = rd_take(r, &rec, sizeof(rec));
 
 		if (rc)
 			return rc;
-		if (rec.nstate > 2 || rec.kind > RPS_OPT_ADAM || rec.nelems == 0 ||
+		if (rec.flags & ~(h->version >= 2 ? RPS_CKPT_SLICE_OPTIM : 0u))
+			return refuse(r->path, -EBADMSG,
+				      "slice %" PRIu64 " (key %" PRIu64 "): unknown flags 0x%x", i,
+				      rec.key, rec.flags);
+		if (rec.flags & RPS_CKPT_SLICE_OPTIM) {
+			struct rps_optim_wire spec;
+			char why[160];
+
+			rc = rd_take(r, &spec, sizeof(spec));
+			if (rc)
+				return rc;
+			if (rps_optim_wire_decode(&spec, &optim, why, sizeof(why)))
+				return refuse(r->path, -EBADMSG,
+					      "slice %" PRIu64 " (key %" PRIu64
+					      "): bad optimizer spec: %s",
+					      i, rec.key, why);
+			if ((uint32_t)optim.kind != rec.kind)
+				return refuse(r->path, -EBADMSG,
+					      "slice %" PRIu64 " (key %" PRIu64
+					      "): optimizer spec of kind %u, record of kind %u",
+					      i, rec.key, (unsigned)optim.kind, rec.kind);
+		}
+		if (rec.nstate > 2 || rec.kind > RPS_OPT_ADAMW || rec.nelems == 0 ||
 		    rec.nelems > r->left / sizeof(float) / (1 + rec.nstate))
 			return refuse(r->path, -EBADMSG,
 				      "slice %" PRIu64 " (key %" PRIu64 "): bad record (kind %u, "
@@ -165,6 +189,7 @@ static int scan_slices(struct ckpt_rd *r, const struct rps_ckpt_hdr *h, rps_ckpt
 		s.nelems = rec.nelems;
 		s.step = rec.step;
 		s.nstate = rec.nstate;
+		s.optim = rec.flags & RPS_CKPT_SLICE_OPTIM ? &optim : NULL;
 		s.params = r->fl;
 		for (uint32_t k = 0; k < rec.nstate; k++)
 			s.state[k] = r->fl + rec.nelems * (1 + k);

@@ -16,6 +16,7 @@
 #include "src/alloc.h"
 #include "src/ckpt_int.h"
 #include "src/log.h"
+#include "src/proto.h"
 #include "src/util.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -181,7 +182,7 @@ int rps_ckpt_writer_begin_slice(struct rps_ckpt_writer *w, const struct rps_ckpt
 		return w->err;
 	if (w->in_slice)
 		return w_fail(w, "slice begun before the previous one ended");
-	if (s->nstate > 2 || s->nelems == 0 || s->kind > RPS_OPT_ADAM ||
+	if (s->nstate > 2 || s->nelems == 0 || s->kind > RPS_OPT_ADAMW ||
 	    s->nelems > UINT64_MAX / 4 / 3)
 		return w_fail(w, "bad slice (nstate > 2, nelems 0 or too large, or unknown kind)");
 	memset(&rec, 0, sizeof(rec));
@@ -191,8 +192,20 @@ int rps_ckpt_writer_begin_slice(struct rps_ckpt_writer *w, const struct rps_ckpt
 	rec.nelems = s->nelems;
 	rec.step = s->step;
 	rec.nstate = s->nstate;
+	if (s->optim) {
+		if ((uint32_t)s->optim->kind != s->kind)
+			return w_fail(w, "slice of one kind with an optimizer spec of another");
+		rec.flags = RPS_CKPT_SLICE_OPTIM;
+	}
 	if (w_put(w, &rec, sizeof(rec)))
 		return w->err;
+	if (s->optim) {
+		struct rps_optim_wire spec;
+
+		rps_optim_wire_encode(s->optim, &spec);
+		if (w_put(w, &spec, sizeof(spec)))
+			return w->err;
+	}
 	w->in_slice = 1;
 	w->slice_left = s->nelems * (1 + s->nstate);
 	w->hdr.nslices++;

@@ -63,6 +63,7 @@ struct rps_config {
 	double lr_gamma;
 	uint64_t lr_total;
 	double lr_min;
+	uint64_t lr_warmup;
 	int staleness_lr;
 	/* keys and messages */
 	char key_map[8];           /* hash | range */

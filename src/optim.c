@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -44,7 +45,7 @@
 
 static const char *const kind_names[] = {
     [RPS_OPT_SGD] = "sgd",	   [RPS_OPT_MOMENTUM] = "momentum", [RPS_OPT_NESTEROV] = "nesterov",
-    [RPS_OPT_ADAGRAD] = "adagrad", [RPS_OPT_ADAM] = "adam",
+    [RPS_OPT_ADAGRAD] = "adagrad", [RPS_OPT_ADAM] = "adam",	    [RPS_OPT_ADAMW] = "adamw",
 };
 
 static const char *const schedule_names[] = {
@@ -52,6 +53,7 @@ static const char *const schedule_names[] = {
     [RPS_LR_STEP] = "step",
     [RPS_LR_EXP] = "exp",
     [RPS_LR_COSINE] = "cosine",
+    [RPS_LR_LINEAR] = "linear",
 };
 
 /* ---- options ---- */
@@ -73,56 +75,106 @@ void rps_optim_opts_default(struct rps_optim_opts *o)
 	o->total_steps = 0; /* cosine needs it set */
 	o->lr_min = 0.0f;
 	o->staleness_lr = 0;
+	o->warmup_steps = 0;
 }
 
+/* The first thing wrong with o, written into why. */
 #define CHECK(cond, ...)                                                                           \
 	do {                                                                                       \
 		if (!(cond)) {                                                                     \
-			RPS_ERR(__VA_ARGS__);                                                      \
+			snprintf(why, len, __VA_ARGS__);                                           \
 			return -EINVAL;                                                            \
 		}                                                                                  \
 	} while (0)
 
-int rps_optim_opts_check(const struct rps_optim_opts *o)
+int rps_optim_opts_why(const struct rps_optim_opts *o, char *why, size_t len)
 {
-	if (!o)
-		return -EINVAL;
-	CHECK((unsigned)o->kind < RPS_ARRAY_SIZE(kind_names), "optim: unknown kind %d",
+	CHECK(o, "no optimizer options");
+	CHECK((unsigned)o->kind < RPS_ARRAY_SIZE(kind_names), "unknown optimizer kind %d",
 	      (int)o->kind);
-	CHECK(isfinite(o->lr) && o->lr > 0, "optim: lr %g must be > 0", o->lr);
+	CHECK(isfinite(o->lr) && o->lr > 0, "lr %g must be > 0", o->lr);
 	CHECK(isfinite(o->momentum) && o->momentum >= 0 && o->momentum < 1,
-	      "optim: momentum %g outside [0, 1)", o->momentum);
-	CHECK(isfinite(o->beta1) && o->beta1 >= 0 && o->beta1 < 1, "optim: beta1 %g outside [0, 1)",
+	      "momentum %g outside [0, 1)", o->momentum);
+	CHECK(isfinite(o->beta1) && o->beta1 >= 0 && o->beta1 < 1, "beta1 %g outside [0, 1)",
 	      o->beta1);
-	CHECK(isfinite(o->beta2) && o->beta2 >= 0 && o->beta2 < 1, "optim: beta2 %g outside [0, 1)",
+	CHECK(isfinite(o->beta2) && o->beta2 >= 0 && o->beta2 < 1, "beta2 %g outside [0, 1)",
 	      o->beta2);
-	CHECK(isfinite(o->eps) && o->eps >= 0, "optim: eps %g must be >= 0", o->eps);
-	CHECK(o->eps > 0 || (o->kind != RPS_OPT_ADAGRAD && o->kind != RPS_OPT_ADAM),
-	      "optim: %s needs eps > 0", kind_names[o->kind]);
-	CHECK(isfinite(o->weight_decay) && o->weight_decay >= 0,
-	      "optim: weight_decay %g must be >= 0", o->weight_decay);
-	CHECK(isfinite(o->clip_norm) && o->clip_norm >= 0,
-	      "optim: clip_norm %g must be >= 0 (0: off)", o->clip_norm);
+	CHECK(isfinite(o->eps) && o->eps >= 0, "eps %g must be >= 0", o->eps);
+	CHECK(o->eps > 0 || (o->kind != RPS_OPT_ADAGRAD && o->kind != RPS_OPT_ADAM &&
+			     o->kind != RPS_OPT_ADAMW),
+	      "%s needs eps > 0", kind_names[o->kind]);
+	CHECK(isfinite(o->weight_decay) && o->weight_decay >= 0, "weight_decay %g must be >= 0",
+	      o->weight_decay);
+	CHECK(isfinite(o->clip_norm) && o->clip_norm >= 0, "clip_norm %g must be >= 0 (0: off)",
+	      o->clip_norm);
 
 	switch (o->schedule) {
 	case RPS_LR_CONSTANT:
 		break;
 	case RPS_LR_STEP:
-		CHECK(o->step_size >= 1, "optim: step schedule needs step_size >= 1");
+		CHECK(o->step_size >= 1, "step schedule needs step_size >= 1");
 		/* fall through */
 	case RPS_LR_EXP:
 		CHECK(isfinite(o->gamma) && o->gamma > 0 && o->gamma <= 1,
-		      "optim: gamma %g outside (0, 1]", o->gamma);
+		      "gamma %g outside (0, 1]", o->gamma);
 		break;
 	case RPS_LR_COSINE:
-		CHECK(o->total_steps >= 1, "optim: cosine schedule needs total_steps >= 1");
+	case RPS_LR_LINEAR:
+		CHECK(o->total_steps >= 1, "%s schedule needs total_steps >= 1",
+		      schedule_names[o->schedule]);
+		CHECK(o->warmup_steps < o->total_steps,
+		      "warmup_steps %llu must be below total_steps %llu (the whole run)",
+		      (unsigned long long)o->warmup_steps, (unsigned long long)o->total_steps);
 		CHECK(isfinite(o->lr_min) && o->lr_min >= 0 && o->lr_min <= o->lr,
-		      "optim: lr_min %g outside [0, lr]", o->lr_min);
+		      "lr_min %g outside [0, lr]", o->lr_min);
 		break;
 	default:
-		CHECK(0, "optim: unknown schedule %d", (int)o->schedule);
+		CHECK(0, "unknown lr schedule %d", (int)o->schedule);
 	}
 	return 0;
+}
+
+#undef CHECK
+
+int rps_optim_opts_check(const struct rps_optim_opts *o)
+{
+	char why[160];
+	int rc = rps_optim_opts_why(o, why, sizeof(why));
+
+	if (rc)
+		RPS_ERR("optim: %s", why);
+	return rc;
+}
+
+int rps_optim_opts_same(const struct rps_optim_opts *a, const struct rps_optim_opts *b)
+{
+	return a->kind == b->kind && a->lr == b->lr && a->momentum == b->momentum &&
+	       a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps &&
+	       a->weight_decay == b->weight_decay && a->clip_norm == b->clip_norm &&
+	       a->schedule == b->schedule && a->step_size == b->step_size &&
+	       a->gamma == b->gamma && a->total_steps == b->total_steps &&
+	       a->lr_min == b->lr_min && !a->staleness_lr == !b->staleness_lr &&
+	       a->warmup_steps == b->warmup_steps;
+}
+
+int rps_optim_describe(const struct rps_optim_opts *o, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s lr %g", rps_optim_kind_name(o->kind), (double)o->lr);
+
+	if (n >= 0 && (size_t)n < len && o->schedule != RPS_LR_CONSTANT)
+		n += snprintf(buf + n, len - (size_t)n, " %s", rps_optim_schedule_name(o->schedule));
+	if (n >= 0 && (size_t)n < len &&
+	    (o->schedule == RPS_LR_COSINE || o->schedule == RPS_LR_LINEAR))
+		n += snprintf(buf + n, len - (size_t)n, " over %llu",
+			      (unsigned long long)o->total_steps);
+	if (n >= 0 && (size_t)n < len && o->warmup_steps)
+		n += snprintf(buf + n, len - (size_t)n, " warmup %llu",
+			      (unsigned long long)o->warmup_steps);
+	if (n >= 0 && (size_t)n < len && o->weight_decay > 0)
+		n += snprintf(buf + n, len - (size_t)n, " wd %g", (double)o->weight_decay);
+	if (n >= 0 && (size_t)n < len && o->clip_norm > 0)
+		n += snprintf(buf + n, len - (size_t)n, " clip %g", (double)o->clip_norm);
+	return n;
 }
 
 int rps_optim_kind_parse(const char *s)
@@ -142,6 +194,13 @@ const char *rps_optim_kind_name(enum rps_optim_kind k)
 	return "unknown";
 }
 
+const char *rps_optim_schedule_name(enum rps_lr_schedule s)
+{
+	if ((unsigned)s < RPS_ARRAY_SIZE(schedule_names))
+		return schedule_names[s];
+	return "unknown";
+}
+
 int rps_optim_state_floats(enum rps_optim_kind k)
 {
 	switch (k) {
@@ -152,6 +211,7 @@ int rps_optim_state_floats(enum rps_optim_kind k)
 	case RPS_OPT_ADAGRAD:
 		return 1;
 	case RPS_OPT_ADAM:
+	case RPS_OPT_ADAMW:
 		return 2;
 	}
 	return -EINVAL;
@@ -159,7 +219,8 @@ int rps_optim_state_floats(enum rps_optim_kind k)
 
 /* ---- learning rate ---- */
 
-static double lr_at(const struct rps_optim_opts *o, uint64_t t)
+/* The schedule at step t (0-based) of a run of T steps (after any warm-up). */
+static double schedule_at(const struct rps_optim_opts *o, uint64_t t, uint64_t T)
 {
 	double lr = o->lr;
 
@@ -171,18 +232,33 @@ static double lr_at(const struct rps_optim_opts *o, uint64_t t)
 	case RPS_LR_EXP:
 		return lr * pow(o->gamma, (double)t);
 	case RPS_LR_COSINE: {
-		double T = (double)o->total_steps;
-		double tt = (double)RPS_MIN(t, o->total_steps);
+		double tt = (double)RPS_MIN(t, T);
 
-		if (!o->total_steps)
+		if (!T)
 			return lr;
-		return o->lr_min +
-		       (lr - o->lr_min) * (1.0 + cos(3.14159265358979323846 * tt / T)) / 2.0;
+		return o->lr_min + (lr - o->lr_min) *
+				       (1.0 + cos(3.14159265358979323846 * tt / (double)T)) / 2.0;
+	}
+	case RPS_LR_LINEAR: {
+		double tt = (double)RPS_MIN(t, T);
+
+		if (!T)
+			return lr;
+		return lr - (lr - o->lr_min) * tt / (double)T;
 	}
 	case RPS_LR_CONSTANT:
 	default:
 		return lr;
 	}
+}
+
+static double lr_at(const struct rps_optim_opts *o, uint64_t t)
+{
+	uint64_t W = o->warmup_steps;
+
+	if (t < W)
+		return (double)o->lr * (double)(t + 1) / (double)W;
+	return schedule_at(o, t - W, o->total_steps > W ? o->total_steps - W : 0);
 }
 
 float rps_optim_lr_at(const struct rps_optim_opts *o, uint64_t t)
@@ -417,8 +493,12 @@ void rps_optim_apply(const struct rps_optim_opts *o, float *w, float *g, float *
 		if (norm > o->clip_norm)
 			blas_scal(n, (float)(o->clip_norm / norm), g);
 	}
-	if (o->weight_decay > 0)
-		blas_axpy(n, o->weight_decay, w, g);
+	if (o->weight_decay > 0) {
+		if (o->kind == RPS_OPT_ADAMW) /* decoupled: w -= lr_t wd w */
+			blas_scal(n, (float)(1.0 - (double)lr * o->weight_decay), w);
+		else
+			blas_axpy(n, o->weight_decay, w, g);
+	}
 
 	switch (o->kind) {
 	case RPS_OPT_SGD:
@@ -433,7 +513,8 @@ void rps_optim_apply(const struct rps_optim_opts *o, float *w, float *g, float *
 	case RPS_OPT_ADAGRAD:
 		adagrad_kernel(n, w, g, m, lr, o->eps);
 		break;
-	case RPS_OPT_ADAM: {
+	case RPS_OPT_ADAM:
+	case RPS_OPT_ADAMW: {
 		const double t = (double)step + 1.0;
 		const double bc1 = 1.0 - pow(o->beta1, t);
 		const double sbc2 = sqrt(1.0 - pow(o->beta2, t));
@@ -469,8 +550,13 @@ void rps_optim_apply_ref(const struct rps_optim_opts *o, float *w, float *g, flo
 
 	for (size_t i = 0; i < n; i++) {
 		double wi = w[i];
-		double gi = g[i] * scale + wd * wi;
+		double gi = g[i] * scale;
 		double mi, vi;
+
+		if (o->kind == RPS_OPT_ADAMW)
+			wi -= lr * wd * wi; /* decoupled weight decay */
+		else
+			gi += wd * wi;
 
 		switch (o->kind) {
 		case RPS_OPT_SGD:
@@ -491,7 +577,8 @@ void rps_optim_apply_ref(const struct rps_optim_opts *o, float *w, float *g, flo
 			wi -= lr * gi / (sqrt(mi) + eps);
 			m[i] = (float)mi;
 			break;
-		case RPS_OPT_ADAM: {
+		case RPS_OPT_ADAM:
+		case RPS_OPT_ADAMW: {
 			double mhat, vhat;
 
 			mi = b1 * m[i] + (1.0 - b1) * gi;

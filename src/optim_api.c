@@ -7,6 +7,17 @@
 #include "src/alloc.h"
 #include "src/optim.h"
 
+void rps_optim_opts_init(struct rps_optim_opts *o)
+{
+	if (o)
+		rps_optim_opts_default(o);
+}
+
+int rps_optim_opts_validate(const struct rps_optim_opts *o)
+{
+	return rps_optim_opts_check(o);
+}
+
 struct rps_optimizer {
 	struct rps_optim_opts opts;
 	struct rps_optim_state st;

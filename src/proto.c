@@ -12,7 +12,10 @@
 #include "src/proto.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "src/optim.h"
 
 /* The structs travel as they lie in memory: the host must be little-endian. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -48,6 +51,11 @@ static int check_declare(const struct rps_frame_hdr *h, const void *payload, con
 {
 	struct rps_declare d;
 
+	if (h->flags & ~RPS_DECLARE_FLAG_OPTIM)
+		return bad(why_p, "declare: unknown flags");
+	if (h->len != sizeof(d) + (h->flags & RPS_DECLARE_FLAG_OPTIM ? sizeof(struct rps_optim_wire)
+								      : 0))
+		return bad(why_p, "declare: length does not match its flags");
 	memcpy(&d, payload, sizeof(d));
 	if (d.shard >= RPS_MAX_SHARDS)
 		return bad(why_p, "declare: shard out of range");
@@ -67,6 +75,16 @@ static int check_push(const struct rps_frame_hdr *h, const void *payload, const 
 		return bad(why_p, "push: shard out of range");
 	if (p.offset > UINT64_MAX - p.count)
 		return bad(why_p, "push: offset + count overflows");
+	return 0;
+}
+
+/* a reason only after a refusal */
+static int check_declare_ack(const struct rps_frame_hdr *h, const void *payload,
+			     const char **why_p)
+{
+	(void)payload;
+	if (h->len > sizeof(struct rps_declare_ack) && !h->status)
+		return bad(why_p, "declare ack: a reason without an error");
 	return 0;
 }
 
@@ -148,10 +166,15 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 	[RPS_OP_HELLO] = { "HELLO", sizeof(struct rps_hello), .senders = NODES | BY(CTL) },
 	[RPS_OP_HELLO_ACK] = { "HELLO_ACK", sizeof(struct rps_hello_ack), TAIL,
 			       .senders = BY(SERVER), .check = check_hello_ack },
-	[RPS_OP_DECLARE] = { "DECLARE", sizeof(struct rps_declare), .senders = BY(WORKER),
+	/* an optimizer spec may follow (RPS_DECLARE_FLAG_OPTIM) */
+	[RPS_OP_DECLARE] = { "DECLARE", sizeof(struct rps_declare), TAIL, .senders = BY(WORKER),
+			     .max_len = sizeof(struct rps_declare) + sizeof(struct rps_optim_wire),
 			     .check = check_declare },
-	[RPS_OP_DECLARE_ACK] = { "DECLARE_ACK", sizeof(struct rps_declare_ack),
-				 .senders = BY(SERVER) },
+	/* a refusal may end in a reason */
+	[RPS_OP_DECLARE_ACK] = { "DECLARE_ACK", sizeof(struct rps_declare_ack), TAIL,
+				 .senders = BY(SERVER),
+				 .max_len = sizeof(struct rps_declare_ack) + RPS_DECLARE_REASON_MAX,
+				 .check = check_declare_ack },
 	[RPS_OP_PUSH] = { "PUSH", sizeof(struct rps_push), TAIL, .senders = BY(WORKER),
 			  .check = check_push },
 	[RPS_OP_PUSH_ACK] = { "PUSH_ACK", 0, .senders = BY(SERVER) },
@@ -257,6 +280,67 @@ int rps_proto_payload_check(const struct rps_frame_hdr *h, const void *payload, 
 		return -EPROTO;
 	}
 	return d->check ? d->check(h, payload, why_p) : 0;
+}
+
+/* ---- optimizer specs ---- */
+
+void rps_optim_wire_encode(const struct rps_optim_opts *o, struct rps_optim_wire *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->kind = (uint32_t)o->kind;
+	w->schedule = (uint32_t)o->schedule;
+	w->lr = o->lr;
+	w->momentum = o->momentum;
+	w->beta1 = o->beta1;
+	w->beta2 = o->beta2;
+	w->eps = o->eps;
+	w->weight_decay = o->weight_decay;
+	w->clip_norm = o->clip_norm;
+	w->gamma = o->gamma;
+	w->lr_min = o->lr_min;
+	w->staleness_lr = o->staleness_lr ? 1 : 0;
+	w->step_size = o->step_size;
+	w->total_steps = o->total_steps;
+	w->warmup_steps = o->warmup_steps;
+}
+
+int rps_optim_wire_decode(const struct rps_optim_wire *w, struct rps_optim_opts *o_p, char *why,
+			  size_t len)
+{
+	struct rps_optim_opts o;
+	int rc;
+
+	if (w->reserved || w->staleness_lr > 1) {
+		snprintf(why, len, "optimizer spec: reserved bits set");
+		return -EINVAL;
+	}
+	/* out-of-range enums are checked below, before anything uses them */
+	memset(&o, 0, sizeof(o));
+	o.kind = (enum rps_optim_kind)w->kind;
+	o.schedule = (enum rps_lr_schedule)w->schedule;
+	if (w->kind > 0xffff || w->schedule > 0xffff) {
+		snprintf(why, len, "optimizer spec: unknown kind %u or schedule %u", w->kind,
+			 w->schedule);
+		return -EINVAL;
+	}
+	o.lr = w->lr;
+	o.momentum = w->momentum;
+	o.beta1 = w->beta1;
+	o.beta2 = w->beta2;
+	o.eps = w->eps;
+	o.weight_decay = w->weight_decay;
+	o.clip_norm = w->clip_norm;
+	o.gamma = w->gamma;
+	o.lr_min = w->lr_min;
+	o.staleness_lr = (int)w->staleness_lr;
+	o.step_size = w->step_size;
+	o.total_steps = w->total_steps;
+	o.warmup_steps = w->warmup_steps;
+	rc = rps_optim_opts_why(&o, why, len);
+	if (rc)
+		return rc;
+	*o_p = o;
+	return 0;
 }
 
 /* SHA-256 (FIPS 180-4), only to fold secrets longer than RPS_SECRET_LEN. */

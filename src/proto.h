@@ -14,12 +14,20 @@
  *   1  first version.
  *   1, later: DECLARE_ACK hdr.aux carries the slice's chunk geometry
  *      (RPS_DECLARE_ACK_*); 0 from an older server.
+ *   1, later: DECLARE may carry the key's optimizer (hdr.flags
+ *      RPS_DECLARE_FLAG_OPTIM, struct rps_optim_wire after struct
+ *      rps_declare); a refused DECLARE that carried one is answered with a
+ *      DECLARE_ACK whose payload ends in a text reason. Only a worker that
+ *      sends a spec gets either, so older workers and servers never see them
+ *      (an older server closes the connection of a DECLARE with a spec).
  */
 #ifndef RPS_PROTO_H
 #define RPS_PROTO_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <rdmaps/types.h>
 
 #define RPS_PROTO_MAGIC 0x53504452u /* bytes "RDPS" on the wire */
 #define RPS_PROTO_VERSION 1
@@ -120,6 +128,45 @@ struct rps_declare {
 	uint64_t seed;
 };
 _Static_assert(sizeof(struct rps_declare) == 48, "rps_declare is 48 bytes");
+
+/* hdr.flags of a DECLARE: a struct rps_optim_wire follows the struct
+ * rps_declare (len = 48 + 80); the slice's optimizer (docs/protocol.md, Keys).
+ * Other bits: 0. */
+#define RPS_DECLARE_FLAG_OPTIM 0x0001u
+
+/* An optimizer spec on the wire (and in checkpoint files, src/ckpt.h): every
+ * field of struct rps_optim_opts, fixed width. Enums as uint32, floats as
+ * IEEE binary32, staleness_lr 0 or 1, reserved 0. */
+struct rps_optim_wire {
+	uint32_t kind;	   /* enum rps_optim_kind */
+	uint32_t schedule; /* enum rps_lr_schedule */
+	float lr;
+	float momentum;
+	float beta1;
+	float beta2;
+	float eps;
+	float weight_decay;
+	float clip_norm;
+	float gamma;
+	float lr_min;
+	uint32_t staleness_lr;
+	uint64_t step_size;
+	uint64_t total_steps;
+	uint64_t warmup_steps;
+	uint64_t reserved;
+};
+_Static_assert(sizeof(struct rps_optim_wire) == 80, "rps_optim_wire is 80 bytes");
+
+/* o into w (every byte written). */
+void rps_optim_wire_encode(const struct rps_optim_opts *o, struct rps_optim_wire *w);
+/* w into *o_p, checked as rps_optim_opts_check does (kind, schedule, ranges)
+ * and reserved 0: 0, or -EINVAL with the reason in why[len] (not logged). */
+int rps_optim_wire_decode(const struct rps_optim_wire *w, struct rps_optim_opts *o_p, char *why,
+			  size_t len);
+
+/* A refused DECLARE_ACK's reason (after struct rps_declare_ack): at most this
+ * many bytes of text, not NUL-terminated. */
+#define RPS_DECLARE_REASON_MAX 256u
 
 struct rps_declare_ack {
 	uint64_t key;

@@ -5,6 +5,7 @@
 
 #include "src/alloc.h"
 #include "src/log.h"
+#include "src/optim.h"
 #include "worker/worker_int.h"
 
 #define PIECE_BATCH 64
@@ -25,9 +26,12 @@ static int item_cmp(const void *a, const void *b)
 }
 
 /* Entries of keys to create: NULL where the key is known already or repeats
- * an earlier one of the call. -EEXIST where the lengths disagree. */
+ * an earlier one of the call; known[i] is the entry of a known key whose
+ * optimizer is to become spec (NULL: none to change). -EEXIST where the
+ * lengths disagree. */
 static int plan_entries(struct rps_worker *w, const rps_key_t *keys, const size_t *lens, size_t n,
-			struct rps_wkey **ents)
+			const struct rps_optim_opts *spec, struct rps_wkey **ents,
+			struct rps_wkey **known)
 {
 	struct decl_item *it = rps_malloc(n * sizeof(*it));
 	int rc = 0;
@@ -58,6 +62,9 @@ static int plan_entries(struct rps_worker *w, const rps_key_t *keys, const size_
 					(unsigned long long)it[i].key,
 					(unsigned long long)old->nelems, it[i].len);
 				rc = -EEXIST;
+			} else if (spec && atomic_load(&old->optim) != spec) {
+				/* entries are never freed: safe to update in place */
+				known[it[i].idx] = (struct rps_wkey *)old;
 			}
 			continue;
 		}
@@ -76,9 +83,10 @@ static void free_entries(struct rps_wkey **ents, size_t n)
 	rps_free(ents);
 }
 
-/* A DECLARE piece for slice s of k, with init (NULL: the server's). */
+/* A DECLARE piece for slice s of k, with init (NULL: the server's) and the
+ * optimizer spec (NULL: none). */
 static void decl_piece_set(struct rps_worker *w, struct rps_piece *p, const struct rps_wkey *k,
-			   uint32_t s, const struct rps_init *init)
+			   uint32_t s, const struct rps_init *init, const struct rps_optim_opts *spec)
 {
 	const struct rps_wslice *sl = &k->slices[s];
 
@@ -91,6 +99,7 @@ static void decl_piece_set(struct rps_worker *w, struct rps_piece *p, const stru
 	p->u.decl.fixed.shard = sl->shard;
 	p->u.decl.fixed.nelems = sl->nelems;
 	p->u.decl.fixed.init_kind = init ? (uint32_t)init->kind : RPS_INIT_DEFAULT;
+	p->u.decl.optim = spec;
 	if (init) {
 		p->u.decl.fixed.init_a = init->a;
 		p->u.decl.fixed.init_b = init->b;
@@ -104,15 +113,19 @@ static void decl_flush(struct rps_worker *w, struct rps_piece **batch, int nb)
 		rps_wpost_piece(w, batch[i]);
 }
 
+/* DECLAREs of every slice of ents[i] (new keys: init; out = the slice, which
+ * the ack fills) and of known[i] (keys declared before: their own init, out
+ * NULL: their place is known), each with spec. */
 static void send_declares(struct rps_worker *w, struct rps_req *req, struct rps_wkey **ents,
-			  size_t n, const struct rps_init *init)
+			  struct rps_wkey **known, size_t n, const struct rps_init *init,
+			  const struct rps_optim_opts *spec)
 {
 	struct rps_piece *batch[PIECE_BATCH];
 	int nb = 0;
 
 	pthread_mutex_lock(&w->core.lock);
-	for (size_t i = 0; i < n; i++) {
-		struct rps_wkey *k = ents[i];
+	for (size_t i = 0; i < 2 * n; i++) {
+		struct rps_wkey *k = i < n ? (ents ? ents[i] : NULL) : known ? known[i - n] : NULL;
 
 		for (uint32_t s = 0; k && s < k->nslices; s++) {
 			struct rps_wslice *sl = &k->slices[s];
@@ -129,8 +142,8 @@ static void send_declares(struct rps_worker *w, struct rps_req *req, struct rps_
 				rps_wreq_fail_locked(req, -ENOMEM);
 				goto out;
 			}
-			decl_piece_set(w, p, k, s, init);
-			p->u.decl.out = sl;
+			decl_piece_set(w, p, k, s, i < n ? init : &k->init, spec);
+			p->u.decl.out = i < n ? sl : NULL;
 			batch[nb++] = p;
 		}
 	}
@@ -139,11 +152,57 @@ out:
 	decl_flush(w, batch, nb);
 }
 
+/* Send the DECLAREs of ents / known and wait for every answer. On -ETIMEDOUT
+ * the new entries are kept alive (late acks write into them) and taken out
+ * of ents. */
+static int declare_wait(struct rps_worker *w, struct rps_wkey **ents, struct rps_wkey **known,
+			size_t n, const struct rps_init *init, const struct rps_optim_opts *spec)
+{
+	struct rps_req *req = rps_wreq_new(&w->core, NULL, NULL);
+	int rc;
+
+	if (!req)
+		return -ENOMEM;
+	rps_wsubmit_enter(w);
+	send_declares(w, req, ents, known, n, init, spec);
+	rps_wsubmit_leave(w);
+	rps_wreq_seal(req);
+	rc = rps_wreq_wait_internal(req, w->timeout_ms);
+	if (rc == -ETIMEDOUT) {
+		RPS_ERR("declare: no answer from the servers within %d ms", w->timeout_ms);
+		for (size_t i = 0; ents && i < n; i++) {
+			if (ents[i])
+				rps_worker_keep(w, ents[i]); /* on -ENOMEM: leaked, never freed early */
+			ents[i] = NULL;
+		}
+	}
+	return rc;
+}
+
+/* The worker's copy of optim (checked), NULL for none: 0 or -EINVAL / -ENOMEM. */
+static int spec_of(struct rps_worker *w, const struct rps_optim_opts *optim,
+		   const struct rps_optim_opts **spec_p)
+{
+	*spec_p = NULL;
+	if (!optim)
+		return 0;
+	if (rps_optim_opts_check(optim)) /* logged */
+		return -EINVAL;
+	*spec_p = rps_keytab_spec(&w->keys, optim);
+	return *spec_p ? 0 : -ENOMEM;
+}
+
 int rps_worker_declare(struct rps_worker *w, const rps_key_t *keys, const size_t *lens, size_t n,
 		       const struct rps_init *init)
 {
-	struct rps_wkey **ents;
-	struct rps_req *req;
+	return rps_worker_declare_opt(w, keys, lens, n, init, NULL);
+}
+
+int rps_worker_declare_opt(struct rps_worker *w, const rps_key_t *keys, const size_t *lens,
+			   size_t n, const struct rps_init *init, const struct rps_optim_opts *optim)
+{
+	const struct rps_optim_opts *spec;
+	struct rps_wkey **ents, **known = NULL;
 	size_t todo = 0;
 	int rc;
 
@@ -158,13 +217,20 @@ int rps_worker_declare(struct rps_worker *w, const rps_key_t *keys, const size_t
 	for (size_t i = 0; i < n; i++)
 		if (!lens[i])
 			return -EINVAL;
+	rc = spec_of(w, optim, &spec);
+	if (rc)
+		return rc;
 	rc = rps_wready(w);
 	if (rc)
 		return rc;
 	ents = rps_calloc(n, sizeof(*ents));
-	if (!ents)
-		return -ENOMEM;
-	rc = plan_entries(w, keys, lens, n, ents);
+	if (spec)
+		known = rps_calloc(n, sizeof(*known));
+	if (!ents || (spec && !known)) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	rc = plan_entries(w, keys, lens, n, spec, ents, known);
 	if (rc)
 		goto out_free;
 	for (size_t i = 0; i < n; i++) {
@@ -174,34 +240,19 @@ int rps_worker_declare(struct rps_worker *w, const rps_key_t *keys, const size_t
 			ents[i]->init = *init;
 		else
 			ents[i]->init.kind = RPS_INIT_DEFAULT; /* remembered for a re-declare */
+		atomic_store(&ents[i]->optim, spec);
 	}
 	for (size_t i = 0; i < n; i++)
-		todo += ents[i] != NULL;
+		todo += ents[i] != NULL || (known && known[i] != NULL);
 	if (!todo)
 		goto out_free;
 
-	req = rps_wreq_new(&w->core, NULL, NULL);
-	if (!req) {
-		rc = -ENOMEM;
-		goto out_free;
-	}
-	rps_wsubmit_enter(w);
-	send_declares(w, req, ents, n, init);
-	rps_wsubmit_leave(w);
-	rps_wreq_seal(req);
-	rc = rps_wreq_wait_internal(req, w->timeout_ms);
-	if (rc == -ETIMEDOUT) {
-		/* late acks may still write into the entries: keep them alive */
-		RPS_ERR("declare: no answer from the servers within %d ms", w->timeout_ms);
-		for (size_t i = 0; i < n; i++) {
-			if (ents[i])
-				rps_worker_keep(w, ents[i]); /* on -ENOMEM: leaked, never freed early */
-			ents[i] = NULL;
-		}
-		goto out_free;
-	}
+	rc = declare_wait(w, ents, known, n, init, spec);
 	if (rc)
 		goto out_free;
+	for (size_t i = 0; known && i < n; i++)
+		if (known[i])
+			atomic_store(&known[i]->optim, spec);
 	for (size_t i = 0; i < n; i++) {
 		const struct rps_wkey *old = NULL;
 		int r;
@@ -219,7 +270,55 @@ int rps_worker_declare(struct rps_worker *w, const rps_key_t *keys, const size_t
 		ents[i] = NULL;
 	}
 out_free:
-	free_entries(ents, n);
+	rps_free(known);
+	if (ents)
+		free_entries(ents, n);
+	return rc;
+}
+
+int rps_worker_set_optimizer(struct rps_worker *w, const rps_key_t *keys, size_t n,
+			     const struct rps_optim_opts *optim)
+{
+	const struct rps_optim_opts *spec;
+	struct rps_wkey **known;
+	size_t todo = 0;
+	int rc;
+
+	if (!w || !optim || (n && !keys))
+		return -EINVAL;
+	rc = spec_of(w, optim, &spec);
+	if (rc || !n)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		if (!rps_keytab_find(&w->keys, keys[i])) {
+			RPS_ERR("set_optimizer: key %llu was not declared through this worker",
+				(unsigned long long)keys[i]);
+			return -ENOENT;
+		}
+	}
+	rc = rps_wready(w);
+	if (rc)
+		return rc;
+	known = rps_calloc(n, sizeof(*known));
+	if (!known)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct rps_wkey *k = (struct rps_wkey *)rps_keytab_find(&w->keys, keys[i]);
+		int dup = 0;
+
+		for (size_t j = 0; j < i && !dup; j++)
+			dup = known[j] == k;
+		if (!dup && atomic_load(&k->optim) != spec) {
+			known[i] = k; /* entries are never freed: safe to update in place */
+			todo++;
+		}
+	}
+	if (todo)
+		rc = declare_wait(w, NULL, known, n, NULL, spec);
+	for (size_t i = 0; !rc && i < n; i++)
+		if (known[i])
+			atomic_store(&known[i]->optim, spec);
+	rps_free(known);
 	return rc;
 }
 
@@ -252,7 +351,7 @@ static void redeclare_key(struct rps_wkey *k, void *arg)
 			r->rc = -ENOMEM;
 			return;
 		}
-		decl_piece_set(w, p, k, s, &k->init);
+		decl_piece_set(w, p, k, s, &k->init, atomic_load(&k->optim));
 		p->u.decl.out = sl; /* the ack writes the slice's new place */
 		pthread_mutex_unlock(&w->core.lock);
 		rps_wpost_piece(w, p);

@@ -22,6 +22,7 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 		struct rps_declare d;
 		struct rps_pull pl;
 	} copy;
+	struct rps_optim_wire spec; /* a DECLARE's optimizer, sent by copy too */
 
 	rc = rps_wconn_dead(wc);
 	if (rc)
@@ -32,7 +33,16 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 	case RPS_PK_DECLARE:
 		copy.d = p->u.decl.fixed;
 		iov[0].iov_len = sizeof(copy.d);
-		rps_proto_hdr_init(&h, RPS_OP_DECLARE, (uint32_t)iov[0].iov_len, id);
+		if (p->u.decl.optim) {
+			rps_optim_wire_encode(p->u.decl.optim, &spec);
+			iov[1].iov_base = &spec;
+			iov[1].iov_len = sizeof(spec);
+			cnt = 2;
+		}
+		rps_proto_hdr_init(&h, RPS_OP_DECLARE,
+				   (uint32_t)(iov[0].iov_len + (cnt > 1 ? iov[1].iov_len : 0)), id);
+		if (p->u.decl.optim)
+			h.flags = RPS_DECLARE_FLAG_OPTIM;
 		break;
 	case RPS_PK_PULL:
 		copy.pl = p->u.pull.fixed;
@@ -145,6 +155,10 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 		p = match(w, wc, h->req_id, RPS_PK_DECLARE, h->op);
 		if (!p)
 			return;
+		if (st && ev->data_len && ev->data) /* the server's reason (a spec refused) */
+			RPS_ERR("server %u: declare refused (%s): %.*s", wc->srv->rank,
+				rps_strerror(st), (int)RPS_MIN(ev->data_len, RPS_DECLARE_REASON_MAX),
+				(const char *)ev->data);
 		if (!st) {
 			const struct rps_declare *d = &p->u.decl.fixed;
 

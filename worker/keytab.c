@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "src/alloc.h"
+#include "src/optim.h"
 #include "src/util.h"
 
 #define KEYTAB_MIN_CAP 64
@@ -40,6 +41,31 @@ static void arr_put(struct rps_keytab_arr *a, struct rps_wkey *k)
 	}
 }
 
+struct rps_wspec {
+	struct rps_optim_opts opts;
+	struct rps_wspec *next;
+};
+
+const struct rps_optim_opts *rps_keytab_spec(struct rps_keytab *t, const struct rps_optim_opts *o)
+{
+	struct rps_wspec *s;
+
+	pthread_mutex_lock(&t->lock);
+	for (s = t->specs; s; s = s->next)
+		if (rps_optim_opts_same(&s->opts, o))
+			break;
+	if (!s) {
+		s = rps_calloc(1, sizeof(*s));
+		if (s) {
+			s->opts = *o;
+			s->next = t->specs;
+			t->specs = s;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return s ? &s->opts : NULL;
+}
+
 int rps_keytab_init(struct rps_keytab *t)
 {
 	struct rps_keytab_arr *a = arr_new(KEYTAB_MIN_CAP);
@@ -49,6 +75,7 @@ int rps_keytab_init(struct rps_keytab *t)
 	atomic_init(&t->arr, a);
 	t->retired = NULL;
 	t->count = 0;
+	t->specs = NULL;
 	pthread_mutex_init(&t->lock, NULL);
 	return 0;
 }
@@ -67,6 +94,12 @@ void rps_keytab_fini(struct rps_keytab *t)
 
 		t->retired = r->next_retired;
 		rps_free(r);
+	}
+	while (t->specs) {
+		struct rps_wspec *s = t->specs;
+
+		t->specs = s->next;
+		rps_free(s);
 	}
 	atomic_store(&t->arr, NULL);
 	pthread_mutex_destroy(&t->lock);
@@ -164,6 +197,7 @@ struct rps_wkey *rps_wkey_new(const struct rps_keymap *m, rps_key_t key, uint64_
 	k->key = key;
 	k->nelems = nelems;
 	k->nslices = ns;
+	atomic_init(&k->optim, NULL);
 	for (uint32_t i = 0; i < ns; i++) {
 		struct rps_slice_loc loc;
 

@@ -35,17 +35,23 @@ struct rps_wkey {
 	rps_key_t key;
 	uint64_t nelems;
 	struct rps_init init; /* as declared (kind RPS_INIT_DEFAULT: the server's) */
+	/* the job's optimizer spec the servers accepted for it (interned by
+	 * rps_keytab_spec); NULL: the servers' default. Sent again on re-declare. */
+	_Atomic(const struct rps_optim_opts *) optim;
 	uint32_t nslices;
 	struct rps_wslice slices[];
 };
 
 struct rps_keytab_arr;
 
+struct rps_wspec; /* an interned optimizer spec (keytab.c) */
+
 struct rps_keytab {
 	_Atomic(struct rps_keytab_arr *) arr;
 	struct rps_keytab_arr *retired; /* older arrays, freed with the table */
 	pthread_mutex_t lock;
 	size_t count;
+	struct rps_wspec *specs; /* under lock; freed with the table */
 };
 
 int rps_keytab_init(struct rps_keytab *t);
@@ -57,6 +63,11 @@ const struct rps_wkey *rps_keytab_find(const struct rps_keytab *t, rps_key_t key
 /* Insert k (the table owns it on success). If the key is present already,
  * returns -EEXIST, leaves k to the caller and sets *old_p (if not NULL). */
 int rps_keytab_insert(struct rps_keytab *t, struct rps_wkey *k, const struct rps_wkey **old_p);
+
+/* The table's copy of optimizer spec o (one per distinct spec, valid until
+ * the table is freed), or NULL on -ENOMEM. Pointers compare equal for equal
+ * specs. */
+const struct rps_optim_opts *rps_keytab_spec(struct rps_keytab *t, const struct rps_optim_opts *o);
 
 /* Call fn for every entry (any order); entries inserted meanwhile may be
  * missed. Lock-free; entries stay valid until the table is freed. */

@@ -117,6 +117,7 @@ struct rps_piece {
 		struct {
 			struct rps_declare fixed;
 			struct rps_wslice *out;
+			const struct rps_optim_opts *optim; /* sent with it; NULL: none */
 		} decl;
 		struct rps_rpull rp;
 	} u;

@@ -36,6 +36,7 @@ enum rps_optim_kind {
 	RPS_OPT_NESTEROV,
 	RPS_OPT_ADAGRAD,
 	RPS_OPT_ADAM,
+	RPS_OPT_ADAMW, /* adam with decoupled weight decay: w -= lr_t * wd * w */
 };
 
 enum rps_lr_schedule {
@@ -43,6 +44,7 @@ enum rps_lr_schedule {
 	RPS_LR_STEP,   /* lr * gamma^(floor(t / step_size)) */
 	RPS_LR_EXP,    /* lr * gamma^t */
 	RPS_LR_COSINE, /* lr_min + (lr - lr_min) * (1 + cos(pi * min(t, T) / T)) / 2 */
+	RPS_LR_LINEAR, /* lr - (lr - lr_min) * min(t, T) / T */
 };
 
 struct rps_optim_opts {
@@ -51,14 +53,17 @@ struct rps_optim_opts {
 	float momentum;     /* momentum, nesterov */
 	float beta1, beta2; /* adam */
 	float eps;          /* adagrad, adam */
-	float weight_decay; /* L2: g += wd * w before the update */
+	float weight_decay; /* L2: g += wd * w before the update (adamw: w -= lr_t * wd * w) */
 	float clip_norm;    /* > 0: scale g so that ||g||_2 <= clip_norm */
 	enum rps_lr_schedule schedule;
 	uint64_t step_size; /* step schedule: steps between decays */
 	float gamma;        /* step / exp schedules */
-	uint64_t total_steps; /* cosine: T */
-	float lr_min;       /* cosine floor */
+	uint64_t total_steps; /* cosine, linear: T, the whole run (warm-up included) */
+	float lr_min;       /* cosine, linear: floor */
 	int staleness_lr;   /* divide lr by 1 + staleness of the push */
+	/* Linear warm-up of any schedule: for t < W, lr_t = lr * (t + 1) / W;
+	 * afterwards the schedule at t - W, of length total_steps - W. */
+	uint64_t warmup_steps;
 };
 
 enum rps_priority_policy {

@@ -88,6 +88,29 @@ RPS_API uint32_t rps_worker_max_staleness(const struct rps_worker *worker);
 RPS_API int rps_worker_declare(struct rps_worker *worker, const rps_key_t *keys,
 			       const size_t *lens, size_t n, const struct rps_init *init);
 
+/* The same, with the job's optimizer for these keys (optim NULL: exactly
+ * rps_worker_declare, the servers' default optimizer, RDMAPS_OPTIMIZER ...).
+ * The spec (struct rps_optim_opts, from rps_optim_opts_init() in
+ * <rdmaps/optim.h>) travels with the declaration to every slice of every key
+ * and is kept in the servers' checkpoints; the servers' environment does not
+ * change it. Rules (docs/api.md):
+ *   - the same spec again (from any worker): 0;
+ *   - another spec for a key that has one: -EINVAL, the servers' reason
+ *     (naming the key and both specs) logged; the key keeps its spec;
+ *   - a spec for a key declared without one: taken while the key has had no
+ *     update, -EINVAL once it was trained with the default optimizer;
+ *   - a declaration without a spec leaves a key's spec as it is.
+ * A malformed spec (rps_optim_opts_validate) is -EINVAL before anything is
+ * sent. Keys this worker declared already are given the spec too. */
+RPS_API int rps_worker_declare_opt(struct rps_worker *worker, const rps_key_t *keys,
+				   const size_t *lens, size_t n, const struct rps_init *init,
+				   const struct rps_optim_opts *optim);
+/* Give keys this worker declared already (it knows their lengths) the
+ * optimizer spec, under the rules above. -ENOENT for a key not declared
+ * through this worker (nothing sent), -EINVAL for optim NULL or malformed. */
+RPS_API int rps_worker_set_optimizer(struct rps_worker *worker, const rps_key_t *keys, size_t n,
+				     const struct rps_optim_opts *optim);
+
 /* Asynchronous operations: *req_p receives a handle for rps_req_wait/rps_req_test. */
 RPS_API int rps_worker_push(struct rps_worker *worker, const rps_key_t *keys,
 			    const float *grads, const size_t *lens, size_t n,

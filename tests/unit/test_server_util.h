@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@ struct t_io {
 	struct t_ack push[T_MAX_EVENTS];
 	int ndecl;
 	struct t_ack decl[T_MAX_EVENTS];
+	char why[RPS_DECLARE_REASON_MAX + 1]; /* the last refusal's reason, "" if none */
 	atomic_int npull;
 	uint32_t pull_ids[T_MAX_EVENTS];
 	uint32_t pull_clock[T_MAX_EVENTS]; /* shard clock when answered */
@@ -50,11 +52,13 @@ T_FN void t_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, 
 }
 
 T_FN void t_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
-			 const struct rps_declare_ack *ack)
+			 const struct rps_declare_ack *ack, const char *why)
 {
 	struct t_io *io = arg;
 
 	(void)sh;
+	snprintf(io->why, sizeof(io->why), "%s", why ? why : "");
+	free(req->u.decl_optim);
 	if (io->ndecl < T_MAX_EVENTS) {
 		io->decl[io->ndecl].req_id = req->req_id;
 		io->decl[io->ndecl].status = status;
@@ -103,8 +107,10 @@ T_FN void t_params(struct rps_shard_params *p, enum rps_consistency c)
 	p->max_msg = 64 * 1024;
 }
 
-T_FN int t_declare(struct rps_shard *sh, uint64_t key, uint32_t slice, uint64_t nelems,
-		   uint32_t init_kind, float a, float b, struct rps_declare_ack *ack_p)
+/* A DECLARE with the job's optimizer spec (optim NULL: none). */
+T_FN int t_declare_opt(struct rps_shard *sh, uint64_t key, uint32_t slice, uint64_t nelems,
+		       uint32_t init_kind, float a, float b, const struct rps_optim_opts *optim,
+		       struct rps_declare_ack *ack_p)
 {
 	struct t_io *io = sh->io_arg;
 	struct rps_srv_req *req = calloc(1, sizeof(*req));
@@ -112,6 +118,12 @@ T_FN int t_declare(struct rps_shard *sh, uint64_t key, uint32_t slice, uint64_t 
 	int n = io->ndecl;
 
 	assert_non_null(req);
+	if (optim) {
+		req->u.decl_optim = malloc(sizeof(*optim));
+		assert_non_null(req->u.decl_optim);
+		*req->u.decl_optim = *optim;
+		req->u.decl_flags = RPS_DECLARE_FLAG_OPTIM;
+	}
 	req->op = RPS_REQ_DECLARE;
 	req->req_id = 1000 + (uint32_t)n;
 	req->u.decl.key = key;
@@ -129,6 +141,12 @@ T_FN int t_declare(struct rps_shard *sh, uint64_t key, uint32_t slice, uint64_t 
 	if (ack_p)
 		*ack_p = io->decl[n].dack;
 	return io->decl[n].status;
+}
+
+T_FN int t_declare(struct rps_shard *sh, uint64_t key, uint32_t slice, uint64_t nelems,
+		   uint32_t init_kind, float a, float b, struct rps_declare_ack *ack_p)
+{
+	return t_declare_opt(sh, key, slice, nelems, init_kind, a, b, NULL, ack_p);
 }
 
 /* Build a push entry the way the network thread does (validation included). */

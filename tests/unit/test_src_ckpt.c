@@ -402,7 +402,7 @@ static void dmg_header(const char *p)
 }
 static void dmg_version(const char *p)
 {
-	uint32_t v = 2;
+	uint32_t v = RPS_CKPT_VERSION + 1;
 
 	patch(p, offsetof(struct rps_ckpt_hdr, version), &v, 4);
 }
