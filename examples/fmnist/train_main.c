@@ -371,13 +371,13 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 		"  \"staleness_lr\": %d,\n  \"max_staleness\": %u,\n  \"batch\": %zu,\n"
 		"  \"optimizer\": \"%s\",\n  \"lr\": %.9g,\n  \"momentum\": %.9g,\n"
 		"  \"weight_decay\": %.9g,\n  \"lr_schedule\": \"%s\",\n  \"total_steps\": %llu,\n"
-		"  \"warmup_steps\": %llu\n}\n",
+		"  \"warmup_steps\": %llu,\n  \"steps_per_epoch\": %zu\n}\n",
 		acc, loss, j->a.epochs, sps, j->nworkers, j->nservers, j->transport,
 		j->consistency, j->staleness, j->spec.staleness_lr,
 		j->w ? rps_worker_max_staleness(j->w) : 0, j->a.batch,
 		recipe_kind_name(j->spec.kind), j->spec.lr, j->spec.momentum, j->spec.weight_decay,
 		recipe_schedule_name(j->spec.schedule), (unsigned long long)j->spec.total_steps,
-		(unsigned long long)j->spec.warmup_steps);
+		(unsigned long long)j->spec.warmup_steps, j->steps);
 	fclose(f);
 }
 
