@@ -192,6 +192,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		    .priority_arg = opts->priority_arg,
 		    .consistency = srv->opts.consistency,
 		    .staleness = srv->opts.staleness,
+		    .bsp_arrival = !strcmp(cfg->bsp_sum, "arrival"),
 		    .optim = opts->optim,
 		    .init = opts->init,
 		    .max_msg = srv->max_msg,
