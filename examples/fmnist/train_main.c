@@ -307,7 +307,12 @@ static void progress(const struct job *j, int epoch, size_t done, size_t total, 
 static void write_summary(const struct job *j, double acc, double loss, double sps)
 {
 	FILE *f = fopen(j->a.summary, "w");
+	/* bit-for-bit comparisons of runs: the loss in full, FNV-1a of the final parameters */
+	const unsigned char *pb = (const unsigned char *)j->params;
+	unsigned long long h = 14695981039346656037ull;
 
+	for (size_t i = 0; i < mlp_nparams() * sizeof(float); i++)
+		h = (h ^ pb[i]) * 1099511628211ull;
 	if (!f) {
 		fprintf(stderr, "fmnist-train: cannot write %s: %s\n", j->a.summary, strerror(errno));
 		return;
@@ -316,10 +321,11 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 		"{\n  \"test_accuracy\": %.4f,\n  \"train_loss\": %.4f,\n  \"epochs\": %d,\n"
 		"  \"samples_per_sec\": %.1f,\n  \"workers\": %d,\n  \"servers\": %d,\n"
 		"  \"transport\": \"%s\",\n  \"consistency\": \"%s\",\n  \"staleness\": %d,\n"
-		"  \"staleness_lr\": %d,\n  \"max_staleness\": %u,\n  \"batch\": %zu\n}\n",
+		"  \"staleness_lr\": %d,\n  \"max_staleness\": %u,\n  \"batch\": %zu,\n"
+		"  \"train_loss_exact\": %.17g,\n  \"params_fnv1a\": \"%016llx\"\n}\n",
 		acc, loss, j->a.epochs, sps, j->nworkers, j->nservers, j->transport,
 		j->consistency, j->staleness, j->staleness_lr, j->w ? rps_worker_max_staleness(j->w) : 0,
-		j->a.batch);
+		j->a.batch, loss, h);
 	fclose(f);
 }
 
