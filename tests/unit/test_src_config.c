@@ -274,6 +274,7 @@ static void test_bad_values(void **state)
 	    {"transport", "ib"},
 	    {"priority", "random"},
 	    {"consistency", "xsp"},
+	    {"bsp_sum", "sorted"},
 	    {"optimizer", "lbfgs"},
 	    {"lr_schedule", "poly"},
 	    {"key_map", "tree"},
