@@ -55,18 +55,34 @@ void rps_bsp_sum_add(struct rps_slice_meta *m, uint32_t w, uint64_t off, uint64_
 	m->lanes_used[l >> 6] |= 1ull << (l & 63);
 }
 
+/* Elements per block of the rank-order pass: a block of every lane stays in
+ * cache while it is added and cleared. */
+#define SUM_BLOCK 4096
+
 float *rps_bsp_sum_total(struct rps_slice_meta *m)
 {
-	float *sum = NULL;
+	uint32_t first = 0;
+	float *sum;
 
-	for (uint32_t l = 0; l < m->nlanes; l++) {
-		if (!lane_used(m, l))
-			continue;
-		if (!sum)
-			sum = lane(m, l);
-		else /* alpha 1: sum + lane, rounded once, fused or not */
-			cblas_saxpy((int)m->nelems, 1.0f, lane(m, l), 1, sum, 1);
+	while (first < m->nlanes && !lane_used(m, first))
+		first++;
+	if (first == m->nlanes)
+		return NULL;
+	sum = lane(m, first);
+	for (uint64_t b = 0; b < m->nelems; b += SUM_BLOCK) {
+		uint64_t n = m->nelems - b < SUM_BLOCK ? m->nelems - b : SUM_BLOCK;
+
+		for (uint32_t l = first + 1; l < m->nlanes; l++) {
+			if (!lane_used(m, l))
+				continue;
+			/* alpha 1: sum + lane, rounded once, fused or not */
+			cblas_saxpy((int)n, 1.0f, lane(m, l) + b, 1, sum + b, 1);
+			memset(lane(m, l) + b, 0, n * sizeof(float));
+		}
 	}
+	/* the other lanes are clear again: only the sum is left */
+	memset(m->lanes_used, 0, sizeof(m->lanes_used));
+	m->lanes_used[first >> 6] |= 1ull << (first & 63);
 	return sum;
 }
 

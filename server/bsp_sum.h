@@ -24,7 +24,8 @@ int rps_bsp_sum_init(struct rps_slice_meta *m, uint32_t nlanes);
 void rps_bsp_sum_add(struct rps_slice_meta *m, uint32_t w, uint64_t off, uint64_t n, float scale,
 		     const float *g);
 /* The clock's sum: the used lanes added in rank order into the first of
- * them, which is returned (nelems floats); NULL if nothing was added. */
+ * them, which is returned (nelems floats), the others cleared; NULL if
+ * nothing was added. */
 float *rps_bsp_sum_total(struct rps_slice_meta *m);
 /* Every used lane back to zeros, none used. */
 void rps_bsp_sum_clear(struct rps_slice_meta *m);

@@ -9,7 +9,7 @@
 #include "src/util.h"
 
 #define W 3
-#define N 1000
+#define N 10000 /* more than one block of the rank-order pass */
 #define KEY 5
 
 struct fixture {
@@ -44,6 +44,7 @@ static void setup_w(struct fixture *f, uint32_t nworkers, int arrival)
 	t_params(&p, RPS_BSP);
 	p.nworkers = nworkers;
 	p.bsp_arrival = arrival;
+	p.shard_bytes = 1 << 20;
 	p.optim.lr = 1.0f; /* SGD lr 1 from zeros: the parameters are -sum exactly */
 	assert_int_equal(rps_shard_init(&f->sh, &p, &t_io_ops, &f->io), 0);
 	assert_int_equal(t_declare(&f->sh, KEY, 0, N, RPS_INIT_ZEROS, 0, 0, NULL), 0);
@@ -55,11 +56,11 @@ static void teardown_w(struct fixture *f)
 	rps_shard_fini(&f->sh);
 }
 
-/* Worker w's push of clock c in three frames, [0, 300) [300, 700) [700, N),
+/* Worker w's push of clock c in three frames, [0, .3N) [.3N, .7N) [.7N, N),
  * delivered in the order frames[] gives (entries w * 3 + frame). */
 static void push_frames(struct rps_shard *sh, const int *order, int n, uint32_t c)
 {
-	static const uint32_t off[4] = {0, 300, 700, N};
+	static const uint32_t off[4] = {0, N * 3 / 10, N * 7 / 10, N};
 
 	for (int k = 0; k < n; k++) {
 		int w = order[k] / 3, fr = order[k] % 3;
