@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "src/optim.h"
+#include "src/proto.h"
 #include "src/store.h"
 
 /* An optimizer spec a job gave slices (DECLARE with RPS_DECLARE_FLAG_OPTIM),
@@ -30,8 +31,10 @@ struct rps_slice_meta {
 	const struct rps_shard_spec *spec; /* the job's optimizer; NULL: the shard's default */
 	struct rps_optim_state opt;
 	uint64_t elems_applied; /* ASP/SSP: elements stepped, step = this / nelems */
-	float *acc;		/* BSP: sum of this clock's pushes */
+	float *acc;		/* BSP: this clock's pushes, nlanes lanes of nelems (bsp_sum.h) */
+	uint32_t nlanes;	/* BSP: 1 (one sum) or one lane per worker rank */
 	int dirty;		/* BSP: acc holds something for this clock */
+	uint64_t lanes_used[RPS_MAX_WORKERS / 64]; /* BSP: bit per lane written this clock */
 	struct rps_slice_meta *dirty_next;
 	int pending_init; /* RPS_INIT_PUSH: not yet fully assigned */
 	uint64_t assigned;

@@ -192,6 +192,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		    .priority_arg = opts->priority_arg,
 		    .consistency = srv->opts.consistency,
 		    .staleness = srv->opts.staleness,
+		    .bsp_arrival = !strcmp(cfg->bsp_sum, "arrival"),
 		    .optim = opts->optim,
 		    .init = opts->init,
 		    .max_msg = srv->max_msg,
@@ -244,6 +245,12 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		 rps_server_consistency_name(srv->opts.consistency),
 		 srv->opts.consistency == RPS_SSP ? stale : "", srv->nworkers,
 		 rps_allocator_name());
+	if (srv->opts.consistency == RPS_BSP && srv->nworkers > 1)
+		RPS_INFO("bsp: each clock's pushes summed %s",
+			 strcmp(cfg->bsp_sum, "arrival")
+			     ? "in worker-rank order, one lane per worker and slice (memory: the "
+			       "parameters + one copy per worker; RDMAPS_BSP_SUM=arrival: + one)"
+			     : "in arrival order (RDMAPS_BSP_SUM=arrival): not reproducible bit for bit");
 	*server_p = srv;
 	return 0;
 

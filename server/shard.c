@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/bsp_sum.h"
 #include "src/alloc.h"
 #include "src/fault.h"
 #include "src/log.h"
@@ -280,12 +281,10 @@ int rps_shard_declare_opt(struct rps_shard *sh, const struct rps_declare *d,
 	if (rc)
 		goto err_meta;
 	if (sh->p.consistency == RPS_BSP && d->nelems) {
-		m->acc = rps_aligned_alloc(RPS_CACHELINE, d->nelems * sizeof(float));
-		if (!m->acc) {
-			rc = -ENOMEM;
+		/* a lane per worker, summed in rank order (bsp_sum.h) */
+		rc = rps_bsp_sum_init(m, sh->p.bsp_arrival ? 1 : sh->p.nworkers);
+		if (rc)
 			goto err_meta;
-		}
-		memset(m->acc, 0, d->nelems * sizeof(float));
 	}
 	if (in.kind == RPS_INIT_PUSH && d->nelems) {
 		m->assigned_map = rps_calloc((d->nelems + 7) / 8, 1);

@@ -93,6 +93,7 @@ struct rps_shard_params {
 	void *priority_arg;
 	enum rps_consistency consistency;
 	uint32_t staleness;
+	int bsp_arrival; /* BSP: one sum in arrival order (RDMAPS_BSP_SUM=arrival) */
 	struct rps_optim_opts optim;
 	struct rps_init init; /* for RPS_INIT_DEFAULT */
 	uint64_t max_msg;     /* largest frame payload (pull size limit) */

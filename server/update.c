@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "server/bsp_sum.h"
 #include "server/ckpt.h"
 #include "server/pull.h"
 #include "src/alloc.h"
@@ -171,8 +172,8 @@ static void apply_push(struct rps_shard *sh, struct rps_srv_req *req)
 	if (m->pending_init) {
 		assign_runs(sh, m, p->offset, p->count, req->data);
 	} else if (sh->p.consistency == RPS_BSP) {
-		cblas_saxpy((int)p->count, clip_scale(sh, m, p, req->data), req->data, 1,
-			    m->acc + p->offset, 1);
+		rps_bsp_sum_add(m, req->worker, p->offset, p->count,
+				clip_scale(sh, m, p, req->data), req->data);
 		if (!m->dirty) {
 			m->dirty = 1;
 			m->dirty_next = sh->dirty;
@@ -193,7 +194,8 @@ static void apply_push(struct rps_shard *sh, struct rps_srv_req *req)
 	atomic_fetch_add_explicit(&sh->pushes_applied, 1, memory_order_relaxed);
 }
 
-/* BSP: apply the sums of clock c once each. */
+/* BSP: apply the sums of clock c once each (each summed in worker-rank
+ * order, bsp_sum.h). */
 static void apply_dirty(struct rps_shard *sh, uint64_t c)
 {
 	struct rps_slice_meta *m = sh->dirty;
@@ -201,9 +203,11 @@ static void apply_dirty(struct rps_shard *sh, uint64_t c)
 	sh->dirty = NULL;
 	while (m) {
 		struct rps_slice_meta *n = m->dirty_next;
+		float *sum = rps_bsp_sum_total(m); /* in worker-rank order */
 
-		step_runs(sh, m, 0, m->nelems, m->acc, c, 0);
-		memset(m->acc, 0, m->nelems * sizeof(float));
+		if (sum)
+			step_runs(sh, m, 0, m->nelems, sum, c, 0);
+		rps_bsp_sum_clear(m);
 		m->opt.step = c + 1;
 		m->dirty = 0;
 		m->dirty_next = NULL;

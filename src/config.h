@@ -47,6 +47,7 @@ struct rps_config {
 	char priority[16];         /* fifo | freshest | staleness | magnitude */
 	char consistency[8];       /* asp | bsp | ssp */
 	int staleness;             /* SSP bound s */
+	char bsp_sum[16];          /* ordered | arrival: order of a BSP clock's sum */
 	char init[64];             /* zeros | const:V | uniform:A,B | normal:MEAN,STD | push */
 	uint64_t seed;
 	/* optimizer */

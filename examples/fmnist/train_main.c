@@ -359,7 +359,12 @@ static void progress(const struct job *j, int epoch, size_t done, size_t total, 
 static void write_summary(const struct job *j, double acc, double loss, double sps)
 {
 	FILE *f = fopen(j->a.summary, "w");
+	/* bit-for-bit comparisons of runs: the loss in full, FNV-1a of the final parameters */
+	const unsigned char *pb = (const unsigned char *)j->params;
+	unsigned long long h = 14695981039346656037ull;
 
+	for (size_t i = 0; i < mlp_nparams() * sizeof(float); i++)
+		h = (h ^ pb[i]) * 1099511628211ull;
 	if (!f) {
 		fprintf(stderr, "fmnist-train: cannot write %s: %s\n", j->a.summary, strerror(errno));
 		return;
@@ -371,13 +376,14 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 		"  \"staleness_lr\": %d,\n  \"max_staleness\": %u,\n  \"batch\": %zu,\n"
 		"  \"optimizer\": \"%s\",\n  \"lr\": %.9g,\n  \"momentum\": %.9g,\n"
 		"  \"weight_decay\": %.9g,\n  \"lr_schedule\": \"%s\",\n  \"total_steps\": %llu,\n"
-		"  \"warmup_steps\": %llu,\n  \"steps_per_epoch\": %zu\n}\n",
+		"  \"warmup_steps\": %llu,\n  \"steps_per_epoch\": %zu,\n"
+		"  \"train_loss_exact\": %.17g,\n  \"params_fnv1a\": \"%016llx\"\n}\n",
 		acc, loss, j->a.epochs, sps, j->nworkers, j->nservers, j->transport,
 		j->consistency, j->staleness, j->spec.staleness_lr,
 		j->w ? rps_worker_max_staleness(j->w) : 0, j->a.batch,
 		recipe_kind_name(j->spec.kind), j->spec.lr, j->spec.momentum, j->spec.weight_decay,
 		recipe_schedule_name(j->spec.schedule), (unsigned long long)j->spec.total_steps,
-		(unsigned long long)j->spec.warmup_steps, j->steps);
+		(unsigned long long)j->spec.warmup_steps, j->steps, loss, h);
 	fclose(f);
 }
 

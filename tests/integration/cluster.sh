@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Run one integration scenario on a real local cluster:
 #   cluster.sh BIN_DIR MODE [TRANSPORT]
-# 1 rdmaps-sched, 2 rdmaps-server (2 shards each), 4 itest-worker MODE.
+# 1 rdmaps-sched, 2 rdmaps-server (2 shards each), 4 itest-worker MODE (3 for bsp_order).
 # MODE ssp: SSP with bound 2; ssp0: SSP with bound 0 (must behave as BSP);
 # dead_bsp / dead_ssp: worker 3 is killed at clock 3 (RDMAPS_FAULT); drop:
 # servers refuse 30% of the pushes (-EIO); bsp_faults: bsp with delayed frames
 # and stalled update threads; metrics: scrape /metrics, rdmaps-ctl status;
 # elastic: a killed worker is replaced by a new one mid-run; restart: a killed
 # server is restored from its checkpoint (exact clocks lost); torn_sleep:
-# torn with waiters that sleep at once (RDMAPS_WAIT_SPIN_US=0).
+# torn with waiters that sleep at once (RDMAPS_WAIT_SPIN_US=0); bsp_order /
+# bsp_order_arrival: 3 workers, BSP sums in rank order / in arrival order.
 # TRANSPORT rdma: servers on the SoftRoCE device rxe0 (RDMAPS_RXE_IP0), workers
 # on rxe1 (RDMAPS_RXE_IP1) — run it inside tools/softroce/rxe-run.
 set -euo pipefail
@@ -25,6 +26,7 @@ export RDMAPS_INIT=zeros
 export RDMAPS_TIMEOUT_MS=30000
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
 WMODE=$MODE # the itest-worker mode
+NW=4        # workers
 extra=()    # more rdmaps-launch options
 case $MODE in
 bsp) export RDMAPS_CONSISTENCY=bsp ;;
@@ -82,6 +84,17 @@ clip_asp | clip_bsp)
 		export RDMAPS_CONSISTENCY=asp
 	fi
 	;;
+bsp_order | bsp_order_arrival)
+	# 3 workers push order-sensitive gradients in forced orders; frames of
+	# 64K, popped by size (magnitude) so a worker's frames come out of order
+	export RDMAPS_CONSISTENCY=bsp RDMAPS_MAX_MSG=64K RDMAPS_PRIORITY=magnitude WMODE=bsp_order
+	NW=3
+	if [ "$MODE" = bsp_order_arrival ]; then
+		export RDMAPS_BSP_SUM=arrival
+	else
+		export RDMAPS_BSP_SUM=ordered
+	fi
+	;;
 *) export RDMAPS_CONSISTENCY=asp ;;
 esac
 
@@ -99,5 +112,5 @@ if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then
 	export ITEST_SERVER_PORTS="$base,$((base + 1))"
 fi
 
-"$BIN/rdmaps-launch" --servers 2 --workers 4 --transport "$TRANSPORT" --timeout 240 \
+"$BIN/rdmaps-launch" --servers 2 --workers "$NW" --transport "$TRANSPORT" --timeout 240 \
 	"${hosts[@]}" "${ports[@]}" "${extra[@]}" -- "$BIN/itest-worker" "$WMODE"

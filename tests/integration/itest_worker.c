@@ -63,16 +63,20 @@
  *                        mmap MAP_FIXED; free + malloc until the address
  *                        repeats), unregistered and with
  *                        rps_worker_register/unregister: every value exact.
+ *   itest-worker bsp_order  3 workers push order-sensitive gradients in forced
+ *                        orders: with RDMAPS_BSP_SUM=ordered every order gives the
+ *                        rank-order sum bit for bit (run_bsp_order).
  *   itest-worker errors  unknown keys, wrong lengths, a key re-declared with
  *                        another length; and (rank 0, with ITEST_SERVER_PORTS)
  *                        bad frames over raw sockets while rank 1 keeps working;
  *                        afterwards no parameter changed.
  *
  * Gradients are small integers so float sums are exact whatever order the
- * servers add them in. Exit 0 on success; any mismatch is printed and fails.
+ * servers add them in (bsp_order excepted: it is about that order). Exit 0 on success; any mismatch is printed and fails.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
@@ -257,6 +261,117 @@ static int run_clip(struct rps_worker *w)
 	free(g);
 	free(v);
 	return rc;
+}
+
+/* bsp_order: 3 workers, BSP, SGD lr 1. Gradients of wide magnitude and both
+ * signs, so their float sum depends on the order it is taken in. Clock 0:
+ * key A is pushed by workers 0, 1, 2 one after the other, key B by 2, 1, 0
+ * (each push acknowledged, i.e. summed, then a barrier before the next
+ * worker's), key C by all at once. Sums in rank order (RDMAPS_BSP_SUM=ordered):
+ * A, B and C all equal -((g0 + g1) + g2), bit for bit. Arrival order: A is
+ * -((g0 + g1) + g2), B -((g2 + g1) + g0) and they differ (the data is
+ * order-sensitive, so the ordered case could fail). Keys of ORD_LEN elements:
+ * two slices on two servers, several frames each (RDMAPS_MAX_MSG=64K). */
+#define ORD_LEN 100000
+
+static float ord_grad(int w, size_t i)
+{
+	uint64_t h = (uint64_t)w * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull + 1;
+
+	h ^= h >> 31;
+	h *= 0x94d049bb133111ebull;
+	h ^= h >> 29;
+	return ldexpf(1.0f + (float)(h & 0xffff) / 65536.0f, (int)((h >> 16) % 41) - 20) *
+	       ((h >> 40) & 1 ? -1.0f : 1.0f);
+}
+
+/* -(((0 + g[o0]) + g[o1]) + g[o2]) */
+static void ord_want(float *v, const int *o)
+{
+	for (size_t i = 0; i < ORD_LEN; i++) {
+		float s = 0.0f;
+
+		for (int k = 0; k < 3; k++)
+			s += ord_grad(o[k], i);
+		v[i] = -s;
+	}
+}
+
+static size_t ord_diff(const float *got, const float *want, const char *what)
+{
+	size_t bad = 0;
+
+	for (size_t i = 0; i < ORD_LEN; i++) {
+		if (memcmp(&got[i], &want[i], sizeof(float))) {
+			if (bad < 3 && what)
+				fprintf(stderr, "itest-worker %d: %s [%zu] = %.9g, want %.9g\n", rank,
+					what, i, got[i], want[i]);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+static int run_bsp_order(struct rps_worker *w)
+{
+	static const int fwd[3] = {0, 1, 2}, rev[3] = {2, 1, 0};
+	struct rps_init zeros = {.kind = RPS_INIT_ZEROS};
+	rps_key_t ks[3] = {3001, 3002, 3003};
+	size_t ls[3] = {ORD_LEN, ORD_LEN, ORD_LEN};
+	int arrival = !strcmp(itest_cfg()->bsp_sum, "arrival");
+	float *g = malloc(ORD_LEN * sizeof(float)), *v = malloc(3 * ORD_LEN * sizeof(float));
+	float *want = malloc(ORD_LEN * sizeof(float));
+	struct rps_req *req = NULL;
+	int rc;
+
+	CHECK(nworkers == 3, "bsp_order needs 3 workers, not %d", nworkers);
+	rc = rps_worker_declare(w, ks, ls, 3, &zeros);
+	CHECK(rc == 0, "bsp_order: declare: %s", rps_strerror(rc));
+	if (!rc)
+		rc = rps_worker_barrier(w);
+	for (size_t i = 0; i < ORD_LEN; i++)
+		g[i] = ord_grad(rank, i);
+	/* A and B in forced orders: one worker at a time, acknowledged (summed) */
+	for (int step = 0; !rc && step < 3; step++) {
+		if (rank == fwd[step])
+			rc = wait_ok(rps_worker_push(w, &ks[0], g, &ls[0], 1, &req), &req, "push A");
+		if (!rc && rank == rev[step])
+			rc = wait_ok(rps_worker_push(w, &ks[1], g, &ls[1], 1, &req), &req, "push B");
+		if (!rc)
+			rc = rps_worker_barrier(w);
+	}
+	if (!rc) /* C: all at once */
+		rc = wait_ok(rps_worker_push(w, &ks[2], g, &ls[2], 1, &req), &req, "push C");
+	if (!rc) {
+		rc = rps_worker_clock(w);
+		CHECK(rc == 0, "bsp_order: clock: %s", rps_strerror(rc));
+	}
+	if (!rc) /* at clock 1: exactly clock 0 applied */
+		rc = wait_ok(rps_worker_pull(w, ks, v, ls, 3, &req), &req, "bsp_order pull");
+	if (!rc && !arrival) {
+		ord_want(want, fwd);
+		CHECK(ord_diff(v, want, "A (pushed 0, 1, 2)") == 0, "A is not the rank-order sum");
+		CHECK(ord_diff(v + ORD_LEN, want, "B (pushed 2, 1, 0)") == 0,
+		      "B is not the rank-order sum");
+		CHECK(ord_diff(v + 2 * ORD_LEN, want, "C (pushed at once)") == 0,
+		      "C is not the rank-order sum");
+	} else if (!rc) {
+		size_t d;
+
+		ord_want(want, fwd);
+		CHECK(ord_diff(v, want, "arrival A") == 0, "A is not the sum in arrival order");
+		ord_want(want, rev);
+		CHECK(ord_diff(v + ORD_LEN, want, "arrival B") == 0,
+		      "B is not the sum in arrival order");
+		d = ord_diff(v, v + ORD_LEN, NULL);
+		CHECK(d > 0, "A and B equal: the gradients do not depend on the order");
+		printf("itest-worker %d: bsp_order (arrival): A and B differ in %zu of %d elements\n",
+		       rank, d, ORD_LEN);
+	}
+	free(g);
+	free(v);
+	free(want);
+	return failures ? -1 : 0;
 }
 
 static int run_bsp(struct rps_worker *w)
@@ -1557,7 +1672,8 @@ int main(int argc, char **argv)
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: itest-worker "
-				"bsp|asp|torn|errors|ssp|dead|drop|metrics|elastic|restart|clip|realloc\n");
+				"bsp|asp|torn|errors|ssp|dead|drop|metrics|elastic|restart|clip|realloc|"
+				"bsp_order\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
@@ -1595,6 +1711,8 @@ int main(int argc, char **argv)
 			run_restart(w);
 		else if (!strcmp(argv[1], "clip"))
 			run_clip(w);
+		else if (!strcmp(argv[1], "bsp_order"))
+			run_bsp_order(w);
 		else if (!strcmp(argv[1], "realloc"))
 			run_realloc(w);
 		else
