@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# The job's optimizer spec per key on a real local cluster (TCP):
-#   optim.sh BIN_DIR spec   2 servers (2 shards), 2 workers, BSP: itest-optim spec
+# The job's optimizer spec per key on a real local cluster:
+#   optim.sh BIN_DIR spec [TRANSPORT]
+#                           2 servers (2 shards), 2 workers, BSP: itest-optim spec;
+#                           TRANSPORT tcp (default) or rdma (servers on the
+#                           SoftRoCE device of RDMAPS_RXE_IP0, workers on
+#                           RDMAPS_RXE_IP1: run it inside tools/softroce/rxe-run)
 #   optim.sh BIN_DIR ckpt   1 server, 1 worker, BSP, checkpoints every 4 clocks:
 #                           itest-optim ckpt trains 4 clocks; the server is
 #                           killed (SIGKILL) and restored from its checkpoint of
@@ -11,6 +15,7 @@
 set -euo pipefail
 BIN=$1
 MODE=$2
+TRANSPORT=${3:-tcp}
 OUT=$(mktemp -d)
 pids=()
 cleanup() {
@@ -25,8 +30,12 @@ export RDMAPS_SECRET=optim-test RDMAPS_TIMEOUT_MS=30000
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
 
 if [ "$MODE" = spec ]; then
-	"$BIN/rdmaps-launch" --servers 2 --workers 2 --transport tcp --timeout 120 \
-		-- "$BIN/itest-optim" spec
+	hosts=()
+	if [ "$TRANSPORT" = rdma ]; then
+		hosts=(--server-host "${RDMAPS_RXE_IP0:-10.9.0.1}" --worker-host "${RDMAPS_RXE_IP1:-10.9.0.2}")
+	fi
+	"$BIN/rdmaps-launch" --servers 2 --workers 2 --transport "$TRANSPORT" --timeout 240 \
+		"${hosts[@]}" -- "$BIN/itest-optim" spec
 	exit $?
 fi
 
