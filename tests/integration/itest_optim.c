@@ -35,10 +35,10 @@
 #include <rdmaps/optim.h>
 #include <rdmaps/worker.h>
 
-#define NK    6   /* keys 1..6: one per optimizer kind */
-#define LEN   144 /* 3 slices of 64, 64, 16 with RDMAPS_SLICE_BYTES=256 */
-#define K     4   /* clocks per phase */
-#define W0    0.5f
+#define NK	    6	/* keys 1..6: one per optimizer kind */
+#define LEN	    144 /* 3 slices of 64, 64, 16 with RDMAPS_SLICE_BYTES=256 */
+#define K	    4	/* clocks per phase */
+#define W0	    0.5f
 #define KEY_DEFAULT 7 /* declared without a spec and trained: refuses one later */
 #define KEY_LATE    8 /* declared without a spec, given one before any update */
 
@@ -350,7 +350,8 @@ int main(int argc, char **argv)
 		run_ckpt(w);
 	rps_worker_destroy(w);
 	if (failures) {
-		fprintf(stderr, "itest-optim %s, worker %d: %d failures\n", argv[1], rank, failures);
+		fprintf(stderr, "itest-optim %s, worker %d: %d failures\n", argv[1], rank,
+			failures);
 		return 1;
 	}
 	printf("itest-optim %s, worker %d: ok\n", argv[1], rank);

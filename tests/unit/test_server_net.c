@@ -437,8 +437,8 @@ static void test_caller_errors(void **state)
 static int declare_spec(struct client *cl, uint64_t key, const struct rps_optim_wire *spec,
 			char *why, size_t len)
 {
-	struct rps_declare d = {.key = key, .nelems = 4, .init_kind = RPS_INIT_CONST,
-				.init_a = 1.0f};
+	struct rps_declare d = {
+	    .key = key, .nelems = 4, .init_kind = RPS_INIT_CONST, .init_a = 1.0f};
 	struct iovec iov[2] = {{&d, sizeof(d)}, {(void *)spec, sizeof(*spec)}};
 	struct rps_frame_hdr h;
 	struct resp r;
@@ -526,12 +526,9 @@ static void test_protocol_error_closes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_opts_from_config),
-	    cmocka_unit_test(test_hello),
-	    cmocka_unit_test(test_bsp_round),
-	    cmocka_unit_test(test_caller_errors),
-	    cmocka_unit_test(test_declare_spec_raw),
-	    cmocka_unit_test(test_protocol_error_closes),
+	    cmocka_unit_test(test_opts_from_config), cmocka_unit_test(test_hello),
+	    cmocka_unit_test(test_bsp_round),	     cmocka_unit_test(test_caller_errors),
+	    cmocka_unit_test(test_declare_spec_raw), cmocka_unit_test(test_protocol_error_closes),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -314,8 +314,7 @@ static void test_ckpt_keeps_spec(void **state)
 	/* the worker re-declaring with its spec is fine, with another refused */
 	assert_int_equal(t_declare_opt(&sh2, 7, 0, N, RPS_INIT_CONST, 1.0f, 0, &o, NULL), 0);
 	o.lr = 0.5f;
-	assert_int_equal(t_declare_opt(&sh2, 7, 0, N, RPS_INIT_CONST, 1.0f, 0, &o, NULL),
-			 -EINVAL);
+	assert_int_equal(t_declare_opt(&sh2, 7, 0, N, RPS_INIT_CONST, 1.0f, 0, &o, NULL), -EINVAL);
 	rps_shard_fini(&sh2);
 }
 
