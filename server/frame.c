@@ -87,8 +87,8 @@ static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
 				struct rps_declare_ack a = {
 				    .key = d->key, .slice = d->slice, .shard = d->shard};
 
-				rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id,
-						   rc, &a, sizeof(a));
+				rps_srv_send_small(srv, sc, RPS_OP_DECLARE_ACK, ev->hdr.req_id, rc,
+						   &a, sizeof(a));
 				return;
 			}
 			req->u.decl = *d;

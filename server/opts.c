@@ -43,8 +43,9 @@ void rps_srv_opts_from_config(struct rps_server_opts *o, const struct rps_config
 	rps_optim_opts_default(&o->optim);
 	v = rps_optim_kind_parse(cfg->optimizer);
 	if (v < 0)
-		RPS_ERR("optimizer \"%s\": expected sgd, momentum, nesterov, adagrad, adam or adamw",
-			cfg->optimizer);
+		RPS_ERR(
+		    "optimizer \"%s\": expected sgd, momentum, nesterov, adagrad, adam or adamw",
+		    cfg->optimizer);
 	o->optim.kind = (enum rps_optim_kind)v;
 	o->optim.lr = (float)cfg->lr;
 	o->optim.momentum = (float)cfg->momentum;

@@ -127,9 +127,8 @@ static void slice_fill(struct rps_shard *sh, struct rps_slice_meta *m, const str
 
 /* The shard's copy of spec o (shared by every slice with the same spec), or
  * NULL with why set (-ENOSPC: too many distinct ones, -ENOMEM) in *rc_p. */
-static const struct rps_shard_spec *spec_intern(struct rps_shard *sh,
-						const struct rps_optim_opts *o, char *why,
-						size_t len, int *rc_p)
+static const struct rps_shard_spec *
+spec_intern(struct rps_shard *sh, const struct rps_optim_opts *o, char *why, size_t len, int *rc_p)
 {
 	struct rps_shard_spec *s;
 
@@ -137,8 +136,10 @@ static const struct rps_shard_spec *spec_intern(struct rps_shard *sh,
 		if (rps_optim_opts_same(&s->opts, o))
 			return s;
 	if (sh->nspecs >= RPS_SHARD_MAX_SPECS) {
-		snprintf(why, len, "shard %u holds %d distinct optimizer specs already: give keys "
-			 "fewer different ones", sh->p.idx, RPS_SHARD_MAX_SPECS);
+		snprintf(why, len,
+			 "shard %u holds %d distinct optimizer specs already: give keys "
+			 "fewer different ones",
+			 sh->p.idx, RPS_SHARD_MAX_SPECS);
 		*rc_p = -ENOSPC;
 		return NULL;
 	}
@@ -195,11 +196,12 @@ static int slice_set_spec(struct rps_shard *sh, struct rps_slice_meta *m,
 		return -EINVAL;
 	}
 	if (slice_updated(m)) {
-		snprintf(why, len,
-			 "key %llu slice %u: optimizer %s refused, the key was already trained with "
-			 "the servers' default optimizer (%s, %llu steps)",
-			 (unsigned long long)m->key, m->slice, want,
-			 rps_optim_kind_name(sh->p.optim.kind), (unsigned long long)m->opt.step);
+		snprintf(
+		    why, len,
+		    "key %llu slice %u: optimizer %s refused, the key was already trained with "
+		    "the servers' default optimizer (%s, %llu steps)",
+		    (unsigned long long)m->key, m->slice, want,
+		    rps_optim_kind_name(sh->p.optim.kind), (unsigned long long)m->opt.step);
 		return -EINVAL;
 	}
 	s = spec_intern(sh, o, why, len, &rc);

@@ -123,8 +123,7 @@ static inline void write_runs(struct rps_shard *sh, struct rps_slice_meta *m, ui
 		if (assign)
 			memcpy(w, g + (e - off), len * sizeof(float));
 		else
-			rps_optim_apply(o, w, g + (e - off),
-					m->opt.m ? m->opt.m + e : NULL,
+			rps_optim_apply(o, w, g + (e - off), m->opt.m ? m->opt.m + e : NULL,
 					m->opt.v ? m->opt.v + e : NULL, len, step, staleness);
 		rps_store_write_end(&sh->store, &m->sl, c);
 		e += len;

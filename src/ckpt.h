@@ -51,7 +51,7 @@
 
 #define RPS_CKPT_MAGIC	      "RDPSCKPT" /* 8 bytes, no NUL on disk */
 #define RPS_CKPT_VERSION      2u
-#define RPS_CKPT_VERSION_MIN  1u /* oldest version this build reads */
+#define RPS_CKPT_VERSION_MIN  1u  /* oldest version this build reads */
 #define RPS_CKPT_KEEP_DEFAULT 2	  /* files kept per (server rank, shard) */
 #define RPS_CKPT_PATH_MAX     512 /* dir + file name, with the NUL */
 

@@ -49,11 +49,8 @@ static const char *const kind_names[] = {
 };
 
 static const char *const schedule_names[] = {
-    [RPS_LR_CONSTANT] = "constant",
-    [RPS_LR_STEP] = "step",
-    [RPS_LR_EXP] = "exp",
-    [RPS_LR_COSINE] = "cosine",
-    [RPS_LR_LINEAR] = "linear",
+    [RPS_LR_CONSTANT] = "constant", [RPS_LR_STEP] = "step",	[RPS_LR_EXP] = "exp",
+    [RPS_LR_COSINE] = "cosine",	    [RPS_LR_LINEAR] = "linear",
 };
 
 /* ---- options ---- */
@@ -151,10 +148,9 @@ int rps_optim_opts_same(const struct rps_optim_opts *a, const struct rps_optim_o
 	return a->kind == b->kind && a->lr == b->lr && a->momentum == b->momentum &&
 	       a->beta1 == b->beta1 && a->beta2 == b->beta2 && a->eps == b->eps &&
 	       a->weight_decay == b->weight_decay && a->clip_norm == b->clip_norm &&
-	       a->schedule == b->schedule && a->step_size == b->step_size &&
-	       a->gamma == b->gamma && a->total_steps == b->total_steps &&
-	       a->lr_min == b->lr_min && !a->staleness_lr == !b->staleness_lr &&
-	       a->warmup_steps == b->warmup_steps;
+	       a->schedule == b->schedule && a->step_size == b->step_size && a->gamma == b->gamma &&
+	       a->total_steps == b->total_steps && a->lr_min == b->lr_min &&
+	       !a->staleness_lr == !b->staleness_lr && a->warmup_steps == b->warmup_steps;
 }
 
 int rps_optim_describe(const struct rps_optim_opts *o, char *buf, size_t len)
@@ -162,7 +158,8 @@ int rps_optim_describe(const struct rps_optim_opts *o, char *buf, size_t len)
 	int n = snprintf(buf, len, "%s lr %g", rps_optim_kind_name(o->kind), (double)o->lr);
 
 	if (n >= 0 && (size_t)n < len && o->schedule != RPS_LR_CONSTANT)
-		n += snprintf(buf + n, len - (size_t)n, " %s", rps_optim_schedule_name(o->schedule));
+		n +=
+		    snprintf(buf + n, len - (size_t)n, " %s", rps_optim_schedule_name(o->schedule));
 	if (n >= 0 && (size_t)n < len &&
 	    (o->schedule == RPS_LR_COSINE || o->schedule == RPS_LR_LINEAR))
 		n += snprintf(buf + n, len - (size_t)n, " over %llu",

@@ -53,8 +53,8 @@ static int check_declare(const struct rps_frame_hdr *h, const void *payload, con
 
 	if (h->flags & ~RPS_DECLARE_FLAG_OPTIM)
 		return bad(why_p, "declare: unknown flags");
-	if (h->len != sizeof(d) + (h->flags & RPS_DECLARE_FLAG_OPTIM ? sizeof(struct rps_optim_wire)
-								      : 0))
+	if (h->len !=
+	    sizeof(d) + (h->flags & RPS_DECLARE_FLAG_OPTIM ? sizeof(struct rps_optim_wire) : 0))
 		return bad(why_p, "declare: length does not match its flags");
 	memcpy(&d, payload, sizeof(d));
 	if (d.shard >= RPS_MAX_SHARDS)
@@ -79,8 +79,7 @@ static int check_push(const struct rps_frame_hdr *h, const void *payload, const 
 }
 
 /* a reason only after a refusal */
-static int check_declare_ack(const struct rps_frame_hdr *h, const void *payload,
-			     const char **why_p)
+static int check_declare_ack(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
 {
 	(void)payload;
 	if (h->len > sizeof(struct rps_declare_ack) && !h->status)

@@ -86,7 +86,8 @@ static void free_entries(struct rps_wkey **ents, size_t n)
 /* A DECLARE piece for slice s of k, with init (NULL: the server's) and the
  * optimizer spec (NULL: none). */
 static void decl_piece_set(struct rps_worker *w, struct rps_piece *p, const struct rps_wkey *k,
-			   uint32_t s, const struct rps_init *init, const struct rps_optim_opts *spec)
+			   uint32_t s, const struct rps_init *init,
+			   const struct rps_optim_opts *spec)
 {
 	const struct rps_wslice *sl = &k->slices[s];
 
@@ -171,8 +172,9 @@ static int declare_wait(struct rps_worker *w, struct rps_wkey **ents, struct rps
 	if (rc == -ETIMEDOUT) {
 		RPS_ERR("declare: no answer from the servers within %d ms", w->timeout_ms);
 		for (size_t i = 0; ents && i < n; i++) {
+			/* on -ENOMEM: leaked, never freed early */
 			if (ents[i])
-				rps_worker_keep(w, ents[i]); /* on -ENOMEM: leaked, never freed early */
+				rps_worker_keep(w, ents[i]);
 			ents[i] = NULL;
 		}
 	}
@@ -199,7 +201,8 @@ int rps_worker_declare(struct rps_worker *w, const rps_key_t *keys, const size_t
 }
 
 int rps_worker_declare_opt(struct rps_worker *w, const rps_key_t *keys, const size_t *lens,
-			   size_t n, const struct rps_init *init, const struct rps_optim_opts *optim)
+			   size_t n, const struct rps_init *init,
+			   const struct rps_optim_opts *optim)
 {
 	const struct rps_optim_opts *spec;
 	struct rps_wkey **ents, **known = NULL;

@@ -157,7 +157,8 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 			return;
 		if (st && ev->data_len && ev->data) /* the server's reason (a spec refused) */
 			RPS_ERR("server %u: declare refused (%s): %.*s", wc->srv->rank,
-				rps_strerror(st), (int)RPS_MIN(ev->data_len, RPS_DECLARE_REASON_MAX),
+				rps_strerror(st),
+				(int)RPS_MIN(ev->data_len, RPS_DECLARE_REASON_MAX),
 				(const char *)ev->data);
 		if (!st) {
 			const struct rps_declare *d = &p->u.decl.fixed;

@@ -6,6 +6,12 @@ foreach(mode bsp asp torn torn_sleep errors ssp ssp0 dead_bsp dead_ssp drop bsp_
     TIMEOUT 300)
 endforeach()
 
+# The job's optimizer spec per key (DECLARE with a spec, refusals with their
+# reason), values read back with one-sided READs.
+rps_rdma_test(integration.optim_spec
+  ${PROJECT_SOURCE_DIR}/tests/integration/optim.sh ${CMAKE_BINARY_DIR}/bin spec rdma
+  TIMEOUT 300)
+
 # Not here: the restart-from-checkpoint scenario (tests/integration/restart.sh,
 # a server killed in the middle of Fashion-MNIST training). It runs over TCP in
 # the integration label. Over RDMA in the TCG-emulated guest a training step

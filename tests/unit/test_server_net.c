@@ -16,6 +16,7 @@
 #include "server/server_int.h"
 #include "src/config.h"
 #include "src/log.h"
+#include "src/optim.h"
 #include "src/proto.h"
 #include "transport/transport.h"
 
@@ -431,6 +432,70 @@ static void test_caller_errors(void **state)
 	client_close(&cl);
 }
 
+/* A DECLARE with an optimizer spec, sent raw: the status; the reason of a
+ * refusal (text after the ack) into why. */
+static int declare_spec(struct client *cl, uint64_t key, const struct rps_optim_wire *spec,
+			char *why, size_t len)
+{
+	struct rps_declare d = {
+	    .key = key, .nelems = 4, .init_kind = RPS_INIT_CONST, .init_a = 1.0f};
+	struct iovec iov[2] = {{&d, sizeof(d)}, {(void *)spec, sizeof(*spec)}};
+	struct rps_frame_hdr h;
+	struct resp r;
+	uint32_t id = cl->next_id++;
+
+	rps_proto_hdr_init(&h, RPS_OP_DECLARE, sizeof(d) + sizeof(*spec), id);
+	h.flags = RPS_DECLARE_FLAG_OPTIM;
+	assert_int_equal(rps_tr_post_send(cl->c, &h, iov, 2, 0), 0);
+	assert_int_equal(client_wait(cl, id, &r, WAIT_MS), 0);
+	assert_false(r.closed);
+	assert_int_equal(r.hdr.op, RPS_OP_DECLARE_ACK);
+	snprintf(why, len, "%.*s", (int)r.data_len, (const char *)r.data);
+	return r.hdr.status;
+}
+
+/* Malformed specs sent raw are refused with -EINVAL and a reason; the
+ * connection stays. A key keeps its first spec: another is refused naming
+ * the key and both, the same is fine. */
+static void test_declare_spec_raw(void **state)
+{
+	struct rps_optim_opts o;
+	struct rps_optim_wire wire, bad;
+	struct client cl;
+	char why[RPS_DECLARE_REASON_MAX + 1];
+
+	(void)state;
+	assert_int_equal(client_open(&cl, 0, SECRET), 0);
+	rps_optim_opts_default(&o);
+	o.kind = RPS_OPT_ADAM;
+	o.lr = 0.001f;
+	rps_optim_wire_encode(&o, &wire);
+	bad = wire;
+	bad.lr = 0;
+	assert_int_equal(declare_spec(&cl, 400, &bad, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "key 400 slice 0: bad optimizer spec: lr 0 must be > 0"));
+	bad = wire;
+	bad.kind = 17;
+	assert_int_equal(declare_spec(&cl, 400, &bad, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "unknown optimizer kind 17"));
+	/* nothing was created: the key is unknown */
+	assert_int_equal(push_wait(&cl, 400, 0, 0, 4, 0, (const float[4]){0}), -ENOENT);
+
+	assert_int_equal(declare_spec(&cl, 400, &wire, why, sizeof(why)), 0);
+	assert_string_equal(why, "");
+	assert_int_equal(declare_spec(&cl, 400, &wire, why, sizeof(why)), 0);
+	o.kind = RPS_OPT_MOMENTUM;
+	o.lr = 0.1f;
+	rps_optim_wire_encode(&o, &bad);
+	assert_int_equal(declare_spec(&cl, 400, &bad, why, sizeof(why)), -EINVAL);
+	assert_string_equal(why, "key 400 slice 0: optimizer momentum lr 0.1 refused, the key "
+				 "already has adam lr 0.001 (given earlier, by this or another "
+				 "worker)");
+	/* a plain DECLARE of it is fine (keeps the spec), the connection works */
+	assert_int_equal(declare(&cl, 400, 0, 4, NULL), 0);
+	client_close(&cl);
+}
+
 static void test_protocol_error_closes(void **state)
 {
 	struct client bad, good;
@@ -461,11 +526,9 @@ static void test_protocol_error_closes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_opts_from_config),
-	    cmocka_unit_test(test_hello),
-	    cmocka_unit_test(test_bsp_round),
-	    cmocka_unit_test(test_caller_errors),
-	    cmocka_unit_test(test_protocol_error_closes),
+	    cmocka_unit_test(test_opts_from_config), cmocka_unit_test(test_hello),
+	    cmocka_unit_test(test_bsp_round),	     cmocka_unit_test(test_caller_errors),
+	    cmocka_unit_test(test_declare_spec_raw), cmocka_unit_test(test_protocol_error_closes),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -25,11 +25,7 @@ static const enum rps_optim_kind kinds[] = {
     RPS_OPT_SGD, RPS_OPT_MOMENTUM, RPS_OPT_NESTEROV, RPS_OPT_ADAGRAD, RPS_OPT_ADAM, RPS_OPT_ADAMW,
 };
 static const enum rps_lr_schedule schedules[] = {
-    RPS_LR_CONSTANT,
-    RPS_LR_STEP,
-    RPS_LR_EXP,
-    RPS_LR_COSINE,
-    RPS_LR_LINEAR,
+    RPS_LR_CONSTANT, RPS_LR_STEP, RPS_LR_EXP, RPS_LR_COSINE, RPS_LR_LINEAR,
 };
 static const size_t sizes[] = {1, 7, 1000, 4097};
 
@@ -305,7 +301,8 @@ static void test_apply_matches_ref(void **state)
 				if (pass == 1 && !old)
 					run_pair(ki, si, (ki + si) % 2 ? 2 : 0, 0, &cases, &worst);
 				else if (pass != 1 && old)
-					run_pair(ki, si, pass ? 2 : 0, pass ? 1 : 0, &cases, &worst);
+					run_pair(ki, si, pass ? 2 : 0, pass ? 1 : 0, &cases,
+						 &worst);
 			}
 	assert_int_equal(cases, (5 * 4 + 10) * 2 * 3 * 4 + 5 * 4 * 2 * 3 * 3);
 	print_message("%d cases x %d steps: worst relative error of w/m/v %.3g, of the update "

@@ -8,6 +8,10 @@
 
 #include <cmocka.h>
 
+#include <math.h>
+#include <stdio.h>
+
+#include "src/optim.h"
 #include "src/proto.h"
 
 static void test_fixed_lens(void **state)
@@ -283,6 +287,113 @@ static void test_ack_map_payload(void **state)
 	assert_int_equal(rps_proto_payload_check(&h, &n, &why), 0);
 }
 
+/* DECLARE with an optimizer spec (flag + 80 bytes), DECLARE_ACK with a reason. */
+static void test_declare_optim(void **state)
+{
+	struct rps_frame_hdr h;
+	struct rps_declare d;
+	struct rps_declare_ack a;
+	const char *why = NULL;
+
+	(void)state;
+	memset(&d, 0, sizeof(d));
+	memset(&a, 0, sizeof(a));
+	rps_proto_hdr_init(&h, RPS_OP_DECLARE, 48 + 80, 0);
+	h.flags = RPS_DECLARE_FLAG_OPTIM;
+	assert_int_equal(rps_proto_hdr_check(&h, 1 << 20, &why), 0);
+	assert_int_equal(rps_proto_payload_check(&h, &d, &why), 0);
+	h.len = 48 + 79; /* short spec */
+	assert_int_equal(rps_proto_payload_check(&h, &d, &why), -EPROTO);
+	h.len = 48; /* flag without the spec */
+	assert_int_equal(rps_proto_payload_check(&h, &d, &why), -EPROTO);
+	h.flags = 0;
+	assert_int_equal(rps_proto_payload_check(&h, &d, &why), 0);
+	h.len = 48 + 80; /* a spec without the flag */
+	assert_int_equal(rps_proto_payload_check(&h, &d, &why), -EPROTO);
+	h.flags = RPS_DECLARE_FLAG_OPTIM | 0x8000; /* unknown flag */
+	assert_int_equal(rps_proto_payload_check(&h, &d, &why), -EPROTO);
+	h.flags = RPS_DECLARE_FLAG_OPTIM;
+	h.len = 48 + 80 + 8; /* beyond the op's maximum */
+	assert_int_equal(rps_proto_payload_check(&h, &d, &why), -EPROTO);
+
+	rps_proto_hdr_init(&h, RPS_OP_DECLARE_ACK, 32 + 10, 0);
+	h.status = -EINVAL;
+	assert_int_equal(rps_proto_payload_check(&h, &a, &why), 0);
+	h.status = 0; /* a reason without an error */
+	assert_int_equal(rps_proto_payload_check(&h, &a, &why), -EPROTO);
+	h.status = -EINVAL;
+	h.len = 32 + RPS_DECLARE_REASON_MAX + 1;
+	assert_int_equal(rps_proto_payload_check(&h, &a, &why), -EPROTO);
+	h.len = 32;
+	h.status = 0;
+	assert_int_equal(rps_proto_payload_check(&h, &a, &why), 0);
+}
+
+/* Every field survives the wire; malformed specs are refused with a reason. */
+static void test_optim_wire(void **state)
+{
+	struct rps_optim_opts o, back;
+	struct rps_optim_wire w, w2;
+	char why[160];
+
+	(void)state;
+	rps_optim_opts_default(&o);
+	o.kind = RPS_OPT_ADAMW;
+	o.lr = 0.003f;
+	o.momentum = 0.5f;
+	o.beta1 = 0.8f;
+	o.beta2 = 0.99f;
+	o.eps = 1e-6f;
+	o.weight_decay = 0.01f;
+	o.clip_norm = 5.0f;
+	o.schedule = RPS_LR_LINEAR;
+	o.step_size = 77;
+	o.gamma = 0.25f;
+	o.total_steps = 1000;
+	o.lr_min = 0.0001f;
+	o.staleness_lr = 1;
+	o.warmup_steps = 50;
+	rps_optim_wire_encode(&o, &w);
+	assert_int_equal(rps_optim_wire_decode(&w, &back, why, sizeof(why)), 0);
+	assert_true(rps_optim_opts_same(&o, &back));
+	assert_int_equal(back.warmup_steps, 50);
+	assert_true(back.lr_min == 0.0001f && back.clip_norm == 5.0f && back.staleness_lr == 1);
+	rps_optim_wire_encode(&back, &w2);
+	assert_memory_equal(&w, &w2, sizeof(w));
+	/* little-endian, in order: kind first, warmup_steps at byte 64 */
+	assert_int_equal(((const uint8_t *)&w)[0], RPS_OPT_ADAMW);
+	assert_int_equal(((const uint8_t *)&w)[64], 50);
+
+	memset(&back, 0x77, sizeof(back));
+	w2 = w;
+	w2.lr = 0;
+	assert_int_equal(rps_optim_wire_decode(&w2, &back, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "lr 0 must be > 0"));
+	assert_int_equal(((const uint8_t *)&back)[0], 0x77); /* untouched */
+	w2 = w;
+	w2.kind = 42;
+	assert_int_equal(rps_optim_wire_decode(&w2, &back, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "unknown optimizer kind 42"));
+	w2 = w;
+	w2.kind = 0x80000000u;
+	assert_int_equal(rps_optim_wire_decode(&w2, &back, why, sizeof(why)), -EINVAL);
+	w2 = w;
+	w2.schedule = 9;
+	assert_int_equal(rps_optim_wire_decode(&w2, &back, why, sizeof(why)), -EINVAL);
+	w2 = w;
+	w2.warmup_steps = 1000; /* not below total_steps */
+	assert_int_equal(rps_optim_wire_decode(&w2, &back, why, sizeof(why)), -EINVAL);
+	w2 = w;
+	w2.reserved = 1;
+	assert_int_equal(rps_optim_wire_decode(&w2, &back, why, sizeof(why)), -EINVAL);
+	w2 = w;
+	w2.staleness_lr = 2;
+	assert_int_equal(rps_optim_wire_decode(&w2, &back, why, sizeof(why)), -EINVAL);
+	w2 = w;
+	w2.beta2 = NAN;
+	assert_int_equal(rps_optim_wire_decode(&w2, &back, why, sizeof(why)), -EINVAL);
+}
+
 static void test_hello(void **state)
 {
 	struct rps_hello h, back;
@@ -367,7 +478,8 @@ int main(void)
 	    cmocka_unit_test(test_hdr_rejects),	      cmocka_unit_test(test_push_payload),
 	    cmocka_unit_test(test_pull_payload),      cmocka_unit_test(test_clock_payload),
 	    cmocka_unit_test(test_ack_map_payload),   cmocka_unit_test(test_hello),
-	    cmocka_unit_test(test_hello_long_secret),
+	    cmocka_unit_test(test_hello_long_secret), cmocka_unit_test(test_declare_optim),
+	    cmocka_unit_test(test_optim_wire),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include <rdmaps/optim.h>
 #include <rdmaps/worker.h>
 
 #include "src/keymap.h"
@@ -209,6 +210,46 @@ static void test_declare_local_errors(void **state)
 	assert_null(rps_keytab_find(&w->keys, 500));
 }
 
+/* Optimizer specs: a malformed one is refused before anything is sent;
+ * set_optimizer only for keys this worker declared; a valid spec for known
+ * keys goes out as one DECLARE per slice (offline: -ENOTCONN) and the keys
+ * keep their old spec (none) when it fails. */
+static void test_optimizer_spec_local(void **state)
+{
+	rps_key_t keys[2] = { KEY_BIG, KEY_SMALL };
+	size_t lens[2] = { 2500, 10 };
+	struct rps_optim_opts o;
+
+	(void)state;
+	rps_optim_opts_init(&o);
+	o.lr = 0;
+	assert_int_equal(rps_worker_declare_opt(w, keys, lens, 2, NULL, &o), -EINVAL);
+	assert_int_equal(rps_worker_set_optimizer(w, keys, 2, &o), -EINVAL);
+	o.lr = 0.1f;
+	o.kind = (enum rps_optim_kind)99;
+	assert_int_equal(rps_worker_declare_opt(w, keys, lens, 2, NULL, &o), -EINVAL);
+	o.kind = RPS_OPT_ADAM;
+	o.schedule = RPS_LR_COSINE; /* no total_steps */
+	assert_int_equal(rps_worker_set_optimizer(w, keys, 2, &o), -EINVAL);
+	assert_int_equal(rps_worker_set_optimizer(w, keys, 2, NULL), -EINVAL);
+	o.total_steps = 100;
+	keys[1] = 4242; /* never declared */
+	assert_int_equal(rps_worker_set_optimizer(w, keys, 2, &o), -ENOENT);
+	assert_int_equal(rps_worker_set_optimizer(NULL, keys, 2, &o), -EINVAL);
+	assert_int_equal(pieces_total(), 0);
+	/* optim NULL is rps_worker_declare: known keys, nothing to send */
+	keys[1] = KEY_SMALL;
+	assert_int_equal(rps_worker_declare_opt(w, keys, lens, 2, NULL, NULL), 0);
+	assert_int_equal(pieces_total(), 0);
+	/* valid: every slice of both keys (3 + 1) gets a DECLARE with the spec */
+	assert_int_equal(rps_worker_set_optimizer(w, keys, 2, &o), -ENOTCONN);
+	assert_int_equal(pieces_total(), 4);
+	assert_null(atomic_load(&rps_keytab_find(&w->keys, KEY_BIG)->optim));
+	assert_int_equal(rps_worker_declare_opt(w, keys, lens, 2, NULL, &o), -ENOTCONN);
+	assert_int_equal(pieces_total(), 8);
+	assert_null(atomic_load(&rps_keytab_find(&w->keys, KEY_SMALL)->optim));
+}
+
 static void test_getters(void **state)
 {
 	(void)state;
@@ -228,6 +269,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pushpull_and_clock, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_empty_batch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_declare_local_errors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_optimizer_spec_local, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_getters, setup, teardown),
 	};
 
