@@ -239,7 +239,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	rps_srv_cores_desc(srv, cores, sizeof(cores));
 	snprintf(stale, sizeof(stale), " (staleness %u)", opts->staleness);
 	RPS_INFO("rdmaps-server: transport %s on %s:%u, %d shards of %zu bytes, update cores %s, "
-		 "optimizer %s (lr %g), consistency %s%s, %u workers, allocator %s",
+		 "default optimizer %s (lr %g; keys the job gives no optimizer), consistency %s%s, %u workers, allocator %s",
 		 srv->transport, srv->host, srv->port, srv->nshards, opts->shard_bytes, cores,
 		 rps_optim_kind_name(opts->optim.kind), opts->optim.lr,
 		 rps_server_consistency_name(srv->opts.consistency),
