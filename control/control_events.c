@@ -33,6 +33,26 @@ const char *rps_ctl_role_name(uint8_t role)
 	return "?";
 }
 
+int rps_ctl_send(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, int32_t status, uint32_t aux,
+		 const void *a, size_t alen, const void *b, size_t blen)
+{
+	struct rps_frame_hdr h;
+	struct iovec iov[2];
+	int n = 0, rc;
+
+	if (alen)
+		iov[n++] = (struct iovec){.iov_base = (void *)a, .iov_len = alen};
+	if (blen)
+		iov[n++] = (struct iovec){.iov_base = (void *)b, .iov_len = blen};
+	rps_proto_hdr_init(&h, op, (uint32_t)(alen + blen), req_id);
+	h.status = status;
+	h.aux = aux;
+	pthread_mutex_lock(&ctl->lock);
+	rc = ctl->conn ? rps_tr_post_send(ctl->conn, &h, iov, n, 0) : -ECONNRESET;
+	pthread_mutex_unlock(&ctl->lock);
+	return rc;
+}
+
 int rps_ctl_send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32_t aux,
 			const void *payload, size_t len)
 {
@@ -240,6 +260,16 @@ void rps_ctl_handle_event(struct rps_ctl *ctl, struct rps_tr_event *ev, struct c
 			break;
 		case RPS_OP_STATUS:
 			on_progress(ctl, ev);
+			break;
+		case RPS_OP_CHECKPOINT:
+		case RPS_OP_EXPORT:
+			if (ctl->role == RPS_ROLE_SERVER && ev->hdr.aux == RPS_CTLREQ_REQ) {
+				if (ctl->ev.on_request)
+					ctl->ev.on_request(ctl->arg, &ev->hdr, ev->data,
+							   ev->data_len);
+			} else {
+				rps_ctl_on_creq(ctl, ev);
+			}
 			break;
 		default:
 			RPS_WARN("scheduler %s: unexpected %s frame ignored", ctl->sched,

@@ -48,6 +48,15 @@ struct rps_ctl {
 	int barrier_status[2];
 	uint32_t barrier_req[2];
 
+	/* rps_ctl_request: the one control request this node waits for */
+	int creq_waiting;
+	uint8_t creq_op;
+	uint32_t creq_id;
+	int creq_done;
+	int creq_status;
+	char creq_why[256];
+	uint32_t creq_shards, creq_failed; /* shard results seen */
+
 	uint32_t hb_clock;
 	uint64_t hb_counters[4];
 	/* servers: rps_heartbeat_srv + rps_hb_shard[] after the heartbeat */
@@ -80,6 +89,8 @@ struct ctl_action {
 };
 /* One event from the scheduler's connection; act NULL while joining. */
 void rps_ctl_handle_event(struct rps_ctl *ctl, struct rps_tr_event *ev, struct ctl_action *act);
+/* A control request's frame (CHECKPOINT / EXPORT) from the scheduler. */
+void rps_ctl_on_creq(struct rps_ctl *ctl, const struct rps_tr_event *ev);
 /* The control thread: polls, runs callbacks, sends heartbeats. */
 void *rps_ctl_thread(void *arg);
 
