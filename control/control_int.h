@@ -18,6 +18,7 @@
 #define CTL_LEAVE_WAIT_MS 1000	     /* rps_ctl_leave: wait this long for the scheduler's close */
 #define CTL_MAX_MSG	  (1u << 20) /* a MAP of RPS_MAX_NODES nodes is 80 KiB */
 #define CTL_EVENTS	  16
+#define CTL_STATUS_MAX_MSG (4u << 20) /* rdmaps-ctl: the status table of RPS_MAX_NODES nodes fits */
 
 struct rps_ctl {
 	struct rps_transport *tr;
@@ -74,6 +75,14 @@ struct rps_ctl {
 	struct rps_map cb_map;
 	struct rps_node *cb_nodes;
 };
+
+struct rps_ctl_opts;
+/* rdmaps-ctl (ctl_status.c): connect to the scheduler as role "ctl" with
+ * opts completed from the environment into *full_p. Problems are reported on
+ * stderr ("rdmaps-ctl: ..."). 0, -EDESTADDRREQ (address not host:port),
+ * -EACCES (secret), or why it could not be reached. */
+int rps_ctl_client_open(const struct rps_ctl_opts *opts, struct rps_ctl_opts *full_p,
+			struct rps_transport **tr_p, struct rps_conn **conn_p);
 
 /* Under ctl->lock. */
 int rps_ctl_send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32_t aux,

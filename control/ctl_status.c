@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "control/control.h"
+#include "control/control_int.h"
 #include "src/config.h"
 #include "src/log.h"
 #include "src/proto.h"
@@ -16,7 +16,6 @@
 
 #include <rdmaps/ctl.h>
 
-#define CTL_STATUS_MAX_MSG (4u << 20) /* the status table of RPS_MAX_NODES nodes fits */
 
 _Static_assert(sizeof(((struct rps_ctl_opts *)0)->scheduler) >=
 		   sizeof(((struct rps_config *)0)->scheduler),
@@ -129,14 +128,12 @@ static void opts_complete(const struct rps_ctl_opts *in, const struct rps_config
 	o->field_mask = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
 }
 
-int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
+int rps_ctl_client_open(const struct rps_ctl_opts *opts, struct rps_ctl_opts *full_p,
+			struct rps_transport **tr_p, struct rps_conn **conn_p)
 {
-	struct rps_ctl_opts full;
-	const struct rps_ctl_opts *o = &full;
+	struct rps_ctl_opts *o = full_p;
 	struct rps_config cfg;
 	struct rps_transport *tr;
-	struct rps_conn *conn = NULL;
-	struct rps_frame_hdr h;
 	struct rps_hello hello;
 	char host[RPS_STR_MAX], ack[64];
 	size_t ack_len = 0;
@@ -146,7 +143,7 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 	rc = rps_config_init(&cfg);
 	if (rc)
 		return rc;
-	opts_complete(opts, &cfg, &full);
+	opts_complete(opts, &cfg, full_p);
 	if (rps_config_parse_hostport(o->scheduler, host, sizeof(host), &port)) {
 		fprintf(stderr, "rdmaps-ctl: scheduler address '%s': expected host:port\n",
 			o->scheduler);
@@ -160,7 +157,7 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 	}
 	rps_proto_hello_init(&hello, RPS_ROLE_CTL, UINT32_MAX, o->secret);
 	rc = rps_tr_connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, o->timeout_ms,
-			    &conn);
+			    conn_p);
 	if (rc) {
 		if (rc == -EACCES)
 			fprintf(stderr,
@@ -170,8 +167,25 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 		else
 			fprintf(stderr, "rdmaps-ctl: cannot reach the scheduler at %s: %s\n",
 				o->scheduler, rps_strerror(rc));
-		goto out_transport;
+		rps_transport_destroy(tr);
+		return rc;
 	}
+	*tr_p = tr;
+	return 0;
+}
+
+int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
+{
+	struct rps_ctl_opts full;
+	const struct rps_ctl_opts *o = &full;
+	struct rps_transport *tr;
+	struct rps_conn *conn = NULL;
+	struct rps_frame_hdr h;
+	int rc;
+
+	rc = rps_ctl_client_open(opts, &full, &tr, &conn);
+	if (rc)
+		return rc;
 	rps_proto_hdr_init(&h, RPS_OP_STATUS, 0, 1);
 	rc = rps_tr_post_send(conn, &h, NULL, 0, 0);
 	if (rc) {
@@ -183,7 +197,6 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 	fflush(out);
 out_conn:
 	rps_tr_close(conn);
-out_transport:
 	rps_transport_destroy(tr);
 	return rc;
 }
