@@ -50,6 +50,7 @@ struct args {
 	uint64_t seed;
 	int progress; /* -1 auto, 0 off, 1 on */
 	size_t train_limit;
+	int eval_every, ckpt_after_eval; /* --eval-every, --checkpoint-after-eval */
 };
 
 struct job {
@@ -68,6 +69,8 @@ struct job {
 	struct rps_optimizer *opt; /* the servers' optimizer, run here */
 	/* distributed */
 	struct rps_worker *w;
+	long ckpt_clock; /* --checkpoint-after-eval: the last one (-1: none) */
+	double ckpt_acc;
 	rps_key_t keys[MLP_NTENSORS];
 	size_t off[MLP_NTENSORS];
 	struct comm *comm;
@@ -100,6 +103,11 @@ static void usage(FILE *out)
 		"  --train-limit N       use only the first N training images\n"
 		"  --progress            progress bar even when not a terminal\n"
 		"  --no-progress         plain log lines\n"
+		"  --eval-every N        worker 0 evaluates every N epochs and after the\n"
+		"                        last (default 1)\n"
+		"  --checkpoint-after-eval  after each evaluation, every shard writes a\n"
+		"                        checkpoint of the clock just evaluated (servers need\n"
+		"                        RDMAPS_CHECKPOINT_DIR)\n"
 		"Optimizer and consistency come from the server settings: RDMAPS_OPTIMIZER,\n"
 		"RDMAPS_LR, RDMAPS_MOMENTUM, RDMAPS_CONSISTENCY, ... (see docs/options.md).\n");
 }
@@ -116,13 +124,15 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "train-limit", required_argument, NULL, 'n' },
 		{ "progress", no_argument, NULL, 'p' },
 		{ "no-progress", no_argument, NULL, 'P' },
+		{ "eval-every", required_argument, NULL, 'E' },
+		{ "checkpoint-after-eval", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
 	*a = (struct args){ .epochs = 10, .batch = 256, .data = FMNIST_DIR_DEFAULT, .seed = 1,
-			    .progress = -1 };
+			    .progress = -1, .eval_every = 1 };
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'e': a->epochs = atoi(optarg); break;
@@ -134,12 +144,18 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'n': a->train_limit = strtoul(optarg, NULL, 10); break;
 		case 'p': a->progress = 1; break;
 		case 'P': a->progress = 0; break;
+		case 'E': a->eval_every = atoi(optarg); break;
+		case 'C': a->ckpt_after_eval = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -EINVAL;
 		}
 	}
-	if (a->epochs < 1 || a->batch < 1) {
-		fprintf(stderr, "fmnist-train: --epochs and --batch must be >= 1\n");
+	if (a->epochs < 1 || a->batch < 1 || a->eval_every < 1) {
+		fprintf(stderr, "fmnist-train: --epochs, --batch and --eval-every must be >= 1\n");
+		return -EINVAL;
+	}
+	if (a->ckpt_after_eval && a->local) {
+		fprintf(stderr, "fmnist-train: --checkpoint-after-eval needs servers (not --local)\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -246,6 +262,24 @@ static int grad_ready(void *arg, int t)
 	return comm_push(j->comm, t, (int)(j->nstep & 1));
 }
 
+/* --checkpoint-after-eval: the parameters just evaluated are those after
+ * clocks < our clock (the last pull's), and under BSP no shard passes it
+ * before we push it: every shard writes exactly them. */
+static int checkpoint_evaluated(struct job *j, double acc)
+{
+	uint32_t c = rps_worker_clock_value(j->w);
+	int rc = rps_worker_checkpoint(j->w, c, 0);
+
+	if (rc) {
+		fprintf(stderr, "fmnist-train: checkpoint at clock %u: %s\n", c, rps_strerror(rc));
+		return rc;
+	}
+	printf("checkpoint at clock %u: test accuracy %.4f\n", c, acc);
+	j->ckpt_clock = c;
+	j->ckpt_acc = acc;
+	return 0;
+}
+
 /* Wait for every pull still in flight (before evaluating). */
 static int drain_pulls(struct job *j)
 {
@@ -316,10 +350,14 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 		"{\n  \"test_accuracy\": %.4f,\n  \"train_loss\": %.4f,\n  \"epochs\": %d,\n"
 		"  \"samples_per_sec\": %.1f,\n  \"workers\": %d,\n  \"servers\": %d,\n"
 		"  \"transport\": \"%s\",\n  \"consistency\": \"%s\",\n  \"staleness\": %d,\n"
-		"  \"staleness_lr\": %d,\n  \"max_staleness\": %u,\n  \"batch\": %zu\n}\n",
+		"  \"staleness_lr\": %d,\n  \"max_staleness\": %u,\n  \"batch\": %zu",
 		acc, loss, j->a.epochs, sps, j->nworkers, j->nservers, j->transport,
 		j->consistency, j->staleness, j->staleness_lr, j->w ? rps_worker_max_staleness(j->w) : 0,
 		j->a.batch);
+	if (j->ckpt_clock >= 0)
+		fprintf(f, ",\n  \"checkpoint_clock\": %ld,\n  \"checkpoint_accuracy\": %.4f",
+			j->ckpt_clock, j->ckpt_acc);
+	fprintf(f, "\n}\n");
 	fclose(f);
 }
 
@@ -329,6 +367,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	memset(&j, 0, sizeof(j));
+	j.ckpt_clock = -1;
 	if (parse_args(argc, argv, &j.a))
 		return 2;
 	openblas_set_num_threads(1);
@@ -414,7 +453,7 @@ int main(int argc, char **argv)
 		sps = (double)(steps * per_step * (size_t)j.nworkers) / el;
 		if (!j.a.local && drain_pulls(&j))
 			return 1;
-		if (j.rank == 0) {
+		if (j.rank == 0 && (e % j.a.eval_every == 0 || e == j.a.epochs)) {
 			acc = mlp_accuracy(j.params, j.test.x, j.test.y, j.test.n, &j.ws);
 			if (bar) {
 				progress(&j, e, steps, steps, loss_epoch, sps, acc);
@@ -423,6 +462,8 @@ int main(int argc, char **argv)
 				printf("epoch %d/%d loss %.4f samples/s %.0f test_accuracy %.4f\n", e,
 				       j.a.epochs, loss_epoch, sps, acc);
 			}
+			if (j.a.ckpt_after_eval && checkpoint_evaluated(&j, acc))
+				return 1;
 		}
 	}
 	double sps_all = train_time > 0 ? (double)(steps * per_step * (size_t)j.nworkers) *
