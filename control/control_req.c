@@ -222,8 +222,8 @@ int rps_ctl_request(struct rps_ctl *ctl, uint8_t op, const struct rps_ctlreq *r)
 		rc = -EHOSTDOWN;
 	} else if (ctl->creq_status) {
 		rc = ctl->creq_status < 0 ? ctl->creq_status : -EIO;
-		RPS_ERR("%s failed: %s (%s)", name, ctl->creq_why[0] ? ctl->creq_why : "error",
-			rps_strerror(rc));
+		RPS_ERR("%s failed: %s", name,
+			ctl->creq_why[0] ? ctl->creq_why : rps_strerror(rc));
 	} else if (ctl->creq_failed) {
 		rc = -EIO;
 		RPS_ERR("%s: %u of %u shard(s) failed (see above)", name, ctl->creq_failed,

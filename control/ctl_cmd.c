@@ -290,8 +290,8 @@ int rps_ctl_checkpoint(const struct rps_ctl_opts *opts, FILE *out)
 	if (rc)
 		return rc;
 	if (r.status) {
-		fprintf(stderr, "rdmaps-ctl: checkpoint failed: %s (%s)\n",
-			r.why[0] ? r.why : "error", rps_strerror(r.status));
+		fprintf(stderr, "rdmaps-ctl: checkpoint failed: %s\n",
+			r.why[0] ? r.why : rps_strerror(r.status));
 		return r.status < 0 ? r.status : -EIO;
 	}
 	if (r.failed || r.bad) {
@@ -418,8 +418,8 @@ int rps_ctl_export(const struct rps_ctl_opts *opts, const char *path, FILE *out)
 		if (rc)
 			goto out;
 		if (r.status) {
-			fprintf(stderr, "rdmaps-ctl: export failed: %s (%s); nothing written\n",
-				r.why[0] ? r.why : "error", rps_strerror(r.status));
+			fprintf(stderr, "rdmaps-ctl: export failed: %s; nothing written\n",
+				r.why[0] ? r.why : rps_strerror(r.status));
 			rc = r.status < 0 ? r.status : -EIO;
 			goto out;
 		}
