@@ -70,7 +70,6 @@ static void answer_failed(struct rps_server *srv, uint8_t op, uint32_t req_id, i
 
 static void start(struct rps_server *srv, uint8_t op, uint32_t req_id, const struct rps_ctlreq *r)
 {
-	uint32_t rank = atomic_load(&srv->rank);
 	char why[200];
 
 	if (srv->creq.active)
@@ -79,9 +78,8 @@ static void start(struct rps_server *srv, uint8_t op, uint32_t req_id, const str
 	srv->creq.active = 0;
 	if (op == RPS_OP_CHECKPOINT && !srv->ckpt_dir[0]) {
 		snprintf(why, sizeof(why),
-			 "server %u has no checkpoint directory: start the servers with "
-			 "RDMAPS_CHECKPOINT_DIR=DIR (or --checkpoint-dir DIR)",
-			 rank);
+			 "no checkpoint directory: start the servers with "
+			 "RDMAPS_CHECKPOINT_DIR=DIR (or --checkpoint-dir DIR)");
 		answer_failed(srv, op, req_id, -ENOTSUP, why);
 		return;
 	}

@@ -33,13 +33,15 @@ start_job() {
 	mkdir -p "$dir"
 	for try in $(seq 1 20); do
 		export RDMAPS_SCHEDULER=127.0.0.1:$((10000 + (RANDOM % 200) * 100 + 53))
-		"$BIN/rdmaps-sched" > "$dir/sched.log" 2>&1 &
+		RDMAPS_LOG_LEVEL=info "$BIN/rdmaps-sched" > "$dir/sched.log" 2>&1 &
 		sched=$!
 		sleep 0.3
 		kill -0 "$sched" 2>/dev/null && break
 	done
+	spids=()
 	for r in 0 1; do
 		RDMAPS_RANK=$r RDMAPS_HOST=127.0.0.1 "$BIN/rdmaps-server" > "$dir/server$r.log" 2>&1 &
+		spids+=($!)
 	done
 	wpids=()
 	for r in 0 1; do
@@ -63,6 +65,7 @@ end_job() { # DIR: release the workers, wait for everything to exit
 	wait "$sched" || true
 }
 CTL=("$BIN/rdmaps-ctl")
+errno_of() { $PY -c 'import errno, sys; print(getattr(errno, sys.argv[1]))' "$1"; }
 
 # ---- job 1: checkpoint directory set -------------------------------------------
 export RDMAPS_CHECKPOINT_DIR=$OUT/ckpt
@@ -135,6 +138,24 @@ if "${CTL[@]}" export "$OUT/nodir/x.npz" > /dev/null 2> "$OUT/nodir.err"; then
 fi
 grep -q "does not exist" "$OUT/nodir.err" || fail "missing directory: $(cat "$OUT/nodir.err")"
 [ ! -e "$OUT/nodir" ] || fail "the missing directory appeared"
+
+# a target clock nobody reaches: the scheduler gives up after the request's
+# timeout, naming the servers
+touch "$OUT/job1/far-timeout"
+wait_file "$OUT/job1/far-timeout.rc"
+grep -qx "rc -$(errno_of ETIMEDOUT)" "$OUT/job1/far-timeout.rc" || fail "far target: $(cat "$OUT/job1/far-timeout.rc")"
+grep -q "did not answer within 1500 ms" "$OUT/job1/worker0.log" || fail "no timeout message"
+# ... and a server that dies meanwhile is named
+touch "$OUT/job1/far-death"
+for i in $(seq 1 1200); do
+	[ "$(grep -c 'CHECKPOINT requested by worker' "$OUT/job1/sched.log")" -ge 3 ] && break
+	sleep 0.05
+done
+kill -9 "${spids[1]}"
+wait_file "$OUT/job1/far-death.rc"
+grep -qx "rc -$(errno_of EHOSTDOWN)" "$OUT/job1/far-death.rc" || fail "server death: $(cat "$OUT/job1/far-death.rc")"
+grep -q "server 1 (127.0.0.1:[0-9]*, pid ${spids[1]}) went away before it answered" \
+	"$OUT/job1/worker0.log" || fail "no message naming the dead server"
 SCHED1=$RDMAPS_SCHEDULER
 end_job "$OUT/job1"
 echo "job 1: checkpoint and export right"

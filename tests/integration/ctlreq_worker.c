@@ -10,7 +10,9 @@
  *	"rc RC clock C" to OUTDIR/worker-ckpt. After the last clock rank 0 pulls
  *	everything into OUTDIR/final.f32 (the keys in order, float32) and writes
  *	OUTDIR/trained; then every worker waits for OUTDIR/release before it
- *	leaves (so the servers stay up for rdmaps-ctl).
+ *	leaves (so the servers stay up for rdmaps-ctl). Meanwhile OUTDIR/far-timeout
+ *	and OUTDIR/far-death make rank 0 ask for a checkpoint at a clock nobody
+ *	reaches (timeouts 1.5 s and 30 s); the result goes to OUTDIR/far-*.rc.
  *   ctlreq-worker verify NSHARDS NWORKERS FILE...
  *	read each checkpoint file (src/ckpt.h, the restore path's reader) and
  *	check every slice against the formula at the file's clock.
@@ -156,8 +158,28 @@ static int run(const char *dir, int clocks)
 			fclose(f);
 		touch(dir, "trained", NULL);
 	}
-	for (int i = 0; !rc && i < 2400 && !exists(dir, "release"); i++)
+	/* rank 0, on request of the script: a checkpoint at a clock the job never
+	 * reaches (far-timeout: 1.5 s, must time out; far-death: 30 s, the script
+	 * kills a server meanwhile) */
+	for (int i = 0, t = 0, d = 0; !rc && i < 2400 && !exists(dir, "release"); i++) {
+		if (rank == 0 && (!t && exists(dir, "far-timeout"))) {
+			char text[32];
+
+			t = 1;
+			snprintf(text, sizeof(text), "rc %d\n",
+				 rps_worker_checkpoint(w, (uint32_t)clocks + 5, 1500));
+			touch(dir, "far-timeout.rc", text);
+		}
+		if (rank == 0 && (!d && exists(dir, "far-death"))) {
+			char text[32];
+
+			d = 1;
+			snprintf(text, sizeof(text), "rc %d\n",
+				 rps_worker_checkpoint(w, (uint32_t)clocks + 5, 30000));
+			touch(dir, "far-death.rc", text);
+		}
 		usleep(50000);
+	}
 	if (rc)
 		fprintf(stderr, "ctlreq-worker %d: FAIL: %s\n", rank, rps_strerror(rc));
 	rps_worker_destroy(w);
