@@ -99,7 +99,8 @@ static void on_data(struct creq_run *r, const void *data, size_t len)
 	if (!x || x->key != p.key || x->slice != p.slice || x->server != p.server ||
 	    x->shard != p.shard) {
 		if (p.offset) {
-			set_bad(r, "key %" PRIu64 " slice %u: piece at %" PRIu64 " without its start",
+			set_bad(r,
+				"key %" PRIu64 " slice %u: piece at %" PRIu64 " without its start",
 				p.key, p.slice, p.offset);
 			return;
 		}
@@ -118,8 +119,8 @@ static void on_data(struct creq_run *r, const void *data, size_t len)
 		memset(x, 0, sizeof(*x));
 		x->data = rps_malloc(p.slice_elems ? p.slice_elems * sizeof(float) : 1);
 		if (!x->data) {
-			set_bad(r, "out of memory for key %" PRIu64 " (%" PRIu64 " elements)", p.key,
-				p.slice_elems);
+			set_bad(r, "out of memory for key %" PRIu64 " (%" PRIu64 " elements)",
+				p.key, p.slice_elems);
 			return;
 		}
 		r->n++;
@@ -161,8 +162,9 @@ static void on_result(struct creq_run *r, const void *data, size_t len)
 		memcpy(&s, (const char *)data + sizeof(res) + k * sizeof(s), sizeof(s));
 		s.text[sizeof(s.text) - 1] = '\0';
 		if (s.status) {
-			fprintf(stderr, "rdmaps-ctl: server %u shard %u: %s failed: %s\n", res.server,
-				s.shard, r->op == RPS_OP_CHECKPOINT ? "checkpoint" : "export",
+			fprintf(stderr, "rdmaps-ctl: server %u shard %u: %s failed: %s\n",
+				res.server, s.shard,
+				r->op == RPS_OP_CHECKPOINT ? "checkpoint" : "export",
 				s.text[0] ? s.text : rps_strerror(s.status));
 			r->failed++;
 			continue;
@@ -249,7 +251,8 @@ static int creq_once(const struct rps_ctl_opts *opts, uint8_t op, const struct r
 					"rdmaps-ctl: the scheduler at %s closed the connection "
 					"(%s)\n",
 					o.scheduler,
-					ev[i].status ? rps_strerror(ev[i].status) : "end of stream");
+					ev[i].status ? rps_strerror(ev[i].status)
+						     : "end of stream");
 				rc = -ECONNRESET;
 				r->done = 1;
 			} else if (ev[i].type == RPS_TR_EV_RECV && !r->done) {
@@ -295,10 +298,11 @@ int rps_ctl_checkpoint(const struct rps_ctl_opts *opts, FILE *out)
 		return r.status < 0 ? r.status : -EIO;
 	}
 	if (r.failed || r.bad) {
-		fprintf(stderr,
-			"rdmaps-ctl: checkpoint incomplete: %d shard(s) failed%s%s (see the servers' "
-			"logs; check the checkpoint directory's space and permissions)\n",
-			r.failed, r.bad ? ": " : "", r.bad ? r.bad_why : "");
+		fprintf(
+		    stderr,
+		    "rdmaps-ctl: checkpoint incomplete: %d shard(s) failed%s%s (see the servers' "
+		    "logs; check the checkpoint directory's space and permissions)\n",
+		    r.failed, r.bad ? ": " : "", r.bad ? r.bad_why : "");
 		return -EIO;
 	}
 	return 0;
@@ -385,13 +389,15 @@ static int check_dest(const char *path)
 	else
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "rdmaps-ctl: export: cannot write %s: directory %s does not exist\n",
-			path, dir);
+		fprintf(stderr,
+			"rdmaps-ctl: export: cannot write %s: directory %s does not exist\n", path,
+			dir);
 		return -ENOENT;
 	}
 	if (access(dir, W_OK | X_OK)) {
-		fprintf(stderr, "rdmaps-ctl: export: cannot write %s: directory %s is not writable\n",
-			path, dir);
+		fprintf(stderr,
+			"rdmaps-ctl: export: cannot write %s: directory %s is not writable\n", path,
+			dir);
 		return -EACCES;
 	}
 	return 0;
@@ -425,7 +431,8 @@ int rps_ctl_export(const struct rps_ctl_opts *opts, const char *path, FILE *out)
 		}
 		if (r.failed || r.bad) {
 			fprintf(stderr, "rdmaps-ctl: export failed: %s; nothing written\n",
-				r.bad ? r.bad_why : "a shard failed (see above and the servers' logs)");
+				r.bad ? r.bad_why
+				      : "a shard failed (see above and the servers' logs)");
 			rc = -EIO;
 			goto out;
 		}
@@ -457,11 +464,12 @@ int rps_ctl_export(const struct rps_ctl_opts *opts, const char *path, FILE *out)
 		fprintf(out, "exported clock %" PRIu64 ": %zu keys, %" PRIu64 " elements to %s\n",
 			r.clock_min, ne, r.nelems, path);
 	else
-		fprintf(out,
-			"exported clocks %" PRIu64 "..%" PRIu64
-			" (asp/ssp: each shard as it was when it took the request): %zu keys, %" PRIu64
-			" elements to %s\n",
-			r.clock_min, r.clock_max, ne, r.nelems, path);
+		fprintf(
+		    out,
+		    "exported clocks %" PRIu64 "..%" PRIu64
+		    " (asp/ssp: each shard as it was when it took the request): %zu keys, %" PRIu64
+		    " elements to %s\n",
+		    r.clock_min, r.clock_max, ne, r.nelems, path);
 	fflush(out);
 out:
 	rps_npz_free(e, ne);

@@ -25,8 +25,7 @@
 
 #include <rdmaps/status.h>
 
-void rps_srv_creq_on_request(void *arg, const struct rps_frame_hdr *h, const void *data,
-			     size_t len)
+void rps_srv_creq_on_request(void *arg, const struct rps_frame_hdr *h, const void *data, size_t len)
 {
 	struct rps_server *srv = arg;
 
@@ -136,7 +135,8 @@ static int send_snap(struct rps_server *srv, uint32_t req_id, const struct rps_s
 
 static void finish(struct rps_server *srv)
 {
-	size_t len = sizeof(struct rps_ctlres) + (size_t)srv->nshards * sizeof(struct rps_ctlres_shard);
+	size_t len =
+	    sizeof(struct rps_ctlres) + (size_t)srv->nshards * sizeof(struct rps_ctlres_shard);
 	struct rps_ctlres_shard *sr;
 	char *buf = rps_calloc(1, len);
 	uint8_t op = srv->creq.a_op;
@@ -163,7 +163,8 @@ static void finish(struct rps_server *srv)
 		snprintf(sr->text, sizeof(sr->text), "%s", r->text);
 	}
 	if (rc) {
-		RPS_ERR("%s: sending to the scheduler: %s", rps_proto_op_name(op), rps_strerror(rc));
+		RPS_ERR("%s: sending to the scheduler: %s", rps_proto_op_name(op),
+			rps_strerror(rc));
 	} else if (!buf) {
 		answer_failed(srv, op, req_id, -ENOMEM, "out of memory for the answer");
 	} else {

@@ -76,7 +76,8 @@ static int check(const float *v, int upto, int nw, const char *what)
 	for (int k = 0; k < NKEYS; k++)
 		for (size_t i = 0; i < lens[k]; i++, off++)
 			if (v[off] != want(keys[k], upto, nw)) {
-				fprintf(stderr, "ctlreq-worker: FAIL %s: key %llu [%zu] = %g, want %g\n",
+				fprintf(stderr,
+					"ctlreq-worker: FAIL %s: key %llu [%zu] = %g, want %g\n",
 					what, (unsigned long long)keys[k], i, v[off],
 					want(keys[k], upto, nw));
 				return -1;
@@ -201,7 +202,8 @@ static int verify_slice(const struct rps_ckpt_slice *s, void *arg)
 
 	for (uint64_t i = 0; i < s->nelems; i++)
 		if (s->params[i] != wv) {
-			fprintf(stderr, "ctlreq-worker: FAIL key %llu slice %u [%llu] = %g, want %g\n",
+			fprintf(stderr,
+				"ctlreq-worker: FAIL key %llu slice %u [%llu] = %g, want %g\n",
 				(unsigned long long)s->key, s->slice, (unsigned long long)i,
 				s->params[i], wv);
 			x->bad = 1;
@@ -223,7 +225,8 @@ static int verify(int nshards, int nworkers, char **files, int n)
 		int rc;
 
 		if (rps_ckpt_parse_name(base, &r, &sh, &c) != 1) {
-			fprintf(stderr, "ctlreq-worker: FAIL %s: not a checkpoint name\n", files[i]);
+			fprintf(stderr, "ctlreq-worker: FAIL %s: not a checkpoint name\n",
+				files[i]);
 			bad = 1;
 			continue;
 		}
@@ -247,6 +250,7 @@ int main(int argc, char **argv)
 		return run(argv[2], atoi(argv[3]));
 	if (argc >= 5 && !strcmp(argv[1], "verify"))
 		return verify(atoi(argv[2]), atoi(argv[3]), argv + 4, argc - 4);
-	fprintf(stderr, "usage: ctlreq-worker run OUTDIR CLOCKS | verify NSHARDS NWORKERS FILE...\n");
+	fprintf(stderr,
+		"usage: ctlreq-worker run OUTDIR CLOCKS | verify NSHARDS NWORKERS FILE...\n");
 	return 2;
 }

@@ -153,8 +153,8 @@ static void test_bsp_target_later(void **state)
 	assert_true(at2[0] == -0.5f * (1 + 2 + 2 + 3)); /* lr 0.5, clocks 0 and 1 */
 	/* not later: the next clock does not change it */
 	one_clock(&f->sh, 2);
-	assert_memory_equal((const char *)f->sh.creq_res.snap + sizeof(struct rps_export_part),
-			    at2, sizeof(at2));
+	assert_memory_equal((const char *)f->sh.creq_res.snap + sizeof(struct rps_export_part), at2,
+			    sizeof(at2));
 }
 
 /* Several clocks at once (a dead worker lets the clock jump): the request
