@@ -83,6 +83,12 @@ struct rps_ctl_opts;
  * -EACCES (secret), or why it could not be reached. */
 int rps_ctl_client_open(const struct rps_ctl_opts *opts, struct rps_ctl_opts *full_p,
 			struct rps_transport **tr_p, struct rps_conn **conn_p);
+/* rdmaps-ctl: poll tr until fn sets *done_p (its return value is the
+ * result) or timeout_ms passed (-ETIMEDOUT). A closed connection or an ERROR
+ * frame from the scheduler ends it too (reported); fn sees every other
+ * frame. */
+int rps_ctl_client_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, int timeout_ms,
+			int (*fn)(void *arg, const struct rps_tr_event *ev, int *done_p), void *arg);
 
 /* Under ctl->lock. */
 int rps_ctl_send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32_t aux,

@@ -47,7 +47,7 @@ struct xslice {
 struct creq_run {
 	FILE *out;
 	uint8_t op;
-	int done, status;
+	int status; /* DONE's */
 	char why[512];
 	int failed; /* shards or servers that failed */
 	/* export */
@@ -180,10 +180,13 @@ static void on_result(struct creq_run *r, const void *data, size_t len)
 	}
 }
 
-static void on_frame(struct creq_run *r, const struct rps_tr_event *ev)
+/* A frame of the answer (rps_ctl_client_wait): done at DONE. */
+static int creq_frame(void *arg, const struct rps_tr_event *ev, int *done_p)
 {
+	struct creq_run *r = arg;
+
 	if (ev->hdr.op != r->op || ev->hdr.req_id != 1)
-		return;
+		return -EAGAIN;
 	switch (ev->hdr.aux) {
 	case RPS_CTLREQ_DATA:
 		if (r->op == RPS_OP_EXPORT && !r->bad)
@@ -193,12 +196,13 @@ static void on_frame(struct creq_run *r, const struct rps_tr_event *ev)
 		on_result(r, ev->data, ev->data_len);
 		break;
 	case RPS_CTLREQ_DONE:
-		r->done = 1;
+		*done_p = 1;
 		r->status = ev->hdr.status;
 		snprintf(r->why, sizeof(r->why), "%.*s", (int)RPS_MIN(ev->data_len, 500),
 			 ev->data ? (const char *)ev->data : "");
 		break;
 	}
+	return 0;
 }
 
 /* One request: 0 with r filled (r->status says how it ended), or a local
@@ -211,7 +215,6 @@ static int creq_once(const struct rps_ctl_opts *opts, uint8_t op, const struct r
 	struct rps_conn *conn = NULL;
 	struct rps_frame_hdr h;
 	struct iovec iov = {.iov_base = (void *)req, .iov_len = sizeof(*req)};
-	uint64_t deadline;
 	int rc;
 
 	rc = rps_ctl_client_open(opts, &o, &tr, &conn);
@@ -227,41 +230,7 @@ static int creq_once(const struct rps_ctl_opts *opts, uint8_t op, const struct r
 			rps_strerror(rc));
 		goto out;
 	}
-	deadline = rps_now_ns() + ((uint64_t)req->timeout_ms + CTL_ANSWER_MARGIN) * 1000000ull;
-	while (!r->done) {
-		struct rps_tr_event ev[8];
-		uint64_t now = rps_now_ns();
-		int n;
-
-		if (now >= deadline) {
-			fprintf(stderr, "rdmaps-ctl: no answer from the scheduler at %s in %u ms\n",
-				o.scheduler, req->timeout_ms + CTL_ANSWER_MARGIN);
-			rc = -ETIMEDOUT;
-			break;
-		}
-		n = rps_tr_poll(tr, ev, 8, (int)((deadline - now) / 1000000ull) + 1);
-		if (n < 0 && n != -EINTR && n != -EAGAIN) {
-			fprintf(stderr, "rdmaps-ctl: poll: %s\n", rps_strerror(n));
-			rc = n;
-			break;
-		}
-		for (int i = 0; i < n; i++) {
-			if (ev[i].type == RPS_TR_EV_CLOSED && !r->done) {
-				fprintf(stderr,
-					"rdmaps-ctl: the scheduler at %s closed the connection "
-					"(%s)\n",
-					o.scheduler,
-					ev[i].status ? rps_strerror(ev[i].status)
-						     : "end of stream");
-				rc = -ECONNRESET;
-				r->done = 1;
-			} else if (ev[i].type == RPS_TR_EV_RECV && !r->done) {
-				on_frame(r, &ev[i]);
-			}
-			if (ev[i].type == RPS_TR_EV_RECV && ev[i].token)
-				rps_tr_release(tr, ev[i].token);
-		}
-	}
+	rc = rps_ctl_client_wait(&o, tr, (int)req->timeout_ms + CTL_ANSWER_MARGIN, creq_frame, r);
 out:
 	rps_tr_close(conn);
 	rps_transport_destroy(tr);

@@ -45,9 +45,10 @@ int rps_ctl_opts_from_args(int *argc_p, char **argv, FILE *out, struct rps_ctl_o
 	return 0;
 }
 
-/* One event of the answer: *done_p once it is complete; 0 when it was the
- * status text (written to out), else why not. */
-static int status_event(const struct rps_ctl_opts *o, const struct rps_tr_event *ev, FILE *out,
+/* One event of an answer: what the status table, a refusal or a closed
+ * connection says; other frames go to fn. */
+static int client_event(const struct rps_ctl_opts *o, const struct rps_tr_event *ev,
+			int (*fn)(void *arg, const struct rps_tr_event *ev, int *done_p), void *arg,
 			int *done_p)
 {
 	if (ev->type == RPS_TR_EV_CLOSED) {
@@ -58,29 +59,19 @@ static int status_event(const struct rps_ctl_opts *o, const struct rps_tr_event 
 	}
 	if (ev->type != RPS_TR_EV_RECV)
 		return -EAGAIN;
-	if (ev->hdr.op == RPS_OP_STATUS && ev->hdr.req_id == 1) {
-		*done_p = 1;
-		if (ev->hdr.status) {
-			fprintf(stderr, "rdmaps-ctl: status: %s\n", rps_strerror(ev->hdr.status));
-			return ev->hdr.status < 0 ? ev->hdr.status : -EPROTO;
-		}
-		if (ev->data_len)
-			fwrite(ev->data, 1, ev->data_len, out);
-		return 0;
-	}
 	if (ev->hdr.op == RPS_OP_ERROR) {
 		*done_p = 1;
 		fprintf(stderr, "rdmaps-ctl: scheduler error: %.*s (%s)\n", (int)ev->data_len,
 			(const char *)ev->data, rps_strerror(ev->hdr.status));
 		return ev->hdr.status < 0 ? ev->hdr.status : -EPROTO;
 	}
-	return -EAGAIN;
+	return fn(arg, ev, done_p);
 }
 
-/* Wait for the answer to STATUS (request 1) until the deadline. */
-static int status_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, FILE *out)
+int rps_ctl_client_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, int timeout_ms,
+			int (*fn)(void *arg, const struct rps_tr_event *ev, int *done_p), void *arg)
 {
-	uint64_t deadline = rps_now_ns() + (uint64_t)o->timeout_ms * 1000000ull;
+	uint64_t deadline = rps_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	int rc = -ETIMEDOUT, done = 0;
 
 	while (!done) {
@@ -90,7 +81,7 @@ static int status_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, F
 
 		if (now >= deadline) {
 			fprintf(stderr, "rdmaps-ctl: no answer from the scheduler at %s in %d ms\n",
-				o->scheduler, o->timeout_ms);
+				o->scheduler, timeout_ms);
 			return -ETIMEDOUT;
 		}
 		n = rps_tr_poll(tr, ev, 8, (int)((deadline - now) / 1000000ull) + 1);
@@ -100,7 +91,7 @@ static int status_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, F
 		}
 		for (int i = 0; i < n; i++) {
 			if (!done) {
-				int r = status_event(o, &ev[i], out, &done);
+				int r = client_event(o, &ev[i], fn, arg, &done);
 
 				if (done)
 					rc = r;
@@ -110,6 +101,21 @@ static int status_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, F
 		}
 	}
 	return rc;
+}
+
+/* The answer to STATUS (request 1): the text, written to out (arg). */
+static int status_frame(void *arg, const struct rps_tr_event *ev, int *done_p)
+{
+	if (ev->hdr.op != RPS_OP_STATUS || ev->hdr.req_id != 1)
+		return -EAGAIN;
+	*done_p = 1;
+	if (ev->hdr.status) {
+		fprintf(stderr, "rdmaps-ctl: status: %s\n", rps_strerror(ev->hdr.status));
+		return ev->hdr.status < 0 ? ev->hdr.status : -EPROTO;
+	}
+	if (ev->data_len)
+		fwrite(ev->data, 1, ev->data_len, arg);
+	return 0;
 }
 
 /* opts with every member set: the caller's, the rest from cfg (defaults
@@ -193,7 +199,7 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 			rps_strerror(rc));
 		goto out_conn;
 	}
-	rc = status_wait(o, tr, out);
+	rc = rps_ctl_client_wait(o, tr, o->timeout_ms, status_frame, out);
 	fflush(out);
 out_conn:
 	rps_tr_close(conn);
