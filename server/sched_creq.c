@@ -4,7 +4,8 @@
  * live server and relay their DATA and RESULT frames unchanged. The request
  * ends with DONE once every server asked has answered, or at the first death
  * of one of them, or when the time is up: then DONE carries the failure and
- * names the server(s). One request at a time: another one meanwhile is
+ * names the server(s) (a death ends the request at once: the dead server's
+ * part cannot come any more). One request at a time: another one meanwhile is
  * answered -EBUSY. Answers of an older request (another id) are dropped.
  *
  * EXPORT without a target clock gets one here: the largest shard clock the
@@ -220,8 +221,8 @@ void rps_sched_creq_node_gone(struct rps_sched *s, int i)
 	     "server %u (%s:%u, pid %u) went away before it answered: see its log; "
 	     "restart it (--restore) and ask again",
 	     sl->node.rank, sl->node.host, sl->node.port, sl->node.pid);
-	if (!nwaiting(s))
-		finish(s);
+	/* its shards' part can never come: no use waiting for the others */
+	finish(s);
 }
 
 void rps_sched_creq_check(struct rps_sched *s, uint64_t now)
