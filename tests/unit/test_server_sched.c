@@ -1,7 +1,9 @@
 /* The scheduler and the control channel together, in one process on
  * 127.0.0.1: rendezvous and ranks, barriers, dead nodes (silence and a
  * dropped connection), rejoin, refusals, wrong secret, joining before the
- * scheduler starts, STATUS, the clean end of a job.
+ * scheduler starts, STATUS, the clean end of a job, control requests relayed
+ * to the servers (answered, refused while one runs, timed out, failed, a
+ * server gone).
  * Heartbeats every 50 ms; a silent node is dead after 500 ms: the whole file
  * takes about 3 s.
  */
@@ -21,6 +23,8 @@
 #include <cmocka.h>
 
 #include "control/control.h"
+#include <rdmaps/ctl.h>
+#include <rdmaps/types.h>
 #include "server/sched.h"
 #include "src/config.h"
 #include "src/log.h"
@@ -134,6 +138,11 @@ struct node {
 	atomic_int shutdown;
 	atomic_int maps;
 	atomic_int map_epoch;
+	/* servers: control requests (CHECKPOINT / EXPORT) */
+	atomic_int reqs;
+	uint32_t req_id;
+	uint8_t req_op;
+	int answer_now; /* answer each at once (RESULT, status 0) */
 };
 
 static void cb_dead(void *arg, const struct rps_node *n)
@@ -160,6 +169,37 @@ static void cb_map(void *arg, const struct rps_map *m, const struct rps_node *no
 	atomic_fetch_add(&nd->maps, 1);
 }
 
+/* A server's RESULT for the last request: one shard at clock 5. */
+static int answer(struct node *nd, int status)
+{
+	struct {
+		struct rps_ctlres r;
+		struct rps_ctlres_shard s;
+	} a;
+
+	memset(&a, 0, sizeof(a));
+	a.r.server = rps_ctl_rank(nd->ctl);
+	a.r.num_shards = 1;
+	a.r.consistency = RPS_BSP;
+	a.r.status = status;
+	a.s.clock = 5;
+	snprintf(a.s.text, sizeof(a.s.text), "/ckpt/server%u", a.r.server);
+	return rps_ctl_send(nd->ctl, nd->req_op, nd->req_id, 0, RPS_CTLREQ_RESULT, &a, sizeof(a),
+			    NULL, 0);
+}
+
+static void cb_request(void *arg, const struct rps_frame_hdr *h, const void *data, size_t len)
+{
+	struct node *nd = arg;
+
+	assert_int_equal(len, sizeof(struct rps_ctlreq));
+	nd->req_id = h->req_id;
+	nd->req_op = h->op;
+	if (nd->answer_now)
+		answer(nd, 0);
+	atomic_fetch_add(&nd->reqs, 1);
+}
+
 static void node_init(struct node *nd, uint8_t role, const char *sched)
 {
 	memset(nd, 0, sizeof(*nd));
@@ -176,6 +216,7 @@ static const struct rps_ctl_events test_events = {
     .on_dead = cb_dead,
     .on_shutdown = cb_shutdown,
     .on_map = cb_map,
+    .on_request = cb_request,
 };
 
 static int node_join(struct node *nd)
@@ -610,6 +651,93 @@ static void test_timeouts(void **state)
 	assert_true(rps_now_ns() - t0 >= 300000000ull);
 }
 
+struct req_run {
+	struct node *nd;
+	struct rps_ctlreq r;
+	int rc;
+	pthread_t th;
+};
+
+static void *request_thread(void *arg)
+{
+	struct req_run *q = arg;
+
+	q->rc = rps_ctl_request(q->nd->ctl, RPS_OP_CHECKPOINT, &q->r);
+	return NULL;
+}
+
+/* A worker's CHECKPOINT through the scheduler to 2 servers: server 0
+ * answers at once, server 1 when the test says (or never). */
+static void test_ctl_requests(void **state)
+{
+	struct sched_run r;
+	struct node nd[3];
+	struct node *all[3] = {&nd[0], &nd[1], &nd[2]};
+	struct req_run q = {.nd = &nd[2], .r = {.clock = 5, .flags = RPS_CTLREQ_CLOCK}};
+	struct rps_ctl_opts o;
+	FILE *null = fopen("/dev/null", "w");
+	uint64_t t0;
+
+	(void)state;
+	assert_non_null(null);
+	sched_start(&r, 2, 1, 0, HB_TIMEOUT_MS);
+	node_init(&nd[0], RPS_ROLE_SERVER, r.addr);
+	node_init(&nd[1], RPS_ROLE_SERVER, r.addr);
+	node_init(&nd[2], RPS_ROLE_WORKER, r.addr);
+	nd[0].answer_now = 1;
+	run_all(all, 3, join_thread);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(nd[i].rc, 0);
+
+	/* 1. both answer; meanwhile rdmaps-ctl's request is refused (-EBUSY) */
+	q.r.timeout_ms = 3000;
+	assert_int_equal(pthread_create(&q.th, NULL, request_thread, &q), 0);
+	assert_true(wait_int(&nd[1].reqs, 1, 2000));
+	assert_int_equal(nd[1].req_op, RPS_OP_CHECKPOINT);
+	memset(&o, 0, sizeof(o));
+	o.field_mask = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
+	snprintf(o.scheduler, sizeof(o.scheduler), "%s", r.addr);
+	snprintf(o.secret, sizeof(o.secret), "%s", SECRET);
+	o.timeout_ms = 2000;
+	assert_int_equal(rps_ctl_checkpoint(&o, null), -EBUSY);
+	assert_int_equal(answer(&nd[1], 0), 0);
+	pthread_join(q.th, NULL);
+	assert_int_equal(q.rc, 0);
+	assert_int_equal(atomic_load(&nd[0].reqs), 1);
+
+	/* 2. server 1 stays silent: the scheduler gives up after the timeout */
+	q.r.timeout_ms = 300;
+	t0 = rps_now_ns();
+	assert_int_equal(pthread_create(&q.th, NULL, request_thread, &q), 0);
+	pthread_join(q.th, NULL);
+	assert_int_equal(q.rc, -ETIMEDOUT);
+	assert_true(rps_now_ns() - t0 >= 280000000ull);
+	assert_true(rps_now_ns() - t0 < 3000000000ull);
+
+	/* 3. server 1's failure is the request's */
+	q.r.timeout_ms = 3000;
+	assert_int_equal(pthread_create(&q.th, NULL, request_thread, &q), 0);
+	assert_true(wait_int(&nd[1].reqs, 3, 2000));
+	assert_int_equal(answer(&nd[1], -ENOSPC), 0);
+	pthread_join(q.th, NULL);
+	assert_int_equal(q.rc, -ENOSPC);
+
+	/* 4. server 1 leaves while asked: at once, not after the timeout */
+	assert_int_equal(pthread_create(&q.th, NULL, request_thread, &q), 0);
+	assert_true(wait_int(&nd[1].reqs, 4, 2000));
+	t0 = rps_now_ns();
+	node_leave(&nd[1]);
+	pthread_join(q.th, NULL);
+	assert_int_equal(q.rc, -EHOSTDOWN);
+	assert_true(rps_now_ns() - t0 < 2000000000ull);
+
+	node_leave(&nd[2]);
+	assert_true(wait_int(&nd[0].shutdown, 1, 2000));
+	node_leave(&nd[0]);
+	assert_int_equal(sched_finish(&r, 0, 3000), 0);
+	fclose(null);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -619,6 +747,7 @@ int main(void)
 	    cmocka_unit_test(test_wrong_secret),
 	    cmocka_unit_test(test_join_before_scheduler),
 	    cmocka_unit_test(test_timeouts),
+	    cmocka_unit_test(test_ctl_requests),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
