@@ -10,7 +10,7 @@ BIN=$1
 OUT=$(mktemp -d)
 PY=/usr/bin/python3
 cleanup() {
-	touch "$OUT/job1/release" "$OUT/job2/release" 2>/dev/null || true
+	touch "$OUT/job1/release" "$OUT/job2/release" "$OUT/job3/release" 2>/dev/null || true
 	for p in $(jobs -p); do kill -9 "$p" 2>/dev/null || true; done
 	if [ -n "${KEEP_OUT:-}" ]; then echo "logs kept in $OUT"; else rm -rf "$OUT"; fi
 }
@@ -184,6 +184,16 @@ grep -q "no checkpoint directory" "$OUT/nodir-ckpt.err" || fail "no checkpoint d
 grep -q "RDMAPS_CHECKPOINT_DIR" "$OUT/nodir-ckpt.err" || fail "no hint what to do"
 end_job "$OUT/job2"
 echo "job 2: refused without a checkpoint directory"
+
+# ---- job 3: ASP: export says it has no common clock; after training exact --------
+RDMAPS_CONSISTENCY=asp ITEST_ASP=1 start_job "$OUT/job3" 6
+wait_file "$OUT/job3/trained"
+RDMAPS_CONSISTENCY=asp "${CTL[@]}" export "$OUT/asp.npz" > "$OUT/asp.out" || fail "export (asp)"
+cat "$OUT/asp.out"
+grep -q "^exported clocks 6\.\.6 (asp/ssp: each shard as it was when it took the request): 4 keys, 305101 elements" \
+	"$OUT/asp.out" || fail "asp export output"
+check_npz "$OUT/asp.npz" 6 "$OUT/job3/final.f32" || fail "asp export"
+end_job "$OUT/job3"
 
 # ---- fmnist-train --eval-every 1 --checkpoint-after-eval --------------------------
 {

@@ -4,7 +4,8 @@
  *   ctlreq-worker run OUTDIR CLOCKS
  *	BSP, SGD lr 1, zeros: every element of key k after clocks < C is
  *	exactly -(sum over c < C, workers w of grad(w, c, k)). Each clock: pull
- *	(checked), push, clock, sleep ITEST_SLEEP_MS. OUTDIR/started appears
+ *	(checked), push, clock, sleep ITEST_SLEEP_MS. ITEST_ASP set (an ASP
+ *	job): only the final pull, after a barrier, is checked. OUTDIR/started appears
  *	after clock 1. Rank 0, at clock ITEST_CKPT_AT (after its pull, before
  *	its push), calls rps_worker_checkpoint(w, that clock) and writes
  *	"rc RC clock C" to OUTDIR/worker-ckpt. After the last clock rank 0 pulls
@@ -95,6 +96,7 @@ static int run(const char *dir, int clocks)
 	float *v, *g;
 	int rc, rank, nw, ckpt_at = getenv("ITEST_CKPT_AT") ? atoi(getenv("ITEST_CKPT_AT")) : -1;
 	int sleep_ms = getenv("ITEST_SLEEP_MS") ? atoi(getenv("ITEST_SLEEP_MS")) : 0;
+	int asp = getenv("ITEST_ASP") != NULL;
 
 	rps_worker_opts_init(&o);
 	rc = rps_worker_create(&o, &w);
@@ -114,8 +116,14 @@ static int run(const char *dir, int clocks)
 	for (int c = 0; !rc && c <= clocks; c++) {
 		char what[64];
 
+		/* ASP: only the end is known, once every push of everyone is in */
+		if (asp && c < clocks)
+			goto step;
+		if (asp)
+			rc = rps_worker_barrier(w);
 		req = NULL;
-		rc = rps_worker_pull(w, keys, v, lens, NKEYS, &req);
+		if (!rc)
+			rc = rps_worker_pull(w, keys, v, lens, NKEYS, &req);
 		if (!rc)
 			rc = rps_req_wait(req, 60000);
 		snprintf(what, sizeof(what), "pull at clock %d", c);
@@ -132,6 +140,7 @@ static int run(const char *dir, int clocks)
 			snprintf(text, sizeof(text), "rc %d clock %d\n", crc, c);
 			touch(dir, "worker-ckpt", text);
 		}
+step:
 		off = 0;
 		for (int k = 0; k < NKEYS; k++)
 			for (size_t i = 0; i < lens[k]; i++)
