@@ -171,7 +171,9 @@ int rps_ctl_client_open(const struct rps_ctl_opts *opts, struct rps_ctl_opts *fu
 				"(RDMAPS_SECRET / --secret)\n",
 				o->scheduler);
 		else
-			fprintf(stderr, "rdmaps-ctl: cannot reach the scheduler at %s: %s\n",
+			fprintf(stderr,
+				"rdmaps-ctl: cannot reach the scheduler at %s: %s; is the job "
+				"running there (RDMAPS_SCHEDULER, --scheduler)?\n",
 				o->scheduler, rps_strerror(rc));
 		rps_transport_destroy(tr);
 		return rc;
