@@ -28,6 +28,7 @@
 #include "server/sched.h"
 #include "src/config.h"
 #include "src/log.h"
+#include "src/npz.h"
 #include "src/proto.h"
 #include "src/util.h"
 #include "transport/transport.h"
@@ -143,6 +144,8 @@ struct node {
 	uint32_t req_id;
 	uint8_t req_op;
 	int answer_now; /* answer each at once (RESULT, status 0) */
+	struct rps_ctlreq req;
+	uint64_t export_clock; /* EXPORT: answer at max(this, the target) */
 };
 
 static void cb_dead(void *arg, const struct rps_node *n)
@@ -188,6 +191,45 @@ static int answer(struct node *nd, int status)
 			    NULL, 0);
 }
 
+/* EXPORT: slice `rank` of key 1 (3 values: 10 * rank + 1, 2, 3) and a
+ * RESULT, both at max(export_clock, the target). */
+static void answer_export(struct node *nd)
+{
+	struct {
+		struct rps_ctlres r;
+		struct rps_ctlres_shard s;
+	} a;
+	struct rps_export_part part;
+	uint32_t rank = rps_ctl_rank(nd->ctl);
+	uint64_t c = nd->export_clock;
+	float v[3];
+
+	if (nd->req.flags & RPS_CTLREQ_CLOCK && nd->req.clock > c)
+		c = nd->req.clock;
+	for (int i = 0; i < 3; i++)
+		v[i] = (float)(10 * rank + 1 + (uint32_t)i);
+	memset(&part, 0, sizeof(part));
+	part.key = 1;
+	part.slice = rank;
+	part.slice_elems = 3;
+	part.count = 3;
+	part.server = rank;
+	part.clock = c;
+	assert_int_equal(rps_ctl_send(nd->ctl, RPS_OP_EXPORT, nd->req_id, 0, RPS_CTLREQ_DATA,
+				      &part, sizeof(part), v, sizeof(v)),
+			 0);
+	memset(&a, 0, sizeof(a));
+	a.r.server = rank;
+	a.r.num_shards = 1;
+	a.r.consistency = RPS_BSP;
+	a.s.clock = c;
+	a.s.nslices = 1;
+	a.s.nelems = 3;
+	assert_int_equal(rps_ctl_send(nd->ctl, RPS_OP_EXPORT, nd->req_id, 0, RPS_CTLREQ_RESULT,
+				      &a, sizeof(a), NULL, 0),
+			 0);
+}
+
 static void cb_request(void *arg, const struct rps_frame_hdr *h, const void *data, size_t len)
 {
 	struct node *nd = arg;
@@ -195,7 +237,10 @@ static void cb_request(void *arg, const struct rps_frame_hdr *h, const void *dat
 	assert_int_equal(len, sizeof(struct rps_ctlreq));
 	nd->req_id = h->req_id;
 	nd->req_op = h->op;
-	if (nd->answer_now)
+	memcpy(&nd->req, data, sizeof(nd->req));
+	if (nd->answer_now && h->op == RPS_OP_EXPORT)
+		answer_export(nd);
+	else if (nd->answer_now)
 		answer(nd, 0);
 	atomic_fetch_add(&nd->reqs, 1);
 }
@@ -705,6 +750,37 @@ static void test_ctl_requests(void **state)
 	assert_int_equal(q.rc, 0);
 	assert_int_equal(atomic_load(&nd[0].reqs), 1);
 
+	/* 1b. rdmaps-ctl export: the servers answer at clocks 5 and 6 (BSP):
+	 * asked again for clock 6, both answer at 6; the .npz holds key 1 as
+	 * server 0's slice 0, then server 1's slice 1 */
+	{
+		char path[64];
+		struct rps_npz_entry *e = NULL;
+		size_t ne = 0;
+		int fd;
+
+		nd[0].export_clock = 5;
+		nd[1].export_clock = 6;
+		nd[1].answer_now = 1;
+		snprintf(path, sizeof(path), "/tmp/rps-export-XXXXXX");
+		fd = mkstemp(path);
+		assert_true(fd >= 0);
+		close(fd);
+		assert_int_equal(rps_ctl_export(&o, path, null), 0);
+		assert_true(nd[1].req.flags & RPS_CTLREQ_CLOCK);
+		assert_int_equal(nd[1].req.clock, 6); /* the second request */
+		assert_int_equal(atomic_load(&nd[1].reqs), 3);
+		assert_int_equal(rps_npz_read(path, &e, &ne), 0);
+		assert_int_equal(ne, 1);
+		assert_string_equal(e[0].name, "1");
+		assert_int_equal(e[0].nelems, 6);
+		for (int i = 0; i < 6; i++)
+			assert_true(e[0].data[i] == (float)(10 * (i / 3) + 1 + i % 3));
+		rps_npz_free(e, ne);
+		unlink(path);
+		nd[1].answer_now = 0;
+	}
+
 	/* 2. server 1 stays silent: the scheduler gives up after the timeout */
 	q.r.timeout_ms = 300;
 	t0 = rps_now_ns();
@@ -717,14 +793,14 @@ static void test_ctl_requests(void **state)
 	/* 3. server 1's failure is the request's */
 	q.r.timeout_ms = 3000;
 	assert_int_equal(pthread_create(&q.th, NULL, request_thread, &q), 0);
-	assert_true(wait_int(&nd[1].reqs, 3, 2000));
+	assert_true(wait_int(&nd[1].reqs, 5, 2000));
 	assert_int_equal(answer(&nd[1], -ENOSPC), 0);
 	pthread_join(q.th, NULL);
 	assert_int_equal(q.rc, -ENOSPC);
 
 	/* 4. server 1 leaves while asked: at once, not after the timeout */
 	assert_int_equal(pthread_create(&q.th, NULL, request_thread, &q), 0);
-	assert_true(wait_int(&nd[1].reqs, 4, 2000));
+	assert_true(wait_int(&nd[1].reqs, 6, 2000));
 	t0 = rps_now_ns();
 	node_leave(&nd[1]);
 	pthread_join(q.th, NULL);
