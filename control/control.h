@@ -40,6 +40,11 @@ struct rps_ctl_events {
 	void (*on_dead)(void *arg, const struct rps_node *node);
 	void (*on_shutdown)(void *arg);
 	void (*on_map)(void *arg, const struct rps_map *map, const struct rps_node *nodes);
+	/* servers: a control request (CHECKPOINT / EXPORT, aux RPS_CTLREQ_REQ)
+	 * relayed by the scheduler; answer with rps_ctl_send (same op and
+	 * req_id). Called from the control thread: copy what it needs, return. */
+	void (*on_request)(void *arg, const struct rps_frame_hdr *h, const void *data,
+			   size_t len);
 };
 
 struct rps_ctl_join_opts {
@@ -81,6 +86,15 @@ int rps_ctl_set_heartbeat_tail(struct rps_ctl *ctl, const void *tail, size_t len
 /* Health of the control channel: 0, -EHOSTDOWN if the scheduler connection
  * was lost, -ESHUTDOWN after a SHUTDOWN from the scheduler. */
 int rps_ctl_status(const struct rps_ctl *ctl);
+/* One frame to the scheduler: hdr with op, req_id, status, aux; payload a
+ * then b (either may be empty). Any thread. 0 or -errno. */
+int rps_ctl_send(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, int32_t status, uint32_t aux,
+		 const void *a, size_t alen, const void *b, size_t blen);
+/* Workers: ask the scheduler for a control request (RPS_OP_CHECKPOINT) and
+ * wait for its end (up to r->timeout_ms plus a margin). 0, or the failure
+ * (logged with the scheduler's reason): -EHOSTDOWN no scheduler, -EBUSY
+ * another request runs, -ETIMEDOUT, or what a server answered. */
+int rps_ctl_request(struct rps_ctl *ctl, uint8_t op, const struct rps_ctlreq *r);
 /* Tell the scheduler we leave (clean exit), stop the thread, free. */
 void rps_ctl_leave(struct rps_ctl *ctl);
 

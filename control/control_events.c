@@ -33,17 +33,41 @@ const char *rps_ctl_role_name(uint8_t role)
 	return "?";
 }
 
-int rps_ctl_send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32_t aux,
-			const void *payload, size_t len)
+/* Under ctl->lock: one frame, payload a then b. */
+static int send_frame_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, int32_t status,
+			     uint32_t aux, const void *a, size_t alen, const void *b, size_t blen)
 {
 	struct rps_frame_hdr h;
-	struct iovec iov = {.iov_base = (void *)payload, .iov_len = len};
+	struct iovec iov[2];
+	int n = 0;
 
 	if (!ctl->conn)
 		return -ECONNRESET;
-	rps_proto_hdr_init(&h, op, (uint32_t)len, req_id);
+	if (alen)
+		iov[n++] = (struct iovec){.iov_base = (void *)a, .iov_len = alen};
+	if (blen)
+		iov[n++] = (struct iovec){.iov_base = (void *)b, .iov_len = blen};
+	rps_proto_hdr_init(&h, op, (uint32_t)(alen + blen), req_id);
+	h.status = status;
 	h.aux = aux;
-	return rps_tr_post_send(ctl->conn, &h, &iov, len ? 1 : 0, 0);
+	return rps_tr_post_send(ctl->conn, &h, iov, n, 0);
+}
+
+int rps_ctl_send(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, int32_t status, uint32_t aux,
+		 const void *a, size_t alen, const void *b, size_t blen)
+{
+	int rc;
+
+	pthread_mutex_lock(&ctl->lock);
+	rc = send_frame_locked(ctl, op, req_id, status, aux, a, alen, b, blen);
+	pthread_mutex_unlock(&ctl->lock);
+	return rc;
+}
+
+int rps_ctl_send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32_t aux,
+			const void *payload, size_t len)
+{
+	return send_frame_locked(ctl, op, req_id, 0, aux, payload, len, NULL, 0);
 }
 
 static void send_heartbeat_locked(struct rps_ctl *ctl, uint64_t now)
@@ -240,6 +264,16 @@ void rps_ctl_handle_event(struct rps_ctl *ctl, struct rps_tr_event *ev, struct c
 			break;
 		case RPS_OP_STATUS:
 			on_progress(ctl, ev);
+			break;
+		case RPS_OP_CHECKPOINT:
+		case RPS_OP_EXPORT:
+			if (ctl->role == RPS_ROLE_SERVER && ev->hdr.aux == RPS_CTLREQ_REQ) {
+				if (ctl->ev.on_request)
+					ctl->ev.on_request(ctl->arg, &ev->hdr, ev->data,
+							   ev->data_len);
+			} else {
+				rps_ctl_on_creq(ctl, ev);
+			}
 			break;
 		default:
 			RPS_WARN("scheduler %s: unexpected %s frame ignored", ctl->sched,

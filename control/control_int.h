@@ -18,6 +18,7 @@
 #define CTL_LEAVE_WAIT_MS 1000	     /* rps_ctl_leave: wait this long for the scheduler's close */
 #define CTL_MAX_MSG	  (1u << 20) /* a MAP of RPS_MAX_NODES nodes is 80 KiB */
 #define CTL_EVENTS	  16
+#define CTL_STATUS_MAX_MSG (4u << 20) /* rdmaps-ctl: the status table of RPS_MAX_NODES nodes fits */
 
 struct rps_ctl {
 	struct rps_transport *tr;
@@ -48,6 +49,15 @@ struct rps_ctl {
 	int barrier_status[2];
 	uint32_t barrier_req[2];
 
+	/* rps_ctl_request: the one control request this node waits for */
+	int creq_waiting;
+	uint8_t creq_op;
+	uint32_t creq_id;
+	int creq_done;
+	int creq_status;
+	char creq_why[256];
+	uint32_t creq_shards, creq_failed; /* shard results seen */
+
 	uint32_t hb_clock;
 	uint64_t hb_counters[4];
 	/* servers: rps_heartbeat_srv + rps_hb_shard[] after the heartbeat */
@@ -66,6 +76,20 @@ struct rps_ctl {
 	struct rps_node *cb_nodes;
 };
 
+struct rps_ctl_opts;
+/* rdmaps-ctl (ctl_status.c): connect to the scheduler as role "ctl" with
+ * opts completed from the environment into *full_p. Problems are reported on
+ * stderr ("rdmaps-ctl: ..."). 0, -EDESTADDRREQ (address not host:port),
+ * -EACCES (secret), or why it could not be reached. */
+int rps_ctl_client_open(const struct rps_ctl_opts *opts, struct rps_ctl_opts *full_p,
+			struct rps_transport **tr_p, struct rps_conn **conn_p);
+/* rdmaps-ctl: poll tr until fn sets *done_p (its return value is the
+ * result) or timeout_ms passed (-ETIMEDOUT). A closed connection or an ERROR
+ * frame from the scheduler ends it too (reported); fn sees every other
+ * frame. */
+int rps_ctl_client_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, int timeout_ms,
+			int (*fn)(void *arg, const struct rps_tr_event *ev, int *done_p), void *arg);
+
 /* Under ctl->lock. */
 int rps_ctl_send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32_t aux,
 			const void *payload, size_t len);
@@ -80,6 +104,8 @@ struct ctl_action {
 };
 /* One event from the scheduler's connection; act NULL while joining. */
 void rps_ctl_handle_event(struct rps_ctl *ctl, struct rps_tr_event *ev, struct ctl_action *act);
+/* A control request's frame (CHECKPOINT / EXPORT) from the scheduler. */
+void rps_ctl_on_creq(struct rps_ctl *ctl, const struct rps_tr_event *ev);
 /* The control thread: polls, runs callbacks, sends heartbeats. */
 void *rps_ctl_thread(void *arg);
 

@@ -129,3 +129,110 @@ int rps_ctl_set_heartbeat_tail(struct rps_ctl *ctl, const void *tail, size_t len
 	pthread_mutex_unlock(&ctl->lock);
 	return 0;
 }
+
+/* Frames of the request this node waits for: RESULTs are counted (failed
+ * shards logged), DONE ends it. */
+void rps_ctl_on_creq(struct rps_ctl *ctl, const struct rps_tr_event *ev)
+{
+	const struct rps_frame_hdr *h = &ev->hdr;
+	struct rps_ctlres res;
+	struct rps_ctlres_shard sr;
+
+	pthread_mutex_lock(&ctl->lock);
+	if (!ctl->creq_waiting || h->req_id != ctl->creq_id || h->op != ctl->creq_op) {
+		pthread_mutex_unlock(&ctl->lock);
+		return;
+	}
+	if (h->aux == RPS_CTLREQ_RESULT && ev->data && ev->data_len >= sizeof(res)) {
+		memcpy(&res, ev->data, sizeof(res));
+		for (uint32_t k = 0; k < res.num_shards &&
+				     sizeof(res) + (k + 1) * sizeof(sr) <= ev->data_len;
+		     k++) {
+			memcpy(&sr, (const char *)ev->data + sizeof(res) + k * sizeof(sr),
+			       sizeof(sr));
+			sr.text[sizeof(sr.text) - 1] = '\0';
+			ctl->creq_shards++;
+			if (sr.status) {
+				ctl->creq_failed++;
+				RPS_ERR("%s: server %u shard %u: %s", rps_proto_op_name(h->op),
+					res.server, sr.shard, sr.text);
+			} else {
+				RPS_DEBUG("%s: server %u shard %u at clock %llu: %s",
+					  rps_proto_op_name(h->op), res.server, sr.shard,
+					  (unsigned long long)sr.clock, sr.text);
+			}
+		}
+	} else if (h->aux == RPS_CTLREQ_DONE) {
+		size_t n = RPS_MIN(ev->data_len, sizeof(ctl->creq_why) - 1);
+
+		if (n && ev->data)
+			memcpy(ctl->creq_why, ev->data, n);
+		ctl->creq_why[n] = '\0';
+		ctl->creq_status = h->status;
+		ctl->creq_done = 1;
+		pthread_cond_broadcast(&ctl->cond);
+	}
+	pthread_mutex_unlock(&ctl->lock);
+}
+
+int rps_ctl_request(struct rps_ctl *ctl, uint8_t op, const struct rps_ctlreq *r)
+{
+	const char *name = rps_proto_op_name(op);
+	struct timespec until;
+	int rc;
+
+	/* the scheduler answers at r->timeout_ms at the latest: wait a bit longer */
+	rps_deadline_ms(&until, (int)r->timeout_ms + 5000);
+	pthread_mutex_lock(&ctl->lock);
+	if (ctl->lost || ctl->shutdown || !ctl->conn) {
+		pthread_mutex_unlock(&ctl->lock);
+		RPS_ERR("%s: no scheduler connection", name);
+		return -EHOSTDOWN;
+	}
+	if (ctl->creq_waiting) {
+		pthread_mutex_unlock(&ctl->lock);
+		RPS_ERR("%s: another request of this node is waiting", name);
+		return -EBUSY;
+	}
+	ctl->creq_waiting = 1;
+	ctl->creq_op = op;
+	ctl->creq_id = ++ctl->next_req;
+	ctl->creq_done = 0;
+	ctl->creq_status = 0;
+	ctl->creq_why[0] = '\0';
+	ctl->creq_shards = ctl->creq_failed = 0;
+	rc = rps_ctl_send_locked(ctl, op, ctl->creq_id, RPS_CTLREQ_REQ, r, sizeof(*r));
+	if (rc) {
+		RPS_ERR("%s: sending to scheduler %s: %s", name, ctl->sched, rps_strerror(rc));
+		rc = -EHOSTDOWN;
+		goto out;
+	}
+	while (!ctl->creq_done && !ctl->lost && !ctl->shutdown) {
+		if (pthread_cond_timedwait(&ctl->cond, &ctl->lock, &until) == ETIMEDOUT &&
+		    !ctl->creq_done) {
+			RPS_ERR("%s: no answer from scheduler %s within %u ms", name, ctl->sched,
+				r->timeout_ms + 5000);
+			rc = -ETIMEDOUT;
+			goto out;
+		}
+	}
+	if (!ctl->creq_done) {
+		RPS_ERR("%s: %s", name,
+			ctl->lost ? "scheduler connection lost" : "scheduler shut down");
+		rc = -EHOSTDOWN;
+	} else if (ctl->creq_status) {
+		rc = ctl->creq_status < 0 ? ctl->creq_status : -EIO;
+		RPS_ERR("%s failed: %s", name,
+			ctl->creq_why[0] ? ctl->creq_why : rps_strerror(rc));
+	} else if (ctl->creq_failed) {
+		rc = -EIO;
+		RPS_ERR("%s: %u of %u shard(s) failed (see above)", name, ctl->creq_failed,
+			ctl->creq_shards);
+	} else {
+		RPS_INFO("%s: %u shard(s) done", name, ctl->creq_shards);
+	}
+out:
+	ctl->creq_waiting = 0;
+	pthread_mutex_unlock(&ctl->lock);
+	return rc;
+}

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "control/control.h"
+#include "control/control_int.h"
 #include "src/config.h"
 #include "src/log.h"
 #include "src/proto.h"
@@ -16,7 +16,6 @@
 
 #include <rdmaps/ctl.h>
 
-#define CTL_STATUS_MAX_MSG (4u << 20) /* the status table of RPS_MAX_NODES nodes fits */
 
 _Static_assert(sizeof(((struct rps_ctl_opts *)0)->scheduler) >=
 		   sizeof(((struct rps_config *)0)->scheduler),
@@ -46,9 +45,10 @@ int rps_ctl_opts_from_args(int *argc_p, char **argv, FILE *out, struct rps_ctl_o
 	return 0;
 }
 
-/* One event of the answer: *done_p once it is complete; 0 when it was the
- * status text (written to out), else why not. */
-static int status_event(const struct rps_ctl_opts *o, const struct rps_tr_event *ev, FILE *out,
+/* One event of an answer: what the status table, a refusal or a closed
+ * connection says; other frames go to fn. */
+static int client_event(const struct rps_ctl_opts *o, const struct rps_tr_event *ev,
+			int (*fn)(void *arg, const struct rps_tr_event *ev, int *done_p), void *arg,
 			int *done_p)
 {
 	if (ev->type == RPS_TR_EV_CLOSED) {
@@ -59,29 +59,19 @@ static int status_event(const struct rps_ctl_opts *o, const struct rps_tr_event 
 	}
 	if (ev->type != RPS_TR_EV_RECV)
 		return -EAGAIN;
-	if (ev->hdr.op == RPS_OP_STATUS && ev->hdr.req_id == 1) {
-		*done_p = 1;
-		if (ev->hdr.status) {
-			fprintf(stderr, "rdmaps-ctl: status: %s\n", rps_strerror(ev->hdr.status));
-			return ev->hdr.status < 0 ? ev->hdr.status : -EPROTO;
-		}
-		if (ev->data_len)
-			fwrite(ev->data, 1, ev->data_len, out);
-		return 0;
-	}
 	if (ev->hdr.op == RPS_OP_ERROR) {
 		*done_p = 1;
 		fprintf(stderr, "rdmaps-ctl: scheduler error: %.*s (%s)\n", (int)ev->data_len,
 			(const char *)ev->data, rps_strerror(ev->hdr.status));
 		return ev->hdr.status < 0 ? ev->hdr.status : -EPROTO;
 	}
-	return -EAGAIN;
+	return fn(arg, ev, done_p);
 }
 
-/* Wait for the answer to STATUS (request 1) until the deadline. */
-static int status_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, FILE *out)
+int rps_ctl_client_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, int timeout_ms,
+			int (*fn)(void *arg, const struct rps_tr_event *ev, int *done_p), void *arg)
 {
-	uint64_t deadline = rps_now_ns() + (uint64_t)o->timeout_ms * 1000000ull;
+	uint64_t deadline = rps_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 	int rc = -ETIMEDOUT, done = 0;
 
 	while (!done) {
@@ -91,7 +81,7 @@ static int status_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, F
 
 		if (now >= deadline) {
 			fprintf(stderr, "rdmaps-ctl: no answer from the scheduler at %s in %d ms\n",
-				o->scheduler, o->timeout_ms);
+				o->scheduler, timeout_ms);
 			return -ETIMEDOUT;
 		}
 		n = rps_tr_poll(tr, ev, 8, (int)((deadline - now) / 1000000ull) + 1);
@@ -101,7 +91,7 @@ static int status_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, F
 		}
 		for (int i = 0; i < n; i++) {
 			if (!done) {
-				int r = status_event(o, &ev[i], out, &done);
+				int r = client_event(o, &ev[i], fn, arg, &done);
 
 				if (done)
 					rc = r;
@@ -111,6 +101,21 @@ static int status_wait(const struct rps_ctl_opts *o, struct rps_transport *tr, F
 		}
 	}
 	return rc;
+}
+
+/* The answer to STATUS (request 1): the text, written to out (arg). */
+static int status_frame(void *arg, const struct rps_tr_event *ev, int *done_p)
+{
+	if (ev->hdr.op != RPS_OP_STATUS || ev->hdr.req_id != 1)
+		return -EAGAIN;
+	*done_p = 1;
+	if (ev->hdr.status) {
+		fprintf(stderr, "rdmaps-ctl: status: %s\n", rps_strerror(ev->hdr.status));
+		return ev->hdr.status < 0 ? ev->hdr.status : -EPROTO;
+	}
+	if (ev->data_len)
+		fwrite(ev->data, 1, ev->data_len, arg);
+	return 0;
 }
 
 /* opts with every member set: the caller's, the rest from cfg (defaults
@@ -129,14 +134,12 @@ static void opts_complete(const struct rps_ctl_opts *in, const struct rps_config
 	o->field_mask = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
 }
 
-int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
+int rps_ctl_client_open(const struct rps_ctl_opts *opts, struct rps_ctl_opts *full_p,
+			struct rps_transport **tr_p, struct rps_conn **conn_p)
 {
-	struct rps_ctl_opts full;
-	const struct rps_ctl_opts *o = &full;
+	struct rps_ctl_opts *o = full_p;
 	struct rps_config cfg;
 	struct rps_transport *tr;
-	struct rps_conn *conn = NULL;
-	struct rps_frame_hdr h;
 	struct rps_hello hello;
 	char host[RPS_STR_MAX], ack[64];
 	size_t ack_len = 0;
@@ -146,7 +149,7 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 	rc = rps_config_init(&cfg);
 	if (rc)
 		return rc;
-	opts_complete(opts, &cfg, &full);
+	opts_complete(opts, &cfg, full_p);
 	if (rps_config_parse_hostport(o->scheduler, host, sizeof(host), &port)) {
 		fprintf(stderr, "rdmaps-ctl: scheduler address '%s': expected host:port\n",
 			o->scheduler);
@@ -160,7 +163,7 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 	}
 	rps_proto_hello_init(&hello, RPS_ROLE_CTL, UINT32_MAX, o->secret);
 	rc = rps_tr_connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, o->timeout_ms,
-			    &conn);
+			    conn_p);
 	if (rc) {
 		if (rc == -EACCES)
 			fprintf(stderr,
@@ -168,10 +171,29 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 				"(RDMAPS_SECRET / --secret)\n",
 				o->scheduler);
 		else
-			fprintf(stderr, "rdmaps-ctl: cannot reach the scheduler at %s: %s\n",
+			fprintf(stderr,
+				"rdmaps-ctl: cannot reach the scheduler at %s: %s; is the job "
+				"running there (RDMAPS_SCHEDULER, --scheduler)?\n",
 				o->scheduler, rps_strerror(rc));
-		goto out_transport;
+		rps_transport_destroy(tr);
+		return rc;
 	}
+	*tr_p = tr;
+	return 0;
+}
+
+int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
+{
+	struct rps_ctl_opts full;
+	const struct rps_ctl_opts *o = &full;
+	struct rps_transport *tr;
+	struct rps_conn *conn = NULL;
+	struct rps_frame_hdr h;
+	int rc;
+
+	rc = rps_ctl_client_open(opts, &full, &tr, &conn);
+	if (rc)
+		return rc;
 	rps_proto_hdr_init(&h, RPS_OP_STATUS, 0, 1);
 	rc = rps_tr_post_send(conn, &h, NULL, 0, 0);
 	if (rc) {
@@ -179,11 +201,10 @@ int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out)
 			rps_strerror(rc));
 		goto out_conn;
 	}
-	rc = status_wait(o, tr, out);
+	rc = rps_ctl_client_wait(o, tr, o->timeout_ms, status_frame, out);
 	fflush(out);
 out_conn:
 	rps_tr_close(conn);
-out_transport:
 	rps_transport_destroy(tr);
 	return rc;
 }

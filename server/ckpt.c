@@ -67,6 +67,13 @@ static int write_slice(struct rps_shard *sh, struct rps_ckpt_writer *w,
 
 int rps_shard_ckpt_write(struct rps_shard *sh)
 {
+	struct rps_ckpt_info info;
+
+	return rps_shard_ckpt_write_info(sh, &info);
+}
+
+int rps_shard_ckpt_write_info(struct rps_shard *sh, struct rps_ckpt_info *info_p)
+{
 	uint32_t rank = atomic_load(&sh->server_rank);
 	struct rps_ckpt_writer *w = NULL;
 	struct rps_ckpt_info info;
@@ -100,6 +107,7 @@ int rps_shard_ckpt_write(struct rps_shard *sh)
 	atomic_store(&sh->ckpt_clock, sh->clock);
 	atomic_store(&sh->ckpt_wall_ns, rps_wall_ns());
 	atomic_fetch_add(&sh->ckpts_ok, 1);
+	*info_p = info;
 	RPS_DEBUG("shard %u: checkpoint %s: clock %llu, %llu slices, %llu bytes in %.1f ms",
 		  sh->p.idx, info.path, (unsigned long long)info.clock,
 		  (unsigned long long)info.nslices, (unsigned long long)info.payload_bytes,

@@ -8,6 +8,9 @@
 /* Update thread: write this shard's checkpoint now (at the shard's clock).
  * 0 or -errno (logged, counted in ckpts_failed). */
 int rps_shard_ckpt_write(struct rps_shard *sh);
+struct rps_ckpt_info;
+/* The same, with the file's description in *info_p (on success). */
+int rps_shard_ckpt_write_info(struct rps_shard *sh, struct rps_ckpt_info *info_p);
 /* Update thread, after the clock moved: write one if every / secs say so. */
 void rps_shard_ckpt_maybe(struct rps_shard *sh);
 /* Update thread: load r->path into this (empty) shard: slices, parameters,

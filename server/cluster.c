@@ -61,6 +61,7 @@ static const struct rps_ctl_events server_ctl_events = {
     .on_dead = on_dead,
     .on_shutdown = on_shutdown,
     .on_map = on_map,
+    .on_request = rps_srv_creq_on_request,
 };
 
 int rps_server_run(struct rps_server *srv)

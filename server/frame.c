@@ -413,6 +413,7 @@ int rps_server_serve(struct rps_server *srv)
 		rps_srv_close_drain(srv);
 		if (atomic_exchange(&srv->ckpt_request, 0))
 			rps_srv_queue_all(srv, RPS_ENT_CKPT, NULL);
+		rps_srv_creq_poll(srv);
 		if (srv->ctl && rps_now_ns() >= next_hb) {
 			rps_srv_heartbeat(srv);
 			next_hb = rps_now_ns() + (uint64_t)srv->heartbeat_ms * 1000000ull;

@@ -57,6 +57,10 @@ static void on_recv(struct rps_sched *s, struct sched_peer *p, const struct rps_
 	case RPS_OP_STATUS:
 		rps_sched_on_status(s, p, h);
 		break;
+	case RPS_OP_CHECKPOINT:
+	case RPS_OP_EXPORT:
+		rps_sched_on_creq(s, p, ev);
+		break;
 	default:
 		RPS_WARN("%s: unexpected %s frame ignored", p->conn->peer,
 			 rps_proto_op_name(h->op));
@@ -146,6 +150,7 @@ static void flush_closes(struct rps_sched *s)
 			continue;
 		}
 		*pp = p->next;
+		rps_sched_creq_peer_closing(s, p);
 		if (p->slot >= 0 && s->slots[p->slot].peer == p)
 			s->slots[p->slot].peer = NULL;
 		rps_tr_close(p->conn);
@@ -289,7 +294,8 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 	s->slots = rps_calloc((size_t)s->nslots, sizeof(*s->slots));
 	s->mapbuf_len = sizeof(struct rps_map) + (size_t)s->nslots * sizeof(struct rps_node);
 	s->mapbuf = rps_calloc(1, s->mapbuf_len);
-	if (!s->slots || !s->mapbuf) {
+	s->creq.waiting = rps_calloc((size_t)s->nslots, 1);
+	if (!s->slots || !s->mapbuf || !s->creq.waiting) {
 		rc = -ENOMEM;
 		goto err;
 	}
@@ -335,6 +341,7 @@ void rps_sched_destroy(struct rps_sched *s)
 	rps_metrics_destroy(s->m.reg);
 	if (s->tr)
 		rps_transport_destroy(s->tr);
+	rps_free(s->creq.waiting);
 	rps_free(s->mapbuf);
 	rps_free(s->slots);
 	rps_free(s);

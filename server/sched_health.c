@@ -37,6 +37,7 @@ void rps_sched_node_gone(struct rps_sched *s, int i, int status, const char *why
 	char who[160];
 
 	rps_sched_describe(sl, who, sizeof(who));
+	rps_sched_creq_node_gone(s, i); /* before the slot loses its peer */
 	sl->state = status ? SLOT_DEAD : SLOT_LEFT;
 	sl->node.alive = 0;
 	sl->in_barrier[0] = sl->in_barrier[1] = 0;
@@ -134,6 +135,7 @@ void rps_sched_check_timers(struct rps_sched *s, uint64_t now)
 			rps_sched_node_gone(s, i, -EHOSTDOWN, why);
 		}
 	}
+	rps_sched_creq_check(s, now);
 	for (struct sched_peer *p = s->peers; p; p = p->next)
 		if (p->refused && now - p->refused_ns > SCHED_REFUSED_LINGER_MS * 1000000ull)
 			p->closing = 1;

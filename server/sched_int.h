@@ -73,6 +73,20 @@ struct sched_slot {
 	struct rps_hb_shard shards[RPS_MAX_SHARDS];
 };
 
+/* The control request in flight (CHECKPOINT / EXPORT), one at a time. */
+struct sched_creq {
+	int active;
+	uint8_t op;
+	struct sched_peer *from; /* the requester; NULL once it went away */
+	uint32_t from_req;	 /* its req_id */
+	uint32_t id;		 /* ours, in the frames to the servers */
+	uint64_t deadline_ns;
+	int timeout_ms;
+	uint8_t *waiting; /* [nslots]: asked, not answered yet */
+	int status;	  /* the first failure */
+	char why[256];
+};
+
 /* /metrics of the scheduler (RDMAPS_METRICS_PORT). */
 struct sched_metrics {
 	struct rps_metrics *reg;
@@ -106,6 +120,8 @@ struct rps_sched {
 	int stopping; /* stop() seen, SHUTDOWN sent */
 	void *mapbuf; /* rps_map + rps_node[nslots] */
 	size_t mapbuf_len;
+	struct sched_creq creq;
+	uint32_t creq_seq;
 	struct sched_metrics m;	 /* reg NULL: no /metrics */
 	struct rps_metric dummy; /* where metric updates go without a registry */
 };
@@ -142,6 +158,12 @@ void rps_sched_check_timers(struct rps_sched *s, uint64_t now);
 /* sched_map.c: membership: registration, ranks, the map */
 void rps_sched_on_register(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h,
 			   const struct rps_register *r);
+
+/* sched_creq.c: CHECKPOINT and EXPORT, relayed to the servers */
+void rps_sched_on_creq(struct rps_sched *s, struct sched_peer *p, const struct rps_tr_event *ev);
+void rps_sched_creq_node_gone(struct rps_sched *s, int i);
+void rps_sched_creq_check(struct rps_sched *s, uint64_t now);
+void rps_sched_creq_peer_closing(struct rps_sched *s, struct sched_peer *p);
 
 /* sched_status.c: STATUS table and /metrics */
 void rps_sched_on_status(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h);

@@ -107,6 +107,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	srv = rps_calloc(1, sizeof(*srv));
 	if (!srv)
 		return -ENOMEM;
+	pthread_mutex_init(&srv->creq.lock, NULL);
 	/* our own copy of the configuration: the caller's need not outlive this
 	 * call, and rps_server_run reads it later */
 	if (opts && opts->field_mask & RPS_SERVER_OPT_CONFIG && opts->config) {
@@ -300,6 +301,7 @@ void rps_server_destroy(struct rps_server *srv)
 	if (srv->tr)
 		rps_transport_destroy(srv->tr);
 	srv->tr = NULL;
+	rps_srv_creq_fini(srv);
 	for (int s = 0; s < srv->shards_ready; s++)
 		rps_shard_fini(&srv->shards[s]);
 	if (srv->ctl)

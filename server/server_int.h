@@ -113,6 +113,20 @@ struct rps_server {
 	atomic_ullong faults_drop, faults_delay; /* RDMAPS_FAULT injections */
 
 	struct srv_metrics m; /* m.reg NULL: off */
+
+	/* control requests relayed by the scheduler (ctlreq.c) */
+	struct {
+		pthread_mutex_t lock; /* the pending copy */
+		atomic_int pending;   /* the control thread left one for the network thread */
+		uint8_t op;
+		uint32_t req_id;
+		struct rps_ctlreq req;
+		/* network thread */
+		int active;
+		uint8_t a_op;
+		uint32_t a_req_id;
+		uint32_t gen;
+	} creq;
 };
 
 /* server.c: entries into the shards' rings (network and control threads). */
@@ -160,6 +174,14 @@ int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, v
  * dispatch until rps_server_stop (tests run it in-process). */
 int rps_server_serve(struct rps_server *srv);
 uint16_t rps_server_port(const struct rps_server *srv);
+
+/* ctlreq.c: CHECKPOINT / EXPORT from the scheduler. on_request is the
+ * control thread's callback; poll runs in the network loop. */
+void rps_srv_creq_on_request(void *arg, const struct rps_frame_hdr *h, const void *data,
+			     size_t len);
+void rps_srv_creq_poll(struct rps_server *srv);
+/* Shards stopped: free what no one collected. */
+void rps_srv_creq_fini(struct rps_server *srv);
 
 /* metrics.c */
 void rps_srv_heartbeat(struct rps_server *srv);

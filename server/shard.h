@@ -65,6 +65,8 @@ enum rps_srv_ent {
 	RPS_ENT_SYNC,	     /* info.worker says its clock is info.clock (RPS_OP_SYNC) */
 	RPS_ENT_CKPT,	     /* write a checkpoint now (on request) */
 	RPS_ENT_RESTORE,     /* ptr = struct rps_shard_restore: load a checkpoint file */
+	RPS_ENT_CTLREQ,	     /* control request (snap.h): info.key = op, info.worker = gen,
+			      * info.nelems = 1: u64 is a target clock */
 };
 
 struct rps_shard;
@@ -112,6 +114,16 @@ struct rps_shard_restore {
 	atomic_int done; /* set by the update thread */
 	uint64_t clock;	 /* the restored clock */
 	uint64_t nslices;
+};
+
+/* What a shard's update thread made of a control request (snap.c). */
+struct rps_shard_creq_res {
+	int rc;
+	uint64_t clock; /* the shard's clock when it ran */
+	uint64_t nslices, nelems;
+	char text[480]; /* checkpoint: its path; rc != 0: the reason */
+	void *snap;	/* EXPORT: records of struct rps_export_part + float[slice_elems] */
+	size_t snap_len;
 };
 
 #define RPS_CLOCK_NONE UINT32_MAX
@@ -165,6 +177,14 @@ struct rps_shard {
 	atomic_ullong ckpts_ok, ckpts_failed;
 	atomic_ullong ckpt_wall_ns; /* CLOCK_REALTIME of the newest, 0: none */
 	atomic_ullong ckpt_clock;   /* its clock */
+
+	/* control requests (snap.c): the update thread's pending one (gen 0:
+	 * none), and its result, published by storing its gen in creq_done */
+	uint32_t creq_gen, creq_op;
+	int creq_wait; /* BSP: until the clock reaches creq_target */
+	uint64_t creq_target;
+	struct rps_shard_creq_res creq_res;
+	atomic_uint creq_done;
 
 	/* set by the server once it joined (UINT32_MAX before): checkpoint file
 	 * names, kill_at_clock */

@@ -29,6 +29,7 @@
 #include "server/bsp_sum.h"
 #include "server/ckpt.h"
 #include "server/pull.h"
+#include "server/snap.h"
 #include "src/alloc.h"
 #include "src/fault.h"
 #include "src/log.h"
@@ -229,6 +230,7 @@ static void shard_advance(struct rps_shard *sh)
 		while (sh->clock < min) {
 			apply_dirty(sh, sh->clock);
 			sh->clock++;
+			rps_shard_creq_at_clock(sh); /* a request for this clock */
 		}
 		sh->redo = 1;
 	} else {
@@ -478,6 +480,9 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 		break;
 	case RPS_ENT_RESTORE:
 		rps_shard_restore_run(sh, e->ptr);
+		break;
+	case RPS_ENT_CTLREQ:
+		rps_shard_creq_take(sh, e);
 		break;
 	default:
 		RPS_ERR("shard %u: ring entry of unknown type %u dropped", sh->p.idx, e->type);

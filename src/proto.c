@@ -158,7 +158,7 @@ static int check_node(const struct rps_frame_hdr *h, const void *payload, const 
 #define TAIL .has_data = 1
 
 /* A new op needs a descriptor here: adjust this count with it. */
-_Static_assert(RPS_OP_MAX == 24, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+_Static_assert(RPS_OP_MAX == 26, "a new op in enum rps_op needs a descriptor in rps_op_descs");
 
 /* clang-format off */
 static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
@@ -202,6 +202,9 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 			       .senders = BY(SCHEDULER), .check = check_node },
 	[RPS_OP_SHUTDOWN] = { "SHUTDOWN", 0, .control = 1, .senders = BY(SCHEDULER) | NODES },
 	[RPS_OP_STATUS] = { "STATUS", 0, TAIL, .control = 1, .senders = BY(CTL) | BY(SCHEDULER) },
+	/* the parts (hdr.aux, enum rps_ctlreq_aux) are checked by their receivers */
+	[RPS_OP_CHECKPOINT] = { "CHECKPOINT", 0, TAIL, .control = 1, .senders = ANY },
+	[RPS_OP_EXPORT] = { "EXPORT", 0, TAIL, .control = 1, .senders = ANY },
 };
 /* clang-format on */
 

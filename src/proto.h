@@ -20,6 +20,9 @@
  *      DECLARE_ACK whose payload ends in a text reason. Only a worker that
  *      sends a spec gets either, so older workers and servers never see them
  *      (an older server closes the connection of a DECLARE with a spec).
+ *   1, later: CHECKPOINT and EXPORT, control requests of rdmaps-ctl and
+ *      workers relayed by the scheduler to every live server (an older
+ *      scheduler logs them as unexpected and never answers).
  */
 #ifndef RPS_PROTO_H
 #define RPS_PROTO_H
@@ -57,6 +60,8 @@ enum rps_op {
 	RPS_OP_NODE_DEAD = 21,   /* sched -> node: rps_node of the dead node */
 	RPS_OP_SHUTDOWN = 22,    /* sched -> node: leave now; node -> sched: I am leaving */
 	RPS_OP_STATUS = 23,      /* ctl -> sched: request; sched -> ctl: text */
+	RPS_OP_CHECKPOINT = 24,  /* control request (struct rps_ctlreq), see below */
+	RPS_OP_EXPORT = 25,      /* control request (struct rps_ctlreq), see below */
 	RPS_OP_MAX
 };
 
@@ -293,6 +298,70 @@ struct rps_hb_shard {
 	uint32_t clock;       /* the shard's applied clock */
 };
 _Static_assert(sizeof(struct rps_hb_shard) == 8, "rps_hb_shard is 8 bytes");
+
+/* Control requests: CHECKPOINT and EXPORT (added in version 1, later).
+ *
+ * A requester (rdmaps-ctl, or a worker over its control connection) sends the
+ * op with hdr.aux RPS_CTLREQ_REQ and a struct rps_ctlreq; the scheduler runs
+ * one request at a time, sends the same op and struct (its own req_id) to
+ * every live server, and relays what they answer, unchanged, to the
+ * requester: EXPORT's RPS_CTLREQ_DATA frames (rps_export_part + float[count])
+ * and one RPS_CTLREQ_RESULT frame per server (rps_ctlres +
+ * rps_ctlres_shard[num_shards]). When every server it asked has answered, died
+ * or run out of time, it ends the request with RPS_CTLREQ_DONE: hdr.status 0,
+ * or the first failure with its reason as text (naming the server). */
+enum rps_ctlreq_aux {
+	RPS_CTLREQ_REQ = 0,    /* the request: struct rps_ctlreq */
+	RPS_CTLREQ_DATA = 1,   /* EXPORT, server -> sched -> requester: a piece of a slice */
+	RPS_CTLREQ_RESULT = 2, /* server -> sched -> requester: that server is done */
+	RPS_CTLREQ_DONE = 3,   /* sched -> requester: the end; hdr.status; data: reason text */
+};
+
+#define RPS_CTLREQ_CLOCK 1u /* rps_ctlreq.flags: clock is a target clock */
+
+struct rps_ctlreq {
+	uint32_t clock;      /* with RPS_CTLREQ_CLOCK: the target clock (BSP) */
+	uint32_t flags;      /* RPS_CTLREQ_* */
+	uint32_t timeout_ms; /* the scheduler waits this long for the servers; 0: its default */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct rps_ctlreq) == 16, "rps_ctlreq is 16 bytes");
+
+/* One server's answer. status != 0: the whole server failed (why says how);
+ * otherwise each shard says for itself. */
+struct rps_ctlres {
+	uint32_t server;      /* rank */
+	uint32_t num_shards;  /* rps_ctlres_shard entries that follow */
+	uint32_t consistency; /* enum rps_consistency of the server */
+	int32_t status;
+	char why[240];        /* NUL terminated */
+};
+_Static_assert(sizeof(struct rps_ctlres) == 256, "rps_ctlres is 256 bytes");
+
+struct rps_ctlres_shard {
+	uint32_t shard;
+	int32_t status;  /* 0 or -errno */
+	uint64_t clock;  /* the shard's clock when it wrote / took its snapshot */
+	uint64_t nslices;
+	uint64_t nelems; /* EXPORT: elements sent */
+	char text[480];  /* CHECKPOINT: the file; status != 0: the reason. NUL terminated */
+};
+_Static_assert(sizeof(struct rps_ctlres_shard) == 512, "rps_ctlres_shard is 512 bytes");
+
+/* EXPORT data: elements [offset, offset + count) of slice `slice` of key,
+ * as shard `shard` of server `server` held them at `clock`. */
+struct rps_export_part {
+	uint64_t key;
+	uint32_t slice;
+	uint32_t shard;
+	uint64_t slice_elems; /* elements of the whole slice */
+	uint64_t offset;
+	uint32_t count;       /* float32 values that follow */
+	uint32_t server;
+	uint64_t clock;
+};
+_Static_assert(sizeof(struct rps_export_part) == 48, "rps_export_part is 48 bytes");
+#define RPS_EXPORT_PART_FLOATS 65536u /* per frame: 256 KiB, under every control limit */
 
 /* What the protocol knows about one op: src/proto.c holds one descriptor per
  * op of enum rps_op, and every lookup by op (name, lengths, checks) reads it. */

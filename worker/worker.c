@@ -576,3 +576,25 @@ int rps_worker_barrier(struct rps_worker *w)
 		return -ENOTCONN;
 	return rps_ctl_barrier(w->ctl, 0, -1);
 }
+
+int rps_worker_checkpoint(struct rps_worker *w, uint32_t clock, int timeout_ms)
+{
+	struct rps_ctlreq r;
+
+	if (!w)
+		return -EINVAL;
+	if (!w->ctl) {
+		RPS_ERR("checkpoint: this worker has no scheduler connection (an offline "
+			"worker cannot ask the servers)");
+		return -ENOTCONN;
+	}
+	memset(&r, 0, sizeof(r));
+	if (clock != UINT32_MAX) {
+		r.clock = clock;
+		r.flags = RPS_CTLREQ_CLOCK;
+	}
+	if (timeout_ms <= 0)
+		timeout_ms = w->cfg && w->cfg->timeout_ms > 0 ? w->cfg->timeout_ms : 30000;
+	r.timeout_ms = (uint32_t)timeout_ms;
+	return rps_ctl_request(w->ctl, RPS_OP_CHECKPOINT, &r);
+}

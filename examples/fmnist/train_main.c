@@ -51,6 +51,7 @@ struct args {
 	int progress; /* -1 auto, 0 off, 1 on */
 	size_t train_limit;
 	struct recipe recipe;
+	int eval_every, ckpt_after_eval; /* --eval-every, --checkpoint-after-eval */
 };
 
 struct job {
@@ -71,6 +72,8 @@ struct job {
 	struct rps_optimizer *opt; /* the servers' optimizer, run here */
 	/* distributed */
 	struct rps_worker *w;
+	long ckpt_clock; /* --checkpoint-after-eval: the last one (-1: none) */
+	double ckpt_acc;
 	rps_key_t keys[MLP_NTENSORS];
 	size_t off[MLP_NTENSORS];
 	struct comm *comm;
@@ -102,7 +105,12 @@ static void usage(FILE *out)
 		"  --seed S              data shuffling and --local init (default 1)\n"
 		"  --train-limit N       use only the first N training images\n"
 		"  --progress            progress bar even when not a terminal\n"
-		"  --no-progress         plain log lines\n");
+		"  --no-progress         plain log lines\n"
+		"  --eval-every N        worker 0 evaluates every N epochs and after the\n"
+		"                        last (default 1)\n"
+		"  --checkpoint-after-eval  after each evaluation, every shard writes a\n"
+		"                        checkpoint of the clock just evaluated (servers need\n"
+		"                        RDMAPS_CHECKPOINT_DIR)\n");
 	recipe_usage(out);
 	fprintf(out, "The consistency model is the servers' (rdmaps-launch --consistency, "
 		     "RDMAPS_CONSISTENCY).\n");
@@ -120,6 +128,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "train-limit", required_argument, NULL, 'n' },
 		{ "progress", no_argument, NULL, 'p' },
 		{ "no-progress", no_argument, NULL, 'P' },
+		{ "eval-every", required_argument, NULL, 'E' },
+		{ "checkpoint-after-eval", no_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 	};
 	enum { NBASE = sizeof(base) / sizeof(base[0]) };
@@ -132,7 +142,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 	memset(&opts[NBASE + recipe_noptions], 0, sizeof(opts[0]));
 
 	*a = (struct args){ .epochs = 10, .batch = 256, .data = FMNIST_DIR_DEFAULT, .seed = 1,
-			    .progress = -1 };
+			    .progress = -1, .eval_every = 1 };
 	recipe_defaults(&a->recipe);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
@@ -145,6 +155,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'n': a->train_limit = strtoul(optarg, NULL, 10); break;
 		case 'p': a->progress = 1; break;
 		case 'P': a->progress = 0; break;
+		case 'E': a->eval_every = atoi(optarg); break;
+		case 'C': a->ckpt_after_eval = 1; break;
 		case 'h': usage(stdout); exit(0);
 		default:
 			if (c >= RECIPE_OPT_BASE) {
@@ -156,8 +168,12 @@ static int parse_args(int argc, char **argv, struct args *a)
 			return -EINVAL;
 		}
 	}
-	if (a->epochs < 1 || a->batch < 1) {
-		fprintf(stderr, "fmnist-train: --epochs and --batch must be >= 1\n");
+	if (a->epochs < 1 || a->batch < 1 || a->eval_every < 1) {
+		fprintf(stderr, "fmnist-train: --epochs, --batch and --eval-every must be >= 1\n");
+		return -EINVAL;
+	}
+	if (a->ckpt_after_eval && a->local) {
+		fprintf(stderr, "fmnist-train: --checkpoint-after-eval needs servers (not --local)\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -298,6 +314,24 @@ static int grad_ready(void *arg, int t)
 	return comm_push(j->comm, t, (int)(j->nstep & 1));
 }
 
+/* --checkpoint-after-eval: the parameters just evaluated are those after
+ * clocks < our clock (the last pull's), and under BSP no shard passes it
+ * before we push it: every shard writes exactly them. */
+static int checkpoint_evaluated(struct job *j, double acc)
+{
+	uint32_t c = rps_worker_clock_value(j->w);
+	int rc = rps_worker_checkpoint(j->w, c, 0);
+
+	if (rc) {
+		fprintf(stderr, "fmnist-train: checkpoint at clock %u: %s\n", c, rps_strerror(rc));
+		return rc;
+	}
+	printf("checkpoint at clock %u: test accuracy %.4f\n", c, acc);
+	j->ckpt_clock = c;
+	j->ckpt_acc = acc;
+	return 0;
+}
+
 /* Wait for every pull still in flight (before evaluating). */
 static int drain_pulls(struct job *j)
 {
@@ -377,13 +411,17 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 		"  \"optimizer\": \"%s\",\n  \"lr\": %.9g,\n  \"momentum\": %.9g,\n"
 		"  \"weight_decay\": %.9g,\n  \"lr_schedule\": \"%s\",\n  \"total_steps\": %llu,\n"
 		"  \"warmup_steps\": %llu,\n  \"steps_per_epoch\": %zu,\n"
-		"  \"train_loss_exact\": %.17g,\n  \"params_fnv1a\": \"%016llx\"\n}\n",
+		"  \"train_loss_exact\": %.17g,\n  \"params_fnv1a\": \"%016llx\"",
 		acc, loss, j->a.epochs, sps, j->nworkers, j->nservers, j->transport,
 		j->consistency, j->staleness, j->spec.staleness_lr,
 		j->w ? rps_worker_max_staleness(j->w) : 0, j->a.batch,
 		recipe_kind_name(j->spec.kind), j->spec.lr, j->spec.momentum, j->spec.weight_decay,
 		recipe_schedule_name(j->spec.schedule), (unsigned long long)j->spec.total_steps,
 		(unsigned long long)j->spec.warmup_steps, j->steps, loss, h);
+	if (j->ckpt_clock >= 0)
+		fprintf(f, ",\n  \"checkpoint_clock\": %ld,\n  \"checkpoint_accuracy\": %.4f",
+			j->ckpt_clock, j->ckpt_acc);
+	fprintf(f, "\n}\n");
 	fclose(f);
 }
 
@@ -393,6 +431,7 @@ int main(int argc, char **argv)
 	int rc;
 
 	memset(&j, 0, sizeof(j));
+	j.ckpt_clock = -1;
 	if (parse_args(argc, argv, &j.a))
 		return 2;
 	openblas_set_num_threads(1);
@@ -458,7 +497,7 @@ int main(int argc, char **argv)
 		sps = (double)(steps * per_step * (size_t)j.nworkers) / el;
 		if (!j.a.local && drain_pulls(&j))
 			return 1;
-		if (j.rank == 0) {
+		if (j.rank == 0 && (e % j.a.eval_every == 0 || e == j.a.epochs)) {
 			acc = mlp_accuracy(j.params, j.test.x, j.test.y, j.test.n, &j.ws);
 			if (bar) {
 				progress(&j, e, steps, steps, loss_epoch, sps, acc);
@@ -467,6 +506,8 @@ int main(int argc, char **argv)
 				printf("epoch %d/%d loss %.4f samples/s %.0f test_accuracy %.4f\n", e,
 				       j.a.epochs, loss_epoch, sps, acc);
 			}
+			if (j.a.ckpt_after_eval && checkpoint_evaluated(&j, acc))
+				return 1;
 		}
 	}
 	double sps_all = train_time > 0 ? (double)(steps * per_step * (size_t)j.nworkers) *

@@ -53,6 +53,35 @@ RPS_API int rps_ctl_opts_from_args(int *argc_p, char **argv, FILE *out,
  * reached, closes the connection, answers with an error or not in time. */
 RPS_API int rps_ctl_status_print(const struct rps_ctl_opts *opts, FILE *out);
 
+/* Ask every live server of the job for a checkpoint now: each shard writes
+ * its file (RDMAPS_CHECKPOINT_DIR of the server) and the answer comes back
+ * through the scheduler. Writes one line per file to out:
+ *   server R shard S clock C PATH
+ * Returns 0 once every shard of every live server wrote its file; otherwise
+ * a negative errno after reporting on stderr what failed and what to do:
+ * -ENOTSUP a server has no checkpoint directory, -EHOSTDOWN a server died
+ * or went away meanwhile, -ETIMEDOUT a server did not answer within
+ * opts->timeout_ms, -EBUSY another checkpoint or export is running, -EIO a
+ * shard failed to write (disk full, permissions), or the errors of
+ * rps_ctl_status_print about reaching the scheduler. */
+RPS_API int rps_ctl_checkpoint(const struct rps_ctl_opts *opts, FILE *out);
+
+/* Write every key's parameters, as the servers hold them at one clock
+ * boundary, to path as a NumPy .npz: one 1-D float32 array per key, named
+ * by the key in decimal ("7"), its slices concatenated in slice order.
+ * Under BSP every shard takes its snapshot at the same clock T (the largest
+ * clock among the shards when asked: a shard below it waits until it gets
+ * there, so the job must be training or T already reached); under ASP/SSP
+ * each shard takes it when the request reaches it (no common boundary
+ * exists). Writes one line to out: the clock(s), the number of keys and
+ * elements, the file. The file is written atomically, and only when every
+ * slice of every key (0..n-1, each complete) arrived. Returns 0, -ENOENT /
+ * -EACCES when path's directory does not exist / is not writable (checked
+ * first), the errors of rps_ctl_checkpoint, -EAGAIN when BSP shards did not
+ * meet at one clock after several tries, -EPROTO an incomplete key, or the
+ * .npz write's error; each reported on stderr. */
+RPS_API int rps_ctl_export(const struct rps_ctl_opts *opts, const char *path, FILE *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -192,6 +192,20 @@ RPS_API int rps_worker_clock(struct rps_worker *worker);
 /* Wait until every live worker reaches the barrier. */
 RPS_API int rps_worker_barrier(struct rps_worker *worker);
 
+/* Ask every live server for a checkpoint (through the scheduler) and wait
+ * until every shard wrote its file. clock: under BSP a shard below it writes
+ * when it reaches it (its parameters after clocks < clock, exactly), a shard
+ * at or past it writes at once; ASP/SSP write at once. UINT32_MAX: no target,
+ * at once. Typical: after evaluating the parameters pulled at clock c (before
+ * pushing clock c), ask for c: the file holds exactly what was evaluated.
+ * Under BSP the target must be reachable: the servers wait for it until
+ * timeout_ms (<= 0: RDMAPS_TIMEOUT_MS). Returns 0, or -errno with the reason
+ * logged: -ENOTCONN no scheduler connection, -ENOTSUP a server has no
+ * RDMAPS_CHECKPOINT_DIR, -EHOSTDOWN a server died (or the scheduler is gone),
+ * -ETIMEDOUT, -EBUSY another checkpoint or export is running, -EIO a shard
+ * failed to write. */
+RPS_API int rps_worker_checkpoint(struct rps_worker *worker, uint32_t clock, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

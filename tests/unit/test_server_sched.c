@@ -1,7 +1,9 @@
 /* The scheduler and the control channel together, in one process on
  * 127.0.0.1: rendezvous and ranks, barriers, dead nodes (silence and a
  * dropped connection), rejoin, refusals, wrong secret, joining before the
- * scheduler starts, STATUS, the clean end of a job.
+ * scheduler starts, STATUS, the clean end of a job, control requests relayed
+ * to the servers (answered, refused while one runs, timed out, failed, a
+ * server gone).
  * Heartbeats every 50 ms; a silent node is dead after 500 ms: the whole file
  * takes about 3 s.
  */
@@ -21,9 +23,12 @@
 #include <cmocka.h>
 
 #include "control/control.h"
+#include <rdmaps/ctl.h>
+#include <rdmaps/types.h>
 #include "server/sched.h"
 #include "src/config.h"
 #include "src/log.h"
+#include "src/npz.h"
 #include "src/proto.h"
 #include "src/util.h"
 #include "transport/transport.h"
@@ -134,6 +139,13 @@ struct node {
 	atomic_int shutdown;
 	atomic_int maps;
 	atomic_int map_epoch;
+	/* servers: control requests (CHECKPOINT / EXPORT) */
+	atomic_int reqs;
+	uint32_t req_id;
+	uint8_t req_op;
+	int answer_now; /* answer each at once (RESULT, status 0) */
+	struct rps_ctlreq req;
+	uint64_t export_clock; /* EXPORT: answer at max(this, the target) */
 };
 
 static void cb_dead(void *arg, const struct rps_node *n)
@@ -160,6 +172,79 @@ static void cb_map(void *arg, const struct rps_map *m, const struct rps_node *no
 	atomic_fetch_add(&nd->maps, 1);
 }
 
+/* A server's RESULT for the last request: one shard at clock 5. */
+static int answer(struct node *nd, int status)
+{
+	struct {
+		struct rps_ctlres r;
+		struct rps_ctlres_shard s;
+	} a;
+
+	memset(&a, 0, sizeof(a));
+	a.r.server = rps_ctl_rank(nd->ctl);
+	a.r.num_shards = 1;
+	a.r.consistency = RPS_BSP;
+	a.r.status = status;
+	a.s.clock = 5;
+	snprintf(a.s.text, sizeof(a.s.text), "/ckpt/server%u", a.r.server);
+	return rps_ctl_send(nd->ctl, nd->req_op, nd->req_id, 0, RPS_CTLREQ_RESULT, &a, sizeof(a),
+			    NULL, 0);
+}
+
+/* EXPORT: slice `rank` of key 1 (3 values: 10 * rank + 1, 2, 3) and a
+ * RESULT, both at max(export_clock, the target). */
+static void answer_export(struct node *nd)
+{
+	struct {
+		struct rps_ctlres r;
+		struct rps_ctlres_shard s;
+	} a;
+	struct rps_export_part part;
+	uint32_t rank = rps_ctl_rank(nd->ctl);
+	uint64_t c = nd->export_clock;
+	float v[3];
+
+	if (nd->req.flags & RPS_CTLREQ_CLOCK && nd->req.clock > c)
+		c = nd->req.clock;
+	for (int i = 0; i < 3; i++)
+		v[i] = (float)(10 * rank + 1 + (uint32_t)i);
+	memset(&part, 0, sizeof(part));
+	part.key = 1;
+	part.slice = rank;
+	part.slice_elems = 3;
+	part.count = 3;
+	part.server = rank;
+	part.clock = c;
+	assert_int_equal(rps_ctl_send(nd->ctl, RPS_OP_EXPORT, nd->req_id, 0, RPS_CTLREQ_DATA,
+				      &part, sizeof(part), v, sizeof(v)),
+			 0);
+	memset(&a, 0, sizeof(a));
+	a.r.server = rank;
+	a.r.num_shards = 1;
+	a.r.consistency = RPS_BSP;
+	a.s.clock = c;
+	a.s.nslices = 1;
+	a.s.nelems = 3;
+	assert_int_equal(rps_ctl_send(nd->ctl, RPS_OP_EXPORT, nd->req_id, 0, RPS_CTLREQ_RESULT,
+				      &a, sizeof(a), NULL, 0),
+			 0);
+}
+
+static void cb_request(void *arg, const struct rps_frame_hdr *h, const void *data, size_t len)
+{
+	struct node *nd = arg;
+
+	assert_int_equal(len, sizeof(struct rps_ctlreq));
+	nd->req_id = h->req_id;
+	nd->req_op = h->op;
+	memcpy(&nd->req, data, sizeof(nd->req));
+	if (nd->answer_now && h->op == RPS_OP_EXPORT)
+		answer_export(nd);
+	else if (nd->answer_now)
+		answer(nd, 0);
+	atomic_fetch_add(&nd->reqs, 1);
+}
+
 static void node_init(struct node *nd, uint8_t role, const char *sched)
 {
 	memset(nd, 0, sizeof(*nd));
@@ -176,6 +261,7 @@ static const struct rps_ctl_events test_events = {
     .on_dead = cb_dead,
     .on_shutdown = cb_shutdown,
     .on_map = cb_map,
+    .on_request = cb_request,
 };
 
 static int node_join(struct node *nd)
@@ -610,6 +696,124 @@ static void test_timeouts(void **state)
 	assert_true(rps_now_ns() - t0 >= 300000000ull);
 }
 
+struct req_run {
+	struct node *nd;
+	struct rps_ctlreq r;
+	int rc;
+	pthread_t th;
+};
+
+static void *request_thread(void *arg)
+{
+	struct req_run *q = arg;
+
+	q->rc = rps_ctl_request(q->nd->ctl, RPS_OP_CHECKPOINT, &q->r);
+	return NULL;
+}
+
+/* A worker's CHECKPOINT through the scheduler to 2 servers: server 0
+ * answers at once, server 1 when the test says (or never). */
+static void test_ctl_requests(void **state)
+{
+	struct sched_run r;
+	struct node nd[3];
+	struct node *all[3] = {&nd[0], &nd[1], &nd[2]};
+	struct req_run q = {.nd = &nd[2], .r = {.clock = 5, .flags = RPS_CTLREQ_CLOCK}};
+	struct rps_ctl_opts o;
+	FILE *null = fopen("/dev/null", "w");
+	uint64_t t0;
+
+	(void)state;
+	assert_non_null(null);
+	sched_start(&r, 2, 1, 0, HB_TIMEOUT_MS);
+	node_init(&nd[0], RPS_ROLE_SERVER, r.addr);
+	node_init(&nd[1], RPS_ROLE_SERVER, r.addr);
+	node_init(&nd[2], RPS_ROLE_WORKER, r.addr);
+	nd[0].answer_now = 1;
+	run_all(all, 3, join_thread);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(nd[i].rc, 0);
+
+	/* 1. both answer; meanwhile rdmaps-ctl's request is refused (-EBUSY) */
+	q.r.timeout_ms = 3000;
+	assert_int_equal(pthread_create(&q.th, NULL, request_thread, &q), 0);
+	assert_true(wait_int(&nd[1].reqs, 1, 2000));
+	assert_int_equal(nd[1].req_op, RPS_OP_CHECKPOINT);
+	memset(&o, 0, sizeof(o));
+	o.field_mask = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
+	snprintf(o.scheduler, sizeof(o.scheduler), "%s", r.addr);
+	snprintf(o.secret, sizeof(o.secret), "%s", SECRET);
+	o.timeout_ms = 2000;
+	assert_int_equal(rps_ctl_checkpoint(&o, null), -EBUSY);
+	assert_int_equal(answer(&nd[1], 0), 0);
+	pthread_join(q.th, NULL);
+	assert_int_equal(q.rc, 0);
+	assert_int_equal(atomic_load(&nd[0].reqs), 1);
+
+	/* 1b. rdmaps-ctl export: the servers answer at clocks 5 and 6 (BSP):
+	 * asked again for clock 6, both answer at 6; the .npz holds key 1 as
+	 * server 0's slice 0, then server 1's slice 1 */
+	{
+		char path[64];
+		struct rps_npz_entry *e = NULL;
+		size_t ne = 0;
+		int fd;
+
+		nd[0].export_clock = 5;
+		nd[1].export_clock = 6;
+		nd[1].answer_now = 1;
+		snprintf(path, sizeof(path), "/tmp/rps-export-XXXXXX");
+		fd = mkstemp(path);
+		assert_true(fd >= 0);
+		close(fd);
+		assert_int_equal(rps_ctl_export(&o, path, null), 0);
+		assert_true(nd[1].req.flags & RPS_CTLREQ_CLOCK);
+		assert_int_equal(nd[1].req.clock, 6); /* the second request */
+		assert_int_equal(atomic_load(&nd[1].reqs), 3);
+		assert_int_equal(rps_npz_read(path, &e, &ne), 0);
+		assert_int_equal(ne, 1);
+		assert_string_equal(e[0].name, "1");
+		assert_int_equal(e[0].nelems, 6);
+		for (int i = 0; i < 6; i++)
+			assert_true(e[0].data[i] == (float)(10 * (i / 3) + 1 + i % 3));
+		rps_npz_free(e, ne);
+		unlink(path);
+		nd[1].answer_now = 0;
+	}
+
+	/* 2. server 1 stays silent: the scheduler gives up after the timeout */
+	q.r.timeout_ms = 300;
+	t0 = rps_now_ns();
+	assert_int_equal(pthread_create(&q.th, NULL, request_thread, &q), 0);
+	pthread_join(q.th, NULL);
+	assert_int_equal(q.rc, -ETIMEDOUT);
+	assert_true(rps_now_ns() - t0 >= 280000000ull);
+	assert_true(rps_now_ns() - t0 < 3000000000ull);
+
+	/* 3. server 1's failure is the request's */
+	q.r.timeout_ms = 3000;
+	assert_int_equal(pthread_create(&q.th, NULL, request_thread, &q), 0);
+	assert_true(wait_int(&nd[1].reqs, 5, 2000));
+	assert_int_equal(answer(&nd[1], -ENOSPC), 0);
+	pthread_join(q.th, NULL);
+	assert_int_equal(q.rc, -ENOSPC);
+
+	/* 4. server 1 leaves while asked: at once, not after the timeout */
+	assert_int_equal(pthread_create(&q.th, NULL, request_thread, &q), 0);
+	assert_true(wait_int(&nd[1].reqs, 6, 2000));
+	t0 = rps_now_ns();
+	node_leave(&nd[1]);
+	pthread_join(q.th, NULL);
+	assert_int_equal(q.rc, -EHOSTDOWN);
+	assert_true(rps_now_ns() - t0 < 2000000000ull);
+
+	node_leave(&nd[2]);
+	assert_true(wait_int(&nd[0].shutdown, 1, 2000));
+	node_leave(&nd[0]);
+	assert_int_equal(sched_finish(&r, 0, 3000), 0);
+	fclose(null);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -619,6 +823,7 @@ int main(void)
 	    cmocka_unit_test(test_wrong_secret),
 	    cmocka_unit_test(test_join_before_scheduler),
 	    cmocka_unit_test(test_timeouts),
+	    cmocka_unit_test(test_ctl_requests),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

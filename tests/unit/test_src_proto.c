@@ -26,6 +26,7 @@ static void test_fixed_lens(void **state)
 	    {RPS_OP_ERROR, 0},	      {RPS_OP_REGISTER, 80},	{RPS_OP_MAP, 24},
 	    {RPS_OP_BARRIER, 0},      {RPS_OP_BARRIER_DONE, 0}, {RPS_OP_HEARTBEAT, 40},
 	    {RPS_OP_NODE_DEAD, 80},   {RPS_OP_SHUTDOWN, 0},	{RPS_OP_STATUS, 0},
+	    {RPS_OP_CHECKPOINT, 0},   {RPS_OP_EXPORT, 0},
 	};
 
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -53,7 +54,8 @@ static void test_every_op_has_descriptor(void **state)
 	    OP(HELLO),	   OP(HELLO_ACK), OP(DECLARE),	 OP(DECLARE_ACK),  OP(PUSH),
 	    OP(PUSH_ACK),  OP(PULL),	  OP(PULL_RESP), OP(CLOCK),	   OP(ERROR),
 	    OP(SYNC),	   OP(REGISTER),  OP(MAP),	 OP(BARRIER),	   OP(BARRIER_DONE),
-	    OP(HEARTBEAT), OP(NODE_DEAD), OP(SHUTDOWN),	 OP(STATUS),
+	    OP(HEARTBEAT), OP(NODE_DEAD), OP(SHUTDOWN),	 OP(STATUS),	   OP(CHECKPOINT),
+	    OP(EXPORT),
 	};
 #undef OP
 	size_t ndesc = 0;

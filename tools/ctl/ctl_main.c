@@ -2,11 +2,13 @@
  *
  *   rdmaps-ctl status                       the node table (RDMAPS_SCHEDULER)
  *   rdmaps-ctl --scheduler 10.0.0.1:9090 status
+ *   rdmaps-ctl checkpoint                   every shard writes a checkpoint now
+ *   rdmaps-ctl export model.npz             every key's parameters into an .npz
  *
  * Only the public API (<rdmaps/ctl.h>): the library's control client connects
- * as role "ctl" with the shared secret, sends STATUS and prints the text the
- * scheduler answers. Exits 1 when the scheduler cannot be reached or refuses
- * us, 2 on a usage error.
+ * as role "ctl" with the shared secret, sends its request and prints what the
+ * scheduler answers. Exits 1 when the scheduler cannot be reached, refuses
+ * us or the request fails, 2 on a usage error.
  */
 #include <errno.h>
 #include <signal.h>
@@ -22,9 +24,20 @@ static void usage(FILE *out)
 	    "usage: rdmaps-ctl [--scheduler HOST:PORT] [--secret S] [--timeout-ms N] COMMAND\n"
 	    "Ask the scheduler of a running rdmaps job.\n\n"
 	    "Commands:\n"
-	    "  status    nodes, roles, ranks, host:port, liveness, heartbeat age, clock,\n"
-	    "            pushes/s, pulls/s, counters; per server: each shard's ring depth\n"
-	    "            and clock, checkpoint age\n\n"
+	    "  status       nodes, roles, ranks, host:port, liveness, heartbeat age, clock,\n"
+	    "               pushes/s, pulls/s, counters; per server: each shard's ring depth\n"
+	    "               and clock, checkpoint age\n"
+	    "  checkpoint   every shard of every live server writes a checkpoint now (into\n"
+	    "               the servers' RDMAPS_CHECKPOINT_DIR); prints one line per file:\n"
+	    "               server R shard S clock C PATH\n"
+	    "  export FILE  every key's parameters at one clock boundary into the NumPy\n"
+	    "               .npz FILE: one 1-D float32 array per key, named by the key in\n"
+	    "               decimal. BSP: all shards at the same clock (the largest among\n"
+	    "               them; shards below it wait until they get there); ASP/SSP: each\n"
+	    "               shard as it is when it takes the request. Written atomically,\n"
+	    "               only when complete.\n"
+	    "Both wait up to --timeout-ms for the servers and exit 1, saying what failed,\n"
+	    "when a server has no checkpoint directory, dies or does not answer in time.\n\n"
 	    "The scheduler address and secret come from RDMAPS_SCHEDULER and RDMAPS_SECRET\n"
 	    "or the flags; every rdmaps setting is accepted (--help of rdmaps-sched lists\n"
 	    "them). --config prints the settings.\n");
@@ -47,15 +60,22 @@ int main(int argc, char **argv)
 		return 2;
 	if (rc > 0)
 		return 0; /* --config */
-	if (argc != 2) {
+	if (argc == 3 && !strcmp(argv[1], "export")) {
+		rc = rps_ctl_export(&o, argv[2], stdout);
+	} else if (argc == 2 && !strcmp(argv[1], "status")) {
+		rc = rps_ctl_status_print(&o, stdout);
+	} else if (argc == 2 && !strcmp(argv[1], "checkpoint")) {
+		rc = rps_ctl_checkpoint(&o, stdout);
+	} else if (argc >= 2 && strcmp(argv[1], "status") && strcmp(argv[1], "checkpoint") &&
+		   strcmp(argv[1], "export")) {
+		fprintf(stderr,
+			"rdmaps-ctl: unknown command '%s' (try status, checkpoint, export FILE)\n",
+			argv[1]);
+		return 2;
+	} else {
 		usage(stderr);
 		return 2;
 	}
-	if (strcmp(argv[1], "status")) {
-		fprintf(stderr, "rdmaps-ctl: unknown command '%s' (try status)\n", argv[1]);
-		return 2;
-	}
-	rc = rps_ctl_status_print(&o, stdout);
 	if (rc == -EDESTADDRREQ)
 		return 2;
 	return rc ? 1 : 0;
