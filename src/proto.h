@@ -14,6 +14,9 @@
  *   1  first version.
  *   1, later: DECLARE_ACK hdr.aux carries the slice's chunk geometry
  *      (RPS_DECLARE_ACK_*); 0 from an older server.
+ *   1, later: ASSIGN (rps_worker_load_model). An older server does not know
+ *      the op and closes the connection: the load fails, nothing is applied
+ *      as a gradient.
  */
 #ifndef RPS_PROTO_H
 #define RPS_PROTO_H
@@ -40,6 +43,9 @@ enum rps_op {
 	RPS_OP_CLOCK = 9,        /* worker -> server: rps_clock + uint32 pushes[nshards] */
 	RPS_OP_ERROR = 10,       /* either way: char reason[] (not NUL-terminated); hdr.status */
 	RPS_OP_SYNC = 11,        /* worker -> server: rps_sync; no answer (added in version 1) */
+	RPS_OP_ASSIGN = 12,      /* worker -> server: rps_push + float[count]: the values become
+				  * the parameters (no clock); answered by PUSH_ACK (version 1,
+				  * later) */
 	/* control path (scheduler) */
 	RPS_OP_REGISTER = 16,    /* node -> sched: rps_register */
 	RPS_OP_MAP = 17,         /* sched -> node: rps_map + rps_node[num_nodes] */
@@ -155,6 +161,11 @@ struct rps_push {
 	float tensor_norm;    /* L2 norm of the whole pushed tensor (clipping); 0: not given */
 };
 _Static_assert(sizeof(struct rps_push) == 48, "rps_push is 48 bytes");
+
+/* ASSIGN carries a struct rps_push too: elements [offset, offset + count) of
+ * the slice become the values that follow, that slice's optimizer state and
+ * step count start afresh; clock, timestamp_ns and the norms are ignored, and
+ * the frame is not counted in any CLOCK's pushes. */
 
 struct rps_pull {
 	uint64_t key;
