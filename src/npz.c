@@ -270,7 +270,8 @@ static int parse_header(const char *h, struct rps_npz_entry *e, const char **why
 	return 0;
 }
 
-int rps_npy_parse(const void *buf, size_t len, struct rps_npz_entry *e)
+/* rps_npy_parse; path (NULL: none) names the file in the message. */
+static int npy_parse(const void *buf, size_t len, struct rps_npz_entry *e, const char *path)
 {
 	const uint8_t *b = buf;
 	size_t hl, off;
@@ -327,8 +328,16 @@ int rps_npy_parse(const void *buf, size_t len, struct rps_npz_entry *e)
 	}
 	return 0;
 bad:
-	RPS_ERR("array '%s': %s", e->name, why);
+	if (path)
+		RPS_ERR("%s: array '%s': %s", path, e->name, why);
+	else
+		RPS_ERR("array '%s': %s", e->name, why);
 	return -EINVAL;
+}
+
+int rps_npy_parse(const void *buf, size_t len, struct rps_npz_entry *e)
+{
+	return npy_parse(buf, len, e, NULL);
 }
 
 void rps_npz_free(struct rps_npz_entry *e, size_t n)
@@ -394,7 +403,7 @@ static int read_member(zip_t *z, const char *path, zip_uint64_t idx, struct rps_
 		return -EINVAL;
 	}
 	zip_fclose(f);
-	rc = rps_npy_parse(buf, (size_t)st.size, e);
+	rc = npy_parse(buf, (size_t)st.size, e, path);
 	rps_free(buf);
 	return rc;
 }
