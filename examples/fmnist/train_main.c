@@ -50,6 +50,7 @@ struct args {
 	uint64_t seed;
 	int progress; /* -1 auto, 0 off, 1 on */
 	size_t train_limit;
+	const char *save_model, *init_model; /* .npz files (model.h) */
 };
 
 struct job {
@@ -100,8 +101,19 @@ static void usage(FILE *out)
 		"  --train-limit N       use only the first N training images\n"
 		"  --progress            progress bar even when not a terminal\n"
 		"  --no-progress         plain log lines\n"
+		"  --init-model FILE     start from the model in FILE (.npz; every worker\n"
+		"                        checks it, worker 0 loads it into the servers)\n"
+		"  --save-model FILE     write the trained model to FILE (.npz, worker 0,\n"
+		"                        the parameters of the final evaluation)\n"
+		"  --epochs 0            no training: evaluate (and save) the initial model\n"
 		"Optimizer and consistency come from the server settings: RDMAPS_OPTIMIZER,\n"
-		"RDMAPS_LR, RDMAPS_MOMENTUM, RDMAPS_CONSISTENCY, ... (see docs/options.md).\n");
+		"RDMAPS_LR, RDMAPS_MOMENTUM, RDMAPS_CONSISTENCY, ... (see docs/options.md).\n"
+		"Model files: one float32 array per key, named by the key; weights are\n"
+		"row-major [in x out], h = relu(x @ W + b), x = (pixel / 255 - 0.2860) / 0.3530:\n"
+		"  \"0\" \"1\" \"2\" \"3\"  W1 rows 0-195, 196-391, 392-587, 588-783 (196 x 256 each;\n"
+		"                   concatenated: W1 784 x 256)\n"
+		"  \"4\" b1 256   \"5\" W2 256 x 128   \"6\" b2 128   \"7\" W3 128 x 10   \"8\" b3 10\n"
+		"Written arrays are 1-D; any shape with the right element count is read.\n");
 }
 
 static int parse_args(int argc, char **argv, struct args *a)
@@ -116,6 +128,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "train-limit", required_argument, NULL, 'n' },
 		{ "progress", no_argument, NULL, 'p' },
 		{ "no-progress", no_argument, NULL, 'P' },
+		{ "save-model", required_argument, NULL, 'S' },
+		{ "init-model", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -134,12 +148,14 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'n': a->train_limit = strtoul(optarg, NULL, 10); break;
 		case 'p': a->progress = 1; break;
 		case 'P': a->progress = 0; break;
+		case 'S': a->save_model = optarg; break;
+		case 'I': a->init_model = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); return -EINVAL;
 		}
 	}
-	if (a->epochs < 1 || a->batch < 1) {
-		fprintf(stderr, "fmnist-train: --epochs and --batch must be >= 1\n");
+	if (a->epochs < 0 || a->batch < 1) {
+		fprintf(stderr, "fmnist-train: --epochs must be >= 0 and --batch >= 1\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -165,6 +181,18 @@ static void shuffle(size_t *v, size_t n, uint64_t seed)
 	}
 }
 
+/* --init-model into params, checked whole against the keys (the library
+ * says what is wrong); params untouched on error. */
+static int read_init_model(struct job *j)
+{
+	int rc = rps_model_load(j->a.init_model, j->keys, mlp_lens, MLP_NTENSORS, j->params);
+
+	if (rc)
+		fprintf(stderr, "fmnist-train: --init-model %s: %s\n", j->a.init_model,
+			rps_strerror(rc));
+	return rc;
+}
+
 static int setup_distributed(struct job *j)
 {
 	int rc = rps_worker_create(NULL, &j->w);
@@ -177,11 +205,12 @@ static int setup_distributed(struct job *j)
 	j->nworkers = rps_worker_num_workers(j->w);
 	j->nservers = rps_worker_num_servers(j->w);
 	j->transport = rps_worker_transport(j->w);
+	/* every worker checks the file: a bad one stops them all before training */
+	if (j->a.init_model && (rc = read_init_model(j)))
+		return rc;
 	for (int t = 0; t < MLP_NTENSORS; t++) {
 		struct rps_init init = { .kind = RPS_INIT_ZEROS };
 
-		j->off[t] = mlp_offset(t);
-		j->keys[t] = (rps_key_t)t;
 		if (mlp_fan_in[t]) {
 			init.kind = RPS_INIT_NORMAL;
 			init.a = 0.0f;
@@ -193,6 +222,14 @@ static int setup_distributed(struct job *j)
 			fprintf(stderr, "fmnist-train: declare tensor %d: %s\n", t, rps_strerror(rc));
 			return rc;
 		}
+	}
+	/* worker 0 assigns the file's values; the barrier orders every first pull
+	 * after it */
+	if (j->a.init_model && j->rank == 0 &&
+	    (rc = rps_worker_load_model(j->w, j->keys, mlp_lens, MLP_NTENSORS, j->a.init_model))) {
+		fprintf(stderr, "fmnist-train: --init-model %s: %s\n", j->a.init_model,
+			rps_strerror(rc));
+		return rc;
 	}
 	rc = rps_worker_barrier(j->w);
 	if (rc) {
@@ -228,6 +265,8 @@ static int setup_local(struct job *j)
 	j->nservers = 0;
 	j->transport = "local";
 	mlp_init_params(j->params, j->a.seed);
+	if (j->a.init_model && read_init_model(j))
+		return -EINVAL;
 	return rps_optimizer_create(&so.optim, mlp_nparams(), &j->opt);
 }
 
@@ -360,9 +399,16 @@ int main(int argc, char **argv)
 	j.grad = malloc(mlp_nparams() * sizeof(float));
 	if (!j.params || !j.grad)
 		return 1;
+	for (int t = 0; t < MLP_NTENSORS; t++) {
+		j.keys[t] = (rps_key_t)t; /* the tensors' keys, in every mode */
+		j.off[t] = mlp_offset(t);
+	}
 	rc = j.a.local ? setup_local(&j) : setup_distributed(&j);
-	if (rc)
+	if (rc) {
+		if (j.w)
+			rps_worker_destroy(j.w); /* leave the cluster: nobody waits for us */
 		return 1;
+	}
 
 	/* This worker's part of the training set and its share of each batch. */
 	size_t per_step = j.a.batch / (size_t)j.nworkers;
@@ -428,11 +474,21 @@ int main(int argc, char **argv)
 	double sps_all = train_time > 0 ? (double)(steps * per_step * (size_t)j.nworkers) *
 						  j.a.epochs / train_time
 					: 0;
+	if (j.rank == 0 && j.a.epochs == 0)
+		acc = mlp_accuracy(j.params, j.test.x, j.test.y, j.test.n, &j.ws);
 	if (j.rank == 0) {
 		printf("fmnist-train: done: test accuracy %.4f, train loss %.4f, %.0f samples/s\n",
 		       acc, loss_epoch, sps_all);
 		if (j.a.summary)
 			write_summary(&j, acc, loss_epoch, sps_all);
+	}
+	/* the very parameters evaluated last (the servers' at the final clock) */
+	int failed = 0;
+	if (j.rank == 0 && j.a.save_model &&
+	    (rc = rps_model_save(j.a.save_model, j.keys, mlp_lens, MLP_NTENSORS, j.params))) {
+		fprintf(stderr, "fmnist-train: --save-model %s: %s\n", j.a.save_model,
+			rps_strerror(rc));
+		failed = 1;
 	}
 	if (j.w) {
 		if ((rc = comm_stop(j.comm)))
@@ -453,5 +509,5 @@ int main(int argc, char **argv)
 	free(j.order);
 	free(j.xb);
 	free(j.yb);
-	return 0;
+	return failed;
 }
