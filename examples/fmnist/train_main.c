@@ -187,9 +187,9 @@ static int read_init_model(struct job *j)
 {
 	int rc = rps_model_load(j->a.init_model, j->keys, mlp_lens, MLP_NTENSORS, j->params);
 
-	if (rc)
-		fprintf(stderr, "fmnist-train: --init-model %s: %s\n", j->a.init_model,
-			rps_strerror(rc));
+	if (rc) /* the library said what is wrong */
+		fprintf(stderr, "fmnist-train: --init-model %s: not loaded, nothing trained\n",
+			j->a.init_model);
 	return rc;
 }
 
