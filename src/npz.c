@@ -364,6 +364,7 @@ static int read_member(zip_t *z, const char *path, zip_uint64_t idx, struct rps_
 	zip_stat_t st;
 	zip_file_t *f;
 	const char *name;
+	char tail;
 	size_t nl;
 	void *buf;
 	int rc;
@@ -395,7 +396,10 @@ static int read_member(zip_t *z, const char *path, zip_uint64_t idx, struct rps_
 	if (!buf)
 		return -ENOMEM;
 	f = zip_fopen_index(z, idx, 0);
-	if (!f || zip_fread(f, buf, st.size) != (zip_int64_t)st.size) {
+	/* then read on to the end: libzip checks the member's CRC-32 there, so a
+	 * corrupted member of the right length is not taken as it is */
+	if (!f || zip_fread(f, buf, st.size) != (zip_int64_t)st.size ||
+	    zip_fread(f, &tail, 1) != 0) {
 		RPS_ERR("%s: read %s: %s", path, name, f ? zip_file_strerror(f) : zip_strerror(z));
 		if (f)
 			zip_fclose(f);
