@@ -31,20 +31,19 @@
 
 /* one small key, one of a few frames, one single-element key, one cut into
  * slices over both servers (model.sh: RDMAPS_SLICE_BYTES=16K, MAX_MSG=8K) */
-static const rps_key_t keys[NKEYS] = { 3, 10, 11, 1000 };
-static const size_t lens[NKEYS] = { 5000, 7, 1, 20000 };
+static const rps_key_t keys[NKEYS] = {3, 10, 11, 1000};
+static const size_t lens[NKEYS] = {5000, 7, 1, 20000};
 
 static int rank, failures;
 
-#define CHECK(cond, ...)                                                                  \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "itest-model %d: FAIL %s:%d: ", rank, __FILE__,  \
-				__LINE__);                                                \
-			fprintf(stderr, __VA_ARGS__);                                     \
-			fprintf(stderr, "\n");                                            \
-			failures++;                                                       \
-		}                                                                         \
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "itest-model %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fprintf(stderr, "\n");                                                     \
+			failures++;                                                                \
+		}                                                                                  \
 	} while (0)
 
 static size_t total_len(void)
@@ -104,10 +103,10 @@ struct refused {
 
 /* model.sh makes these; "bad-nofile.npz" does not exist */
 static const struct refused refused[] = {
-	{ "bad-trunc.npz", -EINVAL },	{ "bad-text.npz", -EINVAL },  { "bad-f64.npz", -EINVAL },
-	{ "bad-missing.npz", -EINVAL }, { "bad-size.npz", -EINVAL },  { "bad-shape.npz", -EINVAL },
-	{ "bad-extra.npz", -EINVAL },	{ "bad-name.npz", -EINVAL },  { "bad-nofile.npz", -ENOENT },
-	{ "bad-f64only.npz", -EINVAL },
+    {"bad-trunc.npz", -EINVAL},	  {"bad-text.npz", -EINVAL}, {"bad-f64.npz", -EINVAL},
+    {"bad-missing.npz", -EINVAL}, {"bad-size.npz", -EINVAL}, {"bad-shape.npz", -EINVAL},
+    {"bad-extra.npz", -EINVAL},	  {"bad-name.npz", -EINVAL}, {"bad-nofile.npz", -ENOENT},
+    {"bad-f64only.npz", -EINVAL},
 };
 
 /* Step 3 (worker 0): nothing a refused load does reaches a server. */
@@ -137,8 +136,8 @@ static void try_refused(struct rps_worker *w, const char *dir, float *before, fl
 	/* the call's own checks, nothing sent either */
 	snprintf(path, sizeof(path), "%s/b.npz", dir);
 	{
-		const rps_key_t undeclared[NKEYS] = { 3, 10, 11, 1001 };
-		size_t wrong[NKEYS] = { 5000, 7, 1, 20000 };
+		const rps_key_t undeclared[NKEYS] = {3, 10, 11, 1001};
+		size_t wrong[NKEYS] = {5000, 7, 1, 20000};
 
 		CHECK(rps_worker_load_model(w, undeclared, lens, NKEYS, path) == -ENOENT,
 		      "undeclared key loaded");
@@ -188,7 +187,7 @@ int main(int argc, char **argv)
 
 	/* 1. declare (values from the initialiser), CLOCKS clocks of pushes */
 	{
-		struct rps_init init = { .kind = RPS_INIT_NORMAL, .a = 0.0f, .b = 1.0f, .seed = 5 };
+		struct rps_init init = {.kind = RPS_INIT_NORMAL, .a = 0.0f, .b = 1.0f, .seed = 5};
 
 		rc = rps_worker_declare(w, keys, lens, NKEYS, &init);
 		CHECK(rc == 0, "declare: %s", rps_strerror(rc));

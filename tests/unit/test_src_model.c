@@ -22,8 +22,8 @@
 
 static char dir[] = "/tmp/rps-model-XXXXXX";
 
-static const rps_key_t keys[3] = { 7, 9, 12345678901ull };
-static const size_t lens[3] = { 12, 1, 5 };
+static const rps_key_t keys[3] = {7, 9, 12345678901ull};
+static const size_t lens[3] = {12, 1, 5};
 #define TOTAL 18
 
 static int setup(void **st)
@@ -122,8 +122,8 @@ static void test_round_trip(void **st)
  * array for a one-element key; the keys in any order. */
 static void test_numpy_shapes(void **st)
 {
-	static const rps_key_t rk[3] = { 12345678901ull, 9, 7 };
-	static const size_t rl[3] = { 5, 1, 12 };
+	static const rps_key_t rk[3] = {12345678901ull, 9, 7};
+	static const size_t rl[3] = {5, 1, 12};
 	float v[TOTAL];
 	char p[256];
 
@@ -152,25 +152,30 @@ struct bad_case {
 static void test_refused(void **st)
 {
 	static const struct bad_case cases[] = {
-		{ "f64.npz", "np.savez(d + '/f64.npz', **{'7': np.zeros(12), '9': np.zeros(1, np.float32),"
-			     " '12345678901': np.zeros(5, np.float32)})",
-		  -EINVAL, "array '7': not float32" },
-		{ "miss.npz", "np.savez(d + '/miss.npz', **{'7': np.zeros(12, np.float32),"
-			      " '12345678901': np.zeros(5, np.float32)})",
-		  -EINVAL, "key 9 missing" },
-		{ "size.npz", "np.savez(d + '/size.npz', **{'7': np.zeros((4, 4), np.float32),"
-			      " '9': np.zeros(1, np.float32), '12345678901': np.zeros(5, np.float32)})",
-		  -EINVAL, "key 7 has 4x4 = 16 floats, the job declared 12" },
-		{ "extra.npz", "np.savez(d + '/extra.npz', **{'7': np.zeros(12, np.float32),"
-			       " '9': np.zeros(1, np.float32), '12345678901': np.zeros(5, np.float32),"
-			       " '07': np.zeros(1, np.float32)})",
-		  -EINVAL, "array '07' is not a key" },
-		{ "fortran.npz", "np.savez(d + '/fortran.npz', **{'7': np.asfortranarray(np.zeros((3, 4),"
-				 " np.float32)), '9': np.zeros(1, np.float32),"
-				 " '12345678901': np.zeros(5, np.float32)})",
-		  -EINVAL, "array '7': Fortran order" },
-		{ "text.npz", NULL, -EINVAL, "not an .npz (zip) archive" },
-		{ "none.npz", NULL, -ENOENT, "No such file" },
+	    {"f64.npz",
+	     "np.savez(d + '/f64.npz', **{'7': np.zeros(12), '9': np.zeros(1, np.float32),"
+	     " '12345678901': np.zeros(5, np.float32)})",
+	     -EINVAL, "array '7': not float32"},
+	    {"miss.npz",
+	     "np.savez(d + '/miss.npz', **{'7': np.zeros(12, np.float32),"
+	     " '12345678901': np.zeros(5, np.float32)})",
+	     -EINVAL, "key 9 missing"},
+	    {"size.npz",
+	     "np.savez(d + '/size.npz', **{'7': np.zeros((4, 4), np.float32),"
+	     " '9': np.zeros(1, np.float32), '12345678901': np.zeros(5, np.float32)})",
+	     -EINVAL, "key 7 has 4x4 = 16 floats, the job declared 12"},
+	    {"extra.npz",
+	     "np.savez(d + '/extra.npz', **{'7': np.zeros(12, np.float32),"
+	     " '9': np.zeros(1, np.float32), '12345678901': np.zeros(5, np.float32),"
+	     " '07': np.zeros(1, np.float32)})",
+	     -EINVAL, "array '07' is not a key"},
+	    {"fortran.npz",
+	     "np.savez(d + '/fortran.npz', **{'7': np.asfortranarray(np.zeros((3, 4),"
+	     " np.float32)), '9': np.zeros(1, np.float32),"
+	     " '12345678901': np.zeros(5, np.float32)})",
+	     -EINVAL, "array '7': Fortran order"},
+	    {"text.npz", NULL, -EINVAL, "not an .npz (zip) archive"},
+	    {"none.npz", NULL, -ENOENT, "No such file"},
 	};
 	float v[TOTAL], sentinel[TOTAL];
 	char p[256], log[4096], want[512];
@@ -274,7 +279,7 @@ static void test_truncated(void **st)
 /* The call's own arguments. */
 static void test_arguments(void **st)
 {
-	static const rps_key_t twice[3] = { 7, 9, 7 };
+	static const rps_key_t twice[3] = {7, 9, 7};
 	float v[TOTAL];
 	char p[256];
 
@@ -298,9 +303,9 @@ static void test_arguments(void **st)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip),  cmocka_unit_test(test_numpy_shapes),
-		cmocka_unit_test(test_refused),	    cmocka_unit_test(test_truncated),
-		cmocka_unit_test(test_arguments),
+	    cmocka_unit_test(test_round_trip), cmocka_unit_test(test_numpy_shapes),
+	    cmocka_unit_test(test_refused),    cmocka_unit_test(test_truncated),
+	    cmocka_unit_test(test_arguments),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
