@@ -68,6 +68,26 @@ static int keys_check(const char *path, const rps_key_t *keys, const size_t *len
 	return rc;
 }
 
+/* A file system's error as one of the codes status.h lists (the cause itself
+ * was logged where it was seen): EROFS, EDQUOT, EISDIR ... become -EIO. */
+static int file_rc(int rc)
+{
+	switch (rc) {
+	case 0:
+	case -EINVAL:
+	case -ENOENT:
+	case -ENOMEM:
+	case -EACCES:
+	case -ENOSPC:
+	case -EIO:
+	case -ENAMETOOLONG:
+	case -ENOTDIR:
+		return rc;
+	default:
+		return -EIO;
+	}
+}
+
 static void key_name(rps_key_t k, char name[RPS_NPZ_NAME_MAX])
 {
 	snprintf(name, RPS_NPZ_NAME_MAX, "%" PRIu64, k);
@@ -95,7 +115,7 @@ int rps_model_save(const char *path, const rps_key_t *keys, const size_t *lens, 
 		e[i].data = (float *)(uintptr_t)(vals + off);
 		off += lens[i];
 	}
-	rc = rps_npz_write(path, e, n);
+	rc = file_rc(rps_npz_write(path, e, n));
 	rps_free(e); /* not rps_npz_free: the data is the caller's */
 	return rc;
 }
@@ -235,7 +255,7 @@ int rps_model_load(const char *path, const rps_key_t *keys, const size_t *lens, 
 		return rc;
 	rc = rps_npz_read(path, &e, &ne); /* logs why it cannot */
 	if (rc)
-		return rc;
+		return file_rc(rc);
 	by = rps_calloc(n, sizeof(*by));
 	if (!by) {
 		rc = -ENOMEM;
