@@ -19,6 +19,11 @@
  * A communication thread posts them (comm.h), so the sends' copies run on
  * another core while this one computes.
  *
+ * Models in and out (.npz, <rdmaps/model.h>): --init-model is checked by
+ * every worker and assigned by worker 0 before the first barrier;
+ * --save-model writes what worker 0 evaluated last, --local its own
+ * parameters, with the same keys and layout (--help lists them).
+ *
  * --batch is the GLOBAL batch: with W workers each computes B / W samples and
  * pushes its gradient scaled by 1 / W, so a BSP step (sum of the pushes) is the
  * mean over the global batch, as in --local.
@@ -482,7 +487,8 @@ int main(int argc, char **argv)
 		if (j.a.summary)
 			write_summary(&j, acc, loss_epoch, sps_all);
 	}
-	/* the very parameters evaluated last (the servers' at the final clock) */
+	/* the very parameters evaluated last: worker 0's pull after the final
+	 * clock (under BSP exactly the servers' values of that clock) */
 	int failed = 0;
 	if (j.rank == 0 && j.a.save_model &&
 	    (rc = rps_model_save(j.a.save_model, j.keys, mlp_lens, MLP_NTENSORS, j.params))) {
