@@ -45,7 +45,7 @@ refused() { # refused LOG: the message, exit status 1, no epoch ran
 	grep -qF "bad.npz: key 5 has 128x256 = 32769 floats, the job declared 32768" "$1" ||
 		grep -qF "bad.npz: key 5 has 32769 floats, the job declared 32768" "$1" ||
 		{ echo "FAIL: no message naming bad.npz and key 5"; return 1; }
-	if grep -q "^epoch \|loss " "$1"; then
+	if grep -qE "^(\[worker[0-9]+\] )?epoch [0-9]+/|fmnist-train: done" "$1"; then
 		echo "FAIL: training ran with a bad --init-model"
 		return 1
 	fi
