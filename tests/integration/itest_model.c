@@ -1,6 +1,7 @@
 /* itest-model: rps_worker_save_model / rps_worker_load_model on a real
- * cluster (tests/integration/model.sh: 2 servers of 2 shards, 2 workers, BSP,
- * momentum 0.5, lr 0.5, keys cut into slices and frames). Public API only.
+ * cluster (tests/integration/model.sh: 2 servers of 2 shards, 2 workers, BSP
+ * or ASP, momentum 0.5, lr 0.5, keys cut into slices and frames). Public API
+ * only.
  *
  *   itest-model DIR
  *
@@ -14,9 +15,9 @@
  *     undeclared keys, wrong lengths and NULLs are refused too;
  *  4. worker 0 loads b.npz; after a barrier both workers pull exactly B;
  *     worker 0 saves c.npz (model.sh compares it with b.npz bit for bit);
- *  5. one more BSP clock, both workers pushing 1s: the values must be
- *     exactly B - 0.5 * 2 (momentum restarted from 0 by the assignment, the
- *     assignment counted in no clock).
+ *  5. one more clock, both workers pushing 1s: the values must be exactly
+ *     B - 1 (BSP: one step of the sum) or B - 1.25 (ASP: two steps), momentum
+ *     restarted from 0 by the assignment, the assignment counted in no clock.
  * Exit 0 on success; each mismatch is printed.
  */
 #include <errno.h>
@@ -161,6 +162,8 @@ int main(int argc, char **argv)
 	size_t n = total_len();
 	float *v, *x, *b, *g;
 	char path[1024];
+	const char *cons = getenv("RDMAPS_CONSISTENCY");
+	int asp = cons && !strcmp(cons, "asp");
 	int rc;
 
 	if (argc != 2) {
@@ -199,6 +202,9 @@ int main(int argc, char **argv)
 		push_all(w, g);
 		CHECK(rps_worker_clock(w) == 0, "clock");
 	}
+	/* every push acknowledged: under ASP too, nothing moves while worker 0
+	 * compares pulls */
+	CHECK(rps_worker_barrier(w) == 0, "barrier");
 
 	if (rank == 0) {
 		long d;
@@ -234,16 +240,22 @@ int main(int argc, char **argv)
 	}
 	CHECK(rps_worker_barrier(w) == 0, "barrier");
 
-	/* 5. one BSP clock of 1s from each worker: v = 0.5 * 0 + 2, w -= 0.5 * v */
+	/* 5. one clock of 1s from each worker, both acknowledged before the
+	 * barrier. BSP: one step of their sum, v = 0.5 * 0 + 2, w -= 0.5 * v.
+	 * ASP: two steps, v = 1 then 0.5 * 1 + 1, w -= 0.5 * (1 + 1.5). Either
+	 * way from momentum 0: the assignment reset it. */
 	for (size_t i = 0; i < n; i++)
 		g[i] = 1.0f;
 	push_all(w, g);
 	CHECK(rps_worker_clock(w) == 0, "clock");
+	CHECK(rps_worker_barrier(w) == 0, "barrier");
 	if (!pull_all(w, v)) {
-		for (size_t i = 0; i < n; i++)
-			x[i] = b[i] - 1.0f;
-		long d = first_diff(v, x, n);
+		float step = asp ? 1.25f : 1.0f;
+		long d;
 
+		for (size_t i = 0; i < n; i++)
+			x[i] = b[i] - step;
+		d = first_diff(v, x, n);
 		CHECK(d < 0, "after a clock element %ld is %g, expected %g", d, d < 0 ? 0.0 : v[d],
 		      d < 0 ? 0.0 : x[d]);
 	}

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # rps_worker_save_model / rps_worker_load_model on a real local cluster:
-#   model.sh BIN_DIR [TRANSPORT]
-# 1 rdmaps-sched, 2 rdmaps-server (2 shards each), 2 itest-model (BSP,
-# momentum): NumPy writes the model b.npz and files that must be refused;
-# itest-model saves, tries the refused files (no value may change), loads
+#   model.sh BIN_DIR [TRANSPORT] [CONSISTENCY]
+# 1 rdmaps-sched, 2 rdmaps-server (2 shards each), 2 itest-model (BSP, or
+# CONSISTENCY asp; momentum): NumPy writes the model b.npz and files that
+# must be refused; itest-model saves, tries the refused files (no value may change), loads
 # b.npz and saves it again as c.npz. Then: every refused file's message names
 # the file, the key and what is wrong, and c.npz equals b.npz bit for bit.
 # TRANSPORT rdma: servers on rxe0 (RDMAPS_RXE_IP0), workers on rxe1 — run it
@@ -11,6 +11,7 @@
 set -euo pipefail
 BIN=$1
 TRANSPORT=${2:-tcp}
+CONSISTENCY=${3:-bsp}
 PY=/usr/bin/python3
 DIR=$(mktemp -d)
 trap 'rm -rf "$DIR"' EXIT
@@ -19,7 +20,7 @@ export RDMAPS_SHARDS=2
 export RDMAPS_SLICE_BYTES=16K # key 1000 (20000 floats) in 5 slices over both servers
 export RDMAPS_MAX_MSG=8K      # and each slice in several frames
 export RDMAPS_SECRET=itest-secret
-export RDMAPS_CONSISTENCY=bsp
+export RDMAPS_CONSISTENCY=$CONSISTENCY
 export RDMAPS_OPTIMIZER=momentum RDMAPS_MOMENTUM=0.5 RDMAPS_LR=0.5
 export RDMAPS_TIMEOUT_MS=30000
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
