@@ -1,5 +1,5 @@
 /* The network thread: poll the data transport and dispatch frames. DECLARE,
- * PUSH and CLOCK become typed entries of the target shard's priority ring
+ * PUSH, ASSIGN and CLOCK become typed entries of the target shard's priority ring
  * (the update thread is the only writer of its shard); PULLs are answered
  * from here when their consistency condition holds and parked otherwise. */
 #include "server/server_int.h"
@@ -123,8 +123,11 @@ static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
 		rps_srv_declare_done(srv, sh, req, -ECANCELED, NULL, NULL);
 }
 
-/* Returns 1 if the token was kept (travels with the push). */
-static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+/* PUSH, and ASSIGN (the same frame, op assign: the values become the
+ * parameters, no clock counts it). Returns 1 if the token was kept (travels
+ * with the push). */
+static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev,
+		   int assign)
 {
 	const struct rps_push *p = ev->fixed;
 	struct rps_srv_req *req;
@@ -136,22 +139,23 @@ static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 		rps_srv_conn_fail(srv, sc, -EPROTO, "push data length disagrees with its count");
 		return 0;
 	}
-	atomic_fetch_add_explicit(&srv->n_push, 1, memory_order_relaxed);
+	if (!assign)
+		atomic_fetch_add_explicit(&srv->n_push, 1, memory_order_relaxed);
 	if (p->shard >= (uint32_t)srv->nshards) {
 		rps_srv_send_small(srv, sc, RPS_OP_PUSH_ACK, ev->hdr.req_id, -EINVAL, NULL, 0);
 		return 0;
 	}
 	sh = &srv->shards[p->shard];
-	req = req_new(srv, sc, RPS_REQ_PUSH, ev->hdr.req_id);
+	req = req_new(srv, sc, assign ? RPS_REQ_ASSIGN : RPS_REQ_PUSH, ev->hdr.req_id);
 	if (!req) {
-		RPS_ERR("push from %s: out of memory, clock %u of worker %u cannot complete",
-			sc->conn->peer, p->clock, sc->rank);
+		RPS_ERR("%s from %s: out of memory, clock %u of worker %u cannot complete",
+			assign ? "assign" : "push", sc->conn->peer, p->clock, sc->rank);
 		rps_srv_send_small(srv, sc, RPS_OP_PUSH_ACK, ev->hdr.req_id, -ENOMEM, NULL, 0);
 		return 0;
 	}
 	req->u.push = *p;
 	req->status = rps_shard_push_check(sh, p, &req->meta);
-	if (!req->status && RPS_FAULT_DROP()) {
+	if (!req->status && !assign && RPS_FAULT_DROP()) {
 		/* fault injection: the push is lost, and the worker is told so
 		 * (-EIO); it still counts for the worker's clock */
 		atomic_fetch_add_explicit(&srv->faults_drop, 1, memory_order_relaxed);
@@ -165,9 +169,10 @@ static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 	} else {
 		/* refused now, but the worker counted it: the update thread counts
 		 * it for the clock and answers with the status */
-		RPS_DEBUG("push of key %llu slice %u [%llu, +%u) from %s: %s",
-			  (unsigned long long)p->key, p->slice, (unsigned long long)p->offset,
-			  p->count, sc->conn->peer, strerror(-req->status));
+		RPS_DEBUG("%s of key %llu slice %u [%llu, +%u) from %s: %s",
+			  assign ? "assign" : "push", (unsigned long long)p->key, p->slice,
+			  (unsigned long long)p->offset, p->count, sc->conn->peer,
+			  strerror(-req->status));
 	}
 	rps_shard_push_entry(sh, req, &e);
 	if (rps_srv_enqueue(srv, sh, &e))
@@ -290,7 +295,10 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 	}
 	switch (ev->hdr.op) {
 	case RPS_OP_PUSH:
-		kept = on_push(srv, sc, ev);
+		kept = on_push(srv, sc, ev, 0);
+		break;
+	case RPS_OP_ASSIGN:
+		kept = on_push(srv, sc, ev, 1);
 		break;
 	case RPS_OP_PULL:
 		on_pull(srv, sc, ev);

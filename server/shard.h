@@ -27,17 +27,18 @@ enum rps_srv_req_op {
 	RPS_REQ_DECLARE = 1,
 	RPS_REQ_PUSH,
 	RPS_REQ_PULL,
+	RPS_REQ_ASSIGN, /* u.push: the values become the parameters (ASSIGN) */
 };
 
 struct rps_slice_meta;
 
-/* One DECLARE, PUSH or parked PULL on its way through a shard. */
+/* One DECLARE, PUSH, ASSIGN or parked PULL on its way through a shard. */
 struct rps_srv_req {
 	struct rps_srv_req *next;    /* parked / deferred lists */
 	struct rps_srv_conn *sc;     /* NULL in tests */
-	void *token;		     /* PUSH: receive token, released when applied */
-	float *data;		     /* PUSH: count floats, usable as scratch */
-	struct rps_slice_meta *meta; /* PUSH / PULL: validated slice (NULL: none) */
+	void *token;		     /* PUSH, ASSIGN: receive token, released when applied */
+	float *data;		     /* PUSH, ASSIGN: count floats, usable as scratch */
+	struct rps_slice_meta *meta; /* PUSH / ASSIGN / PULL: validated slice (NULL: none) */
 	uint32_t op;		     /* enum rps_srv_req_op */
 	uint32_t req_id;
 	uint32_t worker; /* requester's rank */
@@ -67,6 +68,7 @@ enum rps_srv_ent {
 	RPS_ENT_RESTORE,     /* ptr = struct rps_shard_restore: load a checkpoint file */
 	RPS_ENT_CTLREQ,	     /* control request (snap.h): info.key = op, info.worker = gen,
 			      * info.nelems = 1: u64 is a target clock */
+	RPS_ENT_ASSIGN,	     /* ptr = req (RPS_REQ_ASSIGN), ptr2 = conn: no clock counts it */
 };
 
 struct rps_shard;

@@ -1,5 +1,5 @@
 /* The update thread's work: applying pushes (ASP/SSP), summing them (BSP),
- * first assignments (RPS_INIT_PUSH), and the clocks.
+ * first assignments (RPS_INIT_PUSH), assignments (ASSIGN), and the clocks.
  *
  * Clocks (docs/protocol.md): a shard counts, per worker and clock, the pushes
  * it applied (BSP: accumulated) and learns from CLOCK how many there were.
@@ -72,9 +72,10 @@ void rps_shard_push_entry(const struct rps_shard *sh, struct rps_srv_req *req,
 		e->info.norm = p->norm;
 		e->info.nelems = p->count;
 	} else {
-		/* control entries: as fresh and as urgent as anything */
-		e->type = RPS_ENT_DECLARE;
-		e->info.key = req->u.decl.key;
+		/* control entries (and assignments): as fresh and as urgent as
+		 * anything */
+		e->type = req->op == RPS_REQ_ASSIGN ? RPS_ENT_ASSIGN : RPS_ENT_DECLARE;
+		e->info.key = req->op == RPS_REQ_ASSIGN ? req->u.push.key : req->u.decl.key;
 		e->info.timestamp_ns = UINT64_MAX;
 		e->info.norm = INFINITY;
 	}
@@ -160,6 +161,37 @@ static void assign_runs(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t
 		RPS_DEBUG("shard %u: key %llu slice %u assigned by its first pushes", sh->p.idx,
 			  (unsigned long long)m->key, m->slice);
 	}
+}
+
+/* ASSIGN (rps_worker_load_model): elements [offset, offset + count) of the
+ * slice become the values, under the seqlocks as every write, and the
+ * optimizer starts afresh on them: their state is zeroed and the slice's step
+ * count goes back to 0 (under BSP the step is the clock, which stays). It is
+ * no push of any clock: neither counted for a worker's clock nor held back
+ * under BSP. An open BSP clock's sum (pushes already received) is still
+ * applied when that clock ends. A refused one (unknown key, wrong offset or
+ * count) only answers with its status. */
+static void handle_assign(struct rps_shard *sh, struct rps_srv_req *req)
+{
+	const struct rps_push *p = &req->u.push;
+	struct rps_slice_meta *m = req->meta;
+
+	if (!req->status && p->count) {
+		if (m->pending_init)
+			assign_runs(sh, m, p->offset, p->count, req->data);
+		else
+			write_runs(sh, m, p->offset, p->count, req->data, true, 0, 0);
+		if (m->opt.m)
+			memset(m->opt.m + p->offset, 0, p->count * sizeof(float));
+		if (m->opt.v)
+			memset(m->opt.v + p->offset, 0, p->count * sizeof(float));
+		m->elems_applied = 0;
+		m->opt.step = 0;
+		RPS_DEBUG("shard %u: key %llu slice %u [%llu, +%u) assigned by worker %u",
+			  sh->p.idx, (unsigned long long)p->key, p->slice,
+			  (unsigned long long)p->offset, p->count, req->worker);
+	}
+	sh->io->push_done(sh->io_arg, sh, req, req->status);
 }
 
 static void apply_push(struct rps_shard *sh, struct rps_srv_req *req)
@@ -452,6 +484,9 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 		handle_push(sh, e->ptr);
 		break;
 	}
+	case RPS_ENT_ASSIGN:
+		handle_assign(sh, e->ptr);
+		break;
 	case RPS_ENT_DECLARE: {
 		struct rps_srv_req *req = e->ptr;
 		struct rps_declare_ack ack;

@@ -270,7 +270,8 @@ static int parse_header(const char *h, struct rps_npz_entry *e, const char **why
 	return 0;
 }
 
-int rps_npy_parse(const void *buf, size_t len, struct rps_npz_entry *e)
+/* rps_npy_parse; path (NULL: none) names the file in the message. */
+static int npy_parse(const void *buf, size_t len, struct rps_npz_entry *e, const char *path)
 {
 	const uint8_t *b = buf;
 	size_t hl, off;
@@ -327,8 +328,16 @@ int rps_npy_parse(const void *buf, size_t len, struct rps_npz_entry *e)
 	}
 	return 0;
 bad:
-	RPS_ERR("array '%s': %s", e->name, why);
+	if (path)
+		RPS_ERR("%s: array '%s': %s", path, e->name, why);
+	else
+		RPS_ERR("array '%s': %s", e->name, why);
 	return -EINVAL;
+}
+
+int rps_npy_parse(const void *buf, size_t len, struct rps_npz_entry *e)
+{
+	return npy_parse(buf, len, e, NULL);
 }
 
 void rps_npz_free(struct rps_npz_entry *e, size_t n)
@@ -355,6 +364,7 @@ static int read_member(zip_t *z, const char *path, zip_uint64_t idx, struct rps_
 	zip_stat_t st;
 	zip_file_t *f;
 	const char *name;
+	char tail;
 	size_t nl;
 	void *buf;
 	int rc;
@@ -386,7 +396,10 @@ static int read_member(zip_t *z, const char *path, zip_uint64_t idx, struct rps_
 	if (!buf)
 		return -ENOMEM;
 	f = zip_fopen_index(z, idx, 0);
-	if (!f || zip_fread(f, buf, st.size) != (zip_int64_t)st.size) {
+	/* then read on to the end: libzip checks the member's CRC-32 there, so a
+	 * corrupted member of the right length is not taken as it is */
+	if (!f || zip_fread(f, buf, st.size) != (zip_int64_t)st.size ||
+	    zip_fread(f, &tail, 1) != 0) {
 		RPS_ERR("%s: read %s: %s", path, name, f ? zip_file_strerror(f) : zip_strerror(z));
 		if (f)
 			zip_fclose(f);
@@ -394,7 +407,7 @@ static int read_member(zip_t *z, const char *path, zip_uint64_t idx, struct rps_
 		return -EINVAL;
 	}
 	zip_fclose(f);
-	rc = rps_npy_parse(buf, (size_t)st.size, e);
+	rc = npy_parse(buf, (size_t)st.size, e, path);
 	rps_free(buf);
 	return rc;
 }

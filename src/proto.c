@@ -185,6 +185,8 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 			   .check = check_clock },
 	[RPS_OP_ERROR] = { "ERROR", 0, TAIL, .senders = ANY },
 	[RPS_OP_SYNC] = { "SYNC", sizeof(struct rps_sync), .senders = BY(WORKER) },
+	[RPS_OP_ASSIGN] = { "ASSIGN", sizeof(struct rps_push), TAIL, .senders = BY(WORKER),
+			    .check = check_push },
 	[RPS_OP_REGISTER] = { "REGISTER", sizeof(struct rps_register), .control = 1,
 			      .senders = NODES | BY(CTL), .check = check_register },
 	[RPS_OP_MAP] = { "MAP", sizeof(struct rps_map), TAIL, .control = 1,

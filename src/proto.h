@@ -23,6 +23,9 @@
  *   1, later: CHECKPOINT and EXPORT, control requests of rdmaps-ctl and
  *      workers relayed by the scheduler to every live server (an older
  *      scheduler logs them as unexpected and never answers).
+ *   1, later: ASSIGN (rps_worker_load_model). An older server does not know
+ *      the op and closes the connection: the load fails, nothing is applied
+ *      as a gradient.
  */
 #ifndef RPS_PROTO_H
 #define RPS_PROTO_H
@@ -51,6 +54,9 @@ enum rps_op {
 	RPS_OP_CLOCK = 9,        /* worker -> server: rps_clock + uint32 pushes[nshards] */
 	RPS_OP_ERROR = 10,       /* either way: char reason[] (not NUL-terminated); hdr.status */
 	RPS_OP_SYNC = 11,        /* worker -> server: rps_sync; no answer (added in version 1) */
+	RPS_OP_ASSIGN = 12,      /* worker -> server: rps_push + float[count]: the values become
+				  * the parameters (no clock); answered by PUSH_ACK (version 1,
+				  * later) */
 	/* control path (scheduler) */
 	RPS_OP_REGISTER = 16,    /* node -> sched: rps_register */
 	RPS_OP_MAP = 17,         /* sched -> node: rps_map + rps_node[num_nodes] */
@@ -207,6 +213,11 @@ struct rps_push {
 	float tensor_norm;    /* L2 norm of the whole pushed tensor (clipping); 0: not given */
 };
 _Static_assert(sizeof(struct rps_push) == 48, "rps_push is 48 bytes");
+
+/* ASSIGN carries a struct rps_push too: elements [offset, offset + count) of
+ * the slice become the values that follow, that slice's optimizer state and
+ * step count start afresh; clock, timestamp_ns and the norms are ignored, and
+ * the frame is not counted in any CLOCK's pushes. */
 
 struct rps_pull {
 	uint64_t key;

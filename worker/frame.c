@@ -52,7 +52,7 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 	case RPS_PK_PUSH:
 		/* zero copy: the piece (header, fixed part) and the caller's data
 		 * stay put until SEND_DONE */
-		rps_proto_hdr_init(&p->u.push.hdr, RPS_OP_PUSH,
+		rps_proto_hdr_init(&p->u.push.hdr, p->u.push.assign ? RPS_OP_ASSIGN : RPS_OP_PUSH,
 				   (uint32_t)(sizeof(p->u.push.fixed) +
 					      (uint64_t)p->u.push.fixed.count * sizeof(float)),
 				   id);
@@ -77,7 +77,7 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 err:
 	pthread_mutex_lock(&w->core.lock);
 	if (rps_piece_by_reqid(&w->core, id) == p && p->kind) {
-		if (p->kind == RPS_PK_PUSH) {
+		if (p->kind == RPS_PK_PUSH && !p->u.push.assign) {
 			struct rps_wshard *sh = rps_wshard_get(w, p->server, p->shard);
 
 			/* the frame never left: do not count it in the CLOCK */

@@ -19,22 +19,27 @@ static void push_flush(struct rps_worker *w, struct rps_piece **batch, int nb)
 		struct rps_piece *p = batch[i];
 		uint32_t count = p->u.push.fixed.count;
 
-		p->u.push.fixed.timestamp_ns = rps_wall_ns();
-		/* a piece that is its whole tensor already has its norm (push_submit) */
-		if (p->u.push.fixed.norm == 0.0f && count)
-			p->u.push.fixed.norm = cblas_snrm2((int)count, p->u.push.data, 1);
-		atomic_fetch_add_explicit(&w->stat_pushes, 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&w->stat_bytes_out, (uint64_t)count * sizeof(float),
-					  memory_order_relaxed);
+		if (!p->u.push.assign) {
+			p->u.push.fixed.timestamp_ns = rps_wall_ns();
+			/* a piece that is its whole tensor already has its norm
+			 * (push_submit) */
+			if (p->u.push.fixed.norm == 0.0f && count)
+				p->u.push.fixed.norm = cblas_snrm2((int)count, p->u.push.data, 1);
+			atomic_fetch_add_explicit(&w->stat_pushes, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&w->stat_bytes_out,
+						  (uint64_t)count * sizeof(float),
+						  memory_order_relaxed);
+		}
 		rps_wpost_piece(w, p);
 	}
 }
 
-/* Append the push pieces of n keys to req, at the current clock. Caller
- * holds clock_rw for reading and is inside rps_wsubmit_enter. An error also
- * fails req. */
+/* Append the push pieces of n keys to req, at the current clock; assign:
+ * ASSIGN pieces instead (no norms, not counted for the CLOCK). Caller holds
+ * clock_rw for reading and is inside rps_wsubmit_enter. An error also fails
+ * req. */
 static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_t *keys,
-		       const float *grads, const size_t *lens, size_t n)
+		       const float *grads, const size_t *lens, size_t n, int assign)
 {
 	struct rps_piece *batch[PIECE_BATCH];
 	uint32_t clk = atomic_load(&w->clock); /* stable: clock_rw is held */
@@ -53,8 +58,8 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 		size_t len = lens[it.i];
 
 		rc = 0;
-		if (it.s == 1) { /* the key's first slice: a pass over the caller's
-				  * gradient, which needs no lock */
+		if (it.s == 1 && !assign) { /* the key's first slice: a pass over the
+					     * caller's gradient, which needs no lock */
 			pthread_mutex_unlock(&w->core.lock);
 			tnorm = len ? cblas_snrm2((int)len, grads + it.base, 1) : 0.0f;
 			pthread_mutex_lock(&w->core.lock);
@@ -90,7 +95,9 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 			if (cnt == len) /* one piece: its norm is the tensor's, no second pass */
 				p->u.push.fixed.norm = tnorm;
 			p->u.push.data = grads + it.base + sl->offset + off;
-			sh->pushes++;
+			p->u.push.assign = (uint8_t)assign;
+			if (!assign)
+				sh->pushes++;
 			batch[nb++] = p;
 		}
 	}
@@ -313,7 +320,25 @@ int rps_wpush_post(struct rps_worker *w, const rps_key_t *keys, const float *gra
 		return -ENOMEM;
 	}
 	rps_wsubmit_enter(w);
-	(void)push_submit(w, req, keys, grads, lens, n); /* a failure fails req */
+	(void)push_submit(w, req, keys, grads, lens, n, 0); /* a failure fails req */
+	rps_wsubmit_leave(w);
+	pthread_rwlock_unlock(&w->clock_rw);
+	*req_p = req;
+	return 0;
+}
+
+int rps_wassign_post(struct rps_worker *w, const rps_key_t *keys, const float *vals,
+		     const size_t *lens, size_t n, struct rps_req **req_p)
+{
+	struct rps_req *req = rps_wreq_new(&w->core, NULL, NULL);
+
+	if (!req)
+		return -ENOMEM;
+	/* no clock wait: an assignment belongs to no clock; the read side only
+	 * keeps the clock stable while the pieces are built */
+	pthread_rwlock_rdlock(&w->clock_rw);
+	rps_wsubmit_enter(w);
+	(void)push_submit(w, req, keys, vals, lens, n, 1); /* a failure fails req */
 	rps_wsubmit_leave(w);
 	pthread_rwlock_unlock(&w->clock_rw);
 	*req_p = req;

@@ -41,7 +41,7 @@ struct rps_wreg;
 
 enum rps_piece_kind {
 	RPS_PK_DECLARE = 1, /* DECLARE -> DECLARE_ACK */
-	RPS_PK_PUSH,        /* PUSH (zero copy) -> PUSH_ACK */
+	RPS_PK_PUSH,        /* PUSH or ASSIGN (zero copy) -> PUSH_ACK */
 	RPS_PK_PULL,        /* PULL -> PULL_RESP (count 0: clock wait) */
 	RPS_PK_RPULL,       /* RDMA: clock reads, then chunk reads of one slice */
 	RPS_PK_RHDR,        /* RDMA: read a shard's store header */
@@ -107,6 +107,7 @@ struct rps_piece {
 			struct rps_frame_hdr hdr;
 			struct rps_push fixed;
 			const float *data;
+			uint8_t assign; /* sent as ASSIGN, not counted in a CLOCK */
 		} push;
 		struct {
 			struct rps_pull fixed;

@@ -306,6 +306,11 @@ void *rps_wrecv_dest(void *arg, struct rps_conn *c, const struct rps_frame_hdr *
 int rps_wpush_post(struct rps_worker *w, const rps_key_t *keys, const float *grads,
 		   const size_t *lens, size_t n, rps_done_cb cb, void *arg,
 		   struct rps_req **req_p);
+/* A new request with the ASSIGN pieces of n keys (vals back to back, as a
+ * push's gradients): not sealed yet; no clock wait, nothing counted for a
+ * CLOCK (push.c). */
+int rps_wassign_post(struct rps_worker *w, const rps_key_t *keys, const float *vals,
+		     const size_t *lens, size_t n, struct rps_req **req_p);
 /* Send CLOCK to every server and advance the clock; *new_clock_p (may be
  * NULL) receives the new clock. First send error, the clock advances anyway. */
 int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p);

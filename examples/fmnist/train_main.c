@@ -18,6 +18,11 @@
  * A communication thread posts them (comm.h), so the sends' copies run on
  * another core while this one computes.
  *
+ * Models in and out (.npz, <rdmaps/model.h>): --init-model is checked by
+ * every worker and assigned by worker 0 before the first barrier;
+ * --save-model writes what worker 0 evaluated last, --local its own
+ * parameters, with the same keys and layout (--help lists them).
+ *
  * --batch is the GLOBAL batch: with W workers each computes B / W samples and
  * pushes its gradient scaled by 1 / W, so a BSP step (sum of the pushes) is the
  * mean over the global batch, as in --local.
@@ -52,6 +57,7 @@ struct args {
 	size_t train_limit;
 	struct recipe recipe;
 	int eval_every, ckpt_after_eval; /* --eval-every, --checkpoint-after-eval */
+	const char *save_model, *init_model; /* .npz files (model.h) */
 };
 
 struct job {
@@ -110,7 +116,18 @@ static void usage(FILE *out)
 		"                        last (default 1)\n"
 		"  --checkpoint-after-eval  after each evaluation, every shard writes a\n"
 		"                        checkpoint of the clock just evaluated (servers need\n"
-		"                        RDMAPS_CHECKPOINT_DIR)\n");
+		"                        RDMAPS_CHECKPOINT_DIR)\n"
+		"  --init-model FILE     start from the model in FILE (.npz; every worker\n"
+		"                        checks it, worker 0 loads it into the servers)\n"
+		"  --save-model FILE     write the trained model to FILE (.npz, worker 0,\n"
+		"                        the parameters of the final evaluation)\n"
+		"  --epochs 0            no training: evaluate (and save) the initial model\n"
+		"Model files: one float32 array per key, named by the key; weights are\n"
+		"row-major [in x out], h = relu(x @ W + b), x = (pixel / 255 - 0.2860) / 0.3530:\n"
+		"  \"0\" \"1\" \"2\" \"3\"  W1 rows 0-195, 196-391, 392-587, 588-783 (196 x 256 each;\n"
+		"                   concatenated: W1 784 x 256)\n"
+		"  \"4\" b1 256   \"5\" W2 256 x 128   \"6\" b2 128   \"7\" W3 128 x 10   \"8\" b3 10\n"
+		"Written arrays are 1-D; any shape with the right element count is read.\n");
 	recipe_usage(out);
 	fprintf(out, "The consistency model is the servers' (rdmaps-launch --consistency, "
 		     "RDMAPS_CONSISTENCY).\n");
@@ -130,6 +147,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "no-progress", no_argument, NULL, 'P' },
 		{ "eval-every", required_argument, NULL, 'E' },
 		{ "checkpoint-after-eval", no_argument, NULL, 'C' },
+		{ "save-model", required_argument, NULL, 'S' },
+		{ "init-model", required_argument, NULL, 'I' },
 		{ "help", no_argument, NULL, 'h' },
 	};
 	enum { NBASE = sizeof(base) / sizeof(base[0]) };
@@ -157,6 +176,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'P': a->progress = 0; break;
 		case 'E': a->eval_every = atoi(optarg); break;
 		case 'C': a->ckpt_after_eval = 1; break;
+		case 'S': a->save_model = optarg; break;
+		case 'I': a->init_model = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default:
 			if (c >= RECIPE_OPT_BASE) {
@@ -168,8 +189,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 			return -EINVAL;
 		}
 	}
-	if (a->epochs < 1 || a->batch < 1 || a->eval_every < 1) {
-		fprintf(stderr, "fmnist-train: --epochs, --batch and --eval-every must be >= 1\n");
+	if (a->epochs < 0 || a->batch < 1 || a->eval_every < 1) {
+		fprintf(stderr, "fmnist-train: --epochs must be >= 0, --batch and --eval-every >= 1\n");
 		return -EINVAL;
 	}
 	if (a->ckpt_after_eval && a->local) {
@@ -216,8 +237,21 @@ static int plan(struct job *j, enum rps_consistency c)
 			j->nlocal, j->per_step);
 		return -EINVAL;
 	}
-	return recipe_spec(&j->a.recipe, (uint64_t)j->a.epochs * j->steps, j->steps, c,
-			   j->nworkers, &j->spec);
+	/* --epochs 0 (evaluate only) still gives the keys a valid spec */
+	return recipe_spec(&j->a.recipe, (uint64_t)(j->a.epochs > 0 ? j->a.epochs : 1) * j->steps,
+			   j->steps, c, j->nworkers, &j->spec);
+}
+
+/* --init-model into params, checked whole against the keys (the library
+ * says what is wrong); params untouched on error. */
+static int read_init_model(struct job *j)
+{
+	int rc = rps_model_load(j->a.init_model, j->keys, mlp_lens, MLP_NTENSORS, j->params);
+
+	if (rc) /* the library said what is wrong */
+		fprintf(stderr, "fmnist-train: --init-model %s: not loaded, nothing trained\n",
+			j->a.init_model);
+	return rc;
 }
 
 static int setup_distributed(struct job *j)
@@ -240,11 +274,12 @@ static int setup_distributed(struct job *j)
 	}
 	if ((rc = plan(j, rps_worker_consistency(j->w))))
 		return rc;
+	/* every worker checks the file: a bad one stops them all before training */
+	if (j->a.init_model && (rc = read_init_model(j)))
+		return rc;
 	for (int t = 0; t < MLP_NTENSORS; t++) {
 		struct rps_init init = { .kind = RPS_INIT_ZEROS };
 
-		j->off[t] = mlp_offset(t);
-		j->keys[t] = (rps_key_t)t;
 		if (mlp_fan_in[t]) {
 			init.kind = RPS_INIT_NORMAL;
 			init.a = 0.0f;
@@ -256,6 +291,14 @@ static int setup_distributed(struct job *j)
 			fprintf(stderr, "fmnist-train: declare tensor %d: %s\n", t, rps_strerror(rc));
 			return rc;
 		}
+	}
+	/* worker 0 assigns the file's values; the barrier orders every first pull
+	 * after it */
+	if (j->a.init_model && j->rank == 0 &&
+	    (rc = rps_worker_load_model(j->w, j->keys, mlp_lens, MLP_NTENSORS, j->a.init_model))) {
+		fprintf(stderr, "fmnist-train: --init-model %s: %s\n", j->a.init_model,
+			rps_strerror(rc));
+		return rc;
 	}
 	rc = rps_worker_barrier(j->w);
 	if (rc) {
@@ -293,6 +336,8 @@ static int setup_local(struct job *j)
 	if ((rc = plan(j, RPS_BSP)))
 		return rc;
 	mlp_init_params(j->params, j->a.seed);
+	if (j->a.init_model && read_init_model(j))
+		return -EINVAL;
 	rc = rps_optimizer_create(&j->spec, mlp_nparams(), &j->opt);
 	if (rc)
 		fprintf(stderr, "fmnist-train: optimizer: %s\n", rps_strerror(rc));
@@ -445,9 +490,16 @@ int main(int argc, char **argv)
 	j.grad = malloc(mlp_nparams() * sizeof(float));
 	if (!j.params || !j.grad)
 		return 1;
+	for (int t = 0; t < MLP_NTENSORS; t++) {
+		j.keys[t] = (rps_key_t)t; /* the tensors' keys, in every mode */
+		j.off[t] = mlp_offset(t);
+	}
 	rc = j.a.local ? setup_local(&j) : setup_distributed(&j);
-	if (rc)
+	if (rc) {
+		if (j.w)
+			rps_worker_destroy(j.w); /* leave the cluster: nobody waits for us */
 		return 1;
+	}
 
 	size_t per_step = j.per_step, steps = j.steps;
 	j.order = malloc(j.nlocal * sizeof(size_t));
@@ -513,11 +565,22 @@ int main(int argc, char **argv)
 	double sps_all = train_time > 0 ? (double)(steps * per_step * (size_t)j.nworkers) *
 						  j.a.epochs / train_time
 					: 0;
+	if (j.rank == 0 && j.a.epochs == 0)
+		acc = mlp_accuracy(j.params, j.test.x, j.test.y, j.test.n, &j.ws);
 	if (j.rank == 0) {
 		printf("fmnist-train: done: test accuracy %.4f, train loss %.4f, %.0f samples/s\n",
 		       acc, loss_epoch, sps_all);
 		if (j.a.summary)
 			write_summary(&j, acc, loss_epoch, sps_all);
+	}
+	/* the very parameters evaluated last: worker 0's pull after the final
+	 * clock (under BSP exactly the servers' values of that clock) */
+	int failed = 0;
+	if (j.rank == 0 && j.a.save_model &&
+	    (rc = rps_model_save(j.a.save_model, j.keys, mlp_lens, MLP_NTENSORS, j.params))) {
+		/* the library said why (rps_strerror's text is about rdmaps' use) */
+		fprintf(stderr, "fmnist-train: --save-model %s: not written\n", j.a.save_model);
+		failed = 1;
 	}
 	if (j.w) {
 		if ((rc = comm_stop(j.comm)))
@@ -538,5 +601,5 @@ int main(int argc, char **argv)
 	free(j.order);
 	free(j.xb);
 	free(j.yb);
-	return 0;
+	return failed;
 }

@@ -3,14 +3,16 @@
  * Every function returns int: 0 on success, a negative errno on failure, and a
  * request's status is one too. rps_strerror(code) is the one way to turn a code
  * into text. Every code a public call (worker.h, server.h, config.h, ctl.h,
- * keys.h, optim.h) can return, and what it means in rdmaps (docs/api.md,
+ * keys.h, optim.h, model.h) can return, and what it means in rdmaps (docs/api.md,
  * "Errors", says which call returns which):
  *   -EINVAL          a bad argument: NULL array or buffer, a length that is not
  *                    the declared one, a zero-length key, a bad initialiser or
- *                    option value (the reason is logged once)
+ *                    option value (the reason is logged once); a model file
+ *                    that is no .npz of the keys (a key missing or of another
+ *                    size, not float32, truncated, corrupt)
  *   -ENOENT          a key never declared through this worker, or not declared
  *                    on its server; rps_config_get_... and _set: no setting of
- *                    that name
+ *                    that name; a model file that does not exist
  *   -EEXIST          the key exists (here or on its server) with another length
  *   -EMSGSIZE        a frame or tensor beyond RDMAPS_MAX_MSG, or the server's
  *                    frame limit holds no element; RDMA: a frame larger than
@@ -18,7 +20,8 @@
  *   -EPROTO          malformed frame, wrong magic or protocol version, servers
  *                    that disagree (RDMAPS_SHARDS, consistency, chunk size)
  *   -EACCES          wrong RDMAPS_SECRET (or an RDMA access error on a
- *                    registered buffer)
+ *                    registered buffer); a model file or folder we may not
+ *                    read or write
  *   -ECONNRESET      the connection to a server broke; every request with a
  *                    piece on it fails with this
  *   -EHOSTDOWN       the scheduler declared the server dead (or it left), or it
@@ -31,9 +34,11 @@
  *   -ENOMEM          out of memory, or of locked memory for RDMA registration
  *                    (ulimit -l)
  *   -ENOSPC          a server's shard store is full (RDMAPS_SHARD_BYTES); a
- *                    checkpoint: the disk is full
+ *                    checkpoint or model file: the disk is full
  *   -EIO             the server dropped the push (fault injection drop,
- *                    docs/operations.md); RDMA: a device or queue-pair error
+ *                    docs/operations.md); RDMA: a device or queue-pair error;
+ *                    a model file that could not be written (the cause is
+ *                    logged)
  *   -ECANCELED       still in flight when rps_worker_destroy gave up, or the
  *                    server stopped meanwhile
  *   -EDEADLK         a callback (the progress thread) waits for a one-chunk
@@ -72,8 +77,10 @@
  *                    checkpoint file
  *   -EPROTONOSUPPORT a checkpoint written by a format version this build does
  *                    not read
- *   -ENAMETOOLONG    RDMAPS_CHECKPOINT_DIR makes a checkpoint path too long
- *   -ENOTDIR         the restore directory is not a directory
+ *   -ENAMETOOLONG    RDMAPS_CHECKPOINT_DIR makes a checkpoint path too long;
+ *                    a model file's path is too long
+ *   -ENOTDIR         the restore directory is not a directory; a model file's
+ *                    path goes through something that is not a directory
  *   -EDESTADDRREQ    rps_ctl_status_print: the scheduler address is not host:port
  *   -EAGAIN          internal (ring full, no credits): never returned by a
  *                    public call

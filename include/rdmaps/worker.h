@@ -187,6 +187,39 @@ struct rps_worker_stats {
 /* 0, or -EINVAL (worker or stats_p NULL). */
 RPS_API int rps_worker_stats(const struct rps_worker *worker, struct rps_worker_stats *stats_p);
 
+/* Models in and out (.npz files, see <rdmaps/model.h>; keys declared
+ * through this worker, lens as declared).
+ *
+ * rps_worker_save_model: pull the keys at the worker's current clock (one
+ * batched pull, with the consistency of any pull) and write them to path,
+ * one 1-D float32 array per key named by the decimal key. Writes nothing if
+ * the pull fails.
+ *
+ * rps_worker_load_model: read the whole file and check it (as
+ * rps_model_load: every key present, float32, the declared element count, no
+ * other array) before anything is sent; on any mismatch nothing changes on
+ * the servers and the message names the file, the key and what is wrong.
+ * Then every slice of every key is ASSIGNED on its server: the values become
+ * the parameters (under the stores' version words, so a one-sided read never
+ * sees half of it), that slice's optimizer state and step count start afresh.
+ * An assignment belongs to no clock: it is not counted in any clock's pushes,
+ * and a BSP clock neither waits for nor includes it. Returns when every slice
+ * was acknowledged.
+ * The rule: call it on ONE worker (e.g. rank 0) after its declare and before
+ * any push, then every worker calls rps_worker_barrier() before its first
+ * pull, which then sees the loaded values. Assigning while others push is
+ * allowed but races with their updates.
+ *
+ * Both: 0, -EINVAL (NULL argument, n 0, a length not the declared one, a bad
+ * file), -ENOENT (a key not declared through this worker; no such file),
+ * -ENOMEM, a pull's, a file system's or a server's error (logged). A server's
+ * refusal or a lost server during the assignments may leave some slices
+ * assigned: load again. */
+RPS_API int rps_worker_save_model(struct rps_worker *worker, const rps_key_t *keys,
+				  const size_t *lens, size_t n, const char *path);
+RPS_API int rps_worker_load_model(struct rps_worker *worker, const rps_key_t *keys,
+				  const size_t *lens, size_t n, const char *path);
+
 /* End the current clock: every push of this clock has been sent before. */
 RPS_API int rps_worker_clock(struct rps_worker *worker);
 /* Wait until every live worker reaches the barrier. */

@@ -27,6 +27,7 @@ static void test_fixed_lens(void **state)
 	    {RPS_OP_BARRIER, 0},      {RPS_OP_BARRIER_DONE, 0}, {RPS_OP_HEARTBEAT, 40},
 	    {RPS_OP_NODE_DEAD, 80},   {RPS_OP_SHUTDOWN, 0},	{RPS_OP_STATUS, 0},
 	    {RPS_OP_CHECKPOINT, 0},   {RPS_OP_EXPORT, 0},
+	    {RPS_OP_SYNC, 8},	      {RPS_OP_ASSIGN, 48},
 	};
 
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -34,7 +35,7 @@ static void test_fixed_lens(void **state)
 		assert_string_not_equal(rps_proto_op_name(want[i].op), "UNKNOWN");
 	}
 	assert_int_equal(rps_proto_fixed_len(0), -1);
-	assert_int_equal(rps_proto_fixed_len(12), -1); /* 11 is SYNC */
+	assert_int_equal(rps_proto_fixed_len(13), -1); /* 11 is SYNC, 12 ASSIGN */
 	assert_int_equal(rps_proto_fixed_len(15), -1);
 	assert_int_equal(rps_proto_fixed_len(RPS_OP_MAX), -1);
 	assert_int_equal(rps_proto_fixed_len(255), -1);
@@ -55,7 +56,7 @@ static void test_every_op_has_descriptor(void **state)
 	    OP(PUSH_ACK),  OP(PULL),	  OP(PULL_RESP), OP(CLOCK),	   OP(ERROR),
 	    OP(SYNC),	   OP(REGISTER),  OP(MAP),	 OP(BARRIER),	   OP(BARRIER_DONE),
 	    OP(HEARTBEAT), OP(NODE_DEAD), OP(SHUTDOWN),	 OP(STATUS),	   OP(CHECKPOINT),
-	    OP(EXPORT),
+	    OP(EXPORT), OP(ASSIGN),
 	};
 #undef OP
 	size_t ndesc = 0;
@@ -124,7 +125,7 @@ static void test_hdr_rejects(void **state)
 	why = NULL;
 	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), -EPROTO);
 	assert_non_null(why);
-	rps_proto_hdr_init(&h, 12, 0, 1);
+	rps_proto_hdr_init(&h, 13, 0, 1);
 	assert_int_equal(rps_proto_hdr_check(&h, 1024, &why), -EPROTO);
 
 	/* len < fixed */
@@ -195,6 +196,15 @@ static void test_push_payload(void **state)
 	p.shard = 0;
 	p.offset = UINT64_MAX - 5;
 	assert_int_equal(rps_proto_payload_check(&h, &p, &why), -EPROTO);
+
+	/* ASSIGN carries the same payload and gets the same checks */
+	p.offset = 100;
+	rps_proto_hdr_init(&h, RPS_OP_ASSIGN, 48 + 40, 1);
+	assert_int_equal(rps_proto_hdr_check(&h, 1 << 20, &why), 0);
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), 0);
+	h.len = 48 + 36;
+	assert_int_equal(rps_proto_payload_check(&h, &p, &why), -EPROTO);
+	assert_true(rps_proto_op(RPS_OP_ASSIGN)->senders == 1u << RPS_ROLE_WORKER);
 }
 
 static void test_pull_payload(void **state)
