@@ -175,6 +175,18 @@ void rps_ctl_on_creq(struct rps_ctl *ctl, const struct rps_tr_event *ev)
 	pthread_mutex_unlock(&ctl->lock);
 }
 
+/* Less than margin_ms left until the CLOCK_MONOTONIC deadline? */
+static int rps_deadline_passed(const struct timespec *until, int margin_ms)
+{
+	struct timespec now;
+	int64_t left_ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	left_ms = (int64_t)(until->tv_sec - now.tv_sec) * 1000 +
+		  (until->tv_nsec - now.tv_nsec) / 1000000;
+	return left_ms < margin_ms;
+}
+
 int rps_ctl_request(struct rps_ctl *ctl, uint8_t op, const struct rps_ctlreq *r)
 {
 	const char *name = rps_proto_op_name(op);
@@ -196,6 +208,7 @@ int rps_ctl_request(struct rps_ctl *ctl, uint8_t op, const struct rps_ctlreq *r)
 	}
 	ctl->creq_waiting = 1;
 	ctl->creq_op = op;
+again:
 	ctl->creq_id = ++ctl->next_req;
 	ctl->creq_done = 0;
 	ctl->creq_status = 0;
@@ -215,6 +228,17 @@ int rps_ctl_request(struct rps_ctl *ctl, uint8_t op, const struct rps_ctlreq *r)
 			rc = -ETIMEDOUT;
 			goto out;
 		}
+	}
+	if (ctl->creq_done && ctl->creq_status == -EBUSY && !rps_deadline_passed(&until, 1000)) {
+		/* another node's checkpoint or export is running: the scheduler
+		 * takes one at a time, so wait for it to end and ask again (an
+		 * operator's export must not fail the job's checkpoint) */
+		RPS_DEBUG("%s: the scheduler is busy (%s): asking again", name, ctl->creq_why);
+		pthread_mutex_unlock(&ctl->lock);
+		rps_sleep_ms(100);
+		pthread_mutex_lock(&ctl->lock);
+		if (!ctl->lost && !ctl->shutdown && ctl->conn)
+			goto again;
 	}
 	if (!ctl->creq_done) {
 		RPS_ERR("%s: %s", name,

@@ -207,8 +207,8 @@ static int creq_frame(void *arg, const struct rps_tr_event *ev, int *done_p)
 
 /* One request: 0 with r filled (r->status says how it ended), or a local
  * failure (reported). */
-static int creq_once(const struct rps_ctl_opts *opts, uint8_t op, const struct rps_ctlreq *req,
-		     struct creq_run *r)
+static int creq_send_wait(const struct rps_ctl_opts *opts, uint8_t op,
+			  const struct rps_ctlreq *req, struct creq_run *r)
 {
 	struct rps_ctl_opts o;
 	struct rps_transport *tr;
@@ -235,6 +235,28 @@ out:
 	rps_tr_close(conn);
 	rps_transport_destroy(tr);
 	return rc;
+}
+
+/* The scheduler runs one checkpoint or export at a time and answers another
+ * -EBUSY: ask again every 100 ms (for up to the request's timeout), so an
+ * operator's request and a job's checkpoint-after-eval wait for each other
+ * instead of failing. */
+static int creq_once(const struct rps_ctl_opts *opts, uint8_t op, const struct rps_ctlreq *req,
+		     struct creq_run *r)
+{
+	FILE *out = r->out;
+	int waited_ms = 0, rc;
+
+	for (;;) {
+		rc = creq_send_wait(opts, op, req, r);
+		if (rc || r->status != -EBUSY || waited_ms >= (int)req->timeout_ms)
+			return rc;
+		run_free(r);
+		memset(r, 0, sizeof(*r));
+		r->out = out;
+		rps_sleep_ms(100);
+		waited_ms += 100;
+	}
 }
 
 static void req_init(const struct rps_ctl_opts *opts, struct rps_ctlreq *req)
