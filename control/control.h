@@ -93,7 +93,9 @@ int rps_ctl_send(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, int32_t statu
 /* Workers: ask the scheduler for a control request (RPS_OP_CHECKPOINT) and
  * wait for its end (up to r->timeout_ms plus a margin). 0, or the failure
  * (logged with the scheduler's reason): -EHOSTDOWN no scheduler, -EBUSY
- * another request runs, -ETIMEDOUT, or what a server answered. */
+ * another request of this node is waiting, -ETIMEDOUT, or what a server
+ * answered. Another node's request running at the scheduler is waited for
+ * (asked again every 100 ms). */
 int rps_ctl_request(struct rps_ctl *ctl, uint8_t op, const struct rps_ctlreq *r);
 /* Tell the scheduler we leave (clean exit), stop the thread, free. */
 void rps_ctl_leave(struct rps_ctl *ctl);
