@@ -90,7 +90,10 @@ void rps_shard_creq_run(struct rps_shard *sh)
 				snprintf(r->text, sizeof(r->text), "checkpoint in %s failed: %s",
 					 sh->p.ckpt_dir, rps_strerror(r->rc));
 			} else {
-				snprintf(r->text, sizeof(r->text), "%s", info.path);
+				/* the path as far as the answer holds it (the
+				 * checkpoint directory's name is short in practice) */
+				snprintf(r->text, sizeof(r->text), "%.*s",
+					 (int)sizeof(r->text) - 1, info.path);
 				r->nslices = info.nslices;
 			}
 		}

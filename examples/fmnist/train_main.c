@@ -472,7 +472,10 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 
 int main(int argc, char **argv)
 {
-	struct job j;
+	/* static: an error exit returns with the job's buffers (and the
+	 * communication thread) still in use, and the system takes them back;
+	 * a successful run frees everything below */
+	static struct job j;
 	int rc;
 
 	memset(&j, 0, sizeof(j));
