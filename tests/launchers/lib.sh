@@ -58,3 +58,43 @@ sys.exit(0 if s["test_accuracy"] >= need and s["workers"] == w and s["servers"] 
          and s["epochs"] == 1 else 1)
 PY
 }
+
+# rank_roles PORT SECRET_FILE RANK_VAR WATCH_PID STATUS_OUT: poll `rdmaps-ctl
+# status` of the scheduler on 127.0.0.1:PORT until 2 servers and 4 workers are
+# alive (fails if WATCH_PID ends first), then print "LAUNCH_RANK ROLE PID" per
+# node -- role from the scheduler, LAUNCH_RANK from RANK_VAR in the process's
+# environment -- and the scheduler's own line (the rdmaps-sched listening on PORT)
+rank_roles()
+{
+	local port=$1 secret=$2 var=$3 watch=$4 out=$5 st="" i
+	for i in $(seq 1 600); do
+		st=$(RDMAPS_SCHEDULER=127.0.0.1:$port RDMAPS_SECRET=$(cat "$secret" 2>/dev/null) \
+			RDMAPS_TIMEOUT_MS=1000 rdmaps-ctl status 2>/dev/null) || st=""
+		echo "$st" | grep -q "servers 2/2 alive, workers 4/4 alive" && break
+		kill -0 "$watch" 2>/dev/null || { echo "the launcher ended before the cluster was complete" >&2; return 1; }
+		sleep 0.1
+	done
+	echo "$st" > "$out"
+	/usr/bin/python3 - "$out" "$port" "$var" <<'PY'
+import os, sys
+def env(pid):
+    try:
+        e = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    except OSError:
+        return {}
+    return dict(x.decode(errors="replace").split("=", 1) for x in e if b"=" in x)
+var = sys.argv[3]
+rows = [l.split() for l in open(sys.argv[1]) if l.split()[:1] and l.split()[0].isdigit()]
+for r in rows:
+    pid, role = int(r[4]), r[1]
+    print(env(pid).get(var, "?"), role, pid)
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        try:
+            cmd = open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].endswith(b"rdmaps-sched") and any(a.endswith(f":{sys.argv[2]}".encode()) for a in cmd):
+            print(env(p).get(var, "?"), "scheduler", p)
+PY
+}

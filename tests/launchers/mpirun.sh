@@ -57,44 +57,6 @@ subst "$T/job.sh" "0.0.0.0:9090" "0.0.0.0:$PORT"
 subst "$T/job.sh" "./train --epochs 10" "./train --epochs 1"
 echo "--- the recipe as run (docs: $RECIPES)"; cat "$T/job.sh"
 
-# rank_roles: poll rdmaps-ctl status until the cluster is complete, then print
-# "OMPI_RANK ROLE" per node (role from the scheduler, rank from /proc) and the
-# scheduler's; fails if the job ends first
-rank_roles()
-{
-	local st="" i
-	for i in $(seq 1 300); do
-		st=$(RDMAPS_SCHEDULER=127.0.0.1:$PORT RDMAPS_SECRET=$(cat "$T/secret" 2>/dev/null) \
-			RDMAPS_TIMEOUT_MS=1000 rdmaps-ctl status 2>/dev/null) || st=""
-		echo "$st" | grep -q "servers 2/2 alive, workers 4/4 alive" && break
-		kill -0 "$MPIPID" 2>/dev/null || { echo "mpirun ended before the cluster was complete" >&2; return 1; }
-		sleep 0.1
-	done
-	echo "$st" > "$T/status"
-	/usr/bin/python3 - "$T/status" "$PORT" <<'PY'
-import os, sys
-def env(pid):
-    try:
-        e = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-    except OSError:
-        return {}
-    return dict(x.decode(errors="replace").split("=", 1) for x in e if b"=" in x)
-rows = [l.split() for l in open(sys.argv[1]) if l.split()[:1] and l.split()[0].isdigit()]
-for r in rows:
-    pid, role = int(r[4]), r[1]
-    print(env(pid).get("OMPI_COMM_WORLD_RANK", "?"), role, pid)
-# the scheduler: the process listening on the port, found by its command line
-for p in os.listdir("/proc"):
-    if p.isdigit():
-        try:
-            cmd = open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if cmd and cmd[0].endswith(b"rdmaps-sched") and f"0.0.0.0:{sys.argv[2]}".encode() in cmd:
-            print(env(p).get("OMPI_COMM_WORLD_RANK", "?"), "scheduler", p)
-PY
-}
-
 # The recipe exports the secret itself; the wrapper below runs it and leaves
 # the secret where this script's rdmaps-ctl finds it.
 { echo "set -e"; cat "$T/job.sh"; } > "$T/run.sh"
@@ -107,7 +69,7 @@ echo "--- 1. the job, one epoch"
 start=$(date +%s)
 (cd "$T" && exec timeout -k 5 120 bash "$T/run.sh") > "$T/mpirun.log" 2>&1 &
 MPIPID=$!
-rank_roles | sort -n > "$T/roles" || { cat "$T/mpirun.log"; exit 1; }
+rank_roles "$PORT" "$T/secret" OMPI_COMM_WORLD_RANK "$MPIPID" "$T/status" | sort -n > "$T/roles" || { cat "$T/mpirun.log"; exit 1; }
 cat "$T/roles"
 rc=0; wait "$MPIPID" || rc=$?
 MPIPID=
@@ -133,7 +95,7 @@ PORT=$PORT2
 start=$(date +%s)
 (cd "$T" && exec timeout -k 5 60 bash "$T/run.sh") > "$T/mpirun.log" 2>&1 &
 MPIPID=$!
-rank_roles | sort -n > "$T/roles" || { cat "$T/mpirun.log"; exit 1; }
+rank_roles "$PORT" "$T/secret" OMPI_COMM_WORLD_RANK "$MPIPID" "$T/status" | sort -n > "$T/roles" || { cat "$T/mpirun.log"; exit 1; }
 victim=$(awk '$1 == 4 { print $3 }' "$T/roles")
 [ -n "$victim" ] || { echo "FAIL: no process with OMPI rank 4"; cat "$T/roles"; exit 1; }
 pids=$(awk '{ print $3 }' "$T/roles")
