@@ -27,6 +27,8 @@ cleanup()
 	if [ -n "${KEEP_OUT:-}" ]; then echo "logs kept in $T"; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 netns_up 4
 echo "hosts: ${NETNS_IP[*]:1} (bridge $NETNS_NET.254)"
 

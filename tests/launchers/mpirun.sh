@@ -32,10 +32,13 @@ T=$(mktemp -d)
 MPIPID=
 cleanup()
 {
-	[ -n "$MPIPID" ] && kill -KILL "$MPIPID" 2>/dev/null
+	# timeout passes TERM on to mpirun, which ends its processes
+	[ -n "$MPIPID" ] && kill -TERM "$MPIPID" 2>/dev/null && timeout 10 tail --pid="$MPIPID" -f /dev/null
 	rm -rf "$T"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 export PATH="$BIN:$PATH" RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
 export PYTHONDONTWRITEBYTECODE=1
 

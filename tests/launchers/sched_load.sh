@@ -27,6 +27,8 @@ cleanup()
 	rm -rf "$T"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 N=$((S + W))
 # sched-load holds 3 descriptors per node (socket, epoll, eventfd)
 need=$((4 * N + 256))

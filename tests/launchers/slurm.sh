@@ -32,6 +32,8 @@ cleanup()
 	rm -rf "$T"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 slurm_start "$T/slurm"
 echo "one-node Slurm cluster up: $(sinfo -h -N -o '%N %c CPUs %m MB %T')"
 
@@ -115,4 +117,28 @@ grep -rqa -- "$probe" "$T/slurm/state" || { echo "FAIL: the stored-environment c
 scancel "$pj"
 echo "(control: a variable exported before sbatch is in slurmctld's stored environment)"
 echo "the secret is in no Slurm record (scontrol show job/step, stored script and environment $(basename "$(dirname "$envfile")")/environment)"
+
+
+echo "--- 2. the separate-steps recipe (\"recipe: srun-steps\") in the same script's setting"
+# the batch script's lines up to its multi-prog part, then the steps block
+recipe sbatch | sed '/^cat > rdmaps.conf/,$d' > "$J/steps.sbatch"
+recipe srun-steps >> "$J/steps.sbatch"
+PORT=$(free_port)
+subst "$J/steps.sbatch" "#SBATCH --nodes=5 --ntasks=7" "#SBATCH --nodes=1 --ntasks=7 --overcommit"
+subst "$J/steps.sbatch" ":9090" ":$PORT"
+subst "$J/steps.sbatch" "RDMAPS_TRANSPORT=rdma" "RDMAPS_TRANSPORT=tcp"
+subst "$J/steps.sbatch" "./train --epochs 10" "./train --epochs 1"
+subst "$J/steps.sbatch" "--overlap -N2 -n2 " "--overlap -N1 -n2 "
+subst "$J/steps.sbatch" "--overlap -N2 -n4 " "--overlap -N1 -n4 "
+cat "$J/steps.sbatch"
+rm -f "$T/summary.json"
+start=$(date +%s)
+rc=0
+timeout -k 5 90 sbatch --parsable --wait --chdir "$J" -o "$J/steps-%j.out" "$J/steps.sbatch" > "$T/sbatch2.out" 2>&1 || rc=$?
+job=$(head -n1 "$T/sbatch2.out" | tr -cd 0-9)
+echo "sbatch --wait exit $rc after $(( $(date +%s) - start )) s"
+tail -n 6 "$J"/steps-*.out
+[ "$rc" = 0 ] || { echo "FAIL: the separate-steps job failed"; cat "$J"/steps-*.out; exit 1; }
+scontrol show job "$job" | grep -q "JobState=COMPLETED" || { echo "FAIL: job $job not COMPLETED"; exit 1; }
+check_summary "$T/summary.json" "$MIN" 4 2 || { echo "FAIL: accuracy/summary (separate steps)"; exit 1; }
 echo "PASS"
