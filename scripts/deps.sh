@@ -12,6 +12,7 @@ PKGS=(
 	dataset-fashion-mnist
 	qemu-system-x86 busybox-static kmod cpio iproute2
 	gnuplot-nox python3
+	slurm-wlm munge openmpi-bin
 )
 
 missing=()
