@@ -63,7 +63,8 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned int code, c
 		rps_free(body);
 		return MHD_NO; /* closes the connection */
 	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype ? ctype : HTTP_DEFAULT_CTYPE);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+				ctype ? ctype : HTTP_DEFAULT_CTYPE);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 	if (code == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");

@@ -454,6 +454,12 @@ static double sig(double v, int digits)
 	return strtod(buf, NULL);
 }
 
+/* A number; not finite (a diverged loss): null */
+static json_t *jreal(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
 /* The summary, written with jansson. Numbers keep the rounding they always had
  * (accuracy and loss to 4 decimals, samples/s to 1, lr and friends to 9
  * significant digits); the file prints every real with 17 significant digits so
@@ -471,33 +477,32 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 	for (size_t i = 0; i < mlp_nparams() * sizeof(float); i++)
 		h = (h ^ pb[i]) * 1099511628211ull;
 	snprintf(fnv, sizeof(fnv), "%016llx", h);
-	doc = json_pack("{s:f, s:f, s:i, s:f, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:s, s:f, "
-			"s:f, s:f, s:s, s:I, s:I, s:I, s:f, s:s}",
-			"test_accuracy", dec(acc, 4), "train_loss", dec(loss, 4), "epochs",
-			j->a.epochs, "samples_per_sec", dec(sps, 1), "workers", j->nworkers,
-			"servers", j->nservers, "transport", j->transport, "consistency",
-			j->consistency, "staleness", j->staleness, "staleness_lr",
-			j->spec.staleness_lr, "max_staleness",
-			(json_int_t)(j->w ? rps_worker_max_staleness(j->w) : 0), "batch",
-			(json_int_t)j->a.batch, "optimizer", recipe_kind_name(j->spec.kind), "lr",
-			sig(j->spec.lr, 9), "momentum", sig(j->spec.momentum, 9), "weight_decay",
-			sig(j->spec.weight_decay, 9), "lr_schedule",
-			recipe_schedule_name(j->spec.schedule), "total_steps",
-			(json_int_t)j->spec.total_steps, "warmup_steps",
-			(json_int_t)j->spec.warmup_steps, "steps_per_epoch", (json_int_t)j->steps,
-			"train_loss_exact", loss, "params_fnv1a", fnv);
+	doc = json_pack(
+	    "{s:o, s:o, s:i, s:o, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:s, s:o, "
+	    "s:o, s:o, s:s, s:I, s:I, s:I, s:o, s:s}",
+	    "test_accuracy", jreal(dec(acc, 4)), "train_loss", jreal(dec(loss, 4)), "epochs",
+	    j->a.epochs, "samples_per_sec", jreal(dec(sps, 1)), "workers", j->nworkers, "servers",
+	    j->nservers, "transport", j->transport, "consistency", j->consistency, "staleness",
+	    j->staleness, "staleness_lr", j->spec.staleness_lr, "max_staleness",
+	    (json_int_t)(j->w ? rps_worker_max_staleness(j->w) : 0), "batch",
+	    (json_int_t)j->a.batch, "optimizer", recipe_kind_name(j->spec.kind), "lr",
+	    jreal(sig(j->spec.lr, 9)), "momentum", jreal(sig(j->spec.momentum, 9)), "weight_decay",
+	    jreal(sig(j->spec.weight_decay, 9)), "lr_schedule",
+	    recipe_schedule_name(j->spec.schedule), "total_steps", (json_int_t)j->spec.total_steps,
+	    "warmup_steps", (json_int_t)j->spec.warmup_steps, "steps_per_epoch",
+	    (json_int_t)j->steps, "train_loss_exact", jreal(loss), "params_fnv1a", fnv);
 	if (doc && j->ckpt_clock >= 0) {
 		json_object_set_new(doc, "checkpoint_clock", json_integer(j->ckpt_clock));
-		json_object_set_new(doc, "checkpoint_accuracy", json_real(dec(j->ckpt_acc, 4)));
+		json_object_set_new(doc, "checkpoint_accuracy", jreal(dec(j->ckpt_acc, 4)));
 	}
 	if (!doc) {
-		fprintf(stderr, "fmnist-train: %s not written: a value is not valid JSON\n",
-			j->a.summary);
+		fprintf(stderr, "fmnist-train: %s not written: out of memory\n", j->a.summary);
 		return;
 	}
 	f = fopen(j->a.summary, "w");
 	if (!f) {
-		fprintf(stderr, "fmnist-train: cannot write %s: %s\n", j->a.summary, strerror(errno));
+		fprintf(stderr, "fmnist-train: cannot write %s: %s\n", j->a.summary,
+			strerror(errno));
 		json_decref(doc);
 		return;
 	}
