@@ -2,6 +2,7 @@
  * updates) and the /metrics HTTP server, driven by a plain socket client. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -503,10 +504,22 @@ static int fail_handler(const char *path, void *arg, char **body_p, size_t *len_
 	return 0; /* ctype left NULL */
 }
 
+/* Open file descriptors of this process. */
+static int count_fds(void)
+{
+	int n = 0;
+
+	for (int fd = 0; fd < 4096; fd++)
+		if (fcntl(fd, F_GETFD) >= 0)
+			n++;
+	return n;
+}
+
 static void test_http_handler(void **state)
 {
 	struct rps_http_server *srv = NULL;
 	char *resp;
+	int fds = count_fds();
 
 	assert_int_equal(rps_http_start("127.0.0.1", 0, NULL, fail_handler, NULL, &srv), 0);
 	resp = request(rps_http_port(srv), "GET /boom HTTP/1.1\r\n\r\n");
@@ -518,6 +531,7 @@ static void test_http_handler(void **state)
 	assert_string_equal(body_of(resp), "hello\n");
 	free(resp);
 	rps_http_stop(srv);
+	assert_int_equal(count_fds(), fds); /* the listening socket too is closed */
 
 	/* an address that is not ours (TEST-NET-1; numeric, so no DNS) */
 	assert_int_equal(rps_http_start("192.0.2.1", 0, NULL, fail_handler, NULL, &srv),
