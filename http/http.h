@@ -1,16 +1,16 @@
-/* A tiny HTTP/1.1 server for Prometheus scrapes (GET /metrics) and similar
- * read-only pages. Implemented in http/http.c (with transport/tcp, the only code that
- * touches sockets).
+/* A small HTTP/1.1 server for Prometheus scrapes (GET /metrics) and similar
+ * read-only pages, on GNU libmicrohttpd (http/http.c).
  *
  * - rps_http_start binds and listens in the caller (so a busy port is an
- *   error there), then serves from a thread of its own with a poll() loop;
- *   nothing it does blocks the caller afterwards.
+ *   error there), then the library serves from a thread of its own; nothing
+ *   it does blocks the caller afterwards.
  * - One request per connection (Connection: close). GET and HEAD; other
- *   methods 405. A malformed request line is answered 400 at once; a request
- *   (line + headers) beyond max_request bytes 431; a connection that does not
- *   complete its request within timeout_ms gets 408; all are closed after the
- *   answer and the server keeps serving. At most max_clients connections at a
- *   time; more wait in the listen backlog.
+ *   methods 405. A malformed request is refused (400; 505 for an HTTP version
+ *   other than 1.0/1.1); a request (line + headers) beyond about max_request
+ *   bytes (the per-connection memory bound) 431; a connection idle for
+ *   timeout_ms (rounded up to whole seconds: the library counts seconds) is
+ *   closed without an answer; the server keeps serving. At most max_clients
+ *   connections at a time; more wait in the listen backlog.
  * - The handler runs on the server's thread, one request at a time.
  */
 #ifndef RPS_HTTP_H
@@ -24,8 +24,8 @@
 #define RPS_HTTP_MAX_CLIENTS 32
 
 struct rps_http_opts {
-	int timeout_ms;	    /* to receive a request and to send its answer; <= 0: default */
-	size_t max_request; /* bytes of request line + headers; 0: default */
+	int timeout_ms;	    /* idle time before a connection is cut; <= 0: default */
+	size_t max_request; /* memory per connection (request line + headers); 0: default */
 	int max_clients;    /* connections served at once; <= 0: default */
 };
 

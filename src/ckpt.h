@@ -119,7 +119,7 @@ struct rps_ckpt_info {
 	uint32_t payload_crc;
 };
 
-/* CRC-32C, software. Start with crc = 0; feed the result back to continue:
+/* CRC-32C (ISA-L). Start with crc = 0; feed the result back to continue:
  * rps_crc32c(rps_crc32c(0, a, n), b, m) == rps_crc32c(0, ab, n + m). */
 uint32_t rps_crc32c(uint32_t crc, const void *buf, size_t len);
 

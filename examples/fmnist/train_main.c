@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include <cblas.h>
+#include <jansson.h>
 #include <rdmaps/rdmaps.h>
 
 #include "comm.h"
@@ -435,39 +436,82 @@ static void progress(const struct job *j, int epoch, size_t done, size_t total, 
 	fflush(stdout);
 }
 
+/* v rounded to `places` decimals, as "%.*f" prints it */
+static double dec(double v, int places)
+{
+	char buf[64];
+
+	snprintf(buf, sizeof(buf), "%.*f", places, v);
+	return strtod(buf, NULL);
+}
+
+/* v rounded to `digits` significant digits, as "%.*g" prints it */
+static double sig(double v, int digits)
+{
+	char buf[64];
+
+	snprintf(buf, sizeof(buf), "%.*g", digits, v);
+	return strtod(buf, NULL);
+}
+
+/* A number; not finite (a diverged loss): null */
+static json_t *jreal(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* The summary, written with jansson. Numbers keep the rounding they always had
+ * (accuracy and loss to 4 decimals, samples/s to 1, lr and friends to 9
+ * significant digits); the file prints every real with 17 significant digits so
+ * that train_loss_exact stays exact: a reader gets the same doubles as before. */
 static void write_summary(const struct job *j, double acc, double loss, double sps)
 {
-	FILE *f = fopen(j->a.summary, "w");
 	/* bit-for-bit comparisons of runs: the loss in full, FNV-1a of the final parameters */
 	const unsigned char *pb = (const unsigned char *)j->params;
 	unsigned long long h = 14695981039346656037ull;
+	char fnv[17];
+	json_t *doc;
+	FILE *f;
+	int rc;
 
 	for (size_t i = 0; i < mlp_nparams() * sizeof(float); i++)
 		h = (h ^ pb[i]) * 1099511628211ull;
-	if (!f) {
-		fprintf(stderr, "fmnist-train: cannot write %s: %s\n", j->a.summary, strerror(errno));
+	snprintf(fnv, sizeof(fnv), "%016llx", h);
+	doc = json_pack(
+	    "{s:o, s:o, s:i, s:o, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:s, s:o, "
+	    "s:o, s:o, s:s, s:I, s:I, s:I, s:o, s:s}",
+	    "test_accuracy", jreal(dec(acc, 4)), "train_loss", jreal(dec(loss, 4)), "epochs",
+	    j->a.epochs, "samples_per_sec", jreal(dec(sps, 1)), "workers", j->nworkers, "servers",
+	    j->nservers, "transport", j->transport, "consistency", j->consistency, "staleness",
+	    j->staleness, "staleness_lr", j->spec.staleness_lr, "max_staleness",
+	    (json_int_t)(j->w ? rps_worker_max_staleness(j->w) : 0), "batch",
+	    (json_int_t)j->a.batch, "optimizer", recipe_kind_name(j->spec.kind), "lr",
+	    jreal(sig(j->spec.lr, 9)), "momentum", jreal(sig(j->spec.momentum, 9)), "weight_decay",
+	    jreal(sig(j->spec.weight_decay, 9)), "lr_schedule",
+	    recipe_schedule_name(j->spec.schedule), "total_steps", (json_int_t)j->spec.total_steps,
+	    "warmup_steps", (json_int_t)j->spec.warmup_steps, "steps_per_epoch",
+	    (json_int_t)j->steps, "train_loss_exact", jreal(loss), "params_fnv1a", fnv);
+	if (doc && j->ckpt_clock >= 0) {
+		json_object_set_new(doc, "checkpoint_clock", json_integer(j->ckpt_clock));
+		json_object_set_new(doc, "checkpoint_accuracy", jreal(dec(j->ckpt_acc, 4)));
+	}
+	if (!doc) {
+		fprintf(stderr, "fmnist-train: %s not written: out of memory\n", j->a.summary);
 		return;
 	}
-	fprintf(f,
-		"{\n  \"test_accuracy\": %.4f,\n  \"train_loss\": %.4f,\n  \"epochs\": %d,\n"
-		"  \"samples_per_sec\": %.1f,\n  \"workers\": %d,\n  \"servers\": %d,\n"
-		"  \"transport\": \"%s\",\n  \"consistency\": \"%s\",\n  \"staleness\": %d,\n"
-		"  \"staleness_lr\": %d,\n  \"max_staleness\": %u,\n  \"batch\": %zu,\n"
-		"  \"optimizer\": \"%s\",\n  \"lr\": %.9g,\n  \"momentum\": %.9g,\n"
-		"  \"weight_decay\": %.9g,\n  \"lr_schedule\": \"%s\",\n  \"total_steps\": %llu,\n"
-		"  \"warmup_steps\": %llu,\n  \"steps_per_epoch\": %zu,\n"
-		"  \"train_loss_exact\": %.17g,\n  \"params_fnv1a\": \"%016llx\"",
-		acc, loss, j->a.epochs, sps, j->nworkers, j->nservers, j->transport,
-		j->consistency, j->staleness, j->spec.staleness_lr,
-		j->w ? rps_worker_max_staleness(j->w) : 0, j->a.batch,
-		recipe_kind_name(j->spec.kind), j->spec.lr, j->spec.momentum, j->spec.weight_decay,
-		recipe_schedule_name(j->spec.schedule), (unsigned long long)j->spec.total_steps,
-		(unsigned long long)j->spec.warmup_steps, j->steps, loss, h);
-	if (j->ckpt_clock >= 0)
-		fprintf(f, ",\n  \"checkpoint_clock\": %ld,\n  \"checkpoint_accuracy\": %.4f",
-			j->ckpt_clock, j->ckpt_acc);
-	fprintf(f, "\n}\n");
-	fclose(f);
+	f = fopen(j->a.summary, "w");
+	if (!f) {
+		fprintf(stderr, "fmnist-train: cannot write %s: %s\n", j->a.summary,
+			strerror(errno));
+		json_decref(doc);
+		return;
+	}
+	rc = json_dumpf(doc, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+	json_decref(doc);
+	if (!rc && fputc('\n', f) == EOF)
+		rc = -1;
+	if (fclose(f) || rc)
+		fprintf(stderr, "fmnist-train: writing %s failed\n", j->a.summary);
 }
 
 int main(int argc, char **argv)

@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,15 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 	return 0;
 }
 
+/* v rounded to `places` decimals, as "%.*f" prints it */
+static double dec(double v, int places)
+{
+	char buf[64];
+
+	snprintf(buf, sizeof(buf), "%.*f", places, v);
+	return strtod(buf, NULL);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -257,21 +267,41 @@ int main(int argc, char **argv)
 	pass = gbps[K_SGD] >= SGD_MIN_RATIO * gbps[K_SAXPY];
 
 	if (a.json) {
-		printf(
-		    "{\"bytes\": %zu, \"elements\": %zu, \"iters\": %d, \"openblas_threads\": 1, "
-		    "\"openblas_config\": \"%s\", \"kernels\": {",
-		    bytes, b.n, a.iters, openblas_get_config());
-		for (int k = 0; k < K_COUNT; k++)
-			printf("%s\"%s\": {\"median_ms\": %.4f, \"min_ms\": %.4f, "
-			       "\"grad_gbps\": %.3f, \"traffic_gbps\": %.3f, \"ratio_vs_saxpy\": "
-			       "%.4f}",
-			       k ? ", " : "", kernel_names[k], med[k] * 1e3, best[k] * 1e3, gbps[k],
-			       gbps[k] * kernel_streams[k], gbps[k] / gbps[K_SAXPY]);
-		printf(
-		    "}, \"sgd_vs_saxpy\": %.4f, \"adam_vs_saxpy\": %.4f, \"sgd_min_ratio\": %.2f, "
-		    "\"pass\": %s}\n",
-		    gbps[K_SGD] / gbps[K_SAXPY], gbps[K_ADAM] / gbps[K_SAXPY], SGD_MIN_RATIO,
-		    pass ? "true" : "false");
+		/* fixed decimals as the table has them: rounded here, printed with
+		 * up to 15 significant digits (the same text for these values) */
+		json_t *doc = json_pack("{s:I, s:I, s:i, s:i, s:s}", "bytes", (json_int_t)bytes,
+					"elements", (json_int_t)b.n, "iters", a.iters,
+					"openblas_threads", 1, "openblas_config",
+					openblas_get_config());
+		json_t *kern = json_object();
+
+		for (int k = 0; doc && kern && k < K_COUNT; k++)
+			json_object_set_new(
+			    kern, kernel_names[k],
+			    json_pack("{s:f, s:f, s:f, s:f, s:f}", "median_ms", dec(med[k] * 1e3, 4),
+				      "min_ms", dec(best[k] * 1e3, 4), "grad_gbps", dec(gbps[k], 3),
+				      "traffic_gbps", dec(gbps[k] * kernel_streams[k], 3),
+				      "ratio_vs_saxpy", dec(gbps[k] / gbps[K_SAXPY], 4)));
+		if (!doc || !kern) {
+			fprintf(stderr, "rdmaps-bench-optim: out of memory for the JSON\n");
+			json_decref(doc);
+			json_decref(kern);
+			rc = 1;
+			goto out_free;
+		}
+		json_object_set_new(doc, "kernels", kern);
+		json_object_set_new(doc, "sgd_vs_saxpy", json_real(dec(gbps[K_SGD] / gbps[K_SAXPY], 4)));
+		json_object_set_new(doc, "adam_vs_saxpy",
+				    json_real(dec(gbps[K_ADAM] / gbps[K_SAXPY], 4)));
+		json_object_set_new(doc, "sgd_min_ratio", json_real(dec(SGD_MIN_RATIO, 2)));
+		json_object_set_new(doc, "pass", json_boolean(pass));
+		if (json_dumpf(doc, stdout, JSON_REAL_PRECISION(15)) || printf("\n") < 0) {
+			fprintf(stderr, "rdmaps-bench-optim: writing the JSON failed\n");
+			json_decref(doc);
+			rc = 1;
+			goto out_free;
+		}
+		json_decref(doc);
 	} else {
 		printf("# rdmaps-bench-optim: %zu bytes of gradient (%zu floats) per pass, median "
 		       "of %d\n",

@@ -415,9 +415,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (json)
-		rps_perf_print_json(stdout, &rep, res, p.nsizes);
+		rc = rps_perf_print_json(stdout, &rep, res, p.nsizes);
 	else
 		rps_perf_print_table(stdout, &rep, res, p.nsizes);
 	free(res);
-	return 0;
+	return rc ? 1 : 0;
 }

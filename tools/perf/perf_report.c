@@ -1,4 +1,5 @@
 /* rdmaps-perf: perftest-style tables (units in the column names) and JSON. */
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -71,73 +72,97 @@ void rps_perf_print_table(FILE *out, const struct rps_perf_report *rep,
 	fflush(out);
 }
 
-static void jnum(FILE *out, const char *name, double v, int comma)
+/* A number as "%.6g" gives it (JSON_REAL_PRECISION(6) below); not finite: null. */
+static void jnum(json_t *o, const char *name, double v)
 {
-	if (isfinite(v))
-		fprintf(out, "\"%s\": %.6g%s", name, v, comma ? ", " : "");
-	else
-		fprintf(out, "\"%s\": null%s", name, comma ? ", " : "");
+	json_object_set_new(o, name, isfinite(v) ? json_real(v) : json_null());
 }
 
 /* negative = unknown -> null */
-static void jnum_opt(FILE *out, const char *name, double v, int comma)
+static void jnum_opt(json_t *o, const char *name, double v)
 {
-	jnum(out, name, v < 0 ? NAN : v, comma);
+	jnum(o, name, v < 0 ? NAN : v);
 }
 
-void rps_perf_print_json(FILE *out, const struct rps_perf_report *rep,
-			 const struct rps_perf_result *res, int n)
+static json_t *jresult(const struct rps_perf_params *p, const struct rps_perf_result *r)
+{
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
+	json_object_set_new(o, "iters", json_integer((json_int_t)r->iters));
+	json_object_set_new(o, "moved_bytes", json_integer((json_int_t)r->moved));
+	jnum(o, "seconds", r->t1_ns > r->t0_ns ? (double)(r->t1_ns - r->t0_ns) / 1e9 : 0);
+	if (rps_perf_mode_is_lat(p->mode)) {
+		jnum(o, "t_min_us", r->t_min_us);
+		jnum(o, "t_median_us", r->t_median_us);
+		jnum(o, "t_avg_us", r->t_avg_us);
+		jnum(o, "t_p99_us", r->t_p99_us);
+		jnum(o, "t_p999_us", r->t_p999_us);
+		jnum(o, "t_max_us", r->t_max_us);
+	}
+	jnum(o, "bw_MBps", r->bw_MBps);
+	jnum(o, "msg_rate_Mps", r->msg_rate_Mps);
+	jnum_opt(o, "server_cpu_pct", r->server_cpu_pct);
+	jnum_opt(o, "server_cpu_s", r->server_cpu_s);
+	jnum_opt(o, "server_window_s", r->server_cpu_pct < 0 ? -1 : r->window_s);
+	jnum_opt(o, "client_cpu_pct", r->client_cpu_pct);
+	if (r->nworkers > 1) {
+		json_t *a = json_array();
+
+		for (int k = 0; a && k < r->nworkers && k < RPS_PERF_MAX_PROCS; k++)
+			json_array_append_new(a, isfinite(r->worker_bw_MBps[k])
+						     ? json_real(r->worker_bw_MBps[k])
+						     : json_null());
+		json_object_set_new(o, "worker_bw_MBps", a ? a : json_null());
+	}
+	json_object_set_new(o, "errors", json_integer((json_int_t)r->errors));
+	return o;
+}
+
+int rps_perf_print_json(FILE *out, const struct rps_perf_report *rep,
+			const struct rps_perf_result *res, int n)
 {
 	const struct rps_perf_params *p = rep->params;
 	struct utsname u;
 	char date[32];
 	time_t now = time(NULL);
 	struct tm tm;
+	json_t *doc, *results;
+	int rc;
 
 	gmtime_r(&now, &tm);
 	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	if (uname(&u))
 		memset(&u, 0, sizeof(u));
-	fprintf(out, "{\"tool\": \"rdmaps-perf\", \"format\": 1, \"date\": \"%s\", ", date);
-	fprintf(out, "\"kernel\": \"%s\", \"mode\": \"%s\", \"where\": \"%s\", ", u.release,
-		rps_perf_mode_name(p->mode), rep->where);
-	fprintf(out, "\"transport\": \"%s\", \"consistency\": \"%s\", \"servers\": %d, ",
-		rep->transport, rep->consistency, rep->servers);
-	fprintf(out, "\"procs\": %d, \"threads\": %d, \"keys\": %d, \"depth\": %d, ", rep->procs,
-		p->threads, p->keys, p->depth);
-	jnum(out, "duration_s", p->duration_s, 1);
-	fprintf(out, "\"units\": {\"bw\": \"MB/s, 1 MB = 10^6 bytes\", \"time\": \"us\", "
-		     "\"cpu\": \"percent of one core\"},\n \"results\": [");
-	for (int i = 0; i < n; i++) {
-		const struct rps_perf_result *r = &res[i];
-
-		fprintf(out, "%s\n  {\"bytes\": %llu, \"iters\": %llu, \"moved_bytes\": %llu, ",
-			i ? "," : "", (unsigned long long)r->bytes, (unsigned long long)r->iters,
-			(unsigned long long)r->moved);
-		jnum(out, "seconds", r->t1_ns > r->t0_ns ? (double)(r->t1_ns - r->t0_ns) / 1e9 : 0,
-		     1);
-		if (rps_perf_mode_is_lat(p->mode)) {
-			jnum(out, "t_min_us", r->t_min_us, 1);
-			jnum(out, "t_median_us", r->t_median_us, 1);
-			jnum(out, "t_avg_us", r->t_avg_us, 1);
-			jnum(out, "t_p99_us", r->t_p99_us, 1);
-			jnum(out, "t_p999_us", r->t_p999_us, 1);
-			jnum(out, "t_max_us", r->t_max_us, 1);
-		}
-		jnum(out, "bw_MBps", r->bw_MBps, 1);
-		jnum(out, "msg_rate_Mps", r->msg_rate_Mps, 1);
-		jnum_opt(out, "server_cpu_pct", r->server_cpu_pct, 1);
-		jnum_opt(out, "server_cpu_s", r->server_cpu_s, 1);
-		jnum_opt(out, "server_window_s", r->server_cpu_pct < 0 ? -1 : r->window_s, 1);
-		jnum_opt(out, "client_cpu_pct", r->client_cpu_pct, 1);
-		if (r->nworkers > 1) {
-			fprintf(out, "\"worker_bw_MBps\": [");
-			for (int k = 0; k < r->nworkers && k < RPS_PERF_MAX_PROCS; k++)
-				fprintf(out, "%s%.6g", k ? ", " : "", r->worker_bw_MBps[k]);
-			fprintf(out, "], ");
-		}
-		fprintf(out, "\"errors\": %llu}", (unsigned long long)r->errors);
+	doc = json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i}",
+			"tool", "rdmaps-perf", "format", 1, "date", date, "kernel", u.release,
+			"mode", rps_perf_mode_name(p->mode), "where", rep->where, "transport",
+			rep->transport, "consistency", rep->consistency, "servers", rep->servers,
+			"procs", rep->procs, "threads", p->threads, "keys", p->keys, "depth",
+			p->depth);
+	results = json_array();
+	if (!doc || !results) {
+		json_decref(doc);
+		json_decref(results);
+		fprintf(stderr, "rdmaps-perf: out of memory for the JSON report\n");
+		return -1;
 	}
-	fprintf(out, "\n ]}\n");
+	jnum(doc, "duration_s", p->duration_s);
+	json_object_set_new(doc, "units",
+			    json_pack("{s:s, s:s, s:s}", "bw", "MB/s, 1 MB = 10^6 bytes", "time",
+				      "us", "cpu", "percent of one core"));
+	for (int i = 0; i < n; i++)
+		json_array_append_new(results, jresult(p, &res[i]));
+	json_object_set_new(doc, "results", results);
+	rc = json_dumpf(doc, out, JSON_REAL_PRECISION(6));
+	json_decref(doc);
+	if (rc) {
+		fprintf(stderr, "rdmaps-perf: writing the JSON report failed\n");
+		return -1;
+	}
+	fprintf(out, "\n");
 	fflush(out);
+	return 0;
 }

@@ -224,7 +224,9 @@ struct rps_perf_report {
 };
 void rps_perf_print_table(FILE *out, const struct rps_perf_report *rep,
 			  const struct rps_perf_result *res, int n);
-void rps_perf_print_json(FILE *out, const struct rps_perf_report *rep,
-			 const struct rps_perf_result *res, int n);
+/* One JSON document (jansson; numbers to 6 significant digits, not finite:
+ * null). 0, or -1 (said on stderr). */
+int rps_perf_print_json(FILE *out, const struct rps_perf_report *rep,
+			const struct rps_perf_result *res, int n);
 
 #endif
