@@ -462,14 +462,16 @@ static json_t *jreal(double v)
 
 /* The summary, written with jansson. Numbers keep the rounding they always had
  * (accuracy and loss to 4 decimals, samples/s to 1, lr and friends to 9
- * significant digits); the file prints every real with 17 significant digits so
- * that train_loss_exact stays exact: a reader gets the same doubles as before. */
+ * significant digits) and print with 15 significant digits, so a rounded value
+ * reads as written (0.8958, not 0.89580000000000004); train_loss_exact, the
+ * loss for bit-for-bit comparisons, is a string of its 17 significant digits
+ * (jansson has one precision per file). */
 static void write_summary(const struct job *j, double acc, double loss, double sps)
 {
 	/* bit-for-bit comparisons of runs: the loss in full, FNV-1a of the final parameters */
 	const unsigned char *pb = (const unsigned char *)j->params;
 	unsigned long long h = 14695981039346656037ull;
-	char fnv[17];
+	char fnv[17], exact[32];
 	json_t *doc;
 	FILE *f;
 	int rc;
@@ -477,9 +479,10 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 	for (size_t i = 0; i < mlp_nparams() * sizeof(float); i++)
 		h = (h ^ pb[i]) * 1099511628211ull;
 	snprintf(fnv, sizeof(fnv), "%016llx", h);
+	snprintf(exact, sizeof(exact), "%.17g", loss);
 	doc = json_pack(
 	    "{s:o, s:o, s:i, s:o, s:i, s:i, s:s, s:s, s:i, s:i, s:I, s:I, s:s, s:o, "
-	    "s:o, s:o, s:s, s:I, s:I, s:I, s:o, s:s}",
+	    "s:o, s:o, s:s, s:I, s:I, s:I, s:s, s:s}",
 	    "test_accuracy", jreal(dec(acc, 4)), "train_loss", jreal(dec(loss, 4)), "epochs",
 	    j->a.epochs, "samples_per_sec", jreal(dec(sps, 1)), "workers", j->nworkers, "servers",
 	    j->nservers, "transport", j->transport, "consistency", j->consistency, "staleness",
@@ -490,7 +493,7 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 	    jreal(sig(j->spec.weight_decay, 9)), "lr_schedule",
 	    recipe_schedule_name(j->spec.schedule), "total_steps", (json_int_t)j->spec.total_steps,
 	    "warmup_steps", (json_int_t)j->spec.warmup_steps, "steps_per_epoch",
-	    (json_int_t)j->steps, "train_loss_exact", jreal(loss), "params_fnv1a", fnv);
+	    (json_int_t)j->steps, "train_loss_exact", exact, "params_fnv1a", fnv);
 	if (doc && j->ckpt_clock >= 0) {
 		json_object_set_new(doc, "checkpoint_clock", json_integer(j->ckpt_clock));
 		json_object_set_new(doc, "checkpoint_accuracy", jreal(dec(j->ckpt_acc, 4)));
@@ -506,7 +509,7 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 		json_decref(doc);
 		return;
 	}
-	rc = json_dumpf(doc, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+	rc = json_dumpf(doc, f, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 	json_decref(doc);
 	if (!rc && fputc('\n', f) == EOF)
 		rc = -1;
