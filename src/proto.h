@@ -39,7 +39,7 @@
 #define RPS_PROTO_VERSION 1
 #define RPS_SECRET_LEN 32
 #define RPS_MAX_SHARDS 64      /* per server */
-#define RPS_MAX_WORKERS 256
+#define RPS_MAX_WORKERS 1024
 #define RPS_MAX_NODES 1024
 
 enum rps_op {
