@@ -71,14 +71,16 @@ done
 [ -n "$job" ] || { echo "FAIL: sbatch gave no job id: $(cat "$T/sbatch.out")"; exit 1; }
 echo "job $job submitted"
 rank_roles "$PORT" "$T/secret" SLURM_PROCID "$SBPID" "$T/status" | sort -n > "$T/roles" ||
-	{ cat "$J"/slurm-*.out; exit 1; }
-# Slurm's records of the job, while it runs
+	{ echo "FAIL: the job's ranks and roles could not be read (job output follows)"; cat "$J"/slurm-*.out; exit 1; }
+# Slurm's records of the job, while it runs (a query that fails, e.g. a step
+# not listed yet, must not end the script silently under set -e: what the
+# records must hold is checked below, with a message)
 {
-	scontrol show job -dd "$job"
-	scontrol show step "$job"
-	scontrol write batch_script "$job" -
+	scontrol show job -dd "$job" || echo "(scontrol show job failed: $?)"
+	scontrol show step "$job" || echo "(scontrol show step failed: $?)"
+	scontrol write batch_script "$job" - || echo "(scontrol write batch_script failed: $?)"
 } > "$T/records" 2>&1
-cp -r "$T/slurm/state" "$T/state-copy"
+cp -r "$T/slurm/state" "$T/state-copy" || echo "note: copying slurmctld's state met a changing file"
 cat "$T/roles"
 rc=0; wait "$SBPID" || rc=$?
 SBPID=
