@@ -6,6 +6,11 @@
 #   netns_run I CMD...   run CMD on host I (in the background: use &)
 #   netns_cut I          host I's link down: its packets stop, as when a
 #                        machine's network dies (no FIN, no RST)
+#   netns_slow I RATE    host I's link limited to RATE (tc units: 100mbit,
+#                        1gbit, ...) both ways: a token bucket (tbf, built into
+#                        the kernel; no sch_netem needed) on the egress of each
+#                        end of its veth, burst 64 KiB, at most 50 ms queued
+#   netns_unslow I       host I's link back to full speed
 #   netns_kill_host I    SIGKILL every process on host I and delete it: the
 #                        machine is gone
 #   netns_down           every host and the bridge gone, their processes killed
@@ -77,6 +82,21 @@ netns_run()
 netns_cut()
 {
 	ip link set "v$NETNS_TAG-$1" down
+}
+
+netns_slow()
+{
+	local i=$1 rate=$2 why
+	command -v tc >/dev/null || launcher_skip "tc (iproute2) not installed"
+	why=$(tc qdisc replace dev "v$NETNS_TAG-$i" root tbf rate "$rate" burst 64kb latency 50ms 2>&1) ||
+		launcher_skip "cannot add a tbf qdisc: $why"
+	tc -n "$(netns_name "$i")" qdisc replace dev eth0 root tbf rate "$rate" burst 64kb latency 50ms
+}
+
+netns_unslow()
+{
+	tc qdisc del dev "v$NETNS_TAG-$1" root 2>/dev/null || true
+	tc -n "$(netns_name "$1")" qdisc del dev eth0 root 2>/dev/null || true
 }
 
 netns_kill_host()
