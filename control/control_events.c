@@ -176,12 +176,9 @@ static void on_barrier_done(struct rps_ctl *ctl, const struct rps_frame_hdr *h)
 
 static void on_error_frame(struct rps_ctl *ctl, const struct rps_tr_event *ev)
 {
-	char why[256];
-	size_t n = RPS_MIN(ev->data_len, sizeof(why) - 1);
+	char why[RPS_LOG_ESC_BUF];
 
-	if (n && ev->data)
-		memcpy(why, ev->data, n);
-	why[n] = '\0';
+	rps_log_escape(ev->data, ev->data_len, why, sizeof(why));
 	pthread_mutex_lock(&ctl->lock);
 	if (!ctl->joined && !ctl->join_status)
 		ctl->join_status = ev->hdr.status ? ev->hdr.status : -EPROTO;

@@ -163,11 +163,8 @@ void rps_ctl_on_creq(struct rps_ctl *ctl, const struct rps_tr_event *ev)
 			}
 		}
 	} else if (h->aux == RPS_CTLREQ_DONE) {
-		size_t n = RPS_MIN(ev->data_len, sizeof(ctl->creq_why) - 1);
-
-		if (n && ev->data)
-			memcpy(ctl->creq_why, ev->data, n);
-		ctl->creq_why[n] = '\0';
+		/* the scheduler's text: logged later, so made safe here */
+		rps_log_escape(ev->data, ev->data_len, ctl->creq_why, sizeof(ctl->creq_why));
 		ctl->creq_status = h->status;
 		ctl->creq_done = 1;
 		pthread_cond_broadcast(&ctl->cond);

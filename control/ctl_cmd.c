@@ -198,8 +198,8 @@ static int creq_frame(void *arg, const struct rps_tr_event *ev, int *done_p)
 	case RPS_CTLREQ_DONE:
 		*done_p = 1;
 		r->status = ev->hdr.status;
-		snprintf(r->why, sizeof(r->why), "%.*s", (int)RPS_MIN(ev->data_len, 500),
-			 ev->data ? (const char *)ev->data : "");
+		/* the scheduler's text, shown to the user: made safe */
+		rps_log_escape(ev->data, ev->data_len, r->why, sizeof(r->why));
 		break;
 	}
 	return 0;

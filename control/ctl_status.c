@@ -60,9 +60,12 @@ static int client_event(const struct rps_ctl_opts *o, const struct rps_tr_event 
 	if (ev->type != RPS_TR_EV_RECV)
 		return -EAGAIN;
 	if (ev->hdr.op == RPS_OP_ERROR) {
+		char why[RPS_LOG_ESC_BUF];
+
 		*done_p = 1;
-		fprintf(stderr, "rdmaps-ctl: scheduler error: %.*s (%s)\n", (int)ev->data_len,
-			(const char *)ev->data, rps_strerror(ev->hdr.status));
+		fprintf(stderr, "rdmaps-ctl: scheduler error: %s (%s)\n",
+			rps_log_escape(ev->data, ev->data_len, why, sizeof(why)),
+			rps_strerror(ev->hdr.status));
 		return ev->hdr.status < 0 ? ev->hdr.status : -EPROTO;
 	}
 	return fn(arg, ev, done_p);

@@ -312,13 +312,16 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 	case RPS_OP_DECLARE:
 		on_declare(srv, sc, ev);
 		break;
-	case RPS_OP_ERROR:
+	case RPS_OP_ERROR: {
 		/* the worker gives up on this connection and says why */
-		RPS_INFO("worker %u at %s: error %s: %.*s", sc->rank, sc->conn->peer,
-			 rps_strerror(ev->hdr.status), (int)RPS_MIN(ev->data_len, (size_t)200),
-			 ev->data ? (const char *)ev->data : "");
+		char text[RPS_LOG_ESC_BUF];
+
+		RPS_INFO("worker %u at %s: error %s: %s", sc->rank, sc->conn->peer,
+			 rps_strerror(ev->hdr.status),
+			 rps_log_escape(ev->data, ev->data_len, text, sizeof(text)));
 		rps_srv_conn_drop(srv, sc);
 		break;
+	}
 	default: {
 		char buf[64];
 

@@ -53,3 +53,42 @@ void rps_log_emit(int level, const char *file, int line, const char *fmt, ...)
 		base ? base + 1 : file, line, msg);
 	pthread_mutex_unlock(&log_lock);
 }
+
+const char *rps_log_escape(const void *s, size_t n, char *buf, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = s;
+	size_t o = 0, i;
+
+	if (!len)
+		return buf;
+	if (!p)
+		n = 0;
+	while (n && !p[n - 1])
+		n--;
+	for (i = 0; i < n && i < RPS_LOG_ESC_IN; i++) {
+		unsigned char c = p[i];
+		size_t need = (c < 0x20 || c > 0x7e || c == '\\') ? 4 : 1;
+
+		if (o + need + 1 > len)
+			break;
+		if (need == 1) {
+			buf[o++] = (char)c;
+		} else {
+			buf[o++] = '\\';
+			buf[o++] = 'x';
+			buf[o++] = hex[c >> 4];
+			buf[o++] = hex[c & 15];
+		}
+	}
+	if (i < n) { /* cut: show it, room permitting */
+		while (o && o + 4 > len)
+			o--;
+		if (o + 4 <= len) {
+			memcpy(buf + o, "...", 3);
+			o += 3;
+		}
+	}
+	buf[o] = 0;
+	return buf;
+}

@@ -5,6 +5,8 @@
 #ifndef RPS_LOG_H
 #define RPS_LOG_H
 
+#include <stddef.h>
+
 enum rps_log_level {
 	RPS_LOG_ERROR = 0,
 	RPS_LOG_WARN,
@@ -22,6 +24,15 @@ int rps_log_level_parse(const char *s);
 void rps_log_set_ident(const char *role, int rank);
 void rps_log_emit(int level, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* Text a peer sent (error reasons, refusals, host names) goes through this
+ * before it is logged: bytes outside printable ASCII, and the backslash, become
+ * \xNN; trailing NULs are dropped (a C string); at most RPS_LOG_ESC_IN bytes are
+ * shown, then "...". Writes a NUL-terminated string into buf (RPS_LOG_ESC_BUF
+ * bytes hold any input) and returns buf. */
+#define RPS_LOG_ESC_IN 200
+#define RPS_LOG_ESC_BUF (RPS_LOG_ESC_IN * 4 + 4)
+const char *rps_log_escape(const void *s, size_t n, char *buf, size_t len);
 
 #define RPS_LOG(lvl, ...)                                                   \
 	do {                                                                \

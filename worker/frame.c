@@ -155,11 +155,15 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 		p = match(w, wc, h->req_id, RPS_PK_DECLARE, h->op);
 		if (!p)
 			return;
-		if (st && ev->data_len && ev->data) /* the server's reason (a spec refused) */
-			RPS_ERR("server %u: declare refused (%s): %.*s", wc->srv->rank,
+		if (st && ev->data_len && ev->data) { /* the server's reason (a spec refused) */
+			char why[RPS_LOG_ESC_BUF];
+
+			RPS_ERR("server %u: declare refused (%s): %s", wc->srv->rank,
 				rps_strerror(st),
-				(int)RPS_MIN(ev->data_len, RPS_DECLARE_REASON_MAX),
-				(const char *)ev->data);
+				rps_log_escape(ev->data,
+					       RPS_MIN(ev->data_len, RPS_DECLARE_REASON_MAX), why,
+					       sizeof(why)));
+		}
 		if (!st) {
 			const struct rps_declare *d = &p->u.decl.fixed;
 
@@ -216,10 +220,11 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 		return;
 	}
 	case RPS_OP_ERROR: {
-		int len = (int)RPS_MIN(ev->data_len, (size_t)200);
+		char why[RPS_LOG_ESC_BUF];
 
-		RPS_ERR("server %u channel %u: error %s: %.*s", wc->srv->rank, wc->channel,
-			rps_strerror(st ? st : -EPROTO), len, ev->data ? (const char *)ev->data : "");
+		RPS_ERR("server %u channel %u: error %s: %s", wc->srv->rank, wc->channel,
+			rps_strerror(st ? st : -EPROTO),
+			rps_log_escape(ev->data, ev->data_len, why, sizeof(why)));
 		p = rps_piece_by_reqid(&w->core, h->req_id);
 		if (h->req_id && p && p->kind && p->conn == wc && (p->waits & RPS_PW_RESP))
 			rps_piece_clear_locked(&w->core, p, RPS_PW_RESP, st ? st : -EPROTO);

@@ -88,7 +88,11 @@ static int cm_expect(struct rdma_event_channel *ch, uint64_t deadline, enum rdma
 			       RPS_MIN((size_t)cp->private_data_len, sizeof(rej)));
 			rej.reason[sizeof(rej.reason) - 1] = 0;
 			if (rej.magic == RPS_RDMA_CM_MAGIC && rej.status < 0) {
-				RPS_ERR("connect %s: refused: %s", peer, rej.reason);
+				char why[RPS_LOG_ESC_BUF];
+
+				RPS_ERR("connect %s: refused: %s", peer,
+					rps_log_escape(rej.reason, strnlen(rej.reason, sizeof(rej.reason)),
+						       why, sizeof(why)));
 				rc = rej.status;
 				break;
 			}

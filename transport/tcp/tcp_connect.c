@@ -171,14 +171,15 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 		goto err_close;
 	}
 	if (h.op == RPS_OP_ERROR) {
-		char text[RPS_TR_ACK_MAX + 1];
+		char text[RPS_TR_ACK_MAX + 1], why[RPS_LOG_ESC_BUF];
 
 		rc = io_full(fd, text, h.len, deadline, 0);
 		if (rc)
 			goto err_io;
 		text[h.len] = 0;
 		rc = h.status < 0 ? h.status : -EPROTO;
-		RPS_ERR("connect %s: refused: %s (%s)", peer, text, strerror(-rc));
+		RPS_ERR("connect %s: refused: %s (%s)", peer,
+			rps_log_escape(text, h.len, why, sizeof(why)), strerror(-rc));
 		goto err_close;
 	}
 	if (h.len > ack_cap || (h.len && !ack)) {
