@@ -231,6 +231,23 @@ const char *rps_proto_op_name(uint8_t op)
 	return d ? d->name : "UNKNOWN";
 }
 
+const char *rps_proto_claim_text(uint32_t role, uint32_t rank, char *buf, size_t len)
+{
+	static const char *const roles[] = { "the scheduler", "a server", "a worker" };
+
+	if (role == RPS_ROLE_CTL)
+		snprintf(buf, len, "rdmaps-ctl");
+	else if (role == RPS_ROLE_SCHEDULER)
+		snprintf(buf, len, "%s", roles[role]);
+	else if (role > RPS_ROLE_CTL)
+		snprintf(buf, len, "an unknown role %u (rank %u)", role, rank);
+	else if (rank == UINT32_MAX)
+		snprintf(buf, len, "%s asking for any rank", roles[role]);
+	else
+		snprintf(buf, len, "%s claiming rank %u", roles[role], rank);
+	return buf;
+}
+
 void rps_proto_hdr_init(struct rps_frame_hdr *h, uint8_t op, uint32_t len, uint32_t req_id)
 {
 	memset(h, 0, sizeof(*h));

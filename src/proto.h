@@ -395,6 +395,10 @@ const struct rps_op_desc *rps_proto_op(uint8_t op);
 int rps_proto_fixed_len(uint8_t op);
 /* "PUSH"; "UNKNOWN" for an unknown op. */
 const char *rps_proto_op_name(uint8_t op);
+/* What a hello claims, in words for a log line: "a worker asking for any
+ * rank", "a server claiming rank 1", "rdmaps-ctl", "an unknown role 7 (rank 2)".
+ * Writes into buf and returns it. */
+const char *rps_proto_claim_text(uint32_t role, uint32_t rank, char *buf, size_t len);
 
 /* Fill a header. */
 void rps_proto_hdr_init(struct rps_frame_hdr *h, uint8_t op, uint32_t len, uint32_t req_id);

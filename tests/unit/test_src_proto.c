@@ -482,6 +482,28 @@ static void test_hello_long_secret(void **state)
 	assert_memory_equal(h.secret, fips_digest, 32);
 }
 
+/* A refused hello is logged with what it claimed, in words. */
+static void test_claim_text(void **state)
+{
+	char buf[64];
+
+	(void)state;
+	assert_string_equal(rps_proto_claim_text(RPS_ROLE_WORKER, UINT32_MAX, buf, sizeof(buf)),
+			    "a worker asking for any rank");
+	assert_string_equal(rps_proto_claim_text(RPS_ROLE_WORKER, 3, buf, sizeof(buf)),
+			    "a worker claiming rank 3");
+	assert_string_equal(rps_proto_claim_text(RPS_ROLE_SERVER, 0, buf, sizeof(buf)),
+			    "a server claiming rank 0");
+	assert_string_equal(rps_proto_claim_text(RPS_ROLE_SERVER, UINT32_MAX, buf, sizeof(buf)),
+			    "a server asking for any rank");
+	assert_string_equal(rps_proto_claim_text(RPS_ROLE_SCHEDULER, 0, buf, sizeof(buf)),
+			    "the scheduler");
+	assert_string_equal(rps_proto_claim_text(RPS_ROLE_CTL, UINT32_MAX, buf, sizeof(buf)),
+			    "rdmaps-ctl");
+	assert_string_equal(rps_proto_claim_text(9, 2, buf, sizeof(buf)),
+			    "an unknown role 9 (rank 2)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -491,7 +513,7 @@ int main(void)
 	    cmocka_unit_test(test_pull_payload),      cmocka_unit_test(test_clock_payload),
 	    cmocka_unit_test(test_ack_map_payload),   cmocka_unit_test(test_hello),
 	    cmocka_unit_test(test_hello_long_secret), cmocka_unit_test(test_declare_optim),
-	    cmocka_unit_test(test_optim_wire),
+	    cmocka_unit_test(test_optim_wire),	      cmocka_unit_test(test_claim_text),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

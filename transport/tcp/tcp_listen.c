@@ -181,10 +181,14 @@ int tcp_hello_in(struct tcp_conn *c)
 	}
 	memset(&hello, 0, sizeof(hello));
 	if (rc) {
+		char claim[64];
+
 		if (!why)
 			why = "refused";
-		RPS_WARN("refusing %s (role %u rank %u): %s", c->base.peer, c->base.hello.role,
-			 c->base.hello.rank, why);
+		RPS_WARN("refusing %s, %s: %s", c->base.peer,
+			 rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim,
+					      sizeof(claim)),
+			 why);
 		tcp_send_error(c, rc, why);
 		tcp_conn_fail(c, rc, 0, NULL);
 		return rc;
