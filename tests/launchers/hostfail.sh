@@ -20,16 +20,7 @@ MIN=${2:-0.7}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 . "$HERE/netns.sh"
-T=$(mktemp -d)
-cleanup()
-{
-	netns_down
-	if [ -n "${KEEP_OUT:-}" ]; then echo "logs kept in $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
-netns_up 4
+netns_test_begin 4
 echo "hosts: ${NETNS_IP[*]:1} (bridge $NETNS_NET.254)"
 
 export RDMAPS_CONSISTENCY=bsp RDMAPS_TRANSPORT=tcp RDMAPS_NUM_SERVERS=2 RDMAPS_NUM_WORKERS=4

@@ -59,6 +59,23 @@ sys.exit(0 if s["test_accuracy"] >= need and s["workers"] == w and s["servers"] 
 PY
 }
 
+# check_roles FILE: the "LAUNCH_RANK ROLE ..." lines of rank_roles (sorted)
+# are the recipes' layout: rank 0 the scheduler, 1-2 servers, 3-6 workers
+check_roles()
+{
+	local want="0 scheduler
+1 server
+2 server
+3 worker
+4 worker
+5 worker
+6 worker"
+	[ "$(cut -d' ' -f1,2 "$1")" = "$want" ] && return 0
+	echo "FAIL: rank-to-role mapping, want:"
+	echo "$want"
+	return 1
+}
+
 # rank_roles PORT SECRET_FILE RANK_VAR WATCH_PID STATUS_OUT: poll `rdmaps-ctl
 # status` of the scheduler on 127.0.0.1:PORT until 2 servers and 4 workers are
 # alive (fails if WATCH_PID ends first), then print "LAUNCH_RANK ROLE PID" per

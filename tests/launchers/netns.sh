@@ -14,6 +14,9 @@
 #   netns_kill_host I    SIGKILL every process on host I and delete it: the
 #                        machine is gone
 #   netns_down           every host and the bridge gone, their processes killed
+#   netns_test_begin N   a test's frame: a temporary directory $T (kept with
+#                        KEEP_OUT=1), netns_down and T's removal on EXIT,
+#                        TERM and INT ending the script, then netns_up N
 # launcher_skip (lib.sh) says why when namespaces cannot be made.
 
 NETNS_N=0
@@ -122,4 +125,19 @@ netns_down()
 	done
 	ip link del "$NETNS_BR" 2>/dev/null || true
 	NETNS_N=0
+}
+
+netns_test_end()
+{
+	netns_down
+	if [ -n "${KEEP_OUT:-}" ]; then echo "logs kept in $T"; else rm -rf "$T"; fi
+}
+
+netns_test_begin()
+{
+	T=$(mktemp -d)
+	trap netns_test_end EXIT
+	trap 'exit 143' TERM
+	trap 'exit 130' INT
+	netns_up "$1"
 }

@@ -16,16 +16,7 @@ DUR=${3:-3}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 . "$HERE/netns.sh"
-T=$(mktemp -d)
-cleanup()
-{
-	netns_down
-	if [ -n "${KEEP_OUT:-}" ]; then echo "logs kept in $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
-netns_up 2
+netns_test_begin 2
 echo "hosts: ${NETNS_IP[*]:1} (bridge $NETNS_NET.254)"
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn} RDMAPS_TRANSPORT=tcp
 
