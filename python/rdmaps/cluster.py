@@ -8,7 +8,7 @@ notebooks and tests.
         with rdmaps.Worker(scheduler=c.scheduler, secret=c.secret) as w:
             ...
 
-The programs are found in ``$RDMAPS_BIN_DIR``, then where this package was
+The programs are found in ``$RPS_BIN_DIR``, then where this package was
 built or installed from, then on ``PATH`` (:func:`find_program`).
 """
 import os
@@ -24,8 +24,8 @@ __all__ = ["find_program", "Scheduler", "Server", "Cluster"]
 
 def _bin_dirs():
     dirs = []
-    if os.environ.get("RDMAPS_BIN_DIR"):
-        dirs.append(os.environ["RDMAPS_BIN_DIR"])
+    if os.environ.get("RPS_BIN_DIR"):
+        dirs.append(os.environ["RPS_BIN_DIR"])
     try:
         from . import _build_info
         dirs.append(_build_info.BINDIR)
@@ -36,7 +36,7 @@ def _bin_dirs():
 
 def find_program(name):
     """The path of an rdmaps program (``rdmaps-sched``, ``rdmaps-server``,
-    ``rdmaps-launch``): ``$RDMAPS_BIN_DIR``, the build or install this package
+    ``rdmaps-launch``): ``$RPS_BIN_DIR``, the build or install this package
     belongs to, then ``PATH``. FileNotFoundError naming where it looked."""
     tried = []
     for d in _bin_dirs():
@@ -48,7 +48,7 @@ def find_program(name):
     if p:
         return p
     raise FileNotFoundError(
-        "%s not found (looked at %s and on PATH): set RDMAPS_BIN_DIR to the folder of "
+        "%s not found (looked at %s and on PATH): set RPS_BIN_DIR to the folder of "
         "the rdmaps programs" % (name, ", ".join(tried) or "no build folder"))
 
 
@@ -185,7 +185,8 @@ class Cluster:
                  worker_host=None, env=None, log=None, **settings):
         self.secret = secret if secret is not None else secrets.token_hex(8)
         self.transport = transport
-        base = _job_env(env, transport=transport, **settings)
+        base = _job_env(env, transport=transport, num_servers=servers, num_workers=workers,
+                        **settings)
         self.sched = Scheduler(servers, workers, secret=self.secret, env=base, log=log)
         self.scheduler = self.sched.address
         self.servers = []
@@ -197,7 +198,6 @@ class Cluster:
             self.stop()
             raise
         self.env = _job_env(base, scheduler=self.scheduler, secret=self.secret,
-                            num_servers=servers, num_workers=workers,
                             host=worker_host or host)
 
     def stop(self, timeout=5.0):
