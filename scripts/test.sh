@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, integration (real processes on 127.0.0.1),
-# python (pytest of the rdmaps package against a local cluster), RDMA (in the SoftRoCE guest, or skipped with the reason), then unit +
-# integration again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# python (pytest of the rdmaps package against a local cluster), RDMA (in
+# the SoftRoCE guest, or skipped with the reason), then unit + integration
+# again under AddressSanitizer + UndefinedBehaviorSanitizer.
 # Exits non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."

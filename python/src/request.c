@@ -338,7 +338,7 @@ static PyObject *req_repr(struct pyrequest *q)
 
 static PyMethodDef req_methods[] = {
 	{ "wait", (PyCFunction)(void (*)(void))req_wait, METH_VARARGS | METH_KEYWORDS,
-	  "wait(timeout=None) -> None\n\n"
+	  "wait($self, /, timeout=None)\n--\n\n"
 	  "Wait until the request completed. Releases the GIL while waiting, and\n"
 	  "checks for signals every 50 ms, so Ctrl-C raises KeyboardInterrupt at\n"
 	  "once (the request stays in flight; wait again, or drop it: its buffers\n"
@@ -350,11 +350,11 @@ static PyMethodDef req_methods[] = {
 	  "the errno and the library's words. Waiting again on a completed\n"
 	  "request returns (or raises) the same at once." },
 	{ "done", (PyCFunction)req_done, METH_NOARGS,
-	  "done() -> bool\n\n"
+	  "done($self, /)\n--\n\n"
 	  "True when the request completed (successfully or not); never blocks.\n"
 	  "Once True, the buffers are released; wait() gives the outcome." },
 	{ "exception", (PyCFunction)req_exception, METH_NOARGS,
-	  "exception() -> rdmaps.Error | None\n\n"
+	  "exception($self, /)\n--\n\n"
 	  "The error of a completed request (None if it succeeded). ValueError\n"
 	  "while it is still in flight." },
 	{ NULL, NULL, 0, NULL },
