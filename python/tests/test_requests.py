@@ -140,3 +140,45 @@ def test_wait_releases_the_gil(cluster):
         together(lambda w: w.barrier(), [a, b])
     finally:
         together(lambda w: w.close(), [a, b])
+
+
+def test_two_threads_wait_one_request(cluster):
+    c = cluster(servers=1, workers=2, consistency="bsp")
+    a, b = workers(c, 2)
+    try:
+        together(lambda w: (w.declare(1, 4, init="zeros"), w.barrier()), [a, b])
+        a.push(1, np.ones(4, np.float32)).wait()
+        a.clock()
+        out = np.zeros(4, np.float32)
+        r = a.pull(1, out)
+        done = []
+        ts = [threading.Thread(target=lambda: done.append(r.wait())) for _ in range(3)]
+        for t in ts:
+            t.start()
+        time.sleep(0.1)
+        assert not r.done()
+        b.push(1, np.ones(4, np.float32)).wait()
+        b.clock()
+        for t in ts:
+            t.join(10 * SLOW)
+        assert done == [None] * 3 and r.done() and out.tolist() == [-2.0] * 4
+        together(lambda w: w.barrier(), [a, b])
+    finally:
+        together(lambda w: w.close(), [a, b])
+
+
+def test_garbage_worker_with_registration(cluster):
+    """A worker dropped with a registration (a reference cycle) is collected
+    and closed by the garbage collector."""
+    c = cluster(servers=1, workers=1)
+    w = worker(c)
+    buf = np.zeros(64, np.float32)
+    bref = weakref.ref(buf)
+    reg = w.register(buf)
+    del buf
+    gc.collect()
+    assert bref() is not None  # registered: held, never freed while pinned
+    ref = weakref.ref(w)
+    del w, reg
+    gc.collect()
+    assert ref() is None and bref() is None  # closed, unregistered, released
