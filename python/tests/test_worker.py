@@ -156,3 +156,27 @@ def test_barrier_and_two_workers_bsp(cluster):
         assert together(step, ws) == [True, True]
     finally:
         together(lambda w: w.close(), ws)
+
+
+def test_in_process_servers(cluster):
+    """Servers as threads of this process (rps_server_create / run)."""
+    import rdmaps
+    from conftest import BASE, TRANSPORT, SERVER_HOST, WORKER_HOST, SECRET
+    s = dict(BASE)
+    with rdmaps.Cluster(servers=2, workers=1, transport=TRANSPORT, secret=SECRET,
+                        host=SERVER_HOST, worker_host=WORKER_HOST, consistency="bsp",
+                        in_process=True, **s) as c:
+        assert all(isinstance(x, rdmaps.InProcessServer) and x.running for x in c.servers)
+        with worker(c) as w:
+            assert w.num_servers == 2 and w.consistency == "bsp"
+            w.declare([1, 2], [300000, 3], init="zeros")  # key 1 sliced over both
+            w.push([1, 2], np.ones(300003, np.float32)).wait()
+            w.clock()
+            v = np.zeros(300003, np.float32)
+            w.pull([1, 2], v).wait()
+            assert np.all(v == -1)
+        # the job is over when its only worker left: the servers end by themselves
+        assert [x.wait(10) for x in c.servers] == [True, True]
+        assert not any(x.running for x in c.servers)
+    with pytest.raises(ValueError, match="no such rdmaps setting"):
+        rdmaps.InProcessServer("127.0.0.1:1", no_such_setting=1)
