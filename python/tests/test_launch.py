@@ -45,3 +45,20 @@ def test_launch_argv():
     assert a[1:] == ["--servers", "2", "--", sys.executable, "train.py", "--epochs", "3"]
     assert build_argv(["-w", "2", "--", "-m", "mod"])[-3:] == [sys.executable, "-m", "mod"]
     assert build_argv(["--", "/bin/true"])[-1] == "/bin/true"
+
+
+def test_logreg_example():
+    """python/examples/logreg.py, as its docstring runs it."""
+    if TRANSPORT != "tcp":
+        import pytest
+        pytest.skip("launch is tested over tcp")
+    ex = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "logreg.py")
+    env = dict(os.environ, RDMAPS_SECRET="pytest-logreg", RDMAPS_LOG_LEVEL="warn")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    p = subprocess.run([sys.executable, "-m", "rdmaps.launch", "--servers", "1", "--workers", "2",
+                        "--consistency", "bsp", "--timeout", "60", "--", ex], env=env,
+                       capture_output=True, text=True, timeout=90)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    accs = [float(line.rsplit(" ", 1)[1]) for line in out.splitlines() if "accuracy" in line]
+    assert len(accs) == 2 and min(accs) >= 0.95, out
