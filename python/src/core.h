@@ -8,6 +8,7 @@
  *   request.c  the Request type and the C completion record (struct pyreq)
  *   bufs.c     Python buffers -> float32 memory, checked per key
  *   reg.c      the Registration type (rps_worker_register)
+ *   barrier.c  barrier() run by a thread, so that Ctrl-C can interrupt the wait
  *   spec.c     initialiser and optimizer specs from Python values
  *   server.c   InProcessServer: an rdmaps server run by a thread of this process
  *
@@ -36,6 +37,7 @@ struct pybuf {
 };
 
 struct pyworker;
+struct pybarrier;
 
 /* The C side of a request: one or more library requests (segments). */
 struct pyreq {
@@ -61,6 +63,8 @@ struct pyworker {
 	struct pyreq head;   /* every pyreq not freed yet (live and orphans) */
 	int norphans;
 	int active;          /* calls using w without the GIL */
+	int background;      /* barrier threads still running (pw->mu) */
+	struct pybarrier *barrier; /* a barrier left by Ctrl-C, still running */
 	int closed;
 	PyObject *declared;  /* dict: key -> declared length */
 	PyObject *regs;      /* list of Registration objects */
@@ -123,6 +127,11 @@ PyObject *rps_py_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs, P
 PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
 			  PyObject *kw);
+
+/* barrier.c */
+PyObject *rps_py_barrier(PyObject *self, PyObject *unused);
+/* Under the GIL, before rps_worker_destroy: wait for barrier threads. */
+void rps_py_barriers_closed(struct pyworker *pw);
 
 /* reg.c */
 PyObject *rps_py_register(PyObject *self, PyObject *arg);

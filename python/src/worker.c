@@ -147,6 +147,7 @@ static void do_close(struct pyworker *pw)
 	/* other threads still inside a call (a barrier, a submission) */
 	while (pw->active > 0)
 		rps_py_nap_ms(5);
+	rps_py_barriers_closed(pw);
 	Py_BEGIN_ALLOW_THREADS
 	rps_worker_destroy(w); /* waits for requests in flight, then fails them */
 	Py_END_ALLOW_THREADS
@@ -228,17 +229,6 @@ static PyObject *worker_clock(PyObject *self, PyObject *unused)
 	CALL(pw, rc, rps_worker_clock(pw->w));
 	if (rc)
 		return rps_py_raise(rc, "clock");
-	Py_RETURN_NONE;
-}
-
-static PyObject *worker_barrier(PyObject *self, PyObject *unused)
-{
-	struct pyworker *pw = W(self);
-	int rc;
-
-	CALL(pw, rc, rps_worker_barrier(pw->w));
-	if (rc)
-		return rps_py_raise(rc, "barrier");
 	Py_RETURN_NONE;
 }
 
@@ -628,7 +618,8 @@ static PyMethodDef worker_methods[] = {
 	  "close($self, /)\n--\n\n"
 	  "Leave the job: wait (up to the timeout) for requests in flight, fail the\n"
 	  "rest with ECANCELED, release every buffer and registration. Idempotent;\n"
-	  "also what leaving a `with` block and garbage collection do." },
+	  "also what leaving a `with` block and garbage collection do. A barrier\n"
+	  "left by Ctrl-C is waited for first (it uses the worker)." },
 	{ "__enter__", worker_enter, METH_NOARGS, NULL },
 	{ "__exit__", worker_exit, METH_VARARGS, NULL },
 	{ "_declare", (PyCFunction)(void (*)(void))worker_declare, METH_VARARGS | METH_KEYWORDS,
@@ -676,10 +667,11 @@ static PyMethodDef worker_methods[] = {
 	  "clock($self, /)\n--\n\n"
 	  "End the current clock (iteration): every push made before belongs to it.\n"
 	  "Releases the GIL." },
-	{ "barrier", worker_barrier, METH_NOARGS,
+	{ "barrier", rps_py_barrier, METH_NOARGS,
 	  "barrier($self, /)\n--\n\n"
-	  "Wait until every live worker reached the barrier (releases the GIL; not\n"
-	  "interruptible by Ctrl-C until it returns or times out)." },
+	  "Wait until every live worker reached the barrier (releases the GIL).\n"
+	  "Ctrl-C raises KeyboardInterrupt at once; the barrier goes on, and the\n"
+	  "next barrier() call waits for that same barrier." },
 	{ "register", rps_py_register, METH_O,
 	  "register($self, buf, /)\n--\n\n-> Registration. "
 	  "Register a writable float32 buffer you pull into again and again (a\n"
