@@ -40,21 +40,21 @@ static int wait_barrier(struct pyworker *pw, struct pybarrier *b)
 
 	for (;;) {
 		Py_BEGIN_ALLOW_THREADS
-		struct timespec ts;
+			struct timespec ts;
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += SLICE_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_mutex_lock(&pw->mu);
-		while (!b->done) {
-			if (pthread_cond_timedwait(&pw->cv, &pw->mu, &ts) == ETIMEDOUT)
-				break;
-		}
-		done = b->done;
-		pthread_mutex_unlock(&pw->mu);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += SLICE_MS * 1000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_mutex_lock(&pw->mu);
+			while (!b->done) {
+				if (pthread_cond_timedwait(&pw->cv, &pw->mu, &ts) == ETIMEDOUT)
+					break;
+			}
+			done = b->done;
+			pthread_mutex_unlock(&pw->mu);
 		Py_END_ALLOW_THREADS
 		if (done)
 			return 0;
@@ -69,7 +69,7 @@ static int reap(struct pyworker *pw, struct pybarrier *b)
 	int rc = b->rc;
 
 	Py_BEGIN_ALLOW_THREADS
-	pthread_join(b->thread, NULL);
+		pthread_join(b->thread, NULL);
 	Py_END_ALLOW_THREADS
 	if (pw->barrier == b)
 		pw->barrier = NULL;
@@ -132,10 +132,10 @@ void rps_py_barriers_closed(struct pyworker *pw)
 	 * nobody waits for it), but it uses the worker: let it end (a barrier
 	 * ends within the job's timeout) */
 	Py_BEGIN_ALLOW_THREADS
-	pthread_mutex_lock(&pw->mu);
-	while (!b->done)
-		pthread_cond_wait(&pw->cv, &pw->mu);
-	pthread_mutex_unlock(&pw->mu);
+		pthread_mutex_lock(&pw->mu);
+		while (!b->done)
+			pthread_cond_wait(&pw->cv, &pw->mu);
+		pthread_mutex_unlock(&pw->mu);
 	Py_END_ALLOW_THREADS
 	reap(pw, b);
 }

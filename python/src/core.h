@@ -43,10 +43,10 @@ struct pybarrier;
 struct pyreq {
 	struct pyreq *prev, *next; /* in the worker's list, under the GIL */
 	struct pyworker *pw;
-	int remaining;             /* callbacks to come (+1 while submitting); pw->mu */
-	int status;                /* first error; pw->mu */
-	atomic_int done;           /* set last by the completing callback */
-	int orphan;                /* its Request is gone: the worker frees it */
+	int remaining;	 /* callbacks to come (+1 while submitting); pw->mu */
+	int status;	 /* first error; pw->mu */
+	atomic_int done; /* set last by the completing callback */
+	int orphan;	 /* its Request is gone: the worker frees it */
 	int nbufs;
 	struct pybuf *bufs;
 	rps_key_t *keys; /* the segments' keys and lengths, back to back */
@@ -56,18 +56,17 @@ struct pyreq {
 };
 
 struct pyworker {
-	PyObject_HEAD
-	struct rps_worker *w;
-	pthread_mutex_t mu;  /* pyreq remaining/status */
-	pthread_cond_t cv;   /* a pyreq completed */
-	struct pyreq head;   /* every pyreq not freed yet (live and orphans) */
+	PyObject_HEAD struct rps_worker *w;
+	pthread_mutex_t mu; /* pyreq remaining/status */
+	pthread_cond_t cv;  /* a pyreq completed */
+	struct pyreq head;  /* every pyreq not freed yet (live and orphans) */
 	int norphans;
-	int active;          /* calls using w without the GIL */
-	int background;      /* barrier threads still running (pw->mu) */
+	int active;		   /* calls using w without the GIL */
+	int background;		   /* barrier threads still running (pw->mu) */
 	struct pybarrier *barrier; /* a barrier left by Ctrl-C, still running */
 	int closed;
-	PyObject *declared;  /* dict: key -> declared length */
-	PyObject *regs;      /* list of Registration objects */
+	PyObject *declared; /* dict: key -> declared length */
+	PyObject *regs;	    /* list of Registration objects */
 	PyObject *weakrefs;
 };
 
@@ -125,8 +124,7 @@ int rps_py_pyreq_wait(struct pyreq *r, double timeout_s);
 /* ops.c */
 PyObject *rps_py_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
-PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-			  PyObject *kw);
+PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 
 /* barrier.c */
 PyObject *rps_py_barrier(PyObject *self, PyObject *unused);

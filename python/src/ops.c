@@ -162,9 +162,9 @@ static int submit_side(struct pyworker *pw, struct pyreq *r, const struct side *
 		if (sd->flat) {
 			j = r->nkeys;
 		} else {
-			while (j < r->nkeys && r->bufs[sd->first + j].data ==
-						       r->bufs[sd->first + j - 1].data +
-							       r->bufs[sd->first + j - 1].nelem)
+			while (j < r->nkeys &&
+			       r->bufs[sd->first + j].data == r->bufs[sd->first + j - 1].data +
+								  r->bufs[sd->first + j - 1].nelem)
 				j++;
 		}
 		if (pull)
@@ -184,12 +184,20 @@ static int submit_side(struct pyworker *pw, struct pyreq *r, const struct side *
 	return done;
 }
 
+/* A list or tuple of one buffer: that buffer. */
+static PyObject *one_of(PyObject *o)
+{
+	if ((PyList_Check(o) || PyTuple_Check(o)) && PySequence_Fast_GET_SIZE(o) == 1)
+		return PySequence_Fast_GET_ITEM(o, 0);
+	return o;
+}
+
 /* kind: 0 push, 1 pull, 2 pushpull */
 static PyObject *op(PyObject *self, PyObject *kobj, PyObject *gobj, PyObject *oobj, int kind)
 {
-	static const char *what[] = { "push", "pull", "pushpull" };
+	static const char *what[] = {"push", "pull", "pushpull"};
 	struct pyworker *pw = (struct pyworker *)self;
-	struct side gs = { 0 }, os = { 0 };
+	struct side gs = {0}, os = {0};
 	struct pyreq *r;
 	rps_key_t *keys;
 	size_t n;
@@ -203,6 +211,10 @@ static PyObject *op(PyObject *self, PyObject *kobj, PyObject *gobj, PyObject *oo
 	}
 	if (rps_py_keys(kobj, &keys, &n, &single))
 		return NULL;
+	if (single) { /* one key: [buf] is taken as buf */
+		gobj = gobj ? one_of(gobj) : NULL;
+		oobj = oobj ? one_of(oobj) : NULL;
+	}
 	if (gobj && (ng = nbufs_of(gobj, n, single)) < 0)
 		goto err_keys;
 	if (oobj && (no = nbufs_of(oobj, n, single)) < 0)
@@ -277,7 +289,7 @@ err_keys:
 
 PyObject *rps_py_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
-	static const char *const names[] = { "keys", "grads" };
+	static const char *const names[] = {"keys", "grads"};
 	PyObject *a[2];
 
 	if (fast_args("push", args, nargs, kw, names, 2, a))
@@ -287,7 +299,7 @@ PyObject *rps_py_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs, P
 
 PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
-	static const char *const names[] = { "keys", "out" };
+	static const char *const names[] = {"keys", "out"};
 	PyObject *a[2];
 
 	if (fast_args("pull", args, nargs, kw, names, 2, a))
@@ -297,7 +309,7 @@ PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, P
 
 PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
-	static const char *const names[] = { "keys", "grads", "out" };
+	static const char *const names[] = {"keys", "grads", "out"};
 	PyObject *a[3];
 
 	if (fast_args("pushpull", args, nargs, kw, names, 3, a))
