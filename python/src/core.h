@@ -1,0 +1,136 @@
+/* rdmaps._core: the CPython binding of the worker API (<rdmaps/worker.h>).
+ *
+ * Written against the public API only. Shared declarations of the module's
+ * files:
+ *   module.c   module init, errors (rdmaps.errors), small helpers
+ *   worker.c   the Worker type: create, close, properties, blocking calls
+ *   ops.c      push / pull / pushpull: buffers in, one request out
+ *   request.c  the Request type and the C completion record (struct pyreq)
+ *   bufs.c     Python buffers -> float32 memory, checked per key
+ *   reg.c      the Registration type (rps_worker_register)
+ *   spec.c     initialiser and optimizer specs from Python values
+ *
+ * Requests use the completion-callback calls (rps_worker_push_cb /
+ * pull_cb): a callback only touches a struct pyreq (no Python object, no
+ * GIL), so a Request dropped before completion is safe: its buffers stay
+ * held by the pyreq until the callback fired, then the worker releases them
+ * (under the GIL) at its next call or at close.
+ */
+#ifndef RPS_PY_CORE_H
+#define RPS_PY_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <rdmaps/rdmaps.h>
+
+/* One Python buffer held for the library. */
+struct pybuf {
+	Py_buffer view;
+	float *data;
+	size_t nelem;
+};
+
+struct pyworker;
+
+/* The C side of a request: one or more library requests (segments). */
+struct pyreq {
+	struct pyreq *prev, *next; /* in the worker's list, under the GIL */
+	struct pyworker *pw;
+	int remaining;             /* callbacks to come (+1 while submitting); pw->mu */
+	int status;                /* first error; pw->mu */
+	atomic_int done;           /* set last by the completing callback */
+	int orphan;                /* its Request is gone: the worker frees it */
+	int nbufs;
+	struct pybuf *bufs;
+	rps_key_t *keys; /* the segments' keys and lengths, back to back */
+	size_t *lens;
+	size_t nkeys;
+	const char *what; /* "push", "pull", "pushpull" */
+};
+
+struct pyworker {
+	PyObject_HEAD
+	struct rps_worker *w;
+	pthread_mutex_t mu;  /* pyreq remaining/status */
+	pthread_cond_t cv;   /* a pyreq completed */
+	struct pyreq head;   /* every pyreq not freed yet (live and orphans) */
+	int norphans;
+	int active;          /* calls using w without the GIL */
+	int closed;
+	PyObject *declared;  /* dict: key -> declared length */
+	PyObject *regs;      /* list of Registration objects */
+	PyObject *weakrefs;
+};
+
+extern PyTypeObject rps_py_worker_type;
+extern PyTypeObject rps_py_request_type;
+extern PyTypeObject rps_py_registration_type;
+
+/* module.c */
+/* Raise the rdmaps.errors exception for status (negative errno), message
+ * "what: text". Returns NULL. */
+PyObject *rps_py_raise(int status, const char *fmt, ...);
+/* Parse a key (int >= 0); -1 with an exception. */
+int rps_py_key(PyObject *o, rps_key_t *key_p);
+/* keys: an int or a sequence of ints -> new array (PyMem_Malloc) of *n_p;
+ * *single_p = 1 for an int. -1 with an exception. */
+int rps_py_keys(PyObject *o, rps_key_t **keys_p, size_t *n_p, int *single_p);
+/* Sleep ms without the GIL. */
+void rps_py_nap_ms(int ms);
+
+/* worker.c */
+/* Enter a call that uses pw->w without the GIL: -1 (exception) if closed. */
+int rps_py_enter(struct pyworker *pw);
+void rps_py_leave(struct pyworker *pw);
+/* The declared length of key, or -1 with ValueError naming it. */
+Py_ssize_t rps_py_declared_len(struct pyworker *pw, rps_key_t key);
+
+/* bufs.c */
+/* Acquire obj as a C-contiguous float32 buffer (writable for pulls).
+ * key_desc names the key(s) in messages. -1 with TypeError. */
+int rps_py_buf_get(PyObject *obj, int writable, const char *key_desc, struct pybuf *b);
+void rps_py_buf_release(struct pybuf *b);
+
+/* request.c */
+struct pyreq *rps_py_pyreq_new(struct pyworker *pw, int nbufs, size_t nkeys, const char *what);
+/* Free a pyreq that never went to the library (no sub-request). */
+void rps_py_pyreq_discard(struct pyreq *r);
+void rps_py_pyreq_link(struct pyreq *r);
+/* The library's callback: arg is a struct pyreq. */
+void rps_py_pyreq_cb(int status, void *arg);
+/* Count n sub-requests that will never call back (submission failed or not
+ * made) and drop the submitter's guard. */
+void rps_py_pyreq_sealed(struct pyreq *r, int unsubmitted, int status);
+/* A new Request object owning r. */
+PyObject *rps_py_request_new(struct pyworker *pw, struct pyreq *r);
+/* Under the GIL: free completed orphans. */
+void rps_py_reap_orphans(struct pyworker *pw);
+/* Under the GIL, after rps_worker_destroy: every pyreq completes
+ * (-ECANCELED if the library never called back); orphans freed. */
+void rps_py_requests_closed(struct pyworker *pw);
+/* Wait (GIL released, in slices, signals checked) until r is done or the
+ * deadline passes. 0 done, 1 deadline, -1 exception (KeyboardInterrupt). */
+int rps_py_pyreq_wait(struct pyreq *r, double timeout_s);
+
+/* ops.c */
+PyObject *rps_py_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+			  PyObject *kw);
+
+/* reg.c */
+PyObject *rps_py_register(PyObject *self, PyObject *arg);
+/* At close: forget every registration (the worker is destroyed). */
+void rps_py_regs_closed(struct pyworker *pw);
+
+/* spec.c */
+/* None or (kind, a, b, seed) -> *init; *use_p = 0 for None. */
+int rps_py_init_spec(PyObject *o, struct rps_init *init, int *use_p);
+/* None or a dict of rps_optim_opts fields -> *opts; *use_p. */
+int rps_py_optim_spec(PyObject *o, struct rps_optim_opts *opts, int *use_p);
+
+#endif
