@@ -18,7 +18,6 @@ import argparse
 import gzip
 import json
 import math
-import os
 import sys
 import time
 

@@ -80,6 +80,7 @@ def main():
                 if slot != r % 2:
                     py.append(measure(w, small, large, a.pulls, a.pushes))
         w.barrier()  # the C worker has written every round
+        transport = w.transport
     c = {}
     with open(a.c_results) as f:
         for line in f:
@@ -89,7 +90,6 @@ def main():
     if len(c) != a.rounds:
         sys.exit(f"binding_bench.py: the C worker wrote {len(c)} of {a.rounds} rounds")
 
-    transport = w.transport if hasattr(w, "transport") else os.environ.get("RDMAPS_TRANSPORT")
     print(f"binding_bench: {a.pulls} pulls of 4 KiB and {a.pushes} pushes of 1 MiB per "
           f"measurement, {a.rounds} rounds, transport {transport}; microseconds per operation")
     print("round  first   C pull  Py pull   C push  Py push")
