@@ -8,8 +8,9 @@
  * worker in the other slot. A measurement is --pulls pulls of one 4 KiB
  * tensor (key 100, 1,024 floats) and --pushes pushes of one 1 MiB tensor
  * (key 101, 262,144 floats), each issued and waited for before the next, as
- * a caller that needs the result does. One line per round goes to --out:
- *   c ROUND PULL_US PUSH_US      (mean microseconds per operation)
+ * a caller that needs the result does, each timed on its own. One line per
+ * round goes to --out (microseconds per operation: medians, then means):
+ *   c ROUND PULL_MEDIAN PUSH_MEDIAN PULL_MEAN PUSH_MEAN
  *
  *   rdmaps-bench-binding --rounds R --pulls N --pushes M --out FILE
  */
@@ -55,26 +56,50 @@ static int push_once(struct rps_worker *w, const float *g)
 	return rc ? rc : rps_req_wait(req, -1);
 }
 
-/* mean microseconds per pull and per push of one measurement */
-static int measure(struct rps_worker *w, float *small, float *large, int pulls, int pushes,
-		   double *pull_us, double *push_us)
+static int cmp_double(const void *a, const void *b)
 {
-	double t0;
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* One measurement: the median microseconds of a pull and of a push (each
+ * operation timed on its own, so a preemption spoils one sample, not the
+ * figure) and the means (total time / count). t: scratch of max(pulls,
+ * pushes) doubles. */
+static int measure(struct rps_worker *w, float *small, float *large, int pulls, int pushes,
+		   double *t, double res[4])
+{
+	double t0, start;
 	int rc;
 
 	for (int i = 0; i < 10; i++) /* warm the path up */
 		if ((rc = pull_once(w, small)))
 			return rc;
-	t0 = now_us();
-	for (int i = 0; i < pulls; i++)
+	start = now_us();
+	for (int i = 0; i < pulls; i++) {
+		t0 = now_us();
 		if ((rc = pull_once(w, small)))
 			return rc;
-	*pull_us = (now_us() - t0) / pulls;
-	t0 = now_us();
-	for (int i = 0; i < pushes; i++)
+		t[i] = now_us() - t0;
+	}
+	res[2] = (now_us() - start) / pulls;
+	res[0] = median(t, pulls);
+	start = now_us();
+	for (int i = 0; i < pushes; i++) {
+		t0 = now_us();
 		if ((rc = push_once(w, large)))
 			return rc;
-	*push_us = (now_us() - t0) / pushes;
+		t[i] = now_us() - t0;
+	}
+	res[3] = (now_us() - start) / pushes;
+	res[1] = median(t, pushes);
 	return 0;
 }
 
@@ -92,6 +117,7 @@ int main(int argc, char **argv)
 	struct rps_init zeros = { .kind = RPS_INIT_ZEROS };
 	struct rps_worker *w;
 	float *small, *large;
+	double *t;
 	FILE *f;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -118,7 +144,8 @@ int main(int argc, char **argv)
 	}
 	small = calloc(SMALL_LEN, sizeof(float));
 	large = malloc(LARGE_LEN * sizeof(float));
-	if (!small || !large)
+	t = malloc((size_t)(pulls > pushes ? pulls : pushes) * sizeof(double));
+	if (!small || !large || !t)
 		return 1;
 	for (size_t i = 0; i < LARGE_LEN; i++)
 		large[i] = 1e-6f;
@@ -134,11 +161,12 @@ int main(int argc, char **argv)
 			if ((rc = rps_worker_barrier(w)))
 				goto fail;
 			if (slot == (r & 1)) {
-				double pull_us, push_us;
+				double res[4];
 
-				if ((rc = measure(w, small, large, pulls, pushes, &pull_us, &push_us)))
+				if ((rc = measure(w, small, large, pulls, pushes, t, res)))
 					goto fail;
-				fprintf(f, "c %d %.3f %.3f\n", r, pull_us, push_us);
+				fprintf(f, "c %d %.3f %.3f %.3f %.3f\n", r, res[0], res[1], res[2],
+					res[3]);
 				fflush(f);
 			}
 		}
@@ -151,5 +179,6 @@ fail:
 	fclose(f);
 	free(small);
 	free(large);
+	free(t);
 	return rc ? 1 : 0;
 }
