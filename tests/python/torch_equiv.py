@@ -7,7 +7,9 @@ the whole batches. Under BSP the servers apply the mean of the workers'
 gradients, so after every step the parameters must agree (to float
 rounding: the sum's order differs).
 
-    torch_equiv.py OPTIMIZER STEPS     (OPTIMIZER: momentum, nesterov, adamw)
+    torch_equiv.py OPTIMIZER STEPS     (OPTIMIZER: momentum, nesterov, adamw,
+                                        or torch-adam: a torch.optim.Adam given to
+                                        rt.DistributedOptimizer)
 
 Checks on the way: every worker starts from rank 0's values (the others
 build their model from another seed), a layer's forward waits only for its
@@ -44,7 +46,8 @@ def main():
         fail(f"run under --consistency bsp, not {rt.consistency(w)}")
     opt = {"momentum": rt.SGD(0.05, momentum=0.9),
            "nesterov": rt.SGD(0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
-           "adamw": rt.AdamW(1e-2, weight_decay=0.05)}[kind]
+           "adamw": rt.AdamW(1e-2, weight_decay=0.05),
+           "torch-adam": rt.Adam(1e-2, betas=(0.8, 0.99), weight_decay=1e-3)}[kind]
     sched = rt.Cosine(total_steps=steps, warmup_steps=2, lr_min=1e-3)
 
     # the reference: rank 0's initial model, whole batches, torch.optim
@@ -61,7 +64,15 @@ def main():
             fail(f"the dtype error does not name the parameter: {e}")
 
     mine = model(1 if rank == 0 else 7 + rank)  # rank 0's values must win
-    dm = rt.DistributedModel(mine, opt, schedule=sched)
+    if kind.startswith("torch-"):  # Horovod/BytePS style: the user's torch optimizer
+        topt = torch.optim.Adam(mine.parameters(), lr=1e-2, betas=(0.8, 0.99),
+                                weight_decay=1e-3)
+        dopt = rt.DistributedOptimizer(topt, mine, schedule=sched)
+        dm = dopt.model
+        if dm.spec != rt.spec(opt, sched, "bsp", nw):
+            fail(f"DistributedOptimizer's spec {dm.spec} is not {rt.spec(opt, sched, 'bsp', nw)}")
+    else:
+        dopt, dm = None, rt.DistributedModel(mine, opt, schedule=sched)
     for (n, p), q in zip(mine.named_parameters(), ref.parameters()):
         if not torch.equal(p.data, q.data):
             fail(f"rank {rank}: {n} does not start from rank 0's values")
@@ -77,8 +88,13 @@ def main():
         ref_sched.step()
         # distributed step on this worker's share
         xs, ys = x[rank * 8:(rank + 1) * 8], y[rank * 8:(rank + 1) * 8]
-        F.cross_entropy(dm(xs), ys).backward()
-        dm.step()
+        if dopt:
+            dopt.zero_grad()
+            F.cross_entropy(mine(xs), ys).backward()  # the hooks are on the module itself
+            dopt.step()
+        else:
+            F.cross_entropy(dm(xs), ys).backward()
+            dm.step()
         dm.synchronize()
         for (n, p), q in zip(mine.named_parameters(), ref.parameters()):
             d = (p.data - q.data).abs().max().item()
