@@ -41,6 +41,7 @@ and ``.torch_scheduler(opt)`` build the same optimizer in plain PyTorch for a
 single-process reference.
 """
 
+import atexit
 import math
 import os
 import tempfile
@@ -78,7 +79,15 @@ def init(worker=None, **kwargs):
         return _worker
     if _worker is None:
         _worker, _owned = rdmaps.Worker(**kwargs), True
+        atexit.register(_leave)
     return _worker
+
+
+def _leave():
+    """At exit: a script that never called shutdown() still leaves the cluster
+    cleanly (no barrier: the others may be gone)."""
+    if _worker is not None and _owned:
+        shutdown(barrier=False)
 
 
 def worker():
@@ -533,10 +542,11 @@ class DistributedModel(torch.nn.Module):
         # parameter's .grad is final for this backward pass (torch 1.13 has no
         # register_post_accumulate_grad_hook)
         self._accs = []
-        for i, p in enumerate(self._params):
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            acc.register_hook(self._grad_hook(i))
-            self._accs.append(acc)
+        with torch.enable_grad():  # a graph node even when built under no_grad()
+            for i, p in enumerate(self._params):
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(self._grad_hook(i))
+                self._accs.append(acc)
         # each module waits for its own parameters just before its forward
         self._handles = []
         for m in self.module.modules():
