@@ -5,7 +5,7 @@
 #   check_includes.sh SOURCE_ROOT
 cd "$1" || exit 1
 if grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"][^">]*\.\./' \
-	--include='*.c' --include='*.h' src transport control http server worker tools examples; then
+	--include='*.c' --include='*.h' src transport control http server worker tools examples python; then
 	echo "error: #include with '../' crosses the layering (HACKING.md): include by the folder name" >&2
 	exit 1
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: unit, integration (real processes on 127.0.0.1),
-# RDMA (in the SoftRoCE guest, or skipped with the reason), then unit +
-# integration again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# python (pytest of the rdmaps package against a local cluster), RDMA (in
+# the SoftRoCE guest, or skipped with the reason), then unit + integration
+# again under AddressSanitizer + UndefinedBehaviorSanitizer.
 # Exits non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,9 @@ echo "== unit + integration"
 
 echo "== installed package: cmake --install, then examples/ and tools/ built with find_package(rdmaps)"
 (cd build && ctest -R '^integration\.install$' -V)
+
+echo "== python: the rdmaps package's pytest suite against a local cluster"
+(cd build && ctest -L python --output-on-failure -j"$JOBS")
 
 echo "== rdma (SoftRoCE)"
 (cd build && ctest -L rdma --output-on-failure)

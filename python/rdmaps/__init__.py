@@ -29,11 +29,11 @@ from .errors import (Error, TimeoutError, ConnectionError, PermissionError,  # n
 from .specs import Init, Optimizer
 from . import _core
 from ._core import Request, Registration  # noqa: F401
-from .cluster import Scheduler, Server, Cluster, find_program  # noqa: F401
+from .cluster import Scheduler, Server, InProcessServer, Cluster, find_program  # noqa: F401
 
 __all__ = ["Worker", "Request", "Registration", "Init", "Optimizer", "Error",
            "TimeoutError", "ConnectionError", "PermissionError", "InvalidArgumentError",
-           "Scheduler", "Server", "Cluster", "find_program", "strerror", "__version__"]
+           "Scheduler", "Server", "InProcessServer", "Cluster", "find_program", "strerror", "__version__"]
 
 __version__ = _core.HEADER_VERSION
 strerror = _core.strerror

@@ -8,7 +8,7 @@ notebooks and tests.
         with rdmaps.Worker(scheduler=c.scheduler, secret=c.secret) as w:
             ...
 
-The programs are found in ``$RDMAPS_BIN_DIR``, then where this package was
+The programs are found in ``$RPS_BIN_DIR``, then where this package was
 built or installed from, then on ``PATH`` (:func:`find_program`).
 """
 import os
@@ -19,13 +19,15 @@ import socket
 import subprocess
 import time
 
-__all__ = ["find_program", "Scheduler", "Server", "Cluster"]
+from . import _core
+
+__all__ = ["find_program", "Scheduler", "Server", "InProcessServer", "Cluster"]
 
 
 def _bin_dirs():
     dirs = []
-    if os.environ.get("RDMAPS_BIN_DIR"):
-        dirs.append(os.environ["RDMAPS_BIN_DIR"])
+    if os.environ.get("RPS_BIN_DIR"):
+        dirs.append(os.environ["RPS_BIN_DIR"])
     try:
         from . import _build_info
         dirs.append(_build_info.BINDIR)
@@ -36,7 +38,7 @@ def _bin_dirs():
 
 def find_program(name):
     """The path of an rdmaps program (``rdmaps-sched``, ``rdmaps-server``,
-    ``rdmaps-launch``): ``$RDMAPS_BIN_DIR``, the build or install this package
+    ``rdmaps-launch``): ``$RPS_BIN_DIR``, the build or install this package
     belongs to, then ``PATH``. FileNotFoundError naming where it looked."""
     tried = []
     for d in _bin_dirs():
@@ -48,7 +50,7 @@ def find_program(name):
     if p:
         return p
     raise FileNotFoundError(
-        "%s not found (looked at %s and on PATH): set RDMAPS_BIN_DIR to the folder of "
+        "%s not found (looked at %s and on PATH): set RPS_BIN_DIR to the folder of "
         "the rdmaps programs" % (name, ", ".join(tried) or "no build folder"))
 
 
@@ -171,6 +173,28 @@ class Server(_Process):
         super().__init__([find_program("rdmaps-server")], e, log)
 
 
+class InProcessServer(_core.InProcessServer):
+    """An rdmaps server run by a thread of THIS process (``rps_server_create``
+    / ``rps_server_run`` of <rdmaps/server.h>), joining the scheduler at
+    ``scheduler``. ``settings`` are rdmaps settings by name (``shards=2``,
+    ``consistency="bsp"``, ``optimizer="sgd"``, ...; docs/options.md) on top of
+    the defaults and the RDMAPS_* environment. It serves until ``stop()``
+    (or the end of a ``with`` block) or until the job ends (``wait()``).
+    Handy in a notebook; a server that must be killable (fault tests) is
+    :class:`Server`, a process."""
+
+    def __init__(self, scheduler, host="127.0.0.1", transport=None, secret=None, **settings):
+        super().__init__(scheduler, host, transport, secret,
+                         {k: str(v) for k, v in settings.items() if v is not None})
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
 class Cluster:
     """A scheduler and ``servers`` servers on this machine, for ``workers``
     workers that the caller starts (``rdmaps.Worker(scheduler=c.scheduler,
@@ -179,34 +203,45 @@ class Cluster:
     secret: None makes a random one. ``settings`` are RDMAPS_* settings for
     every process (``consistency="bsp"``, ``staleness=2``, ``shards=2``,
     ``timeout_ms=5000``, ...). ``stop()`` (or the end of a ``with`` block)
-    stops the servers and the scheduler."""
+    stops the servers and the scheduler. ``in_process=True``: the servers are
+    :class:`InProcessServer` threads of this process (the scheduler is still a
+    process: it has no library API)."""
 
     def __init__(self, servers=1, workers=1, transport="tcp", secret=None, host="127.0.0.1",
-                 worker_host=None, env=None, log=None, **settings):
+                 worker_host=None, env=None, log=None, in_process=False, **settings):
         self.secret = secret if secret is not None else secrets.token_hex(8)
         self.transport = transport
-        base = _job_env(env, transport=transport, **settings)
+        base = _job_env(env, transport=transport, num_servers=servers, num_workers=workers,
+                        **settings)
         self.sched = Scheduler(servers, workers, secret=self.secret, env=base, log=log)
         self.scheduler = self.sched.address
         self.servers = []
         try:
             for _ in range(servers):
-                self.servers.append(Server(self.scheduler, host=host, transport=transport,
-                                           secret=self.secret, env=base, log=log))
+                if in_process:
+                    s = dict(settings, num_servers=servers, num_workers=workers)
+                    self.servers.append(InProcessServer(self.scheduler, host=host,
+                                                        transport=transport,
+                                                        secret=self.secret, **s))
+                else:
+                    self.servers.append(Server(self.scheduler, host=host, transport=transport,
+                                               secret=self.secret, env=base, log=log))
         except BaseException:
             self.stop()
             raise
         self.env = _job_env(base, scheduler=self.scheduler, secret=self.secret,
-                            num_servers=servers, num_workers=workers,
                             host=worker_host or host)
 
     def stop(self, timeout=5.0):
         """Stop the servers, then the scheduler (idempotent)."""
         for s in self.servers:
-            if s.alive():
+            if isinstance(s, Server) and s.alive():
                 s.proc.send_signal(signal.SIGINT)
         for s in self.servers:
-            s.stop(timeout)
+            if isinstance(s, Server):
+                s.stop(timeout)
+            else:
+                s.stop()
         self.sched.stop(timeout)
 
     def __enter__(self):

@@ -9,6 +9,7 @@
  *   bufs.c     Python buffers -> float32 memory, checked per key
  *   reg.c      the Registration type (rps_worker_register)
  *   spec.c     initialiser and optimizer specs from Python values
+ *   server.c   InProcessServer: an rdmaps server run by a thread of this process
  *
  * Requests use the completion-callback calls (rps_worker_push_cb /
  * pull_cb): a callback only touches a struct pyreq (no Python object, no
@@ -69,6 +70,7 @@ struct pyworker {
 extern PyTypeObject rps_py_worker_type;
 extern PyTypeObject rps_py_request_type;
 extern PyTypeObject rps_py_registration_type;
+extern PyTypeObject rps_py_server_type;
 
 /* module.c */
 /* Raise the rdmaps.errors exception for status (negative errno), message

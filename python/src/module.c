@@ -162,7 +162,7 @@ PyMODINIT_FUNC PyInit__core(void)
 	if (!error_for)
 		return NULL;
 	if (PyType_Ready(&rps_py_worker_type) < 0 || PyType_Ready(&rps_py_request_type) < 0 ||
-	    PyType_Ready(&rps_py_registration_type) < 0)
+	    PyType_Ready(&rps_py_registration_type) < 0 || PyType_Ready(&rps_py_server_type) < 0)
 		return NULL;
 	m = PyModule_Create(&module_def);
 	if (!m)
@@ -170,6 +170,7 @@ PyMODINIT_FUNC PyInit__core(void)
 	if (PyModule_AddObjectRef(m, "Worker", (PyObject *)&rps_py_worker_type) < 0 ||
 	    PyModule_AddObjectRef(m, "Request", (PyObject *)&rps_py_request_type) < 0 ||
 	    PyModule_AddObjectRef(m, "Registration", (PyObject *)&rps_py_registration_type) < 0 ||
+	    PyModule_AddObjectRef(m, "InProcessServer", (PyObject *)&rps_py_server_type) < 0 ||
 	    PyModule_AddStringConstant(m, "HEADER_VERSION", RPS_VERSION_STRING) < 0) {
 		Py_DECREF(m);
 		return NULL;

@@ -40,7 +40,7 @@ PyObject *rps_py_register(PyObject *self, PyObject *arg)
 		PyErr_SetString(PyExc_ValueError, "the worker is closed");
 		return NULL;
 	}
-	g = PyObject_New(struct pyreg, &rps_py_registration_type);
+	g = PyObject_GC_New(struct pyreg, &rps_py_registration_type);
 	if (!g)
 		return NULL;
 	g->pw = NULL;
@@ -68,6 +68,7 @@ PyObject *rps_py_register(PyObject *self, PyObject *arg)
 	}
 	Py_INCREF(pw);
 	g->pw = pw;
+	PyObject_GC_Track((PyObject *)g);
 	if (PyList_Append(pw->regs, (PyObject *)g) < 0) {
 		rps_worker_unregister(pw->w, g->buf.data);
 		goto err;
@@ -116,7 +117,9 @@ void rps_py_regs_closed(struct pyworker *pw)
 		struct pyreg *g = (struct pyreg *)PyList_GET_ITEM(regs, 0);
 
 		Py_INCREF(g);
-		reg_forget(g);
+		PySequence_DelItem(regs, 0);
+		rps_py_buf_release(&g->buf);
+		Py_CLEAR(g->pw);
 		Py_DECREF(g);
 	}
 }
@@ -142,10 +145,26 @@ static void reg_dealloc(PyObject *self)
 	struct pyreg *g = (struct pyreg *)self;
 
 	/* a registered one is listed by its worker: it is not freed while
-	 * registered, unless the worker already closed */
+	 * registered, unless the worker already closed (or both are garbage:
+	 * the worker's close releases the registration) */
+	PyObject_GC_UnTrack(self);
 	rps_py_buf_release(&g->buf);
 	Py_CLEAR(g->pw);
-	PyObject_Free(self);
+	PyObject_GC_Del(self);
+}
+
+/* worker -> its list -> registration -> worker: a cycle the collector sees */
+static int reg_traverse(PyObject *self, visitproc visit, void *arg)
+{
+	Py_VISIT(((struct pyreg *)self)->pw);
+	return 0;
+}
+
+static int reg_clear(PyObject *self)
+{
+	/* only when the worker is garbage too: its close forgets us */
+	Py_CLEAR(((struct pyreg *)self)->pw);
+	return 0;
 }
 
 static PyObject *reg_registered(PyObject *self, void *c)
@@ -178,7 +197,9 @@ PyTypeObject rps_py_registration_type = {
 	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rdmaps.Registration",
 	.tp_basicsize = sizeof(struct pyreg),
 	.tp_dealloc = reg_dealloc,
-	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_traverse = reg_traverse,
+	.tp_clear = reg_clear,
 	.tp_doc = "A buffer registered for direct RDMA pulls (Worker.register). A context "
 		  "manager: unregisters on exit.",
 	.tp_methods = reg_methods,

@@ -24,6 +24,7 @@ struct pyrequest {
 	struct pyreq *r;
 	int finished;        /* buffers released, status read */
 	int status;
+	int waiters;         /* threads in wait(): r is freed only when none is */
 	char what[96];       /* "pull of key 7" */
 };
 
@@ -223,14 +224,16 @@ PyObject *rps_py_request_new(struct pyworker *pw, struct pyreq *r)
 	q->r = r;
 	q->finished = 0;
 	q->status = 0;
+	q->waiters = 0;
 	describe(q->what, sizeof(q->what), r);
 	return (PyObject *)q;
 }
 
-/* r is done: release its buffers, keep the status. */
+/* r is done: release its buffers, keep the status. Not while another
+ * thread waits on r (it still reads it; the last waiter finishes). */
 static void finish(struct pyrequest *q)
 {
-	if (q->finished)
+	if (q->finished || q->waiters > 0)
 		return;
 	q->status = q->r->status;
 	pyreq_unlink(q->r);
@@ -239,10 +242,17 @@ static void finish(struct pyrequest *q)
 	q->finished = 1;
 }
 
+static int status_of(const struct pyrequest *q)
+{
+	return q->finished ? q->status : q->r->status;
+}
+
 static PyObject *result(struct pyrequest *q)
 {
-	if (q->status)
-		return rps_py_raise(q->status, "%s", q->what);
+	int status = status_of(q);
+
+	if (status)
+		return rps_py_raise(status, "%s", q->what);
 	Py_RETURN_NONE;
 }
 
@@ -266,7 +276,9 @@ static PyObject *req_wait(struct pyrequest *q, PyObject *args, PyObject *kw)
 		}
 	}
 	if (!q->finished) {
+		q->waiters++;
 		rc = rps_py_pyreq_wait(q->r, timeout);
+		q->waiters--;
 		if (rc < 0)
 			return NULL;
 		if (rc > 0)
@@ -282,7 +294,7 @@ static PyObject *req_done(struct pyrequest *q, PyObject *unused)
 	if (!q->finished) {
 		if (!is_done(q->r))
 			Py_RETURN_FALSE;
-		finish(q);
+		finish(q); /* unless another thread waits: it finishes */
 	}
 	Py_RETURN_TRUE;
 }
@@ -299,7 +311,7 @@ static PyObject *req_exception(struct pyrequest *q, PyObject *unused)
 		}
 		finish(q);
 	}
-	if (!q->status)
+	if (!status_of(q))
 		Py_RETURN_NONE;
 	result(q);
 	PyErr_Fetch(&type, &exc, &tb);
@@ -338,7 +350,7 @@ static PyObject *req_repr(struct pyrequest *q)
 
 static PyMethodDef req_methods[] = {
 	{ "wait", (PyCFunction)(void (*)(void))req_wait, METH_VARARGS | METH_KEYWORDS,
-	  "wait(timeout=None) -> None\n\n"
+	  "wait($self, /, timeout=None)\n--\n\n"
 	  "Wait until the request completed. Releases the GIL while waiting, and\n"
 	  "checks for signals every 50 ms, so Ctrl-C raises KeyboardInterrupt at\n"
 	  "once (the request stays in flight; wait again, or drop it: its buffers\n"
@@ -350,11 +362,11 @@ static PyMethodDef req_methods[] = {
 	  "the errno and the library's words. Waiting again on a completed\n"
 	  "request returns (or raises) the same at once." },
 	{ "done", (PyCFunction)req_done, METH_NOARGS,
-	  "done() -> bool\n\n"
+	  "done($self, /)\n--\n\n"
 	  "True when the request completed (successfully or not); never blocks.\n"
 	  "Once True, the buffers are released; wait() gives the outcome." },
 	{ "exception", (PyCFunction)req_exception, METH_NOARGS,
-	  "exception() -> rdmaps.Error | None\n\n"
+	  "exception($self, /)\n--\n\n"
 	  "The error of a completed request (None if it succeeded). ValueError\n"
 	  "while it is still in flight." },
 	{ NULL, NULL, 0, NULL },

@@ -625,7 +625,7 @@ static PyGetSetDef worker_getset[] = {
 
 static PyMethodDef worker_methods[] = {
 	{ "close", worker_close, METH_NOARGS,
-	  "close() -> None\n\n"
+	  "close($self, /)\n--\n\n"
 	  "Leave the job: wait (up to the timeout) for requests in flight, fail the\n"
 	  "rest with ECANCELED, release every buffer and registration. Idempotent;\n"
 	  "also what leaving a `with` block and garbage collection do." },
@@ -636,7 +636,7 @@ static PyMethodDef worker_methods[] = {
 	{ "_set_optimizer", worker_set_optimizer, METH_VARARGS,
 	  "_set_optimizer(keys, spec_dict): the C call; use set_optimizer()." },
 	{ "push", (PyCFunction)(void (*)(void))rps_py_push, METH_FASTCALL | METH_KEYWORDS,
-	  "push(keys, grads) -> Request\n\n"
+	  "push($self, /, keys, grads)\n--\n\n-> Request. "
 	  "Send gradients for declared keys (asynchronous; wait() on the result).\n"
 	  "The servers add them into the keys' values with the keys' optimizer.\n\n"
 	  "keys: an int (one key) or a sequence of ints.\n"
@@ -654,7 +654,7 @@ static PyMethodDef worker_methods[] = {
 	  "ConnectionError, TimeoutError, ...). The push belongs to the current\n"
 	  "clock; clock() ends it." },
 	{ "pull", (PyCFunction)(void (*)(void))rps_py_pull, METH_FASTCALL | METH_KEYWORDS,
-	  "pull(keys, out) -> Request\n\n"
+	  "pull($self, /, keys, out)\n--\n\n-> Request. "
 	  "Fetch the keys' values into out (asynchronous; wait() on the result).\n"
 	  "Under BSP a pull at clock c sees exactly every worker's pushes of\n"
 	  "clocks < c; SSP at least those of clocks < c - s; ASP at least this\n"
@@ -667,21 +667,21 @@ static PyMethodDef worker_methods[] = {
 	  "a read-only buffer." },
 	{ "pushpull", (PyCFunction)(void (*)(void))rps_py_pushpull,
 	  METH_FASTCALL | METH_KEYWORDS,
-	  "pushpull(keys, grads, out) -> Request\n\n"
+	  "pushpull($self, /, keys, grads, out)\n--\n\n-> Request. "
 	  "One training step: push grads at clock c, end clock c (clock()), then\n"
 	  "pull the values of clock c + 1 into out. grads and out as for push and\n"
 	  "pull (out must not overlap grads). The clock has ended when this call\n"
 	  "returns; wait() on the Request for the values." },
 	{ "clock", worker_clock, METH_NOARGS,
-	  "clock() -> None\n\n"
+	  "clock($self, /)\n--\n\n"
 	  "End the current clock (iteration): every push made before belongs to it.\n"
 	  "Releases the GIL." },
 	{ "barrier", worker_barrier, METH_NOARGS,
-	  "barrier() -> None\n\n"
+	  "barrier($self, /)\n--\n\n"
 	  "Wait until every live worker reached the barrier (releases the GIL; not\n"
 	  "interruptible by Ctrl-C until it returns or times out)." },
 	{ "register", rps_py_register, METH_O,
-	  "register(buf) -> Registration\n\n"
+	  "register($self, buf, /)\n--\n\n-> Registration. "
 	  "Register a writable float32 buffer you pull into again and again (a\n"
 	  "model's parameters): over RDMA, pulls whose destination lies wholly in\n"
 	  "it are read straight into it instead of through a bounce buffer and a\n"
@@ -691,25 +691,25 @@ static PyMethodDef worker_methods[] = {
 	  "buffer can be pulled into without it. At most 64 per worker;\n"
 	  "rdmaps.Error EEXIST if it overlaps a registered one." },
 	{ "save_model", worker_save_model, METH_VARARGS,
-	  "save_model(keys, path) -> None\n\n"
+	  "save_model($self, keys, path, /)\n--\n\n"
 	  "Pull the declared keys at the current clock and write them to the .npz\n"
 	  "file path (one float32 array per key, named by the key in decimal)." },
 	{ "load_model", worker_load_model, METH_VARARGS,
-	  "load_model(keys, path) -> None\n\n"
+	  "load_model($self, keys, path, /)\n--\n\n"
 	  "Read the .npz file (checked first: every key present, float32, the\n"
 	  "declared size) and assign its values on the servers. Call it on ONE\n"
 	  "worker after declare and before any push; every worker then calls\n"
 	  "barrier() before its first pull." },
 	{ "checkpoint", (PyCFunction)(void (*)(void))worker_checkpoint,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "checkpoint(clock=None, timeout=None) -> None\n\n"
+	  "checkpoint($self, /, clock=None, timeout=None)\n--\n\n"
 	  "Every shard of every live server writes a checkpoint (needs\n"
 	  "RDMAPS_CHECKPOINT_DIR on the servers). Under BSP with clock=c the files\n"
 	  "hold exactly the parameters after clocks < c." },
 	{ "stats", worker_stats, METH_NOARGS,
-	  "stats() -> dict\n\nThis worker's counters (pulls, pushes, bytes_out, bytes_in, ...)." },
+	  "stats($self, /)\n--\n\nThis worker's counters (pulls, pushes, bytes_out, bytes_in, ...)." },
 	{ "declared_size", worker_declared_len, METH_O,
-	  "declared_size(key) -> int\n\nThe declared length of key (float32 elements); "
+	  "declared_size($self, key, /)\n--\n\nThe declared length of key (float32 elements); "
 	  "ValueError if it was not declared through this worker." },
 	{ NULL, NULL, 0, NULL },
 };

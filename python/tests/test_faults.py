@@ -1,0 +1,60 @@
+"""Ctrl-C during a wait, and a server killed during a wait."""
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import rdmaps
+from conftest import Proc, worker, workers, together, SLOW
+
+
+def test_ctrl_c_during_wait(cluster):
+    c = cluster(servers=1, workers=2, consistency="bsp")
+    p = Proc(c, "blocked_pull")
+    try:
+        w = worker(c)  # the other worker of the job
+        w.declare(1, 4, init="zeros")
+        w.barrier()
+        p.expect("WAITING", 30)
+        time.sleep(0.2)  # well inside wait()
+        t0 = time.monotonic()
+        p.p.send_signal(signal.SIGINT)
+        line = p.expect("INTERRUPTED", 5)
+        assert time.monotonic() - t0 < 1.0 * SLOW  # promptly
+        assert float(line.split()[1]) >= 0.2
+        p.expect("USABLE", 5)
+        # end clock 0 here: the child's pull at clock 1 completes
+        w.push(1, np.full(4, 2, np.float32)).wait()
+        w.clock()
+        assert p.expect("DONE", 10) == "DONE -3"  # 1 + 2 pushed, sgd lr 1
+        w.barrier()
+        p.expect("CLOSED", 10)
+        assert p.wait(10) == 0
+        w.close()
+    finally:
+        p.kill()
+
+
+def test_server_killed_during_wait(cluster):
+    c = cluster(servers=2, workers=2, consistency="bsp", timeout_ms=int(3000 * SLOW))
+    a, b = workers(c, 2, timeout=3 * SLOW)
+    try:
+        together(lambda w: (w.declare([1, 2], [64, 64], init="zeros"), w.barrier()), [a, b])
+        a.push([1, 2], np.ones(128, np.float32)).wait()
+        a.clock()
+        out = np.zeros(128, np.float32)
+        r = a.pull([1, 2], out)  # waits for b's clock 0 on both servers
+        time.sleep(0.2)
+        c.servers[1].kill(signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises((rdmaps.ConnectionError, rdmaps.TimeoutError)) as e:
+            r.wait(timeout=30 * SLOW)
+        took = time.monotonic() - t0
+        assert took < 10 * SLOW, took
+        assert e.value.errno > 0 and e.value.strerror
+        assert r.done() and r.exception() is not None
+    finally:
+        t0 = time.monotonic()
+        together(lambda w: w.close(), [a, b])
+        assert time.monotonic() - t0 < 15 * SLOW  # closing does not hang either
