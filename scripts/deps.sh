@@ -8,6 +8,7 @@ PKGS=(
 	libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
 	libopenblas-dev libjemalloc-dev libcmocka-dev zlib1g-dev libzip-dev
 	libmicrohttpd-dev libjansson-dev libisal-dev
+	clang-14 libfuzzer-14-dev
 	python3-numpy
 	perftest iperf3 qperf
 	dataset-fashion-mnist

@@ -14,7 +14,7 @@
 #   scripts/fuzz.sh --build-only
 #
 # Environment: FUZZ_SECONDS, FUZZ_RUNS (cap on inputs per target, 5000000),
-# FUZZ_PAR (targets at once), CC (default clang), FUZZ_BUILD (build-fuzz).
+# FUZZ_PAR (targets at once), CC (default clang, else clang-14), FUZZ_BUILD (build-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -37,7 +37,10 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-CC=${CC:-clang}
+if [ -z "${CC:-}" ]; then
+	CC=clang
+	command -v clang >/dev/null || CC=clang-14
+fi
 if ! command -v "$CC" >/dev/null; then
 	echo "fuzz.sh: no $CC: the fuzz targets need clang and libFuzzer (scripts/deps.sh installs clang-14 and libfuzzer-14-dev)" >&2
 	exit 1
@@ -114,8 +117,9 @@ fi
 echo "== fuzz: ${#TARGETS[@]} target(s), ${SECONDS_EACH}s each, $PAR at a time, over tests/fuzz/corpus"
 SCRATCH=$(mktemp -d /tmp/rps-fuzz-XXXXXX)
 trap 'rm -rf "$SCRATCH"' EXIT
-declare -A PID
+declare -A PID=()
 FAILED=()
+set +u # bash < 5.2 calls an empty associative array unbound
 wait_one() {
 	local t=$1 rc=0
 	wait "${PID[$t]}" || rc=$?
