@@ -6,7 +6,7 @@
  *
  * Each file is small and valid (or, where noted, the one refusal worth a
  * seed); the fuzzers mutate from there. Deterministic: the same build writes
- * the same bytes (checkpoints aside, whose created_ns is the time). */
+ * the same bytes, but for the .npz archive (its members carry their time). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -473,6 +473,81 @@ static void gen_sched(void)
 	save("sched", "worker_checkpoint_early", b.b, b.n);
 }
 
+/* The scheduler's answers to the control clients: [mode] + frames. */
+static void gen_ctl(void)
+{
+	static struct buf b;
+	struct rps_frame_hdr h;
+
+	/* 0: status */
+	b.n = 0;
+	put8(&b, 0);
+	{
+		static const char text[] = "job running: 1 server(s), 1 worker(s)\nnode 0 server ...\n";
+
+		rps_proto_hdr_init(&h, RPS_OP_STATUS, sizeof(text) - 1, 1);
+		put(&b, &h, sizeof(h));
+		put(&b, text, sizeof(text) - 1);
+	}
+	save("ctl", "status", b.b, b.n);
+	/* 1: checkpoint: a result, then DONE */
+	b.n = 0;
+	put8(&b, 1);
+	f_result(&b, RPS_OP_CHECKPOINT, 0);
+	frame(&b, RPS_OP_CHECKPOINT, 0, 0, RPS_CTLREQ_DONE, NULL, 0, NULL, 0);
+	save("ctl", "checkpoint", b.b, b.n);
+	/* 1: a refusal: busy, with a reason */
+	b.n = 0;
+	put8(&b, 1);
+	{
+		static const char why[] = "another checkpoint or export is running";
+
+		frame(&b, RPS_OP_CHECKPOINT, 0, -EBUSY, RPS_CTLREQ_DONE, why, sizeof(why) - 1,
+		      NULL, 0);
+	}
+	save("ctl", "checkpoint_busy", b.b, b.n);
+	/* 2: export: a slice in one piece, a result, DONE */
+	b.n = 0;
+	put8(&b, 2);
+	f_export_data(&b);
+	{
+		struct {
+			struct rps_ctlres r;
+			struct rps_ctlres_shard s[1];
+		} res;
+
+		memset(&res, 0, sizeof(res));
+		res.r.num_shards = 1;
+		res.r.consistency = RPS_BSP;
+		res.s[0].clock = 3;
+		res.s[0].nslices = 1;
+		res.s[0].nelems = 4;
+		frame(&b, RPS_OP_EXPORT, 0, 0, RPS_CTLREQ_RESULT, &res, sizeof(res), NULL, 0);
+	}
+	frame(&b, RPS_OP_EXPORT, 0, 0, RPS_CTLREQ_DONE, NULL, 0, NULL, 0);
+	save("ctl", "export", b.b, b.n);
+	/* 3: a node joins: the map, then a barrier, a dead node, an error */
+	b.n = 0;
+	put8(&b, 3);
+	{
+		struct rps_map m = {.your_id = 1, .your_rank = 0, .num_servers = 1, .num_workers = 1,
+				    .num_nodes = 2, .epoch = 1};
+		struct rps_node n[2] = {{.id = 0, .role = RPS_ROLE_SERVER, .alive = 1, .port = 5000},
+					{.id = 1, .role = RPS_ROLE_WORKER, .alive = 1}};
+		static const char why[] = "scheduler going away";
+
+		snprintf(n[0].host, sizeof(n[0].host), "127.0.0.1");
+		snprintf(n[1].host, sizeof(n[1].host), "127.0.0.1");
+		frame(&b, RPS_OP_MAP, 0, 0, 0, &m, sizeof(m), n, sizeof(n));
+		frame(&b, RPS_OP_BARRIER_DONE, 0, 0, 1, NULL, 0, NULL, 0);
+		n[0].alive = 0;
+		frame(&b, RPS_OP_NODE_DEAD, 0, 0, 0, &n[0], sizeof(n[0]), NULL, 0);
+		frame(&b, RPS_OP_ERROR, 0, -EPROTO, 0, why, sizeof(why) - 1, NULL, 0);
+		frame(&b, RPS_OP_SHUTDOWN, 0, 0, 0, NULL, 0, NULL, 0);
+	}
+	save("ctl", "join_map", b.b, b.n);
+}
+
 static void gen_http(void)
 {
 	static const struct {
@@ -709,6 +784,7 @@ int main(int argc, char **argv)
 	gen_server();
 	gen_sched();
 	gen_http();
+	gen_ctl();
 	gen_config();
 	gen_ckpt(tmp);
 	gen_npy();
