@@ -314,7 +314,8 @@ static int assemble(struct creq_run *r, struct rps_npz_entry **e_p, size_t *n_p)
 	struct rps_npz_entry *e;
 	size_t ne = 0, i = 0;
 
-	qsort(r->sl, r->n, sizeof(*r->sl), cmp_slice);
+	if (r->n) /* an export of no slice: r->sl is NULL, which qsort must not get */
+		qsort(r->sl, r->n, sizeof(*r->sl), cmp_slice);
 	e = rps_calloc(r->n ? r->n : 1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
