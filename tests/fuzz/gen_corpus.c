@@ -548,6 +548,58 @@ static void gen_ctl(void)
 	save("ctl", "join_map", b.b, b.n);
 }
 
+/* A server's answers to a worker's pieces (fuzz_worker.c): req_id 0
+ * DECLARE, 1 PULL, 2 PUSH. */
+static void gen_worker(void)
+{
+	static struct buf b;
+	struct rps_declare_ack a = {.key = 5, .nelems = 16, .offset = 4096};
+	struct rps_pull p = {.key = 5, .count = 4};
+	struct rps_frame_hdr h;
+
+	b.n = 0;
+	rps_proto_hdr_init(&h, RPS_OP_DECLARE_ACK, sizeof(a), 0);
+	h.aux = rps_proto_declare_ack_aux(64, 1);
+	put(&b, &h, sizeof(h));
+	put(&b, &a, sizeof(a));
+	rps_proto_hdr_init(&h, RPS_OP_PULL_RESP, sizeof(p) + 4 * sizeof(float), 1);
+	h.aux = 1; /* the shard's clock */
+	put(&b, &h, sizeof(h));
+	put(&b, &p, sizeof(p));
+	put(&b, vals, 4 * sizeof(float));
+	rps_proto_hdr_init(&h, RPS_OP_PUSH_ACK, 0, 2);
+	h.aux = 8; /* credits */
+	put(&b, &h, sizeof(h));
+	save("worker", "answers", b.b, b.n);
+	/* a refused declare (a reason follows), an error for the pull */
+	b.n = 0;
+	{
+		static const char why[] = "key 5 slice 0: declared with another optimizer\n";
+
+		rps_proto_hdr_init(&h, RPS_OP_DECLARE_ACK, sizeof(a) + sizeof(why) - 1, 0);
+		h.status = -EINVAL;
+		put(&b, &h, sizeof(h));
+		put(&b, &a, sizeof(a));
+		put(&b, why, sizeof(why) - 1);
+	}
+	{
+		static const char why[] = "shard 0: out of memory";
+
+		rps_proto_hdr_init(&h, RPS_OP_ERROR, sizeof(why) - 1, 1);
+		h.status = -ENOMEM;
+		put(&b, &h, sizeof(h));
+		put(&b, why, sizeof(why) - 1);
+	}
+	save("worker", "refusals", b.b, b.n);
+	/* a chunked slice's geometry, an older server's aux 0 */
+	b.n = 0;
+	rps_proto_hdr_init(&h, RPS_OP_DECLARE_ACK, sizeof(a), 0);
+	h.aux = rps_proto_declare_ack_aux(4096, 0);
+	put(&b, &h, sizeof(h));
+	put(&b, &a, sizeof(a));
+	save("worker", "declare_chunked", b.b, b.n);
+}
+
 static void gen_http(void)
 {
 	static const struct {
@@ -785,6 +837,7 @@ int main(int argc, char **argv)
 	gen_sched();
 	gen_http();
 	gen_ctl();
+	gen_worker();
 	gen_config();
 	gen_ckpt(tmp);
 	gen_npy();
