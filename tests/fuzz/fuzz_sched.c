@@ -85,7 +85,8 @@ static int ended(void)
 }
 
 /* A peer's connection: role head % 4, rank (head >> 2) % 4 or UINT32_MAX
- * (head & 0x80). The job of the last input may end while this one starts
+ * (head & 0x80); head & 0x20: no handshake, the segment's bytes are all the
+ * peer sends, its hello included. The job of the last input may end while this one starts
  * (its nodes' connections close asynchronously): then a new scheduler, and
  * a second try. */
 static int open_peer(uint8_t head)
@@ -96,6 +97,8 @@ static int open_peer(uint8_t head)
 	for (int attempt = 0; attempt < 2; attempt++) {
 		int fd = fuzz_connect(port);
 
+		if (fd >= 0 && (head & 0x20))
+			return fd; /* no handshake: the bytes are the hello and the rest */
 		if (fd >= 0 && !fuzz_handshake(fd, role, rank, SECRET, HELLO_MS))
 			return fd;
 		if (fd >= 0)

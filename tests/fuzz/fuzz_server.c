@@ -11,7 +11,8 @@
  * Per input: segments (fuzz_segments, fuzz_run_segments): connections of
  * workers of rank head % 2 (head & 0x80: asking for rank UINT32_MAX, which
  * the server refuses), each doing the handshake (fuzz_handshake) and then
- * sending its segments' bytes as they are, in order; then our sides are
+ * sending its segments' bytes as they are, in order (head & 0x20: no
+ * handshake, the bytes are the hello and what follows); then our sides are
  * shut for writing and we read until the server closed them (at most 1 s). */
 #include <pthread.h>
 #include <stdint.h>
@@ -68,7 +69,9 @@ static void start(void)
 		abort();
 }
 
-/* A worker's connection: rank head % 2, or UINT32_MAX (head & 0x80). */
+/* A worker's connection: rank head % 2, or UINT32_MAX (head & 0x80); with
+ * head & 0x20 no handshake: the segment's bytes are all the peer sends,
+ * hello included (the transport's hello phase and the server's admission). */
 static int open_worker(uint8_t head)
 {
 	uint32_t rank = head & 0x80 ? UINT32_MAX : head % 2u;
@@ -76,6 +79,8 @@ static int open_worker(uint8_t head)
 
 	if (fd < 0)
 		abort(); /* the server stopped accepting: a finding */
+	if (head & 0x20)
+		return fd;
 	if (fuzz_handshake(fd, RPS_ROLE_WORKER, rank, SECRET, WAIT_MS)) {
 		close(fd);
 		return -1;

@@ -397,6 +397,21 @@ static void gen_server(void)
 	b.n = 0;
 	seg(&b, 1, &w0);
 	save("server", "sync_parked_pull", b.b, b.n);
+	/* no handshake by the harness (head 0x20): the hello is in the bytes, a
+	 * channel of its own, then a pull */
+	w0.n = 0;
+	{
+		struct rps_hello h;
+
+		rps_proto_hello_init(&h, RPS_ROLE_WORKER, 1, "fuzz-secret");
+		h.channel = 1;
+		frame(&w0, RPS_OP_HELLO, 0, 0, 0, &h, sizeof(h), NULL, 0);
+	}
+	f_declare(&w0, 6, 1, 4, 0);
+	f_pull(&w0, 6, 1, 4, 0);
+	b.n = 0;
+	seg(&b, 0x20, &w0);
+	save("server", "raw_hello", b.b, b.n);
 	/* an ERROR from the worker */
 	w0.n = 0;
 	{
@@ -431,6 +446,18 @@ static void gen_sched(void)
 	frame(&w, RPS_OP_SHUTDOWN, 0, 0, 0, NULL, 0, NULL, 0);
 	seg(&b, 0x40 | 1, &w);
 	save("sched", "job_barrier_leave", b.b, b.n);
+	/* rdmaps-ctl's own hello (head 0x20: sent as bytes), then STATUS */
+	c.n = 0;
+	{
+		struct rps_hello h;
+
+		rps_proto_hello_init(&h, RPS_ROLE_CTL, UINT32_MAX, "fuzz-secret");
+		frame(&c, RPS_OP_HELLO, 0, 0, 0, &h, sizeof(h), NULL, 0);
+	}
+	frame(&c, RPS_OP_STATUS, 0, 0, 0, NULL, 0, NULL, 0);
+	b.n = 0;
+	seg(&b, 0x20 | 3, &c);
+	save("sched", "raw_hello_status", b.b, b.n);
 	/* rdmaps-ctl asks for the status */
 	c.n = 0;
 	frame(&c, RPS_OP_STATUS, 0, 0, 0, NULL, 0, NULL, 0);
