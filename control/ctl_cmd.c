@@ -37,12 +37,16 @@
 #define CTL_ANSWER_MARGIN 5000 /* ms after the scheduler's own deadline */
 #define CTL_MAX_SLICE	  (1ull << 34)
 
+/* A slice as its pieces arrive: data grows with them (to cap elements), so
+ * that what a frame announces (slice_elems) reserves no memory before the
+ * data comes. */
 struct xslice {
 	uint64_t key;
 	uint32_t slice, server, shard;
-	uint64_t nelems, filled, clock;
+	uint64_t nelems, filled, clock, cap;
 	float *data;
 };
+#define CTL_GROW_MIN 65536u /* elements: the first allocation of a slice, at most */
 
 struct creq_run {
 	FILE *out;
@@ -117,12 +121,6 @@ static void on_data(struct creq_run *r, const void *data, size_t len)
 		}
 		x = &r->sl[r->n];
 		memset(x, 0, sizeof(*x));
-		x->data = rps_malloc(p.slice_elems ? p.slice_elems * sizeof(float) : 1);
-		if (!x->data) {
-			set_bad(r, "out of memory for key %" PRIu64 " (%" PRIu64 " elements)",
-				p.key, p.slice_elems);
-			return;
-		}
 		r->n++;
 		x->key = p.key;
 		x->slice = p.slice;
@@ -135,7 +133,24 @@ static void on_data(struct creq_run *r, const void *data, size_t len)
 		set_bad(r, "key %" PRIu64 " slice %u: pieces out of order", p.key, p.slice);
 		return;
 	}
-	memcpy(x->data + p.offset, (const char *)data + sizeof(p), (size_t)p.count * sizeof(float));
+	if (x->filled + p.count > x->cap) {
+		/* double, up to the slice; never more than twice what came */
+		uint64_t cap = RPS_MAX(2 * x->cap, (uint64_t)CTL_GROW_MIN);
+		float *d;
+
+		cap = RPS_MIN(RPS_MAX(cap, x->filled + p.count), x->nelems);
+		d = rps_realloc(x->data, cap * sizeof(float));
+		if (!d) {
+			set_bad(r, "out of memory for key %" PRIu64 " (%" PRIu64 " elements)",
+				p.key, cap);
+			return;
+		}
+		x->data = d;
+		x->cap = cap;
+	}
+	if (p.count)
+		memcpy(x->data + p.offset, (const char *)data + sizeof(p),
+		       (size_t)p.count * sizeof(float));
 	x->filled += p.count;
 }
 
@@ -314,7 +329,8 @@ static int assemble(struct creq_run *r, struct rps_npz_entry **e_p, size_t *n_p)
 	struct rps_npz_entry *e;
 	size_t ne = 0, i = 0;
 
-	qsort(r->sl, r->n, sizeof(*r->sl), cmp_slice);
+	if (r->n) /* an export of no slice: r->sl is NULL, which qsort must not get */
+		qsort(r->sl, r->n, sizeof(*r->sl), cmp_slice);
 	e = rps_calloc(r->n ? r->n : 1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
@@ -345,7 +361,9 @@ static int assemble(struct creq_run *r, struct rps_npz_entry **e_p, size_t *n_p)
 		if (!e[ne].data)
 			goto err;
 		for (size_t k = i; k < j; k++) {
-			memcpy(e[ne].data + at, r->sl[k].data, r->sl[k].nelems * sizeof(float));
+			if (r->sl[k].nelems) /* an empty slice has no data (NULL) */
+				memcpy(e[ne].data + at, r->sl[k].data,
+				       r->sl[k].nelems * sizeof(float));
 			at += r->sl[k].nelems;
 		}
 		r->nelems += total;

@@ -31,7 +31,8 @@ struct rps_http_server {
 	void *arg;
 };
 
-static void http_log(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void http_log(void *cls, const char *fmt,
+							     va_list ap)
 {
 	char msg[256];
 

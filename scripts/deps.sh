@@ -9,6 +9,7 @@ PKGS=(
 	libopenblas-dev libjemalloc-dev libcmocka-dev zlib1g-dev libzip-dev
 	libmicrohttpd-dev libjansson-dev libisal-dev
 	python3-numpy python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel python3-torch
+	clang-14 libfuzzer-14-dev
 	perftest iperf3 qperf
 	dataset-fashion-mnist
 	qemu-system-x86 busybox-static kmod cpio iproute2

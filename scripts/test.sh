@@ -2,7 +2,8 @@
 # The whole test suite: unit, integration (real processes on 127.0.0.1),
 # python (pytest of the rdmaps package against a local cluster), RDMA (in
 # the SoftRoCE guest, or skipped with the reason), then unit + integration
-# again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# again under AddressSanitizer + UndefinedBehaviorSanitizer, then every
+# libFuzzer target for a fixed time over its seeds (scripts/fuzz.sh).
 # Exits non-zero when any test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +36,8 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DRPS_ASAN=ON -DRPS_UBSAN=ON -
 cmake --build build-asan -j"$JOBS"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	ctest -L 'unit|integration' --output-on-failure -j"$JOBS")
+
+echo "== fuzz targets (clang, libFuzzer + ASan + UBSan), 20 s each over their seeds"
+./scripts/fuzz.sh
 
 echo "== all tests passed"

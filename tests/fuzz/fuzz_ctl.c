@@ -1,0 +1,185 @@
+/* Fuzz target: what the control clients make of the scheduler's answers:
+ * rdmaps-ctl's status, checkpoint and export (control/ctl_status.c,
+ * control/ctl_cmd.c: RESULT and EXPORT DATA frames, DONE, errors; an export
+ * assembles slices and writes an .npz) and a node joining a job
+ * (control/control.c, control/control_events.c: MAP, NODE_DEAD,
+ * BARRIER_DONE, ERROR, relayed control requests).
+ *
+ * A fake scheduler in a thread of this process listens on 127.0.0.1; per
+ * input, each connection to it gets the handshake's answer (a HELLO_ACK),
+ * then the input's bytes after byte 0 as they are, then the end of the
+ * stream. Byte 0 picks the client (mode % 4): status, checkpoint, export
+ * (to a file in a private folder), or join as a worker (then leave). The
+ * clients wait 100 ms at most for an answer. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdmaps/ctl.h>
+
+#include "control/control.h"
+#include "src/config.h"
+#include "tests/fuzz/fuzz_util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define SECRET	   "fuzz-secret"
+#define TIMEOUT_MS 100
+
+static int lfd = -1;
+static uint16_t port;
+static char dir[] = "/tmp/rps-fuzz-ctl-XXXXXX";
+static FILE *devnull;
+
+struct fake {
+	const uint8_t *reply;
+	size_t len;
+	atomic_int stop;
+};
+
+static void start(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t al = sizeof(a);
+
+	fuzz_quiet();
+	signal(SIGPIPE, SIG_IGN);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 64) ||
+	    getsockname(lfd, (struct sockaddr *)&a, &al) || !mkdtemp(dir) ||
+	    !(devnull = fopen("/dev/null", "w"))) {
+		perror("fuzz_ctl: set-up");
+		abort();
+	}
+	port = ntohs(a.sin_port);
+}
+
+/* One connection: hello in, HELLO_ACK and the reply out, end of stream,
+ * then read until the client closes (at most 1 s). */
+static void serve_one(int fd, const struct fake *f)
+{
+	uint8_t hello[sizeof(struct rps_frame_hdr) + sizeof(struct rps_hello)];
+	struct rps_frame_hdr ack;
+	uint64_t deadline = fuzz_now_ms() + 1000;
+	size_t sent = 0;
+	char buf[4096];
+
+	if (fuzz_read_full(fd, hello, sizeof(hello), deadline))
+		return;
+	rps_proto_hdr_init(&ack, RPS_OP_HELLO_ACK, 0, 0);
+	if (write(fd, &ack, sizeof(ack)) != (ssize_t)sizeof(ack))
+		return;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	while (fuzz_now_ms() < deadline) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN | (sent < f->len ? POLLOUT : 0)};
+		ssize_t k;
+
+		if (sent == f->len && sent != SIZE_MAX) {
+			shutdown(fd, SHUT_WR);
+			sent = SIZE_MAX; /* shut */
+		}
+		if (poll(&pf, 1, 10) <= 0)
+			continue;
+		if (pf.revents & (POLLIN | POLLHUP | POLLERR)) {
+			k = read(fd, buf, sizeof(buf));
+			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+				return;
+		}
+		if ((pf.revents & POLLOUT) && sent < f->len) {
+			k = write(fd, f->reply + sent, f->len - sent);
+			if (k > 0)
+				sent += (size_t)k;
+			else if (k < 0 && errno != EAGAIN && errno != EINTR)
+				return;
+		}
+	}
+}
+
+static void *fake_sched(void *arg)
+{
+	struct fake *f = arg;
+
+	while (!atomic_load(&f->stop)) {
+		struct pollfd pf = {.fd = lfd, .events = POLLIN};
+		int fd;
+
+		if (poll(&pf, 1, 5) <= 0)
+			continue;
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		serve_one(fd, f);
+		close(fd);
+	}
+	return NULL;
+}
+
+static void join_leave(const char *sched)
+{
+	static struct rps_config cfg;
+	static int have_cfg;
+	struct rps_ctl_join_opts o;
+	struct rps_ctl *ctl;
+	struct rps_map map;
+	struct rps_node nodes[4];
+
+	if (!have_cfg) {
+		rps_config_init(&cfg);
+		have_cfg = 1;
+	}
+	rps_ctl_join_opts_init(&o, &cfg, RPS_ROLE_WORKER);
+	o.scheduler = sched;
+	o.secret = SECRET;
+	o.timeout_ms = TIMEOUT_MS;
+	o.heartbeat_ms = 50;
+	if (rps_ctl_join(&o, &ctl))
+		return;
+	(void)rps_ctl_map(ctl, &map, nodes, 4);
+	rps_ctl_leave(ctl);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct rps_ctl_opts o;
+	struct fake f;
+	pthread_t th;
+	char path[64];
+
+	pthread_once(&once, start);
+	if (size < 1)
+		return 0;
+	f.reply = data + 1;
+	f.len = size - 1;
+	atomic_init(&f.stop, 0);
+	if (pthread_create(&th, NULL, fake_sched, &f))
+		abort();
+	memset(&o, 0, sizeof(o));
+	o.field_mask = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
+	snprintf(o.scheduler, sizeof(o.scheduler), "127.0.0.1:%u", port);
+	snprintf(o.secret, sizeof(o.secret), "%s", SECRET);
+	o.timeout_ms = TIMEOUT_MS;
+	switch (data[0] % 4) {
+	case 0:
+		(void)rps_ctl_status_print(&o, devnull);
+		break;
+	case 1:
+		(void)rps_ctl_checkpoint(&o, devnull);
+		break;
+	case 2:
+		snprintf(path, sizeof(path), "%s/model.npz", dir);
+		(void)rps_ctl_export(&o, path, devnull);
+		unlink(path);
+		break;
+	default:
+		join_leave(o.scheduler);
+		break;
+	}
+	atomic_store(&f.stop, 1);
+	pthread_join(th, NULL);
+	fuzz_quiet(); /* the clients set the level from the configuration */
+	return 0;
+}

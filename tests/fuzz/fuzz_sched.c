@@ -1,0 +1,130 @@
+/* Fuzz target: what the scheduler does with the frames of its peers: the
+ * TCP transport's receive path, then server/sched*.c: REGISTER (ranks,
+ * rejoins, refusals), HEARTBEAT with a server's tail, BARRIER, SHUTDOWN,
+ * STATUS, and the control requests CHECKPOINT / EXPORT with their parts
+ * (requests from rdmaps-ctl, results and data from servers).
+ *
+ * A real scheduler in-process (rps_sched_create, rps_sched_run in a thread;
+ * 127.0.0.1, a job of 1 server and 1 worker, a secret). Inputs are
+ * segments (fuzz_segments, fuzz_run_segments): connections opened together,
+ * each with the role head % 4 (0 scheduler: refused; 1 server; 2 worker; 3
+ * rdmaps-ctl) and the rank (head >> 2) % 4, or any rank (head & 0x80); each
+ * does the handshake; then the segments' bytes go out as they are, in
+ * order, each on its connection (a segment may continue an earlier
+ * connection: FUZZ_SEG_MORE), so that a server can answer a request that
+ * rdmaps-ctl sent; then every connection is shut for writing and read until
+ * the scheduler closed it (at most 1 s). A server and a worker that both register complete the
+ * job: the map goes out, and when they go away the job ends and run()
+ * returns; the next input then gets a new scheduler. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/sched.h"
+#include "tests/fuzz/fuzz_util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define SECRET	"fuzz-secret"
+#define WAIT_MS 1000
+#define HELLO_MS 200
+
+static struct rps_sched *sched;
+static pthread_t th;
+static atomic_int done;
+static uint16_t port;
+
+static void *run(void *arg)
+{
+	(void)arg;
+	rps_sched_run(sched);
+	atomic_store(&done, 1);
+	return NULL;
+}
+
+static void start(void)
+{
+	struct rps_sched_opts o;
+
+	rps_sched_opts_init(&o, NULL);
+	o.host = "127.0.0.1";
+	o.port = 0;
+	o.secret = SECRET;
+	o.num_servers = 1;
+	o.num_workers = 1;
+	o.heartbeat_timeout_ms = 5000;
+	o.shutdown_grace_ms = 200;
+	if (rps_sched_create(&o, &sched)) {
+		fprintf(stderr, "fuzz_sched: cannot create the scheduler\n");
+		abort();
+	}
+	port = rps_sched_port(sched);
+	fuzz_quiet(); /* after the configuration set its level */
+	atomic_store(&done, 0);
+	if (pthread_create(&th, NULL, run, NULL))
+		abort();
+}
+
+/* The job ended: a new scheduler for the next input. */
+static void restart_if_ended(void)
+{
+	if (!atomic_load(&done))
+		return;
+	fuzz_debug("the job ended: a new scheduler");
+	pthread_join(th, NULL);
+	rps_sched_destroy(sched);
+	start();
+	fuzz_debug("the new scheduler listens on port %u", port);
+}
+
+static int ended(void)
+{
+	return atomic_load(&done);
+}
+
+/* A peer's connection: role head % 4, rank (head >> 2) % 4 or UINT32_MAX
+ * (head & 0x80); head & 0x20: no handshake, the segment's bytes are all the
+ * peer sends, its hello included. The job of the last input may end while this one starts
+ * (its nodes' connections close asynchronously): then a new scheduler, and
+ * a second try. */
+static int open_peer(uint8_t head)
+{
+	uint8_t role = head % 4u;
+	uint32_t rank = head & 0x80 ? UINT32_MAX : (head >> 2) % 4u;
+
+	for (int attempt = 0; attempt < 2; attempt++) {
+		int fd = fuzz_connect(port);
+
+		if (fd >= 0 && (head & 0x20))
+			return fd; /* no handshake: the bytes are the hello and the rest */
+		if (fd >= 0 && !fuzz_handshake(fd, role, rank, SECRET, HELLO_MS))
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		else if (!ended())
+			abort(); /* the scheduler stopped accepting: a finding */
+		if (!ended())
+			return -1; /* refused */
+		restart_if_ended();
+	}
+	return -1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static int init;
+	struct fuzz_seg seg[FUZZ_SEG_MAX];
+	int n;
+
+	if (!init) {
+		start();
+		fuzz_stream_stop = ended;
+		init = 1;
+	}
+	restart_if_ended();
+	n = fuzz_segments(data, size, seg, FUZZ_SEG_MAX);
+	fuzz_run_segments(seg, n, open_peer, WAIT_MS);
+	return 0;
+}
