@@ -24,6 +24,7 @@
 #include "src/util.h"
 #include "http/http.h"
 
+#define RPS_HTTP_HOST_MAX 256
 #define HTTP_BACKLOG	   256
 #define HTTP_DEFAULT_CTYPE "text/plain; charset=utf-8"
 #define HTTP_PRESSURE_S	   1 /* idle timeout of every connection under pressure */
@@ -350,6 +351,19 @@ int rps_http_start_req(const char *host, uint16_t port, const struct rps_http_op
 		       rps_http_req_fn fn, void *arg, struct rps_http_server **srv_p)
 {
 	return http_start(host, port, opts, NULL, fn, arg, srv_p);
+}
+
+const char *rps_http_shown_host(const char *host)
+{
+	static _Thread_local char buf[RPS_HTTP_HOST_MAX + 2];
+
+	if (!host || !*host || !strcmp(host, "*") || !strcmp(host, "0.0.0.0"))
+		return "127.0.0.1";
+	if (strchr(host, ':') && host[0] != '[') {
+		snprintf(buf, sizeof(buf), "[%s]", host);
+		return buf;
+	}
+	return host;
 }
 
 uint16_t rps_http_port(const struct rps_http_server *srv)

@@ -73,6 +73,10 @@ int rps_http_start(const char *host, uint16_t port, const struct rps_http_opts *
  * Authorization header and chooses the status code. */
 int rps_http_start_req(const char *host, uint16_t port, const struct rps_http_opts *opts,
 		       rps_http_req_fn fn, void *arg, struct rps_http_server **srv_p);
+/* host as a person types it into a browser: "*", "" and NULL (every
+ * interface) give "127.0.0.1"; an IPv6 literal is bracketed ("[::1]") into
+ * a static buffer of this thread. */
+const char *rps_http_shown_host(const char *host);
 /* The bound port. */
 uint16_t rps_http_port(const struct rps_http_server *srv);
 /* Stop the thread, close every connection, free. NULL is fine. */
