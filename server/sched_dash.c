@@ -111,10 +111,12 @@ static void series_add(struct dash_series *sr, const struct dash_point *pt)
 {
 	sr->total++;
 	sr->last = *pt;
+	sr->last_kept = 0;
 	if (sr->skip) {
 		sr->skip--;
 		return;
 	}
+	sr->last_kept = 1;
 	if (sr->n == DASH_POINTS) {
 		for (uint32_t i = 0; i < DASH_POINTS / 2; i++)
 			sr->pts[i] = sr->pts[2 * i];
@@ -271,8 +273,7 @@ static json_t *series_json(const struct dash_series *sr)
 {
 	json_t *t = json_array(), *c = json_array(), *v = json_array();
 	uint32_t n = sr->n;
-	int with_last = sr->total && (!n || sr->pts[n - 1].t != sr->last.t ||
-				      sr->pts[n - 1].clock != sr->last.clock);
+	int with_last = sr->total && !sr->last_kept;
 
 	for (uint32_t i = 0; i < n + (uint32_t)with_last; i++) {
 		const struct dash_point *p = i < n ? &sr->pts[i] : &sr->last;
@@ -342,7 +343,7 @@ static void build_snapshot(struct rps_sched *s, uint64_t now)
 	pthread_mutex_lock(&d->lock);
 	json_object_set_new(root, "action", action_json(d));
 	pthread_mutex_unlock(&d->lock);
-	text = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
+	text = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(7));
 	json_decref(root);
 	if (!text) {
 		RPS_WARN("dashboard: out of memory for the snapshot");

@@ -33,6 +33,7 @@ struct dash_series {
 	uint32_t stride; /* one report in stride is kept */
 	uint32_t skip;	 /* reports to pass before the next kept one */
 	uint64_t total;	 /* reports received */
+	int last_kept;	 /* the newest report is among pts[] */
 	struct dash_point last;
 	struct dash_point pts[DASH_POINTS];
 };

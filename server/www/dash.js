@@ -131,7 +131,8 @@ function drawChart(box, name, series, events, upS) {
     });
   }
   if (!isFinite(x0)) { x0 = 0; x1 = 1; }
-  x0 = 0; x1 = Math.max(x1, upS || 0, 1);
+  x0 = Math.max(0, x0 - 0.02 * (x1 - x0));  // from the first report to now
+  x1 = Math.max(x1, upS || 0, x0 + 1);
   if (!isFinite(y0)) { y0 = 0; y1 = 1; }
   if (y1 - y0 < 1e-12) { y0 -= 0.5; y1 += 0.5; }
   const pad = (y1 - y0) * 0.05; y0 -= pad; y1 += pad;
@@ -258,8 +259,8 @@ function drawJob(st) {
     const r = $('action-result');
     if (a.state === 'done') {
       r.className = 'ok';
-      r.textContent = a.op + ' done' + (a.clock ? ' at clock ' + a.clock : '') +
-        (a.files.length ? ': ' + a.files.join(', ') : '') + (a.why ? ' (' + a.why + ')' : '');
+      r.textContent = a.op + ' done' + (a.op === 'export' ? ': ' + a.why
+        : (a.clock ? ' at clock ' + a.clock : '') + ': ' + a.files.join(', '));
     } else if (a.state === 'failed') {
       r.className = 'error';
       r.textContent = a.op + ' failed: ' + a.why;
