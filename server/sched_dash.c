@@ -209,9 +209,8 @@ static json_t *node_json(const struct rps_sched *s, const struct sched_slot *sl,
 	json_object_set_new(o, "hb_age_ms",
 			    alive ? json_integer((json_int_t)((now - sl->last_hb_ns) / 1000000u))
 				  : json_null());
-	json_object_set_new(o, "cpu",
-			    alive && sl->cpu ? json_real((double)(sl->cpu - 1) / 1000.0)
-					     : json_null());
+	json_object_set_new(
+	    o, "cpu", alive && sl->cpu ? json_real((double)(sl->cpu - 1) / 1000.0) : json_null());
 	if (sl->node.role != RPS_ROLE_SERVER)
 		return o;
 	json_object_set_new(o, "pushes_s", json_real(alive ? sl->rate[0] : 0));
@@ -223,25 +222,25 @@ static json_t *node_json(const struct rps_sched *s, const struct sched_slot *sl,
 	if (sl->have_srv && alive) {
 		json_t *sh = json_array();
 
-		json_object_set_new(
-		    o, "ckpt_age_s",
-		    sl->srv.ckpt_age_ms >= 0
-			? json_real((double)sl->srv.ckpt_age_ms / 1e3 +
-				    (double)(now - sl->srv_ns) / 1e9)
-			: json_null());
+		json_object_set_new(o, "ckpt_age_s",
+				    sl->srv.ckpt_age_ms >= 0
+					? json_real((double)sl->srv.ckpt_age_ms / 1e3 +
+						    (double)(now - sl->srv_ns) / 1e9)
+					: json_null());
 		json_object_set_new(o, "ckpts", json_integer((json_int_t)sl->srv.ckpts));
 		json_object_set_new(o, "ckpt_fails", json_integer((json_int_t)sl->srv.ckpt_fails));
 		for (uint32_t k = 0; k < sl->srv.num_shards; k++) {
 			const struct rps_hb_shard_ext *e = &sl->shards[k];
 
 			json_array_append_new(
-			    sh, json_pack("{s:i,s:i,s:i,s:o,s:o,s:i}", "shard", (json_int_t)k,
-					  "ring", (json_int_t)e->ring_depth, "clock",
-					  (json_int_t)e->clock, "applied_s",
-					  sl->have_ext ? json_real(sl->shard_rate[k][0]) : json_null(),
-					  "pulls_s",
-					  sl->have_ext ? json_real(sl->shard_rate[k][1]) : json_null(),
-					  "ckpt_clock", (json_int_t)e->ckpt_clock));
+			    sh,
+			    json_pack("{s:i,s:i,s:i,s:o,s:o,s:i}", "shard", (json_int_t)k, "ring",
+				      (json_int_t)e->ring_depth, "clock", (json_int_t)e->clock,
+				      "applied_s",
+				      sl->have_ext ? json_real(sl->shard_rate[k][0]) : json_null(),
+				      "pulls_s",
+				      sl->have_ext ? json_real(sl->shard_rate[k][1]) : json_null(),
+				      "ckpt_clock", (json_int_t)e->ckpt_clock));
 		}
 		json_object_set_new(o, "shards", sh);
 	}
@@ -297,14 +296,13 @@ static json_t *job_json(struct rps_sched *s, uint64_t now)
 	char addr[RPS_STR_MAX + 8];
 
 	snprintf(addr, sizeof(addr), "%s:%u", s->host[0] ? s->host : "0.0.0.0", s->port);
-	return json_pack("{s:s,s:s,s:f,s:f,s:i,s:i,s:i,s:i,s:b,s:I,s:I}", "state",
-			 sched_state_name(s->state), "scheduler", addr, "up_s", since_start(s, now),
-			 "start_unix", s->dash->start_unix, "epoch", (json_int_t)s->epoch,
-			 "num_servers", (json_int_t)s->num_servers, "num_workers",
-			 (json_int_t)s->num_workers, "hb_timeout_ms", (json_int_t)s->hb_timeout_ms,
-			 "secret_set", s->secret[0] != '\0', "reports_dropped",
-			 (json_int_t)s->dash->dropped, "events_total",
-			 (json_int_t)s->dash->nevents);
+	return json_pack(
+	    "{s:s,s:s,s:f,s:f,s:i,s:i,s:i,s:i,s:b,s:I,s:I}", "state", sched_state_name(s->state),
+	    "scheduler", addr, "up_s", since_start(s, now), "start_unix", s->dash->start_unix,
+	    "epoch", (json_int_t)s->epoch, "num_servers", (json_int_t)s->num_servers, "num_workers",
+	    (json_int_t)s->num_workers, "hb_timeout_ms", (json_int_t)s->hb_timeout_ms, "secret_set",
+	    s->secret[0] != '\0', "reports_dropped", (json_int_t)s->dash->dropped, "events_total",
+	    (json_int_t)s->dash->nevents);
 }
 
 /* The last action (under d->lock). */
@@ -317,8 +315,8 @@ static json_t *action_json(const struct sched_dash *d)
 		json_array_append_new(files, json_string(d->act.files[i]));
 	return json_pack("{s:i,s:s,s:s,s:s,s:I,s:o}", "id", (json_int_t)d->act.id, "op",
 			 d->act.op == RPS_OP_EXPORT ? "export" : "checkpoint", "state",
-			 states[d->act.state], "why", d->act.why, "clock",
-			 (json_int_t)d->act.clock, "files", files);
+			 states[d->act.state], "why", d->act.why, "clock", (json_int_t)d->act.clock,
+			 "files", files);
 }
 
 static void build_snapshot(struct rps_sched *s, uint64_t now)
@@ -336,8 +334,8 @@ static void build_snapshot(struct rps_sched *s, uint64_t now)
 	for (uint64_t i = first; i < d->nevents; i++) {
 		const struct dash_event *e = &d->events[i % DASH_EVENTS];
 
-		json_array_append_new(events, json_pack("{s:f,s:s,s:s}", "t", e->t, "kind",
-							e->kind, "text", e->text));
+		json_array_append_new(events, json_pack("{s:f,s:s,s:s}", "t", e->t, "kind", e->kind,
+							"text", e->text));
 	}
 	json_object_set_new(root, "events", events);
 	pthread_mutex_lock(&d->lock);
@@ -459,9 +457,10 @@ void rps_sched_dash_tick(struct rps_sched *s, uint64_t now)
 		if (rc)
 			rps_sched_dash_creq_done(
 			    s, rc,
-			    rc == -EBUSY   ? "another checkpoint or export is running: try again"
-			    : rc == -EAGAIN ? "the job is not running (waiting for nodes, or ending)"
-					    : rps_strerror(rc));
+			    rc == -EBUSY ? "another checkpoint or export is running: try again"
+			    : rc == -EAGAIN
+				? "the job is not running (waiting for nodes, or ending)"
+				: rps_strerror(rc));
 	}
 	asked = atomic_load(&d->asked_ns);
 	if (now - d->built_ns < DASH_SNAP_MS * 1000000ull)

@@ -87,8 +87,8 @@ struct sched_dash {
 	atomic_int export_done; /* set by the thread, joined by the loop */
 	char export_path[RPS_STR_MAX + 64];
 	char export_sched[RPS_STR_MAX + 8];
-	const char *secret;	  /* the job's (rps_sched.secret) */
-	struct rps_metrics *reg;  /* /metrics */
+	const char *secret;	 /* the job's (rps_sched.secret) */
+	struct rps_metrics *reg; /* /metrics */
 };
 
 #endif

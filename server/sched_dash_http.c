@@ -180,12 +180,13 @@ int rps_sched_dash_http(const struct rps_http_req *rq, void *arg, struct rps_htt
 	if (!strcmp(rq->path, "/api/export"))
 		return action(s, rq, rs, RPS_OP_EXPORT);
 	if (!get)
-		return json_msg(rs, 405, "only GET here; the actions are POST /api/checkpoint and "
-					 "POST /api/export");
+		return json_msg(rs, 405,
+				"only GET here; the actions are POST /api/checkpoint and "
+				"POST /api/export");
 	if (!strcmp(rq->path, "/metrics")) {
 		const char *ctype = NULL;
-		int rc = rps_http_metrics_handler(rq->path, s->dash->reg, &rs->body, &rs->len,
-						  &ctype);
+		int rc =
+		    rps_http_metrics_handler(rq->path, s->dash->reg, &rs->body, &rs->len, &ctype);
 
 		rs->ctype = ctype;
 		return rc;

@@ -83,7 +83,8 @@ static void svg_panel(FILE *f, const struct curve *c, int k, double ox, double o
 		fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.3g s</text>\n", x,
 			h - 8, v);
 	}
-	fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colors[k]);
+	fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+		colors[k]);
 	for (size_t i = 0; i < c->n; i++)
 		fprintf(f, "%s%.1f,%.1f", i ? " " : "",
 			L + (c->x[i] - x0) / (x1 - x0) * (w - L - R),
@@ -165,7 +166,8 @@ static int write_png(const struct curves *cv, const char *path, const char *titl
 	rc = pclose(g);
 	unlink(dat);
 	if (rc) {
-		fprintf(stderr, "fmnist-train: --curves %s: gnuplot failed (status %d)\n", path, rc);
+		fprintf(stderr, "fmnist-train: --curves %s: gnuplot failed (status %d)\n", path,
+			rc);
 		return -1;
 	}
 	return 0;

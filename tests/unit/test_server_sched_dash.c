@@ -121,7 +121,8 @@ static uint16_t free_port(void)
 static int http(uint16_t port, const char *method, const char *path, const char *auth,
 		char **body_p)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(port),
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	size_t cap = 1 << 20, len = 0;
 	char *buf = malloc(cap), req[512], *b;
@@ -178,9 +179,9 @@ static json_t *series(json_t *st, const char *name)
 	size_t i;
 	json_t *s;
 
-	json_array_foreach(json_object_get(st, "series"), i, s)
-		if (!strcmp(json_string_value(json_object_get(s, "name")), name))
-			return s;
+	json_array_foreach(
+	    json_object_get(st, "series"), i,
+	    s) if (!strcmp(json_string_value(json_object_get(s, "name")), name)) return s;
 	return NULL;
 }
 
@@ -221,8 +222,8 @@ static int two_alive(json_t *st)
 	size_t i, n = 0;
 	json_t *nd;
 
-	json_array_foreach(json_object_get(st, "nodes"), i, nd)
-		n += !strcmp(json_string_value(json_object_get(nd, "state")), "alive");
+	json_array_foreach(json_object_get(st, "nodes"), i, nd) n +=
+	    !strcmp(json_string_value(json_object_get(nd, "state")), "alive");
 	return n == 2;
 }
 
@@ -279,7 +280,8 @@ static void test_dashboard(void **state_)
 
 	/* the cluster, and its joins */
 	st = state_until(port, two_alive);
-	json_array_foreach(json_object_get(st, "nodes"), i, nd) {
+	json_array_foreach(json_object_get(st, "nodes"), i, nd)
+	{
 		const char *role = json_string_value(json_object_get(nd, "role"));
 
 		assert_true(!strcmp(role, "server") || !strcmp(role, "worker"));
@@ -297,9 +299,9 @@ static void test_dashboard(void **state_)
 		report(&wk, "burst", k);
 	st = state_until(port, burst_seen);
 	s = series(st, "burst");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "job"),
-							    "reports_dropped")),
-			 100);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(st, "job"), "reports_dropped")),
+	    100);
 	assert_int_equal(json_array_size(json_object_get(s, "v")), 200);
 	json_decref(st);
 
@@ -394,7 +396,8 @@ static void test_report_names(void **state)
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memset(&r, 0, sizeof(r));
-		memcpy(r.name, bad[i], strlen(bad[i]) < sizeof(r.name) ? strlen(bad[i]) : sizeof(r.name));
+		memcpy(r.name, bad[i],
+		       strlen(bad[i]) < sizeof(r.name) ? strlen(bad[i]) : sizeof(r.name));
 		why = NULL;
 		assert_int_equal(rps_proto_report_check(&r, &why), -EINVAL);
 		assert_non_null(why);
