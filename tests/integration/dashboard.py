@@ -135,7 +135,9 @@ def start_job():
         procs[name] = subprocess.Popen(argv, env=e, stdout=open(os.path.join(OUT, name + ".log"), "w"),
                                        stderr=subprocess.STDOUT)
 
-    run("sched", [os.path.join(BIN, "rdmaps-sched")])
+    # the scheduler's control port on every interface: its HTTP side must stay
+    # on 127.0.0.1 all the same (RDMAPS_HTTP_HOST's default)
+    run("sched", [os.path.join(BIN, "rdmaps-sched")], {"RDMAPS_SCHEDULER": f"0.0.0.0:{sport}"})
     time.sleep(0.3)
     if procs["sched"].poll() is not None:
         fail("rdmaps-sched exited at once")
@@ -146,7 +148,7 @@ def start_job():
         run(f"worker{r}", [os.path.join(BIN, "fmnist-train"), "--epochs", "100000",
                            "--train-limit", "1024", "--batch", "128", "--eval-every", "4",
                            "--no-progress"], {"RDMAPS_RANK": str(r)})
-    return mport
+    return sport, mport
 
 
 def stop_job():
@@ -346,7 +348,7 @@ def non_loopback_ip():
 
 
 def main():
-    mport = start_job()
+    sport, mport = start_job()
     url = f"http://127.0.0.1:{mport}/"
     wait_for("the dashboard's HTTP port", lambda: http(url, timeout=1)[0] == 200, timeout=15)
     # the HTTP API without a browser: refusals change nothing
@@ -368,12 +370,18 @@ def main():
     slow_clients(mport + 1, "server 0 /metrics")
     ip = non_loopback_ip()
     if ip:
-        try:
-            socket.create_connection((ip, mport), timeout=2).close()
-            fail(f"the dashboard answers on {ip}:{mport}: it must listen on 127.0.0.1 only "
-                 "(RDMAPS_HTTP_HOST)")
+        try:  # the control port, on 0.0.0.0, answers there: the address works
+            socket.create_connection((ip, sport), timeout=2).close()
         except OSError as e:
-            log(f"{ip}:{mport} (not loopback): refused as it should be ({e.strerror or e})")
+            fail(f"the scheduler's control port {ip}:{sport} (0.0.0.0) refused: {e}")
+        for port, what in ((mport, "the dashboard"), (mport + 1, "server 0's /metrics")):
+            try:
+                socket.create_connection((ip, port), timeout=2).close()
+                fail(f"{what} answers on {ip}:{port}: it must listen on 127.0.0.1 only "
+                     "(RDMAPS_HTTP_HOST)")
+            except OSError as e:
+                log(f"{what} on {ip}:{port} (not loopback): refused as it should be "
+                    f"({e.strerror or e}); the control port {sport} there answers")
     else:
         log("no non-loopback IPv4 address here: the loopback-only check is skipped")
     print("PASS", flush=True)
