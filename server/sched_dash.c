@@ -43,7 +43,7 @@ int rps_sched_dash_create(struct rps_sched *s)
 	if (!d)
 		return -ENOMEM;
 	pthread_mutex_init(&d->lock, NULL);
-	d->start_unix = (double)rps_wall_ns() / 1e9;
+	d->start_unix_ms = rps_wall_ns() / 1000000u;
 	d->secret = s->secret;
 	d->reg = s->m.reg;
 	s->dash = d;
@@ -234,7 +234,7 @@ static json_t *node_json(const struct rps_sched *s, const struct sched_slot *sl,
 
 			json_array_append_new(
 			    sh,
-			    json_pack("{s:i,s:i,s:i,s:o,s:o,s:i}", "shard", (json_int_t)k, "ring",
+			    json_pack("{s:I,s:I,s:I,s:o,s:o,s:I}", "shard", (json_int_t)k, "ring",
 				      (json_int_t)e->ring_depth, "clock", (json_int_t)e->clock,
 				      "applied_s",
 				      sl->have_ext ? json_real(sl->shard_rate[k][0]) : json_null(),
@@ -259,7 +259,7 @@ static json_t *nodes_json(struct rps_sched *s, uint64_t now)
 		if (!p->registered || p->slot >= 0 || p->closing)
 			continue;
 		json_array_append_new(
-		    a, json_pack("{s:n,s:s,s:n,s:s,s:i,s:i,s:s,s:s,s:n,s:n,s:n}", "id", "role",
+		    a, json_pack("{s:n,s:s,s:n,s:s,s:I,s:I,s:s,s:s,s:n,s:n,s:n}", "id", "role",
 				 rps_sched_role_name(p->reg.role), "rank", "host", p->reg.host,
 				 "port", (json_int_t)p->reg.port, "pid", (json_int_t)p->reg.pid,
 				 "state", "waiting", "transport", p->reg.transport ? "rdma" : "tcp",
@@ -281,7 +281,7 @@ static json_t *series_json(const struct dash_series *sr)
 		json_array_append_new(c, json_integer(p->clock));
 		json_array_append_new(v, num_or_null(p->v));
 	}
-	return json_pack("{s:s,s:i,s:i,s:I,s:o,s:o,s:o}", "name", sr->name, "worker",
+	return json_pack("{s:s,s:I,s:I,s:I,s:o,s:o,s:o}", "name", sr->name, "worker",
 			 (json_int_t)sr->worker, "stride", (json_int_t)sr->stride, "total",
 			 (json_int_t)sr->total, "t", t, "clock", c, "v", v);
 }
@@ -297,12 +297,12 @@ static json_t *job_json(struct rps_sched *s, uint64_t now)
 
 	snprintf(addr, sizeof(addr), "%s:%u", s->host[0] ? s->host : "0.0.0.0", s->port);
 	return json_pack(
-	    "{s:s,s:s,s:f,s:f,s:i,s:i,s:i,s:i,s:b,s:I,s:I}", "state", sched_state_name(s->state),
-	    "scheduler", addr, "up_s", since_start(s, now), "start_unix", s->dash->start_unix,
-	    "epoch", (json_int_t)s->epoch, "num_servers", (json_int_t)s->num_servers, "num_workers",
-	    (json_int_t)s->num_workers, "hb_timeout_ms", (json_int_t)s->hb_timeout_ms, "secret_set",
-	    s->secret[0] != '\0', "reports_dropped", (json_int_t)s->dash->dropped, "events_total",
-	    (json_int_t)s->dash->nevents);
+	    "{s:s,s:s,s:f,s:I,s:I,s:I,s:I,s:I,s:b,s:I,s:I}", "state", sched_state_name(s->state),
+	    "scheduler", addr, "up_s", since_start(s, now), "start_unix_ms",
+	    (json_int_t)s->dash->start_unix_ms, "epoch", (json_int_t)s->epoch, "num_servers",
+	    (json_int_t)s->num_servers, "num_workers", (json_int_t)s->num_workers, "hb_timeout_ms",
+	    (json_int_t)s->hb_timeout_ms, "secret_set", s->secret[0] != '\0', "reports_dropped",
+	    (json_int_t)s->dash->dropped, "events_total", (json_int_t)s->dash->nevents);
 }
 
 /* The last action (under d->lock). */
@@ -313,7 +313,7 @@ static json_t *action_json(const struct sched_dash *d)
 
 	for (int i = 0; i < d->act.nfiles; i++)
 		json_array_append_new(files, json_string(d->act.files[i]));
-	return json_pack("{s:i,s:s,s:s,s:s,s:I,s:o}", "id", (json_int_t)d->act.id, "op",
+	return json_pack("{s:I,s:s,s:s,s:s,s:I,s:o}", "id", (json_int_t)d->act.id, "op",
 			 d->act.op == RPS_OP_EXPORT ? "export" : "checkpoint", "state",
 			 states[d->act.state], "why", d->act.why, "clock", (json_int_t)d->act.clock,
 			 "files", files);
@@ -341,7 +341,7 @@ static void build_snapshot(struct rps_sched *s, uint64_t now)
 	pthread_mutex_lock(&d->lock);
 	json_object_set_new(root, "action", action_json(d));
 	pthread_mutex_unlock(&d->lock);
-	text = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(7));
+	text = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(9));
 	json_decref(root);
 	if (!text) {
 		RPS_WARN("dashboard: out of memory for the snapshot");

@@ -64,7 +64,7 @@ struct sched_dash {
 	uint64_t nevents;
 	uint64_t built_ns;
 	int dirty;
-	double start_unix;
+	uint64_t start_unix_ms; /* CLOCK_REALTIME when the dashboard started */
 	/* shared with the HTTP thread */
 	atomic_ullong asked_ns; /* last GET of the state */
 	pthread_mutex_t lock;	/* snap, act, last_refusal_ns */

@@ -291,6 +291,9 @@ static void test_dashboard(void **state_)
 	assert_string_equal(json_string_value(json_object_get(json_object_get(st, "job"), "state")),
 			    "running");
 	assert_int_equal(json_array_size(json_object_get(st, "events")), 2);
+	assert_true(
+	    json_integer_value(json_object_get(json_object_get(st, "job"), "start_unix_ms")) >
+	    1600000000000ll); /* milliseconds, exact (not a rounded real) */
 	json_decref(st);
 
 	/* 300 reports in one second: 200 kept, 100 dropped */
