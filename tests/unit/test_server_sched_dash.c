@@ -7,7 +7,10 @@
  *   - a long curve thinned evenly (every 2nd point) with its newest point;
  *   - actions: 401 without the secret, 403 with a wrong one (nothing asked of
  *     the servers), 202 with it, then the server's files in the state;
- *   - the page and its script served, 404 for the rest, /metrics on the same port.
+ *   - the page and its script served, 404 for the rest, /metrics on the same port;
+ *   - a server that leaves, another taking its rank: "left", then "restoring"
+ *     until its heartbeat carries its shards (32-byte entries), then "alive";
+ *     the worker's CPU from its heartbeats.
  * About 4 s (the rate bound is per second).
  */
 #include <arpa/inet.h>
@@ -248,11 +251,68 @@ static int action_ended(json_t *st)
 	return !strcmp(a, "done") || !strcmp(a, "failed");
 }
 
+static json_t *server_of(json_t *st)
+{
+	size_t i;
+	json_t *nd;
+
+	json_array_foreach(
+	    json_object_get(st, "nodes"), i,
+	    nd) if (!strcmp(json_string_value(json_object_get(nd, "role")), "server")) return nd;
+	return NULL;
+}
+
+static int server_in(json_t *st, const char *state)
+{
+	json_t *nd = server_of(st);
+
+	return nd && !strcmp(json_string_value(json_object_get(nd, "state")), state);
+}
+
+static int server_left(json_t *st)
+{
+	return server_in(st, "left");
+}
+
+static int server_restoring(json_t *st)
+{
+	return server_in(st, "restoring");
+}
+
+static int server_alive_with_shards(json_t *st)
+{
+	return server_in(st, "alive") &&
+	       json_array_size(json_object_get(server_of(st), "shards")) == 2;
+}
+
+static int worker_cpu_known(json_t *st)
+{
+	size_t i;
+	json_t *nd;
+
+	json_array_foreach(
+	    json_object_get(st, "nodes"), i,
+	    nd) if (!strcmp(json_string_value(json_object_get(nd, "role")),
+			    "worker")) return json_is_real(json_object_get(nd, "cpu"));
+	return 0;
+}
+
+static json_t *event_of(json_t *st, const char *kind)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(
+	    json_object_get(st, "events"), i,
+	    e) if (!strcmp(json_string_value(json_object_get(e, "kind")), kind)) return e;
+	return NULL;
+}
+
 static void test_dashboard(void **state_)
 {
 	struct rps_sched_opts o;
 	struct run r = {0};
-	struct node srv = {.role = RPS_ROLE_SERVER}, wk = {.role = RPS_ROLE_WORKER};
+	struct node srv = {.role = RPS_ROLE_SERVER}, wk = {.role = RPS_ROLE_WORKER}, srv2 = {0};
 	uint16_t port = free_port();
 	json_t *st, *s, *v, *nd;
 	char *body;
@@ -373,8 +433,43 @@ static void test_dashboard(void **state_)
 	assert_non_null(strstr(body, "rdmaps_nodes{role=\"worker\",state=\"alive\"} 1"));
 	free(body);
 
-	rps_ctl_leave(wk.ctl);
+	/* the server goes, another takes its rank: "restoring" until its first
+	 * heartbeat with its shards, then alive with them (32-byte entries) */
 	rps_ctl_leave(srv.ctl);
+	st = state_until(port, server_left);
+	json_decref(st);
+	srv2.role = RPS_ROLE_SERVER;
+	memcpy(srv2.sched, srv.sched, sizeof(srv2.sched));
+	join_thread(&srv2);
+	assert_int_equal(srv2.rc, 0);
+	st = state_until(port, server_restoring);
+	assert_non_null(event_of(st, "restore"));
+	assert_non_null(event_of(st, "left"));
+	json_decref(st);
+	{
+		struct {
+			struct rps_heartbeat_srv t;
+			struct rps_hb_shard_ext sh[2];
+		} tail = {.t = {.num_shards = 2,
+				.shard_len = sizeof(struct rps_hb_shard_ext),
+				.ckpt_age_ms = -1},
+			  .sh = {{.ring_depth = 3, .clock = 9, .pushes_applied = 100},
+				 {.ring_depth = 4, .clock = 9, .pushes_applied = 200}}};
+
+		assert_int_equal(rps_ctl_set_heartbeat_tail(srv2.ctl, &tail, sizeof(tail)), 0);
+		st = state_until(port, server_alive_with_shards);
+		nd = server_of(st);
+		assert_int_equal(json_integer_value(json_object_get(
+				     json_array_get(json_object_get(nd, "shards"), 1), "ring")),
+				 4);
+		json_decref(st);
+	}
+	/* the worker's CPU, from its heartbeats */
+	st = state_until(port, worker_cpu_known);
+	json_decref(st);
+
+	rps_ctl_leave(wk.ctl);
+	rps_ctl_leave(srv2.ctl);
 	for (int k = 0; k < 400 && !atomic_load(&r.done); k++)
 		sleep_ms(10);
 	rps_sched_stop(r.s);
