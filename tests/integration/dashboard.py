@@ -18,8 +18,9 @@ the HTTP side is not reachable on a non-loopback address.
 
   dashboard.py BIN_DIR
 Exit 77 (skipped) when Chromium cannot start, except under CI=1 or
-RPS_REQUIRE_LAUNCHERS=1, where that fails. DASHBOARD_SCREENSHOT=FILE.png saves
-what the page looked like (docs/dashboard.png comes from here).
+RPS_REQUIRE_LAUNCHERS=1, where that fails. CHROMIUM / CHROMEDRIVER name other
+binaries. DASHBOARD_SCREENSHOT=FILE.png saves what the page looked like
+(docs/img/dashboard.png comes from here).
 """
 import glob
 import json
@@ -168,8 +169,9 @@ def open_browser():
         from selenium.webdriver.chrome.service import Service
     except ImportError as e:
         skip(f"python3-selenium is not installed ({e})")
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    driver_bin = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    driver_bin = (os.environ.get("CHROMEDRIVER") or shutil.which("chromedriver") or
+                  "/usr/bin/chromedriver")
     if not os.path.exists(chromium) or not os.path.exists(driver_bin):
         skip(f"no Chromium ({chromium}) or chromedriver ({driver_bin}): apt-get install "
              "chromium chromium-driver")
