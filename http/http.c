@@ -124,7 +124,7 @@ static void body_free(void *p)
 /* Queue an answer; body (rps_malloc'd) is handed over, NULL: text (static). */
 static enum MHD_Result respond_ex(struct MHD_Connection *conn, unsigned int code,
 				  const char *ctype, char *body, size_t blen, const char *text,
-				  const char *cache, const char *allow)
+				  const char *cache, const char *csp, const char *allow)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
@@ -142,8 +142,11 @@ static enum MHD_Result respond_ex(struct MHD_Connection *conn, unsigned int code
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
 				ctype ? ctype : HTTP_DEFAULT_CTYPE);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_X_CONTENT_TYPE_OPTIONS, "nosniff");
 	if (cache)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, cache);
+	if (csp)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_SECURITY_POLICY, csp);
 	if (code == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
 	if (code == MHD_HTTP_UNAUTHORIZED)
@@ -159,7 +162,7 @@ static enum MHD_Result respond_ex(struct MHD_Connection *conn, unsigned int code
 static enum MHD_Result respond(struct MHD_Connection *conn, unsigned int code, const char *ctype,
 			       char *body, size_t blen, const char *text)
 {
-	return respond_ex(conn, code, ctype, body, blen, text, NULL, "GET, HEAD");
+	return respond_ex(conn, code, ctype, body, blen, text, NULL, NULL, "GET, HEAD");
 }
 
 /* rps_http_start_req's handler: any of GET, HEAD, POST; it picks the code. */
@@ -173,7 +176,7 @@ static enum MHD_Result on_request_req(struct rps_http_server *srv, struct MHD_Co
 	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD) &&
 	    strcmp(method, MHD_HTTP_METHOD_POST))
 		return respond_ex(conn, MHD_HTTP_METHOD_NOT_ALLOWED, NULL, NULL, 0,
-				  "method not allowed\n", NULL, "GET, HEAD, POST");
+				  "method not allowed\n", NULL, NULL, "GET, HEAD, POST");
 	rq.authorization =
 	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	rc = srv->req_fn(&rq, srv->arg, &rs);
@@ -190,7 +193,7 @@ static enum MHD_Result on_request_req(struct rps_http_server *srv, struct MHD_Co
 	if (!rs.body)
 		return MHD_NO;
 	return respond_ex(conn, rs.code ? rs.code : MHD_HTTP_OK, rs.ctype, rs.body, rs.len, NULL,
-			  rs.cache, "GET, HEAD, POST");
+			  rs.cache, rs.csp, "GET, HEAD, POST");
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,

@@ -56,6 +56,7 @@ struct rps_http_resp {
 	size_t len;
 	const char *ctype;
 	const char *cache; /* Cache-Control value (static) or NULL */
+	const char *csp;   /* Content-Security-Policy value (static) or NULL */
 };
 
 /* Return 0 with *rs filled (any code), -ENOENT for 404, another negative

@@ -186,7 +186,9 @@ function drawChart(box, name, series, events, upS) {
       });
     }
     const item = el('span');
-    item.appendChild(el('i', {style: 'background:' + color}));
+    const swatch = el('i');
+    swatch.style.background = color;  // CSSOM: the page's CSP allows no style attributes
+    item.appendChild(swatch);
     const lastV = s.v.length ? s.v[s.v.length - 1] : null;
     item.appendChild(document.createTextNode('worker ' + s.worker + ': ' + fmt(lastV) +
       ' (' + s.total + ' reports' + (s.stride > 1 ? ', 1 in ' + s.stride + ' kept' : '') + ')'));

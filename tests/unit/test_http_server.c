@@ -630,6 +630,7 @@ static int req_handler(const struct rps_http_req *rq, void *arg, struct rps_http
 	rs->len = 9;
 	rs->ctype = "text/html; charset=utf-8";
 	rs->cache = "no-store";
+	rs->csp = "default-src 'self'";
 	return 0;
 }
 
@@ -647,6 +648,8 @@ static void test_http_req_handler(void **state)
 	check_status(resp, 200);
 	assert_non_null(strstr(resp, "\r\nContent-Type: text/html; charset=utf-8\r\n"));
 	assert_non_null(strstr(resp, "\r\nCache-Control: no-store\r\n"));
+	assert_non_null(strstr(resp, "\r\nContent-Security-Policy: default-src 'self'\r\n"));
+	assert_non_null(strstr(resp, "\r\nX-Content-Type-Options: nosniff\r\n"));
 	assert_string_equal(body_of(resp), "<p>hi</p>");
 	free(resp);
 	resp = request(port, "GET /missing HTTP/1.1\r\n\r\n");
