@@ -70,6 +70,25 @@ int rps_ctl_send_locked(struct rps_ctl *ctl, uint8_t op, uint32_t req_id, uint32
 	return send_frame_locked(ctl, op, req_id, 0, aux, payload, len, NULL, 0);
 }
 
+/* The process's CPU use since the previous heartbeat, in thousandths of a
+ * core plus 1 (HEARTBEAT hdr.aux, src/proto.h); 0 the first time. */
+static uint32_t cpu_aux(struct rps_ctl *ctl, uint64_t now)
+{
+	struct timespec ts;
+	uint64_t cpu, dw;
+	uint32_t aux = RPS_HB_CPU_NONE;
+
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+		return RPS_HB_CPU_NONE;
+	cpu = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	dw = now - ctl->cpu_wall_ns;
+	if (ctl->cpu_wall_ns && dw > 0 && cpu >= ctl->cpu_base_ns)
+		aux = (uint32_t)RPS_MIN((cpu - ctl->cpu_base_ns) * 1000u / dw, 1000000u) + 1;
+	ctl->cpu_base_ns = cpu;
+	ctl->cpu_wall_ns = now;
+	return aux;
+}
+
 static void send_heartbeat_locked(struct rps_ctl *ctl, uint64_t now)
 {
 	struct {
@@ -83,7 +102,8 @@ static void send_heartbeat_locked(struct rps_ctl *ctl, uint64_t now)
 	memcpy(f.hb.counters, ctl->hb_counters, sizeof(f.hb.counters));
 	memcpy(f.tail, ctl->hb_tail, ctl->hb_tail_len);
 	ctl->last_hb_ns = now;
-	rps_ctl_send_locked(ctl, RPS_OP_HEARTBEAT, 0, 0, &f, sizeof(f.hb) + ctl->hb_tail_len);
+	rps_ctl_send_locked(ctl, RPS_OP_HEARTBEAT, 0, cpu_aux(ctl, now), &f,
+			    sizeof(f.hb) + ctl->hb_tail_len);
 }
 
 void rps_ctl_maybe_heartbeat(struct rps_ctl *ctl)

@@ -62,9 +62,11 @@ struct rps_ctl {
 	uint64_t hb_counters[4];
 	/* servers: rps_heartbeat_srv + rps_hb_shard[] after the heartbeat */
 	char hb_tail[sizeof(struct rps_heartbeat_srv) +
-		     RPS_MAX_SHARDS * sizeof(struct rps_hb_shard)];
+		     RPS_MAX_SHARDS * sizeof(struct rps_hb_shard_ext)];
 	size_t hb_tail_len;
 	uint64_t last_hb_ns;
+	uint64_t cpu_base_ns;  /* process CPU time at the previous heartbeat */
+	uint64_t cpu_wall_ns;  /* and the monotonic time then */
 
 	int closed;   /* connection closed */
 	int lost;     /* ... without SHUTDOWN and before leave */

@@ -1,6 +1,7 @@
-/* The /metrics endpoint on GNU libmicrohttpd: one internal polling thread
- * (the handler runs there, one request at a time), bounded connections,
- * bounded memory per connection, idle connections cut. See http/http.h.
+/* The /metrics endpoint (and the dashboard) on GNU libmicrohttpd: one
+ * internal epoll thread (the handler runs there, one request at a time),
+ * bounded connections, bounded memory per connection, idle connections cut,
+ * and cut faster when the connections run short. See http/http.h.
  *
  * The listening socket is ours (bound here, handed to the daemon with
  * MHD_OPTION_LISTEN_SOCKET) so that a busy port, an address that is not ours
@@ -13,23 +14,97 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "src/alloc.h"
 #include "src/log.h"
 #include "src/metrics.h"
+#include "src/util.h"
 #include "http/http.h"
 
-#define HTTP_BACKLOG	   64
+#define RPS_HTTP_HOST_MAX 256
+#define HTTP_BACKLOG	   256
 #define HTTP_DEFAULT_CTYPE "text/plain; charset=utf-8"
+#define HTTP_PRESSURE_S	   1 /* idle timeout of every connection under pressure */
 
 struct rps_http_server {
 	struct MHD_Daemon *d;
 	uint16_t port;
-	rps_http_handler_fn fn;
+	rps_http_handler_fn fn;	 /* GET/HEAD by path, or */
+	rps_http_req_fn req_fn;	 /* any method, the handler chooses the code */
 	void *arg;
+	unsigned int max_clients;
+	unsigned int timeout_s;
+	/* open connections (touched by the daemon's thread only) */
+	struct http_conn *conns;
+	unsigned int nconns;
+	int pressure;
 };
+
+/* An open connection, for the pressure rule. */
+struct http_conn {
+	struct MHD_Connection *c;
+	struct http_conn *prev, *next;
+};
+
+/* Every connection's idle timeout to secs (resets their timers). */
+static void set_timeouts(struct rps_http_server *srv, unsigned int secs)
+{
+	for (struct http_conn *h = srv->conns; h; h = h->next)
+		MHD_set_connection_option(h->c, MHD_CONNECTION_OPTION_TIMEOUT, secs);
+}
+
+/* Connections come and go: under pressure (3/4 of max_clients open) idle
+ * ones are cut after HTTP_PRESSURE_S, so that a crowd of idle or slow
+ * clients cannot hold every place until the normal timeout. */
+static void on_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+		      enum MHD_ConnectionNotificationCode code)
+{
+	struct rps_http_server *srv = cls;
+	struct http_conn *h = *socket_context;
+	unsigned int high = srv->max_clients - srv->max_clients / 4;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		h = rps_calloc(1, sizeof(*h));
+		if (!h)
+			return; /* not tracked: it keeps the normal timeout */
+		h->c = c;
+		h->next = srv->conns;
+		if (srv->conns)
+			srv->conns->prev = h;
+		srv->conns = h;
+		*socket_context = h;
+		srv->nconns++;
+		if (srv->pressure)
+			MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+						  HTTP_PRESSURE_S);
+		else if (srv->nconns >= high && srv->timeout_s > HTTP_PRESSURE_S) {
+			srv->pressure = 1;
+			RPS_WARN("http: %u of %u connections open: idle ones are cut after %d s",
+				 srv->nconns, srv->max_clients, HTTP_PRESSURE_S);
+			set_timeouts(srv, HTTP_PRESSURE_S);
+		}
+		return;
+	}
+	if (!h)
+		return;
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		srv->conns = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	rps_free(h);
+	*socket_context = NULL;
+	srv->nconns--;
+	if (srv->pressure && srv->nconns <= srv->max_clients / 2) {
+		srv->pressure = 0;
+		RPS_INFO("http: %u connections open: idle timeout back to %u s", srv->nconns,
+			 srv->timeout_s);
+	}
+}
 
 __attribute__((format(printf, 2, 0))) static void http_log(void *cls, const char *fmt,
 							     va_list ap)
@@ -48,8 +123,9 @@ static void body_free(void *p)
 }
 
 /* Queue an answer; body (rps_malloc'd) is handed over, NULL: text (static). */
-static enum MHD_Result respond(struct MHD_Connection *conn, unsigned int code, const char *ctype,
-			       char *body, size_t blen, const char *text)
+static enum MHD_Result respond_ex(struct MHD_Connection *conn, unsigned int code,
+				  const char *ctype, char *body, size_t blen, const char *text,
+				  const char *cache, const char *csp, const char *allow)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
@@ -67,13 +143,58 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned int code, c
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
 				ctype ? ctype : HTTP_DEFAULT_CTYPE);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_X_CONTENT_TYPE_OPTIONS, "nosniff");
+	if (cache)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, cache);
+	if (csp)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_SECURITY_POLICY, csp);
 	if (code == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+	if (code == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"rdmaps\"");
 	if (code >= 400)
 		RPS_DEBUG("http: %u for %s", code, text ? text : "");
 	ret = MHD_queue_response(conn, code, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned int code, const char *ctype,
+			       char *body, size_t blen, const char *text)
+{
+	return respond_ex(conn, code, ctype, body, blen, text, NULL, NULL, "GET, HEAD");
+}
+
+/* rps_http_start_req's handler: any of GET, HEAD, POST; it picks the code. */
+static enum MHD_Result on_request_req(struct rps_http_server *srv, struct MHD_Connection *conn,
+				      const char *url, const char *method)
+{
+	struct rps_http_req rq = {.method = method, .path = url};
+	struct rps_http_resp rs = {0};
+	int rc;
+
+	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD) &&
+	    strcmp(method, MHD_HTTP_METHOD_POST))
+		return respond_ex(conn, MHD_HTTP_METHOD_NOT_ALLOWED, NULL, NULL, 0,
+				  "method not allowed\n", NULL, NULL, "GET, HEAD, POST");
+	rq.authorization =
+	    MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	rc = srv->req_fn(&rq, srv->arg, &rs);
+	if (rc == -ENOENT)
+		return respond(conn, MHD_HTTP_NOT_FOUND, NULL, NULL, 0, "not found\n");
+	if (rc) {
+		rps_free(rs.body);
+		RPS_WARN("http: handler for %s %s: %s", method, url, strerror(-rc));
+		return respond(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, NULL, 0,
+			       "internal error\n");
+	}
+	if (!rs.body) /* an empty answer: the library needs a buffer of its own */
+		rs.body = rps_malloc(1);
+	if (!rs.body)
+		return MHD_NO;
+	return respond_ex(conn, rs.code ? rs.code : MHD_HTTP_OK, rs.ctype, rs.body, rs.len, NULL,
+			  rs.cache, rs.csp, "GET, HEAD, POST");
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -94,6 +215,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return respond(conn, MHD_HTTP_BAD_REQUEST, NULL, NULL, 0, "bad request\n");
 	if (url[0] != '/')
 		return respond(conn, MHD_HTTP_BAD_REQUEST, NULL, NULL, 0, "bad request\n");
+	if (srv->req_fn)
+		return on_request_req(srv, conn, url, method);
 	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD))
 		return respond(conn, MHD_HTTP_METHOD_NOT_ALLOWED, NULL, NULL, 0,
 			       "method not allowed\n");
@@ -157,8 +280,21 @@ static int http_listen(const char *node, uint16_t port, int *fd_p)
 	return rc;
 }
 
-int rps_http_start(const char *host, uint16_t port, const struct rps_http_opts *opts,
-		   rps_http_handler_fn fn, void *arg, struct rps_http_server **srv_p)
+/* max_clients within what the process may open: a quarter of RLIMIT_NOFILE
+ * (the rest is the node's own connections). */
+static int clamp_clients(int want)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    (rlim_t)want > rl.rlim_cur / 4)
+		want = (int)RPS_MAX(rl.rlim_cur / 4, 4);
+	return want;
+}
+
+static int http_start(const char *host, uint16_t port, const struct rps_http_opts *opts,
+		      rps_http_handler_fn fn, rps_http_req_fn req_fn, void *arg,
+		      struct rps_http_server **srv_p)
 {
 	const char *node = host && *host && strcmp(host, "*") ? host : NULL;
 	struct rps_http_server *srv;
@@ -166,16 +302,20 @@ int rps_http_start(const char *host, uint16_t port, const struct rps_http_opts *
 	socklen_t sl = sizeof(ss);
 	int timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : RPS_HTTP_TIMEOUT_MS;
 	size_t max_request = opts && opts->max_request ? opts->max_request : RPS_HTTP_MAX_REQUEST;
-	int max_clients = opts && opts->max_clients > 0 ? opts->max_clients : RPS_HTTP_MAX_CLIENTS;
+	int max_clients = opts && opts->max_clients > 0 ? opts->max_clients
+							: clamp_clients(RPS_HTTP_MAX_CLIENTS);
 	int fd = -1, rc;
 
-	if (!fn)
+	if (!fn && !req_fn)
 		return -EINVAL;
 	srv = rps_calloc(1, sizeof(*srv));
 	if (!srv)
 		return -ENOMEM;
 	srv->fn = fn;
+	srv->req_fn = req_fn;
 	srv->arg = arg;
+	srv->max_clients = (unsigned int)max_clients;
+	srv->timeout_s = (unsigned int)((timeout_ms + 999) / 1000);
 	rc = http_listen(node, port, &fd);
 	if (rc)
 		goto err_free;
@@ -184,11 +324,11 @@ int rps_http_start(const char *host, uint16_t port, const struct rps_http_opts *
 							   : ((struct sockaddr_in *)&ss)->sin_port);
 	/* the daemon owns fd from here: MHD_stop_daemon closes it */
 	srv->d = MHD_start_daemon(
-	    MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, srv,
+	    MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, srv,
 	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned int)max_clients, MHD_OPTION_CONNECTION_MEMORY_LIMIT, max_request,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)((timeout_ms + 999) / 1000),
-	    MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL, MHD_OPTION_END);
+	    MHD_OPTION_CONNECTION_TIMEOUT, srv->timeout_s, MHD_OPTION_NOTIFY_CONNECTION, on_notify,
+	    srv, MHD_OPTION_EXTERNAL_LOGGER, http_log, NULL, MHD_OPTION_END);
 	if (!srv->d) {
 		rc = errno ? -errno : -ENOMEM;
 		RPS_ERR("http: cannot start the HTTP daemon on %s:%u: %s", node ? node : "*",
@@ -203,6 +343,31 @@ int rps_http_start(const char *host, uint16_t port, const struct rps_http_opts *
 err_free:
 	rps_free(srv);
 	return rc;
+}
+
+int rps_http_start(const char *host, uint16_t port, const struct rps_http_opts *opts,
+		   rps_http_handler_fn fn, void *arg, struct rps_http_server **srv_p)
+{
+	return http_start(host, port, opts, fn, NULL, arg, srv_p);
+}
+
+int rps_http_start_req(const char *host, uint16_t port, const struct rps_http_opts *opts,
+		       rps_http_req_fn fn, void *arg, struct rps_http_server **srv_p)
+{
+	return http_start(host, port, opts, NULL, fn, arg, srv_p);
+}
+
+const char *rps_http_shown_host(const char *host)
+{
+	static _Thread_local char buf[RPS_HTTP_HOST_MAX + 2];
+
+	if (!host || !*host || !strcmp(host, "*") || !strcmp(host, "0.0.0.0"))
+		return "127.0.0.1";
+	if (strchr(host, ':') && host[0] != '[') {
+		snprintf(buf, sizeof(buf), "[%s]", host);
+		return buf;
+	}
+	return host;
 }
 
 uint16_t rps_http_port(const struct rps_http_server *srv)

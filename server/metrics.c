@@ -35,13 +35,14 @@ void rps_srv_heartbeat(struct rps_server *srv)
 {
 	struct {
 		struct rps_heartbeat_srv t;
-		struct rps_hb_shard sh[RPS_MAX_SHARDS];
+		struct rps_hb_shard_ext sh[RPS_MAX_SHARDS];
 	} tail;
 	uint64_t counters[4];
 	uint64_t min = UINT64_MAX;
 
 	memset(&tail.t, 0, sizeof(tail.t));
 	tail.t.num_shards = (uint32_t)srv->nshards;
+	tail.t.shard_len = sizeof(tail.sh[0]);
 	tail.t.ckpt_age_ms = ckpt_age_ms(srv);
 	for (int s = 0; s < srv->nshards; s++) {
 		struct rps_shard *sh = &srv->shards[s];
@@ -51,6 +52,9 @@ void rps_srv_heartbeat(struct rps_server *srv)
 			min = c;
 		tail.sh[s].clock = (uint32_t)RPS_MIN(c, UINT32_MAX);
 		tail.sh[s].ring_depth = (uint32_t)RPS_MIN(rps_ring_depth(sh->ring), UINT32_MAX);
+		tail.sh[s].pushes_applied = atomic_load(&sh->pushes_applied);
+		tail.sh[s].pulls_served = atomic_load(&sh->pulls_served);
+		tail.sh[s].ckpt_clock = atomic_load(&sh->ckpt_clock);
 		tail.t.ckpts += atomic_load(&sh->ckpts_ok);
 		tail.t.ckpt_fails += atomic_load(&sh->ckpts_failed);
 	}
@@ -175,15 +179,16 @@ int rps_srv_metrics_start(struct rps_server *srv, uint32_t rank)
 	if (!rc)
 		rc = metrics_register(srv);
 	if (!rc)
-		rc = rps_http_start(srv->host, (uint16_t)port, NULL, metrics_handler, srv,
+		rc = rps_http_start(srv->cfg->http_host, (uint16_t)port, NULL, metrics_handler, srv,
 				    &srv->m.http);
 	if (rc) {
-		RPS_ERR("/metrics on %s:%d: %s", srv->host, port, rps_strerror(rc));
+		RPS_ERR("/metrics on %s:%d: %s (RDMAPS_HTTP_HOST)", srv->cfg->http_host, port,
+			rps_strerror(rc));
 		rps_metrics_destroy(srv->m.reg);
 		srv->m.reg = NULL;
 		return rc;
 	}
-	RPS_INFO("metrics on http://%s:%d/metrics", rps_srv_advertised_host(srv), port);
+	RPS_INFO("metrics on http://%s:%d/metrics", rps_http_shown_host(srv->cfg->http_host), port);
 	return 0;
 }
 

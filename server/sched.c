@@ -46,7 +46,7 @@ static void on_recv(struct rps_sched *s, struct sched_peer *p, const struct rps_
 		if (h->len < sizeof(u.hb) || !ev->fixed)
 			goto short_frame;
 		memcpy(&u.hb, ev->fixed, sizeof(u.hb));
-		rps_sched_on_heartbeat(s, p, &u.hb, ev->data, ev->data_len);
+		rps_sched_on_heartbeat(s, p, h->aux, &u.hb, ev->data, ev->data_len);
 		break;
 	case RPS_OP_BARRIER:
 		rps_sched_on_barrier(s, p, h);
@@ -60,6 +60,9 @@ static void on_recv(struct rps_sched *s, struct sched_peer *p, const struct rps_
 	case RPS_OP_CHECKPOINT:
 	case RPS_OP_EXPORT:
 		rps_sched_on_creq(s, p, ev);
+		break;
+	case RPS_OP_REPORT:
+		rps_sched_dash_report(s, p, ev);
 		break;
 	default:
 		RPS_WARN("%s: unexpected %s frame ignored", p->conn->peer,
@@ -183,6 +186,7 @@ int rps_sched_run(struct rps_sched *s)
 		flush_closes(s);
 		if (s->m.reg)
 			rps_sched_metrics_update(s);
+		rps_sched_dash_tick(s, now);
 		if (s->state != SCHED_ENDING)
 			continue;
 		if (!rps_sched_nodes_remaining(s)) {
@@ -313,7 +317,7 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 	if (rc)
 		goto err; /* the transport said why */
 	if (o->metrics_port > 0) {
-		rc = rps_sched_metrics_start(s, s->host[0] ? s->host : "0.0.0.0", o->metrics_port);
+		rc = rps_sched_metrics_start(s, s->cfg.http_host, o->metrics_port);
 		if (rc)
 			goto err;
 	}
@@ -338,6 +342,7 @@ void rps_sched_destroy(struct rps_sched *s)
 		rps_free(p);
 	}
 	rps_http_stop(s->m.http);
+	rps_sched_dash_destroy(s);
 	rps_metrics_destroy(s->m.reg);
 	if (s->tr)
 		rps_transport_destroy(s->tr);

@@ -56,8 +56,11 @@ static void finish(struct rps_sched *s)
 	else
 		RPS_INFO("%s request done: every server answered", rps_proto_op_name(q->op));
 	answer_done(q->from, q->op, q->from_req, q->status, q->status ? q->why : NULL);
+	if (q->from_dash)
+		rps_sched_dash_creq_done(s, q->status, q->why);
 	q->active = 0;
 	q->from = NULL;
+	q->from_dash = 0;
 }
 
 static int nwaiting(const struct rps_sched *s)
@@ -87,8 +90,10 @@ static uint32_t export_target(const struct rps_sched *s, int *have_p)
 	return t;
 }
 
-static void start(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h,
-		  const struct rps_ctlreq *in)
+/* p NULL: asked from the dashboard (rps_sched_creq_start_dash). 0, or the
+ * refusal (-EBUSY, -EAGAIN), answered to p. */
+static int start(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h,
+		 const struct rps_ctlreq *in)
 {
 	struct sched_creq *q = &s->creq;
 	struct rps_ctlreq r = *in;
@@ -98,18 +103,21 @@ static void start(struct rps_sched *s, struct sched_peer *p, const struct rps_fr
 	if (q->active) {
 		answer_done(p, h->op, h->req_id, -EBUSY,
 			    "another checkpoint or export is running: try again when it ends");
-		return;
+		return -EBUSY;
 	}
 	if (s->state != SCHED_RUNNING) {
 		answer_done(p, h->op, h->req_id, -EAGAIN,
 			    s->state == SCHED_WAITING ? "the job has not started: the scheduler "
 							"still waits for nodes"
 						      : "the job is ending");
-		return;
+		return -EAGAIN;
 	}
 	memset(q->waiting, 0, (size_t)s->nslots);
 	q->op = h->op;
 	q->from = p;
+	q->from_dash = !p;
+	q->nfiles = 0;
+	q->done_clock = 0;
 	q->from_req = h->req_id;
 	q->id = ++s->creq_seq;
 	q->status = 0;
@@ -139,12 +147,44 @@ static void start(struct rps_sched *s, struct sched_peer *p, const struct rps_fr
 		q->waiting[i] = 1;
 		asked++;
 	}
-	RPS_INFO("%s requested by %s %s: asked %d server(s)%s", op, rps_sched_role_name(p->role),
-		 p->conn->peer, asked, r.flags & RPS_CTLREQ_CLOCK ? " for a target clock" : "");
+	RPS_INFO("%s requested by %s %s: asked %d server(s)%s", op,
+		 p ? rps_sched_role_name(p->role) : "the", p ? p->conn->peer : "dashboard", asked,
+		 r.flags & RPS_CTLREQ_CLOCK ? " for a target clock" : "");
 	if (!asked)
 		fail(s, -EHOSTDOWN, "no live server to ask");
 	if (!nwaiting(s))
 		finish(s);
+	return 0;
+}
+
+int rps_sched_creq_start_dash(struct rps_sched *s, uint8_t op)
+{
+	struct rps_frame_hdr h = {.op = op};
+	struct rps_ctlreq r = {0};
+
+	return start(s, NULL, &h, &r);
+}
+
+/* A dashboard request: the files a CHECKPOINT wrote, the clock. */
+static void note_result(struct sched_creq *q, const void *data, size_t len)
+{
+	struct rps_ctlres res;
+	struct rps_ctlres_shard sh;
+
+	memcpy(&res, data, sizeof(res));
+	for (uint32_t k = 0; k < res.num_shards; k++) {
+		size_t off = sizeof(res) + (size_t)k * sizeof(sh);
+
+		if (off + sizeof(sh) > len)
+			break;
+		memcpy(&sh, (const char *)data + off, sizeof(sh));
+		sh.text[sizeof(sh.text) - 1] = '\0';
+		if (sh.status)
+			continue;
+		q->done_clock = RPS_MAX(q->done_clock, sh.clock);
+		if (q->op == RPS_OP_CHECKPOINT && q->nfiles < (int)(sizeof(q->files) / sizeof(q->files[0])))
+			snprintf(q->files[q->nfiles++], sizeof(q->files[0]), "%s", sh.text);
+	}
 }
 
 /* A server's DATA or RESULT frame. */
@@ -179,6 +219,8 @@ static void from_server(struct rps_sched *s, struct sched_peer *p, const struct 
 		if (q->from)
 			rps_sched_send_frame(q->from, h->op, q->from_req, 0, RPS_CTLREQ_RESULT,
 					     ev->data, h->len, NULL, 0);
+		if (q->from_dash)
+			note_result(q, ev->data, h->len);
 	}
 	if (!nwaiting(s))
 		finish(s);
@@ -204,7 +246,7 @@ void rps_sched_on_creq(struct rps_sched *s, struct sched_peer *p, const struct r
 		return;
 	}
 	memcpy(&r, ev->data, sizeof(r));
-	start(s, p, h, &r);
+	(void)start(s, p, h, &r);
 }
 
 void rps_sched_creq_node_gone(struct rps_sched *s, int i)

@@ -43,6 +43,9 @@ void rps_sched_node_gone(struct rps_sched *s, int i, int status, const char *why
 	sl->in_barrier[0] = sl->in_barrier[1] = 0;
 	detach_peer(sl);
 	s->epoch++;
+	rps_sched_dash_event(s, status ? "death" : "left", "%s %s%s%s (clock %u)", who,
+			     status ? "declared dead" : "left", status ? ": " : "",
+			     status ? why : "", sl->clock);
 	if (s->state == SCHED_ENDING) {
 		RPS_INFO("%s %s", who, status ? why : "left");
 		return;
@@ -61,10 +64,92 @@ void rps_sched_node_gone(struct rps_sched *s, int i, int status, const char *why
 	rps_sched_check_end(s);
 }
 
-void rps_sched_on_heartbeat(struct rps_sched *s, struct sched_peer *p,
-			    const struct rps_heartbeat *hb, const void *tail, size_t tail_len)
+/* Rates between heartbeats at least 0.5 s apart. */
+static void update_rates(struct sched_slot *sl, const struct rps_heartbeat *hb, uint64_t now)
+{
+	double dt;
+
+	if (!sl->rate_ns) {
+		sl->rate_ns = now;
+		memcpy(sl->rate_base, hb->counters, sizeof(sl->rate_base));
+		return;
+	}
+	if (now - sl->rate_ns < 500000000ull)
+		return;
+	dt = (double)(now - sl->rate_ns) / 1e9;
+	for (int i = 0; i < 4; i++) {
+		sl->rate[i] = hb->counters[i] >= sl->rate_base[i]
+				  ? (double)(hb->counters[i] - sl->rate_base[i]) / dt
+				  : 0;
+		sl->rate_base[i] = hb->counters[i];
+	}
+	if (sl->have_ext)
+		for (uint32_t k = 0; k < sl->srv.num_shards; k++) {
+			uint64_t v[2] = {sl->shards[k].pushes_applied, sl->shards[k].pulls_served};
+
+			for (int j = 0; j < 2; j++) {
+				sl->shard_rate[k][j] =
+				    v[j] >= sl->shard_base[k][j]
+					? (float)((double)(v[j] - sl->shard_base[k][j]) / dt)
+					: 0.0f;
+				sl->shard_base[k][j] = v[j];
+			}
+		}
+	sl->rate_ns = now;
+}
+
+/* A server's tail: rps_heartbeat_srv + its shard entries (8 or 32 bytes). */
+static void on_srv_tail(struct rps_sched *s, struct sched_peer *p, struct sched_slot *sl,
+			const void *tail, size_t tail_len, uint64_t now)
 {
 	struct rps_heartbeat_srv t;
+	uint64_t old_ckpts = sl->srv.ckpts;
+	int had = sl->have_srv;
+	size_t el;
+
+	memcpy(&t, tail, sizeof(t));
+	el = t.shard_len ? t.shard_len : sizeof(struct rps_hb_shard);
+	if (t.num_shards > RPS_MAX_SHARDS ||
+	    (el != sizeof(struct rps_hb_shard) && el != sizeof(struct rps_hb_shard_ext)) ||
+	    tail_len != sizeof(t) + (size_t)t.num_shards * el) {
+		RPS_WARN("%s: heartbeat figures for %u shards of %zu bytes in %zu bytes ignored",
+			 p->conn->peer, t.num_shards, el, tail_len);
+		return;
+	}
+	sl->have_srv = 1;
+	sl->have_ext = el == sizeof(struct rps_hb_shard_ext);
+	sl->srv = t;
+	sl->srv_ns = now;
+	for (uint32_t k = 0; k < t.num_shards; k++) {
+		const char *e = (const char *)tail + sizeof(t) + k * el;
+
+		if (sl->have_ext) {
+			memcpy(&sl->shards[k], e, sizeof(sl->shards[k]));
+		} else {
+			struct rps_hb_shard o;
+
+			memcpy(&o, e, sizeof(o));
+			memset(&sl->shards[k], 0, sizeof(sl->shards[k]));
+			sl->shards[k].ring_depth = o.ring_depth;
+			sl->shards[k].clock = o.clock;
+		}
+	}
+	if (had && t.ckpts > old_ckpts) {
+		uint64_t c = 0;
+
+		for (uint32_t k = 0; k < t.num_shards; k++)
+			c = RPS_MAX(c, sl->shards[k].ckpt_clock);
+		rps_sched_dash_event(s, "checkpoint",
+				     "server %u wrote %" PRIu64 " checkpoint file(s), clock %" PRIu64
+				     ", oldest shard's age %.1f s",
+				     sl->node.rank, t.ckpts - old_ckpts, c,
+				     t.ckpt_age_ms >= 0 ? (double)t.ckpt_age_ms / 1e3 : 0.0);
+	}
+}
+
+void rps_sched_on_heartbeat(struct rps_sched *s, struct sched_peer *p, uint32_t aux,
+			    const struct rps_heartbeat *hb, const void *tail, size_t tail_len)
+{
 	struct sched_slot *sl;
 	uint64_t now = rps_now_ns();
 
@@ -73,36 +158,11 @@ void rps_sched_on_heartbeat(struct rps_sched *s, struct sched_peer *p,
 	sl = &s->slots[p->slot];
 	sl->last_hb_ns = now;
 	sl->clock = hb->clock;
+	sl->cpu = aux;
 	memcpy(sl->counters, hb->counters, sizeof(sl->counters));
-	if (!sl->rate_ns) {
-		sl->rate_ns = now;
-		sl->rate_base[0] = hb->counters[0];
-		sl->rate_base[1] = hb->counters[1];
-	} else if (now - sl->rate_ns >= 500000000ull) {
-		double dt = (double)(now - sl->rate_ns) / 1e9;
-
-		for (int i = 0; i < 2; i++) {
-			sl->rate[i] = hb->counters[i] >= sl->rate_base[i]
-					  ? (double)(hb->counters[i] - sl->rate_base[i]) / dt
-					  : 0;
-			sl->rate_base[i] = hb->counters[i];
-		}
-		sl->rate_ns = now;
-	}
-	if (tail_len < sizeof(t) || !tail)
-		return;
-	memcpy(&t, tail, sizeof(t));
-	if (t.num_shards > RPS_MAX_SHARDS ||
-	    tail_len != sizeof(t) + (size_t)t.num_shards * sizeof(struct rps_hb_shard)) {
-		RPS_WARN("%s: heartbeat figures for %u shards in %zu bytes ignored", p->conn->peer,
-			 t.num_shards, tail_len);
-		return;
-	}
-	sl->have_srv = 1;
-	sl->srv = t;
-	sl->srv_ns = now;
-	memcpy(sl->shards, (const char *)tail + sizeof(t),
-	       (size_t)t.num_shards * sizeof(struct rps_hb_shard));
+	if (tail_len >= sizeof(struct rps_heartbeat_srv) && tail)
+		on_srv_tail(s, p, sl, tail, tail_len, now);
+	update_rates(sl, hb, now);
 }
 
 void rps_sched_on_shutdown(struct rps_sched *s, struct sched_peer *p)

@@ -62,15 +62,22 @@ struct sched_slot {
 	uint64_t counters[4];
 	int in_barrier[2];
 	uint32_t barrier_req[2];
-	/* rates of counters[0] and [1] (pushes, pulls) between heartbeats */
-	double rate[2];
+	/* rates of counters[] (pushes, pulls, bytes in, bytes out) between
+	 * heartbeats, at least 0.5 s apart */
+	double rate[4];
 	uint64_t rate_ns;
-	uint64_t rate_base[2];
+	uint64_t rate_base[4];
+	uint32_t cpu;  /* HEARTBEAT hdr.aux: thousandths of a core + 1; 0 unknown */
+	int rejoined;  /* took the slot of a node that was gone (a restore) */
 	/* servers: the heartbeat's tail */
 	int have_srv;
+	int have_ext; /* shards[] carry their counters (rps_hb_shard_ext) */
 	struct rps_heartbeat_srv srv;
 	uint64_t srv_ns; /* when it came (ages the checkpoint age) */
-	struct rps_hb_shard shards[RPS_MAX_SHARDS];
+	struct rps_hb_shard_ext shards[RPS_MAX_SHARDS];
+	/* per shard rates of pushes applied and pulls served, as rate[] */
+	float shard_rate[RPS_MAX_SHARDS][2];
+	uint64_t shard_base[RPS_MAX_SHARDS][2];
 };
 
 /* The control request in flight (CHECKPOINT / EXPORT), one at a time. */
@@ -82,6 +89,10 @@ struct sched_creq {
 	uint32_t id;		 /* ours, in the frames to the servers */
 	uint64_t deadline_ns;
 	int timeout_ms;
+	int from_dash;	  /* asked from the dashboard (no peer to answer) */
+	uint64_t done_clock; /* CHECKPOINT: the largest shard clock written */
+	int nfiles;
+	char files[4][160]; /* CHECKPOINT: the first files written (dashboard) */
 	uint8_t *waiting; /* [nslots]: asked, not answered yet */
 	int status;	  /* the first failure */
 	char why[256];
@@ -123,6 +134,7 @@ struct rps_sched {
 	struct sched_creq creq;
 	uint32_t creq_seq;
 	struct sched_metrics m;	 /* reg NULL: no /metrics */
+	struct sched_dash *dash; /* the dashboard (with /metrics), NULL: none */
 	struct rps_metric dummy; /* where metric updates go without a registry */
 };
 
@@ -150,7 +162,7 @@ int rps_sched_nodes_remaining(const struct rps_sched *s);
 /* sched_health.c: heartbeats, leaves and deaths */
 void rps_sched_describe(const struct sched_slot *sl, char *buf, size_t len);
 void rps_sched_node_gone(struct rps_sched *s, int i, int status, const char *why);
-void rps_sched_on_heartbeat(struct rps_sched *s, struct sched_peer *p,
+void rps_sched_on_heartbeat(struct rps_sched *s, struct sched_peer *p, uint32_t aux,
 			    const struct rps_heartbeat *hb, const void *tail, size_t tail_len);
 void rps_sched_on_shutdown(struct rps_sched *s, struct sched_peer *p);
 void rps_sched_check_timers(struct rps_sched *s, uint64_t now);
@@ -164,6 +176,24 @@ void rps_sched_on_creq(struct rps_sched *s, struct sched_peer *p, const struct r
 void rps_sched_creq_node_gone(struct rps_sched *s, int i);
 void rps_sched_creq_check(struct rps_sched *s, uint64_t now);
 void rps_sched_creq_peer_closing(struct rps_sched *s, struct sched_peer *p);
+
+/* sched_dash.c: the dashboard's state (curves, events) and its snapshot;
+ * sched_dash_http.c: its pages and actions. Every function is a no-op
+ * without a dashboard (s->dash NULL). */
+struct sched_dash;
+int rps_sched_dash_create(struct rps_sched *s);
+void rps_sched_dash_destroy(struct rps_sched *s);
+void rps_sched_dash_tick(struct rps_sched *s, uint64_t now);
+void rps_sched_dash_event(struct rps_sched *s, const char *kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void rps_sched_dash_report(struct rps_sched *s, struct sched_peer *p,
+			   const struct rps_tr_event *ev);
+/* A dashboard request (CHECKPOINT / EXPORT) ended: status, why. */
+void rps_sched_dash_creq_done(struct rps_sched *s, int status, const char *why);
+/* The HTTP handler of the scheduler's port: /metrics, the page, its API. */
+int rps_sched_dash_http(const struct rps_http_req *rq, void *arg, struct rps_http_resp *rs);
+/* Loop side of the actions: start a request the page asked for. */
+int rps_sched_creq_start_dash(struct rps_sched *s, uint8_t op);
 
 /* sched_status.c: STATUS table and /metrics */
 void rps_sched_on_status(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h);

@@ -157,6 +157,7 @@ static void form_cluster(struct rps_sched *s)
 
 		rps_sched_describe(&s->slots[i], who, sizeof(who));
 		RPS_INFO("  %s", who);
+		rps_sched_dash_event(s, "join", "%s joined", who);
 	}
 	broadcast_map(s);
 }
@@ -242,9 +243,13 @@ void rps_sched_on_register(struct rps_sched *s, struct sched_peer *p, const stru
 		}
 		p->registered = 1;
 		slot_fill(s, i, p, s->slots[i].node.rank);
+		s->slots[i].rejoined = 1;
 		s->epoch++;
 		rps_sched_describe(&s->slots[i], who, sizeof(who));
 		RPS_INFO("%s rejoined; map epoch %u", who, s->epoch);
+		rps_sched_dash_event(s, r->role == RPS_ROLE_SERVER ? "restore" : "rejoin",
+				     "%s rejoined%s; map epoch %u", who,
+				     r->role == RPS_ROLE_SERVER ? " (restored)" : "", s->epoch);
 		broadcast_map(s);
 		return;
 	}

@@ -88,15 +88,22 @@ int rps_sched_metrics_start(struct rps_sched *s, const char *host, int port)
 						 "frames sent / received", lab, &s->m.msgs[d]);
 	}
 	if (!rc)
-		rc = rps_http_start(host, (uint16_t)port, NULL, rps_http_metrics_handler, s->m.reg,
-				    &s->m.http);
+		rc = rps_sched_dash_create(s);
+	if (!rc) {
+		rc = rps_http_start_req(host, (uint16_t)port, NULL, rps_sched_dash_http, s,
+					&s->m.http);
+	}
 	if (rc) {
-		RPS_ERR("scheduler: /metrics on %s:%d: %s", host, port, rps_strerror(rc));
+		RPS_ERR("scheduler: /metrics and the dashboard on %s:%d: %s (RDMAPS_HTTP_HOST, "
+			"RDMAPS_METRICS_PORT)",
+			host, port, rps_strerror(rc));
+		rps_sched_dash_destroy(s);
 		rps_metrics_destroy(s->m.reg);
 		memset(&s->m, 0, sizeof(s->m));
 		return rc;
 	}
-	RPS_INFO("metrics on http://%s:%u/metrics", host, rps_http_port(s->m.http));
+	RPS_INFO("dashboard on http://%s:%u/ (metrics on /metrics)", rps_http_shown_host(host),
+		 rps_http_port(s->m.http));
 	return 0;
 }
 

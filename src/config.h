@@ -86,6 +86,7 @@ struct rps_config {
 	int checkpoint_every;      /* clocks between checkpoints; 0 = off */
 	int checkpoint_secs;       /* seconds between checkpoints; 0 = off */
 	int metrics_port;          /* Prometheus /metrics; 0 = off */
+	char http_host[RPS_STR_MAX]; /* where /metrics and the dashboard listen; "*": every interface */
 	char fault[RPS_STR_MAX];   /* fault injection, see docs/options.md */
 };
 

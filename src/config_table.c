@@ -81,6 +81,8 @@ const struct rps_config_entry rps_config_table[] = {
 	ENTRY(checkpoint_every, "0", RPS_CFG_INT, "clocks between checkpoints; 0 = off"),
 	ENTRY(checkpoint_secs, "0", RPS_CFG_INT, "seconds between checkpoints; 0 = off"),
 	ENTRY(metrics_port, "0", RPS_CFG_INT, "Prometheus /metrics port (servers: + 1 + rank); 0 = off"),
+	ENTRY(http_host, "127.0.0.1", RPS_CFG_STRING,
+	      "address of /metrics and the scheduler's dashboard; * = every interface"),
 	ENTRY(fault, "", RPS_CFG_STRING, "fault injection (tests), see docs/operations.md"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };

@@ -140,6 +140,40 @@ static int check_map(const struct rps_frame_hdr *h, const void *payload, const c
 	return 0;
 }
 
+int rps_proto_report_check(const struct rps_report *r, const char **why_p)
+{
+	size_t n = strnlen(r->name, sizeof(r->name));
+
+	if (n == 0 || n > RPS_REPORT_NAME_MAX) {
+		*why_p = "report name empty or longer than 23 characters";
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char c = r->name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '.' || c == '-')) {
+			*why_p = "report name has a character outside [A-Za-z0-9_.-]";
+			return -EINVAL;
+		}
+	}
+	for (size_t i = n; i < sizeof(r->name); i++)
+		if (r->name[i]) {
+			*why_p = "report name not NUL padded";
+			return -EINVAL;
+		}
+	return 0;
+}
+
+static int check_report(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	struct rps_report r;
+
+	(void)h;
+	memcpy(&r, payload, sizeof(r));
+	return rps_proto_report_check(&r, why_p) ? -EPROTO : 0;
+}
+
 static int check_node(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
 {
 	const struct rps_node *n = payload;
@@ -158,7 +192,7 @@ static int check_node(const struct rps_frame_hdr *h, const void *payload, const 
 #define TAIL .has_data = 1
 
 /* A new op needs a descriptor here: adjust this count with it. */
-_Static_assert(RPS_OP_MAX == 26, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+_Static_assert(RPS_OP_MAX == 27, "a new op in enum rps_op needs a descriptor in rps_op_descs");
 
 /* clang-format off */
 static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
@@ -199,7 +233,7 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 			       .senders = NODES,
 			       .max_len = sizeof(struct rps_heartbeat) +
 					  sizeof(struct rps_heartbeat_srv) +
-					  RPS_MAX_SHARDS * sizeof(struct rps_hb_shard) },
+					  RPS_MAX_SHARDS * sizeof(struct rps_hb_shard_ext) },
 	[RPS_OP_NODE_DEAD] = { "NODE_DEAD", sizeof(struct rps_node), .control = 1,
 			       .senders = BY(SCHEDULER), .check = check_node },
 	[RPS_OP_SHUTDOWN] = { "SHUTDOWN", 0, .control = 1, .senders = BY(SCHEDULER) | NODES },
@@ -207,6 +241,8 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 	/* the parts (hdr.aux, enum rps_ctlreq_aux) are checked by their receivers */
 	[RPS_OP_CHECKPOINT] = { "CHECKPOINT", 0, TAIL, .control = 1, .senders = ANY },
 	[RPS_OP_EXPORT] = { "EXPORT", 0, TAIL, .control = 1, .senders = ANY },
+	[RPS_OP_REPORT] = { "REPORT", sizeof(struct rps_report), .control = 1,
+			    .senders = BY(WORKER), .check = check_report },
 };
 /* clang-format on */
 

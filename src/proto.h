@@ -26,6 +26,11 @@
  *   1, later: ASSIGN (rps_worker_load_model). An older server does not know
  *      the op and closes the connection: the load fails, nothing is applied
  *      as a gradient.
+ *   1, later: REPORT (rps_worker_report: a figure for the dashboard's
+ *      curves; an older scheduler logs it as unexpected). HEARTBEAT hdr.aux
+ *      carries the node's CPU use (0: not known; older nodes send 0), and a
+ *      server's rps_heartbeat_srv.shard_len says the size of its shard entries
+ *      (0: 8 bytes, struct rps_hb_shard; 32: struct rps_hb_shard_ext).
  */
 #ifndef RPS_PROTO_H
 #define RPS_PROTO_H
@@ -68,6 +73,7 @@ enum rps_op {
 	RPS_OP_STATUS = 23,      /* ctl -> sched: request; sched -> ctl: text */
 	RPS_OP_CHECKPOINT = 24,  /* control request (struct rps_ctlreq), see below */
 	RPS_OP_EXPORT = 25,      /* control request (struct rps_ctlreq), see below */
+	RPS_OP_REPORT = 26,      /* worker -> sched: struct rps_report; no answer */
 	RPS_OP_MAX
 };
 
@@ -293,11 +299,17 @@ struct rps_heartbeat {
 };
 _Static_assert(sizeof(struct rps_heartbeat) == 40, "rps_heartbeat is 40 bytes");
 
+/* HEARTBEAT hdr.aux: the node's CPU use since its previous heartbeat, in
+ * thousandths of one core, plus 1 (0: not known). 2 cores busy: 2001. */
+#define RPS_HB_CPU_NONE 0u
+
 /* Optional data after a server's HEARTBEAT (a scheduler of this version reads
- * it; workers send none): what `rdmaps-ctl status` shows per shard. */
+ * it; workers send none): what `rdmaps-ctl status` and the dashboard show per
+ * shard. */
 struct rps_heartbeat_srv {
-	uint32_t num_shards;  /* rps_hb_shard entries that follow */
-	uint32_t reserved;
+	uint32_t num_shards;  /* shard entries that follow */
+	uint32_t shard_len;   /* bytes of each: 0 (older servers) = 8, rps_hb_shard;
+			       * sizeof(struct rps_hb_shard_ext) */
 	int64_t ckpt_age_ms;  /* since the oldest shard's newest checkpoint; -1: none yet */
 	uint64_t ckpts;       /* checkpoints written, all shards */
 	uint64_t ckpt_fails;  /* checkpoints that failed */
@@ -309,6 +321,31 @@ struct rps_hb_shard {
 	uint32_t clock;       /* the shard's applied clock */
 };
 _Static_assert(sizeof(struct rps_hb_shard) == 8, "rps_hb_shard is 8 bytes");
+
+/* A shard's entry with its counters (shard_len 32). */
+struct rps_hb_shard_ext {
+	uint32_t ring_depth;
+	uint32_t clock;
+	uint64_t pushes_applied; /* by the update thread (optimizer steps under ASP/SSP) */
+	uint64_t pulls_served;	 /* PULL frames answered by the server's CPU */
+	uint64_t ckpt_clock;	 /* clock of its newest checkpoint */
+};
+_Static_assert(sizeof(struct rps_hb_shard_ext) == 32, "rps_hb_shard_ext is 32 bytes");
+
+/* REPORT (worker -> scheduler): one named figure of the job (loss,
+ * accuracy, samples/s, ...) for the dashboard's curves. name: 1 to 23
+ * characters of [A-Za-z0-9_.-], NUL padded; value: any double, a value that
+ * is not finite is kept as a gap. */
+#define RPS_REPORT_NAME_MAX 23
+struct rps_report {
+	char name[RPS_REPORT_NAME_MAX + 1];
+	uint32_t clock; /* the worker's clock when it reported */
+	uint32_t reserved;
+	double value;
+};
+_Static_assert(sizeof(struct rps_report) == 40, "rps_report is 40 bytes");
+/* 0 if r->name is a well-formed report name, else -EINVAL with *why_p. */
+int rps_proto_report_check(const struct rps_report *r, const char **why_p);
 
 /* Control requests: CHECKPOINT and EXPORT (added in version 1, later).
  *

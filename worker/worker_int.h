@@ -168,6 +168,8 @@ struct rps_worker {
 	int timeout_ms;
 
 	struct rps_ctl *ctl;
+	_Atomic uint64_t report_sec; /* rps_worker_report: the current second */
+	_Atomic uint32_t report_n;   /* and the reports sent in it */
 	struct rps_transport *tr;
 	uint32_t rank;
 	uint32_t num_workers;

@@ -41,6 +41,7 @@
 #include <rdmaps/rdmaps.h>
 
 #include "comm.h"
+#include "curves.h"
 #include "idx.h"
 #include "mlp.h"
 #include "recipe.h"
@@ -59,7 +60,12 @@ struct args {
 	struct recipe recipe;
 	int eval_every, ckpt_after_eval; /* --eval-every, --checkpoint-after-eval */
 	const char *save_model, *init_model; /* .npz files (model.h) */
+	const char *curves;		     /* --curves FILE.svg / FILE.png */
 };
+
+/* Every REPORT_S seconds each worker reports its figures to the scheduler
+ * (rps_worker_report: the dashboard's curves) and notes them for --curves. */
+#define REPORT_S 0.25
 
 struct job {
 	struct args a;
@@ -84,6 +90,11 @@ struct job {
 	rps_key_t keys[MLP_NTENSORS];
 	size_t off[MLP_NTENSORS];
 	struct comm *comm;
+	/* figures since the last report */
+	double t_start, rep_t, rep_loss;
+	size_t rep_steps;
+	int report_warned;
+	struct curves cv; /* --curves */
 };
 
 /* next clock's parameters, in the order the forward pass uses them */
@@ -120,6 +131,9 @@ static void usage(FILE *out)
 		"                        RDMAPS_CHECKPOINT_DIR)\n"
 		"  --init-model FILE     start from the model in FILE (.npz; every worker\n"
 		"                        checks it, worker 0 loads it into the servers)\n"
+		"  --curves FILE         write the curves (loss, test accuracy, samples/s)\n"
+		"                        at the end: FILE.svg, or FILE.png through gnuplot\n"
+		"                        (worker 0)\n"
 		"  --save-model FILE     write the trained model to FILE (.npz, worker 0,\n"
 		"                        the parameters of the final evaluation)\n"
 		"  --epochs 0            no training: evaluate (and save) the initial model\n"
@@ -150,6 +164,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "checkpoint-after-eval", no_argument, NULL, 'C' },
 		{ "save-model", required_argument, NULL, 'S' },
 		{ "init-model", required_argument, NULL, 'I' },
+		{ "curves", required_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 	};
 	enum { NBASE = sizeof(base) / sizeof(base[0]) };
@@ -179,6 +194,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'C': a->ckpt_after_eval = 1; break;
 		case 'S': a->save_model = optarg; break;
 		case 'I': a->init_model = optarg; break;
+		case 'v': a->curves = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default:
 			if (c >= RECIPE_OPT_BASE) {
@@ -517,6 +533,45 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 		fprintf(stderr, "fmnist-train: writing %s failed\n", j->a.summary);
 }
 
+/* One figure to the scheduler (distributed runs); a refusal is said once. */
+static void report(struct job *j, const char *name, double v)
+{
+	int rc;
+
+	if (!j->w)
+		return;
+	rc = rps_worker_report(j->w, name, v);
+	if (rc && rc != -EAGAIN && !j->report_warned) {
+		fprintf(stderr, "fmnist-train: reporting %s to the scheduler: %s (training goes on)\n",
+			name, rps_strerror(rc));
+		j->report_warned = 1;
+	}
+}
+
+/* After each step: every REPORT_S the mean loss of the steps since the last
+ * report, this worker's samples/s and the staleness its pulls saw. */
+static void after_step(struct job *j, float loss, int force)
+{
+	double now = now_s(), dt = now - j->rep_t;
+
+	j->rep_loss += loss;
+	j->rep_steps++;
+	if (!force && dt < REPORT_S)
+		return;
+	double l = j->rep_loss / (double)j->rep_steps;
+	double sps = dt > 0 ? (double)(j->rep_steps * j->per_step) / dt : 0;
+
+	report(j, "loss", l);
+	report(j, "samples_s", sps);
+	if (j->w)
+		report(j, "staleness", (double)rps_worker_max_staleness(j->w));
+	curves_add(&j->cv, CURVE_LOSS, now - j->t_start, l);
+	curves_add(&j->cv, CURVE_SPS, now - j->t_start, sps * (double)j->nworkers);
+	j->rep_t = now;
+	j->rep_loss = 0;
+	j->rep_steps = 0;
+}
+
 int main(int argc, char **argv)
 {
 	/* static: an error exit returns with the job's buffers (and the
@@ -574,6 +629,8 @@ int main(int argc, char **argv)
 	}
 
 	double acc = -1, loss_epoch = 0, train_time = 0, sps = 0;
+	curves_init(&j.cv);
+	j.t_start = j.rep_t = now_s();
 	for (int e = 1; e <= j.a.epochs; e++) {
 		double t0 = now_s(), loss_sum = 0, last_draw = 0;
 
@@ -584,6 +641,7 @@ int main(int argc, char **argv)
 			if (step(&j, j.order + s * per_step, per_step, &loss))
 				return 1;
 			loss_sum += loss;
+			after_step(&j, loss, s + 1 == steps);
 			double now = now_s();
 			if (bar && (now - last_draw > 0.2 || s + 1 == steps)) {
 				double el = now - t0;
@@ -601,6 +659,8 @@ int main(int argc, char **argv)
 			return 1;
 		if (j.rank == 0 && (e % j.a.eval_every == 0 || e == j.a.epochs)) {
 			acc = mlp_accuracy(j.params, j.test.x, j.test.y, j.test.n, &j.ws);
+			report(&j, "test_accuracy", acc);
+			curves_add(&j.cv, CURVE_ACCURACY, now_s() - j.t_start, acc);
 			if (bar) {
 				progress(&j, e, steps, steps, loss_epoch, sps, acc);
 				printf("\n");
@@ -622,6 +682,16 @@ int main(int argc, char **argv)
 		       acc, loss_epoch, sps_all);
 		if (j.a.summary)
 			write_summary(&j, acc, loss_epoch, sps_all);
+	}
+	if (j.rank == 0 && j.a.curves) {
+		char title[160];
+
+		snprintf(title, sizeof(title),
+			 "fmnist-train: %d worker(s), %d server(s), %s, test accuracy %.4f",
+			 j.nworkers, j.nservers, j.a.local ? "local" : j.consistency, acc);
+		if (curves_write(&j.cv, j.a.curves, title))
+			return 1;
+		printf("fmnist-train: curves written to %s\n", j.a.curves);
 	}
 	/* the very parameters evaluated last: worker 0's pull after the final
 	 * clock (under BSP exactly the servers' values of that clock) */

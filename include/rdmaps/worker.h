@@ -239,6 +239,18 @@ RPS_API int rps_worker_barrier(struct rps_worker *worker);
  * failed to write. */
 RPS_API int rps_worker_checkpoint(struct rps_worker *worker, uint32_t clock, int timeout_ms);
 
+/* Report a figure of the job (loss, test accuracy, samples/s, staleness, ...)
+ * to the scheduler, which keeps it for the dashboard's curves (docs/dashboard.md):
+ * one small control message tagged with this worker's rank and current clock,
+ * no answer awaited, nothing else blocked. name: 1 to 23 characters of
+ * [A-Za-z0-9_.-]; value: any double (a value that is not finite shows as a
+ * gap). At most RPS_WORKER_REPORT_RATE reports per second per worker: more in
+ * the same second are dropped with -EAGAIN. Returns 0, -EINVAL (NULL worker
+ * or a bad name), -ENOTCONN (no scheduler connection: an offline worker),
+ * -EAGAIN (over the rate), or the control channel's error. */
+#define RPS_WORKER_REPORT_RATE 100
+RPS_API int rps_worker_report(struct rps_worker *worker, const char *name, double value);
+
 #ifdef __cplusplus
 }
 #endif

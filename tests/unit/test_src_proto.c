@@ -56,7 +56,7 @@ static void test_every_op_has_descriptor(void **state)
 	    OP(PUSH_ACK),  OP(PULL),	  OP(PULL_RESP), OP(CLOCK),	   OP(ERROR),
 	    OP(SYNC),	   OP(REGISTER),  OP(MAP),	 OP(BARRIER),	   OP(BARRIER_DONE),
 	    OP(HEARTBEAT), OP(NODE_DEAD), OP(SHUTDOWN),	 OP(STATUS),	   OP(CHECKPOINT),
-	    OP(EXPORT), OP(ASSIGN),
+	    OP(EXPORT), OP(ASSIGN), OP(REPORT),
 	};
 #undef OP
 	size_t ndesc = 0;
