@@ -125,6 +125,7 @@ int rps_py_pyreq_wait(struct pyreq *r, double timeout_s);
 PyObject *rps_py_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+PyObject *rps_py_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 
 /* barrier.c */
 PyObject *rps_py_barrier(PyObject *self, PyObject *unused);

@@ -664,6 +664,16 @@ static PyMethodDef worker_methods[] = {
      "pull the values of clock c + 1 into out. grads and out as for push and\n"
      "pull (out must not overlap grads). The clock has ended when this call\n"
      "returns; wait() on the Request for the values."},
+    {"assign", (PyCFunction)(void (*)(void))rps_py_assign, METH_FASTCALL | METH_KEYWORDS,
+     "assign($self, /, keys, values)\n--\n\n"
+     "Make values the keys' parameters on the servers (blocking; the GIL is\n"
+     "released): every slice is ASSIGNED, its optimizer state starts afresh.\n"
+     "An assignment belongs to no clock. values as for push (one buffer per\n"
+     "key, or one holding the keys back to back). The rule (as load_model,\n"
+     "which it uses through a temporary .npz in $TMPDIR): call it on ONE\n"
+     "worker after declare and before any push; every worker then calls\n"
+     "barrier() before its first pull, which sees these values. Typical:\n"
+     "rank 0 assigns its initial model so that every worker starts from it."},
     {"clock", worker_clock, METH_NOARGS,
      "clock($self, /)\n--\n\n"
      "End the current clock (iteration): every push made before belongs to it.\n"
