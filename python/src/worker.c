@@ -708,6 +708,12 @@ static PyMethodDef worker_methods[] = {
      "Every shard of every live server writes a checkpoint (needs\n"
      "RDMAPS_CHECKPOINT_DIR on the servers). Under BSP with clock=c the files\n"
      "hold exactly the parameters after clocks < c."},
+    {"_c_bench", rps_py_c_bench, METH_VARARGS,
+     "_c_bench($self, kind, key, buf, out_ns, /)\n--\n\n"
+     "For benchmarks of the binding: len(out_ns) times the same 'pull' or\n"
+     "'push' of one declared key through the C API (rps_worker_pull/push +\n"
+     "rps_req_wait), timed in C; out_ns (numpy int64) receives each one's\n"
+     "nanoseconds. Compare with the same op through push()/pull() + wait()."},
     {"stats", worker_stats, METH_NOARGS,
      "stats($self, /)\n--\n\nThis worker's counters (pulls, pushes, bytes_out, bytes_in, ...)."},
     {"declared_size", worker_declared_len, METH_O,
