@@ -124,9 +124,9 @@ static int worker_init(PyObject *self, PyObject *args, PyObject *kw)
 		}
 		o.timeout_ms = (int)ceil(t * 1000);
 	}
-	Py_BEGIN_ALLOW_THREADS
-		rc = rps_worker_create(&o, &w);
-	Py_END_ALLOW_THREADS
+	rc = rps_py_join(&o, &w);
+	if (rc == -1 && PyErr_Occurred())
+		return -1; /* KeyboardInterrupt */
 	if (rc) {
 		rps_py_raise(rc, "joining the job (scheduler %s)",
 			     o.scheduler ? o.scheduler : "from RDMAPS_SCHEDULER");
