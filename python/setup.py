@@ -91,6 +91,6 @@ setup(
     package_data={"rdmaps": ["*.pyi", "py.typed"]},
     ext_modules=[core],
     cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
-    python_requires=">=3.9",
+    python_requires=">=3.10",  # PyModule_AddObjectRef
     zip_safe=False,
 )

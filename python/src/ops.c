@@ -8,7 +8,10 @@
 #include "core.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Arguments by position or name (METH_FASTCALL | METH_KEYWORDS). */
 static int fast_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kw,
@@ -192,10 +195,63 @@ static PyObject *one_of(PyObject *o)
 	return o;
 }
 
-/* kind: 0 push, 1 pull, 2 pushpull */
+/* assign: each segment written to a temporary .npz (rps_model_save) and
+ * assigned from it (rps_worker_load_model): the public API assigns from
+ * files only. Synchronous; r is discarded. */
+static PyObject *assign(struct pyworker *pw, struct pyreq *r, const struct side *sd)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	size_t i = 0;
+	int rc = 0;
+	PyThreadState *ts;
+
+	if (!dir || !*dir)
+		dir = "/tmp";
+	if (rps_py_enter(pw)) {
+		rps_py_pyreq_discard(r);
+		return NULL;
+	}
+	ts = PyEval_SaveThread();
+	while (!rc && i < r->nkeys) {
+		size_t j = sd->flat ? r->nkeys : i + 1;
+		float *base = sd->flat ? r->bufs[sd->first].data : r->bufs[sd->first + i].data;
+		int fd;
+
+		while (!sd->flat && j < r->nkeys &&
+		       r->bufs[sd->first + j].data ==
+			   r->bufs[sd->first + j - 1].data + r->bufs[sd->first + j - 1].nelem)
+			j++;
+		snprintf(path, sizeof(path), "%s/rdmaps-assign-XXXXXX.npz", dir);
+		fd = mkstemps(path, 4);
+		if (fd < 0) {
+			rc = -errno;
+			break;
+		}
+		close(fd);
+		rc = rps_model_save(path, r->keys + i, r->lens + i, j - i, base);
+		if (!rc)
+			rc = rps_worker_load_model(pw->w, r->keys + i, r->lens + i, j - i, path);
+		unlink(path);
+		i = j;
+	}
+	PyEval_RestoreThread(ts);
+	rps_py_leave(pw);
+	if (rc) {
+		rps_py_raise(rc, "assign of key %llu%s (through %s; the reason is logged)",
+			     (unsigned long long)r->keys[i < r->nkeys ? i : 0],
+			     r->nkeys > 1 ? ", ..." : "", path);
+		rps_py_pyreq_discard(r);
+		return NULL;
+	}
+	rps_py_pyreq_discard(r);
+	Py_RETURN_NONE;
+}
+
+/* kind: 0 push, 1 pull, 2 pushpull, 3 assign */
 static PyObject *op(PyObject *self, PyObject *kobj, PyObject *gobj, PyObject *oobj, int kind)
 {
-	static const char *what[] = {"push", "pull", "pushpull"};
+	static const char *what[] = {"push", "pull", "pushpull", "assign"};
 	struct pyworker *pw = (struct pyworker *)self;
 	struct side gs = {0}, os = {0};
 	struct pyreq *r;
@@ -244,6 +300,8 @@ static PyObject *op(PyObject *self, PyObject *kobj, PyObject *gobj, PyObject *oo
 	if (oobj)
 		nseg += count_segs(r, &os);
 
+	if (kind == 3)
+		return assign(pw, r, &gs);
 	if (rps_py_enter(pw))
 		goto err_discard;
 	rps_py_pyreq_link(r);
@@ -315,4 +373,14 @@ PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t narg
 	if (fast_args("pushpull", args, nargs, kw, names, 3, a))
 		return NULL;
 	return op(self, a[0], a[1], a[2], 2);
+}
+
+PyObject *rps_py_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
+{
+	static const char *const names[] = {"keys", "values"};
+	PyObject *a[2];
+
+	if (fast_args("assign", args, nargs, kw, names, 2, a))
+		return NULL;
+	return op(self, a[0], a[1], NULL, 3);
 }

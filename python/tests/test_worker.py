@@ -180,3 +180,69 @@ def test_in_process_servers(cluster):
         assert not any(x.running for x in c.servers)
     with pytest.raises(ValueError, match="no such rdmaps setting"):
         rdmaps.InProcessServer("127.0.0.1:1", no_such_setting=1)
+
+
+def test_assign(cluster):
+    """Rank 0 assigns, everyone pulls after a barrier; optimizer state restarts."""
+    c = cluster(servers=2, workers=2, consistency="bsp")
+    a, b = workers(c, 2)
+    try:
+        def run(w):
+            w.declare([1, 2, 3], [300000, 5, 7], init="zeros")
+            if w.rank == 0:
+                flat = np.arange(300005, dtype=np.float32)
+                w.assign([1, 2], flat)  # one buffer, back to back
+                w.assign(3, [np.full(7, 2.5, np.float32)])
+                with pytest.raises(ValueError, match="key 3: 6 float32"):
+                    w.assign(3, np.zeros(6, np.float32))
+            w.barrier()
+            out = np.zeros(300012, np.float32)
+            w.pull([1, 2, 3], out).wait()
+            assert np.array_equal(out[:300005], np.arange(300005, dtype=np.float32))
+            assert np.all(out[300005:] == 2.5)
+            w.push(3, np.ones(7, np.float32)).wait()
+            w.clock()
+            w.pull(3, out[:7]).wait()
+            assert np.all(out[:7] == 0.5)  # 2.5 - (1 + 1), sgd lr 1
+            w.barrier()
+            return True
+        assert together(run, [a, b]) == [True, True]
+    finally:
+        together(lambda w: w.close(), [a, b])
+
+
+def test_c_bench(cluster):
+    c = cluster(servers=1, workers=1)
+    with worker(c) as w:
+        w.declare(1, 1024, init=1.0)
+        a = np.zeros(1024, np.float32)
+        ns = np.zeros(20, np.int64)
+        w._c_bench("pull", 1, a, ns)
+        assert np.all(ns > 0) and np.all(a == 1.0)
+        w._c_bench("push", 1, np.ones(1024, np.float32), ns)
+        with pytest.raises(TypeError, match="int64"):
+            w._c_bench("pull", 1, a, np.zeros(3, np.float32))
+        with pytest.raises(ValueError, match="not declared"):
+            w._c_bench("pull", 9, a, ns)
+
+
+def test_random_inits_are_deterministic(cluster):
+    c = cluster(servers=2, workers=2)
+    a, b = workers(c, 2)
+    try:
+        def run(w):
+            w.declare([5, 6], 50000, init=rdmaps.Init("normal", 0.0, 1.0, seed=7))
+            w.declare(7, 1000, init={"kind": "uniform", "a": -2, "b": 2, "seed": 3})
+            w.barrier()
+            v = np.zeros(101000, np.float32)
+            w.pull([5, 6, 7], v).wait()
+            w.barrier()
+            return v
+        va, vb = together(run, [a, b])
+        assert np.array_equal(va, vb)
+        k5, k6, k7 = va[:50000], va[50000:100000], va[100000:]
+        assert abs(k5.mean()) < 0.05 and 0.95 < k5.std() < 1.05
+        assert not np.array_equal(k5, k6)  # another key, other values
+        assert k7.min() >= -2 and k7.max() < 2 and k7.std() > 1
+    finally:
+        together(lambda w: w.close(), [a, b])
