@@ -370,11 +370,15 @@ static void *export_main(void *arg)
 
 	memset(&o, 0, sizeof(o));
 	o.field_mask = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
-	snprintf(o.scheduler, sizeof(o.scheduler), "%s", d->export_sched);
+	memcpy(o.scheduler, d->export_sched, RPS_MIN(sizeof(o.scheduler), sizeof(d->export_sched)));
 	snprintf(o.secret, sizeof(o.secret), "%s", s->secret);
 	o.timeout_ms = s->cfg.timeout_ms;
 	if (f) {
-		rc = rps_ctl_export(&o, d->export_path, f);
+		/* the scheduler's own address must fit a ctl option */
+		if (o.scheduler[sizeof(o.scheduler) - 1])
+			rc = -ENAMETOOLONG;
+		else
+			rc = rps_ctl_export(&o, d->export_path, f);
 		fclose(f);
 	}
 	pthread_mutex_lock(&d->lock);

@@ -74,10 +74,10 @@ struct sched_dash {
 		uint32_t id;
 		uint8_t op; /* RPS_OP_CHECKPOINT / RPS_OP_EXPORT */
 		enum dash_act_state state;
-		char why[256];
+		char why[640];
 		uint64_t clock;
 		int nfiles;
-		char files[DASH_ACT_FILES][160];
+		char files[DASH_ACT_FILES][sizeof(((struct rps_ctlres_shard *)0)->text)];
 	} act;
 	uint64_t last_refusal_ns; /* a wrong secret is logged at most once a second */
 	/* an export runs as rdmaps-ctl export would, in a thread of its own

@@ -67,8 +67,8 @@ struct sched_slot {
 	double rate[4];
 	uint64_t rate_ns;
 	uint64_t rate_base[4];
-	uint32_t cpu;  /* HEARTBEAT hdr.aux: thousandths of a core + 1; 0 unknown */
-	int rejoined;  /* took the slot of a node that was gone (a restore) */
+	uint32_t cpu; /* HEARTBEAT hdr.aux: thousandths of a core + 1; 0 unknown */
+	int rejoined; /* took the slot of a node that was gone (a restore) */
 	/* servers: the heartbeat's tail */
 	int have_srv;
 	int have_ext; /* shards[] carry their counters (rps_hb_shard_ext) */
@@ -89,10 +89,11 @@ struct sched_creq {
 	uint32_t id;		 /* ours, in the frames to the servers */
 	uint64_t deadline_ns;
 	int timeout_ms;
-	int from_dash;	  /* asked from the dashboard (no peer to answer) */
+	int from_dash;	     /* asked from the dashboard (no peer to answer) */
 	uint64_t done_clock; /* CHECKPOINT: the largest shard clock written */
 	int nfiles;
-	char files[4][160]; /* CHECKPOINT: the first files written (dashboard) */
+	char files[4][sizeof(((struct rps_ctlres_shard *)0)->text)]; /* CHECKPOINT: the first files
+									written (dashboard) */
 	uint8_t *waiting; /* [nslots]: asked, not answered yet */
 	int status;	  /* the first failure */
 	char why[256];
