@@ -370,6 +370,9 @@ def from_torch(optimizer):
             raise ValueError("rdmaps.torch: parameter groups with different settings: "
                              "the servers run one optimizer per model")
     name = type(optimizer).__name__
+    if g.get("maximize"):
+        raise ValueError(f"rdmaps.torch: {name}(maximize=True) is not supported by the "
+                         f"servers: negate the loss")
     if isinstance(optimizer, torch.optim.SGD):
         if g.get("dampening", 0):
             raise ValueError("rdmaps.torch: SGD dampening is not supported by the servers")
@@ -406,6 +409,8 @@ def spec(optimizer, schedule=None, consistency="bsp", workers=1, async_momentum=
     if "momentum" in f and consistency != "bsp" and workers > 1 and async_momentum:
         f["momentum"] = max(0.0, 1.0 - (1.0 - f["momentum"]) * (workers + 1) / 2.0)
     f.update(schedule.fields(per_clock))
+    if "lr_min" in f:  # the floor of cosine / linear, as their lr_at: at most lr
+        f["lr_min"] = min(f["lr_min"], f["lr"])
     f["staleness_lr"] = bool(staleness_lr)
     return f
 
