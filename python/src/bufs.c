@@ -7,6 +7,7 @@
  * request completes, which keeps the memory alive. */
 #include "core.h"
 
+#include <stdint.h>
 #include <string.h>
 
 static int format_is_f32(const Py_buffer *v)
@@ -108,7 +109,8 @@ int rps_py_buf_get(PyObject *obj, int writable, const char *key_desc, struct pyb
 	if (get_view(obj, key_desc, v) < 0) {
 		if (PyErr_ExceptionMatches(PyExc_BufferError)) {
 			PyErr_Clear();
-			PyErr_Format(PyExc_TypeError, "%s: %.100s does not give its memory as a "
+			PyErr_Format(PyExc_TypeError,
+				     "%s: %.100s does not give its memory as a "
 				     "strided buffer: pass a C-contiguous float32 array",
 				     key_desc, Py_TYPE(obj)->tp_name);
 		}
@@ -134,6 +136,13 @@ int rps_py_buf_get(PyObject *obj, int writable, const char *key_desc, struct pyb
 		PyErr_Format(PyExc_TypeError,
 			     "%s: the buffer is read-only, and a pull writes into it: pass a "
 			     "writable float32 array",
+			     key_desc);
+		goto err_release;
+	}
+	if ((uintptr_t)v->buf % sizeof(float)) {
+		PyErr_Format(PyExc_TypeError,
+			     "%s: the buffer is not aligned to 4 bytes (a view at an odd byte "
+			     "offset): pass an aligned float32 array (numpy.ascontiguousarray)",
 			     key_desc);
 		goto err_release;
 	}

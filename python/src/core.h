@@ -8,6 +8,7 @@
  *   request.c  the Request type and the C completion record (struct pyreq)
  *   bufs.c     Python buffers -> float32 memory, checked per key
  *   reg.c      the Registration type (rps_worker_register)
+ *   barrier.c  barrier() run by a thread, so that Ctrl-C can interrupt the wait
  *   spec.c     initialiser and optimizer specs from Python values
  *   server.c   InProcessServer: an rdmaps server run by a thread of this process
  *
@@ -36,15 +37,16 @@ struct pybuf {
 };
 
 struct pyworker;
+struct pybarrier;
 
 /* The C side of a request: one or more library requests (segments). */
 struct pyreq {
 	struct pyreq *prev, *next; /* in the worker's list, under the GIL */
 	struct pyworker *pw;
-	int remaining;             /* callbacks to come (+1 while submitting); pw->mu */
-	int status;                /* first error; pw->mu */
-	atomic_int done;           /* set last by the completing callback */
-	int orphan;                /* its Request is gone: the worker frees it */
+	int remaining;	 /* callbacks to come (+1 while submitting); pw->mu */
+	int status;	 /* first error; pw->mu */
+	atomic_int done; /* set last by the completing callback */
+	int orphan;	 /* its Request is gone: the worker frees it */
 	int nbufs;
 	struct pybuf *bufs;
 	rps_key_t *keys; /* the segments' keys and lengths, back to back */
@@ -54,16 +56,17 @@ struct pyreq {
 };
 
 struct pyworker {
-	PyObject_HEAD
-	struct rps_worker *w;
-	pthread_mutex_t mu;  /* pyreq remaining/status */
-	pthread_cond_t cv;   /* a pyreq completed */
-	struct pyreq head;   /* every pyreq not freed yet (live and orphans) */
+	PyObject_HEAD struct rps_worker *w;
+	pthread_mutex_t mu; /* pyreq remaining/status */
+	pthread_cond_t cv;  /* a pyreq completed */
+	struct pyreq head;  /* every pyreq not freed yet (live and orphans) */
 	int norphans;
-	int active;          /* calls using w without the GIL */
+	int active;		   /* calls using w without the GIL */
+	int background;		   /* barrier threads still running (pw->mu) */
+	struct pybarrier *barrier; /* a barrier left by Ctrl-C, still running */
 	int closed;
-	PyObject *declared;  /* dict: key -> declared length */
-	PyObject *regs;      /* list of Registration objects */
+	PyObject *declared; /* dict: key -> declared length */
+	PyObject *regs;	    /* list of Registration objects */
 	PyObject *weakrefs;
 };
 
@@ -121,8 +124,13 @@ int rps_py_pyreq_wait(struct pyreq *r, double timeout_s);
 /* ops.c */
 PyObject *rps_py_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
-PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-			  PyObject *kw);
+PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+PyObject *rps_py_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+
+/* barrier.c */
+PyObject *rps_py_barrier(PyObject *self, PyObject *unused);
+/* Under the GIL, before rps_worker_destroy: wait for barrier threads. */
+void rps_py_barriers_closed(struct pyworker *pw);
 
 /* reg.c */
 PyObject *rps_py_register(PyObject *self, PyObject *arg);

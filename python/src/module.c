@@ -113,10 +113,10 @@ int rps_py_keys(PyObject *o, rps_key_t **keys_p, size_t *n_p, int *single_p)
 
 void rps_py_nap_ms(int ms)
 {
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	Py_BEGIN_ALLOW_THREADS
-	nanosleep(&ts, NULL);
+		nanosleep(&ts, NULL);
 	Py_END_ALLOW_THREADS
 }
 
@@ -135,19 +135,19 @@ static PyObject *py_version(PyObject *mod, PyObject *unused)
 }
 
 static PyMethodDef module_methods[] = {
-	{ "strerror", py_strerror, METH_O,
-	  "strerror(errno) -> str\n\nrdmaps' words for an errno (rps_strerror)." },
-	{ "library_version", py_version, METH_NOARGS,
-	  "library_version() -> str\n\nThe version of librdmaps this module runs on." },
-	{ NULL, NULL, 0, NULL },
+    {"strerror", py_strerror, METH_O,
+     "strerror(errno) -> str\n\nrdmaps' words for an errno (rps_strerror)."},
+    {"library_version", py_version, METH_NOARGS,
+     "library_version() -> str\n\nThe version of librdmaps this module runs on."},
+    {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-	PyModuleDef_HEAD_INIT,
-	.m_name = "rdmaps._core",
-	.m_doc = "The C core of rdmaps: Worker, Request, Registration (see the rdmaps package).",
-	.m_size = -1,
-	.m_methods = module_methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "rdmaps._core",
+    .m_doc = "The C core of rdmaps: Worker, Request, Registration (see the rdmaps package).",
+    .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__core(void)

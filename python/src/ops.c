@@ -8,7 +8,10 @@
 #include "core.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Arguments by position or name (METH_FASTCALL | METH_KEYWORDS). */
 static int fast_args(const char *fname, PyObject *const *args, Py_ssize_t nargs, PyObject *kw,
@@ -162,9 +165,9 @@ static int submit_side(struct pyworker *pw, struct pyreq *r, const struct side *
 		if (sd->flat) {
 			j = r->nkeys;
 		} else {
-			while (j < r->nkeys && r->bufs[sd->first + j].data ==
-						       r->bufs[sd->first + j - 1].data +
-							       r->bufs[sd->first + j - 1].nelem)
+			while (j < r->nkeys &&
+			       r->bufs[sd->first + j].data == r->bufs[sd->first + j - 1].data +
+								  r->bufs[sd->first + j - 1].nelem)
 				j++;
 		}
 		if (pull)
@@ -184,12 +187,73 @@ static int submit_side(struct pyworker *pw, struct pyreq *r, const struct side *
 	return done;
 }
 
-/* kind: 0 push, 1 pull, 2 pushpull */
+/* A list or tuple of one buffer: that buffer. */
+static PyObject *one_of(PyObject *o)
+{
+	if ((PyList_Check(o) || PyTuple_Check(o)) && PySequence_Fast_GET_SIZE(o) == 1)
+		return PySequence_Fast_GET_ITEM(o, 0);
+	return o;
+}
+
+/* assign: each segment written to a temporary .npz (rps_model_save) and
+ * assigned from it (rps_worker_load_model): the public API assigns from
+ * files only. Synchronous; r is discarded. */
+static PyObject *assign(struct pyworker *pw, struct pyreq *r, const struct side *sd)
+{
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	size_t i = 0;
+	int rc = 0;
+	PyThreadState *ts;
+
+	if (!dir || !*dir)
+		dir = "/tmp";
+	if (rps_py_enter(pw)) {
+		rps_py_pyreq_discard(r);
+		return NULL;
+	}
+	ts = PyEval_SaveThread();
+	while (!rc && i < r->nkeys) {
+		size_t j = sd->flat ? r->nkeys : i + 1;
+		float *base = sd->flat ? r->bufs[sd->first].data : r->bufs[sd->first + i].data;
+		int fd;
+
+		while (!sd->flat && j < r->nkeys &&
+		       r->bufs[sd->first + j].data ==
+			   r->bufs[sd->first + j - 1].data + r->bufs[sd->first + j - 1].nelem)
+			j++;
+		snprintf(path, sizeof(path), "%s/rdmaps-assign-XXXXXX.npz", dir);
+		fd = mkstemps(path, 4);
+		if (fd < 0) {
+			rc = -errno;
+			break;
+		}
+		close(fd);
+		rc = rps_model_save(path, r->keys + i, r->lens + i, j - i, base);
+		if (!rc)
+			rc = rps_worker_load_model(pw->w, r->keys + i, r->lens + i, j - i, path);
+		unlink(path);
+		i = j;
+	}
+	PyEval_RestoreThread(ts);
+	rps_py_leave(pw);
+	if (rc) {
+		rps_py_raise(rc, "assign of key %llu%s (through %s; the reason is logged)",
+			     (unsigned long long)r->keys[i < r->nkeys ? i : 0],
+			     r->nkeys > 1 ? ", ..." : "", path);
+		rps_py_pyreq_discard(r);
+		return NULL;
+	}
+	rps_py_pyreq_discard(r);
+	Py_RETURN_NONE;
+}
+
+/* kind: 0 push, 1 pull, 2 pushpull, 3 assign */
 static PyObject *op(PyObject *self, PyObject *kobj, PyObject *gobj, PyObject *oobj, int kind)
 {
-	static const char *what[] = { "push", "pull", "pushpull" };
+	static const char *what[] = {"push", "pull", "pushpull", "assign"};
 	struct pyworker *pw = (struct pyworker *)self;
-	struct side gs = { 0 }, os = { 0 };
+	struct side gs = {0}, os = {0};
 	struct pyreq *r;
 	rps_key_t *keys;
 	size_t n;
@@ -203,6 +267,10 @@ static PyObject *op(PyObject *self, PyObject *kobj, PyObject *gobj, PyObject *oo
 	}
 	if (rps_py_keys(kobj, &keys, &n, &single))
 		return NULL;
+	if (single) { /* one key: [buf] is taken as buf */
+		gobj = gobj ? one_of(gobj) : NULL;
+		oobj = oobj ? one_of(oobj) : NULL;
+	}
 	if (gobj && (ng = nbufs_of(gobj, n, single)) < 0)
 		goto err_keys;
 	if (oobj && (no = nbufs_of(oobj, n, single)) < 0)
@@ -232,6 +300,8 @@ static PyObject *op(PyObject *self, PyObject *kobj, PyObject *gobj, PyObject *oo
 	if (oobj)
 		nseg += count_segs(r, &os);
 
+	if (kind == 3)
+		return assign(pw, r, &gs);
 	if (rps_py_enter(pw))
 		goto err_discard;
 	rps_py_pyreq_link(r);
@@ -277,7 +347,7 @@ err_keys:
 
 PyObject *rps_py_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
-	static const char *const names[] = { "keys", "grads" };
+	static const char *const names[] = {"keys", "grads"};
 	PyObject *a[2];
 
 	if (fast_args("push", args, nargs, kw, names, 2, a))
@@ -287,7 +357,7 @@ PyObject *rps_py_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs, P
 
 PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
-	static const char *const names[] = { "keys", "out" };
+	static const char *const names[] = {"keys", "out"};
 	PyObject *a[2];
 
 	if (fast_args("pull", args, nargs, kw, names, 2, a))
@@ -297,10 +367,20 @@ PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, P
 
 PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
-	static const char *const names[] = { "keys", "grads", "out" };
+	static const char *const names[] = {"keys", "grads", "out"};
 	PyObject *a[3];
 
 	if (fast_args("pushpull", args, nargs, kw, names, 3, a))
 		return NULL;
 	return op(self, a[0], a[1], a[2], 2);
+}
+
+PyObject *rps_py_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
+{
+	static const char *const names[] = {"keys", "values"};
+	PyObject *a[2];
+
+	if (fast_args("assign", args, nargs, kw, names, 2, a))
+		return NULL;
+	return op(self, a[0], a[1], NULL, 3);
 }

@@ -7,8 +7,7 @@
 #include <errno.h>
 
 struct pyreg {
-	PyObject_HEAD
-	struct pyworker *pw; /* NULL once unregistered */
+	PyObject_HEAD struct pyworker *pw; /* NULL once unregistered */
 	struct pybuf buf;
 };
 
@@ -54,13 +53,13 @@ PyObject *rps_py_register(PyObject *self, PyObject *arg)
 	if (rps_py_enter(pw))
 		goto err;
 	Py_BEGIN_ALLOW_THREADS
-	rc = rps_worker_register(pw->w, g->buf.data, g->buf.nelem * sizeof(float));
+		rc = rps_worker_register(pw->w, g->buf.data, g->buf.nelem * sizeof(float));
 	Py_END_ALLOW_THREADS
 	rps_py_leave(pw);
 	if (rc) {
 		rps_py_raise(rc, "register %zu bytes at %p%s", g->buf.nelem * sizeof(float),
 			     (void *)g->buf.data,
-			     rc == -EEXIST  ? " (it overlaps a registered buffer)"
+			     rc == -EEXIST   ? " (it overlaps a registered buffer)"
 			     : rc == -ENOSPC ? " (64 buffers registered already)"
 			     : rc == -ENOMEM ? " (locked memory limit: ulimit -l, docs/rdma.md)"
 					     : "");
@@ -92,7 +91,7 @@ static PyObject *reg_unregister(PyObject *self, PyObject *unused)
 		if (rps_py_enter(pw))
 			return NULL;
 		Py_BEGIN_ALLOW_THREADS
-		rc = rps_worker_unregister(pw->w, g->buf.data);
+			rc = rps_worker_unregister(pw->w, g->buf.data);
 		Py_END_ALLOW_THREADS
 		rps_py_leave(pw);
 		if (rc)
@@ -178,30 +177,30 @@ static PyObject *reg_nbytes(PyObject *self, void *c)
 }
 
 static PyMethodDef reg_methods[] = {
-	{ "unregister", reg_unregister, METH_NOARGS,
-	  "unregister() -> None\n\nUnregister and release the buffer (idempotent). "
-	  "rdmaps.Error EBUSY while a pull into it is in flight: wait for it first." },
-	{ "close", reg_unregister, METH_NOARGS, "The same as unregister()." },
-	{ "__enter__", reg_enter, METH_NOARGS, NULL },
-	{ "__exit__", reg_exit, METH_VARARGS, NULL },
-	{ NULL, NULL, 0, NULL },
+    {"unregister", reg_unregister, METH_NOARGS,
+     "unregister() -> None\n\nUnregister and release the buffer (idempotent). "
+     "rdmaps.Error EBUSY while a pull into it is in flight: wait for it first."},
+    {"close", reg_unregister, METH_NOARGS, "The same as unregister()."},
+    {"__enter__", reg_enter, METH_NOARGS, NULL},
+    {"__exit__", reg_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef reg_getset[] = {
-	{ "registered", reg_registered, NULL, "True until unregistered.", NULL },
-	{ "nbytes", reg_nbytes, NULL, "Bytes registered.", NULL },
-	{ NULL, NULL, NULL, NULL, NULL },
+    {"registered", reg_registered, NULL, "True until unregistered.", NULL},
+    {"nbytes", reg_nbytes, NULL, "Bytes registered.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject rps_py_registration_type = {
-	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rdmaps.Registration",
-	.tp_basicsize = sizeof(struct pyreg),
-	.tp_dealloc = reg_dealloc,
-	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-	.tp_traverse = reg_traverse,
-	.tp_clear = reg_clear,
-	.tp_doc = "A buffer registered for direct RDMA pulls (Worker.register). A context "
-		  "manager: unregisters on exit.",
-	.tp_methods = reg_methods,
-	.tp_getset = reg_getset,
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rdmaps.Registration",
+    .tp_basicsize = sizeof(struct pyreg),
+    .tp_dealloc = reg_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = reg_traverse,
+    .tp_clear = reg_clear,
+    .tp_doc = "A buffer registered for direct RDMA pulls (Worker.register). A context "
+	      "manager: unregisters on exit.",
+    .tp_methods = reg_methods,
+    .tp_getset = reg_getset,
 };

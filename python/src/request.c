@@ -19,13 +19,12 @@
 #define WAIT_SLICE_MS 50 /* signals (Ctrl-C) are checked this often */
 
 struct pyrequest {
-	PyObject_HEAD
-	struct pyworker *pw; /* strong reference */
+	PyObject_HEAD struct pyworker *pw; /* strong reference */
 	struct pyreq *r;
-	int finished;        /* buffers released, status read */
+	int finished; /* buffers released, status read */
 	int status;
-	int waiters;         /* threads in wait(): r is freed only when none is */
-	char what[96];       /* "pull of key 7" */
+	int waiters;   /* threads in wait(): r is freed only when none is */
+	char what[96]; /* "pull of key 7" */
 };
 
 struct pyreq *rps_py_pyreq_new(struct pyworker *pw, int nbufs, size_t nkeys, const char *what)
@@ -180,19 +179,19 @@ int rps_py_pyreq_wait(struct pyreq *r, double timeout_s)
 				slice = left;
 		}
 		Py_BEGIN_ALLOW_THREADS
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += (time_t)slice;
-		ts.tv_nsec += (long)((slice - floor(slice)) * 1e9);
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_mutex_lock(&pw->mu);
-		while (r->remaining > 0) {
-			if (pthread_cond_timedwait(&pw->cv, &pw->mu, &ts) == ETIMEDOUT)
-				break;
-		}
-		pthread_mutex_unlock(&pw->mu);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += (time_t)slice;
+			ts.tv_nsec += (long)((slice - floor(slice)) * 1e9);
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_mutex_lock(&pw->mu);
+			while (r->remaining > 0) {
+				if (pthread_cond_timedwait(&pw->cv, &pw->mu, &ts) == ETIMEDOUT)
+					break;
+			}
+			pthread_mutex_unlock(&pw->mu);
 		Py_END_ALLOW_THREADS
 		if (is_done(r))
 			break;
@@ -258,7 +257,7 @@ static PyObject *result(struct pyrequest *q)
 
 static PyObject *req_wait(struct pyrequest *q, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "timeout", NULL };
+	static char *names[] = {"timeout", NULL};
 	PyObject *tobj = Py_None;
 	double timeout = -1;
 	int rc;
@@ -282,8 +281,10 @@ static PyObject *req_wait(struct pyrequest *q, PyObject *args, PyObject *kw)
 		if (rc < 0)
 			return NULL;
 		if (rc > 0)
-			return rps_py_raise(-ETIMEDOUT, "%s not complete after %g s (it goes on: "
-					    "wait again, or drop the request)", q->what, timeout);
+			return rps_py_raise(-ETIMEDOUT,
+					    "%s not complete after %g s (it goes on: "
+					    "wait again, or drop the request)",
+					    q->what, timeout);
 		finish(q);
 	}
 	return result(q);
@@ -349,40 +350,40 @@ static PyObject *req_repr(struct pyrequest *q)
 }
 
 static PyMethodDef req_methods[] = {
-	{ "wait", (PyCFunction)(void (*)(void))req_wait, METH_VARARGS | METH_KEYWORDS,
-	  "wait($self, /, timeout=None)\n--\n\n"
-	  "Wait until the request completed. Releases the GIL while waiting, and\n"
-	  "checks for signals every 50 ms, so Ctrl-C raises KeyboardInterrupt at\n"
-	  "once (the request stays in flight; wait again, or drop it: its buffers\n"
-	  "are kept until the library is done with them).\n\n"
-	  "timeout: seconds, None = until complete. Raises rdmaps.TimeoutError\n"
-	  "when it passes (the request goes on: wait again). Raises the request's\n"
-	  "error when it failed: rdmaps.ConnectionError (a server connection broke\n"
-	  "or the server died), rdmaps.TimeoutError, or another rdmaps.Error with\n"
-	  "the errno and the library's words. Waiting again on a completed\n"
-	  "request returns (or raises) the same at once." },
-	{ "done", (PyCFunction)req_done, METH_NOARGS,
-	  "done($self, /)\n--\n\n"
-	  "True when the request completed (successfully or not); never blocks.\n"
-	  "Once True, the buffers are released; wait() gives the outcome." },
-	{ "exception", (PyCFunction)req_exception, METH_NOARGS,
-	  "exception($self, /)\n--\n\n"
-	  "The error of a completed request (None if it succeeded). ValueError\n"
-	  "while it is still in flight." },
-	{ NULL, NULL, 0, NULL },
+    {"wait", (PyCFunction)(void (*)(void))req_wait, METH_VARARGS | METH_KEYWORDS,
+     "wait($self, /, timeout=None)\n--\n\n"
+     "Wait until the request completed. Releases the GIL while waiting, and\n"
+     "checks for signals every 50 ms, so Ctrl-C raises KeyboardInterrupt at\n"
+     "once (the request stays in flight; wait again, or drop it: its buffers\n"
+     "are kept until the library is done with them).\n\n"
+     "timeout: seconds, None = until complete. Raises rdmaps.TimeoutError\n"
+     "when it passes (the request goes on: wait again). Raises the request's\n"
+     "error when it failed: rdmaps.ConnectionError (a server connection broke\n"
+     "or the server died), rdmaps.TimeoutError, or another rdmaps.Error with\n"
+     "the errno and the library's words. Waiting again on a completed\n"
+     "request returns (or raises) the same at once."},
+    {"done", (PyCFunction)req_done, METH_NOARGS,
+     "done($self, /)\n--\n\n"
+     "True when the request completed (successfully or not); never blocks.\n"
+     "Once True, the buffers are released; wait() gives the outcome."},
+    {"exception", (PyCFunction)req_exception, METH_NOARGS,
+     "exception($self, /)\n--\n\n"
+     "The error of a completed request (None if it succeeded). ValueError\n"
+     "while it is still in flight."},
+    {NULL, NULL, 0, NULL},
 };
 
 PyTypeObject rps_py_request_type = {
-	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rdmaps.Request",
-	.tp_basicsize = sizeof(struct pyrequest),
-	.tp_dealloc = (destructor)req_dealloc,
-	.tp_repr = (reprfunc)req_repr,
-	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "An asynchronous push, pull or pushpull in flight.\n\n"
-		  "Made by Worker.push/pull/pushpull, never directly. It holds the\n"
-		  "buffers it was given until it completes, so dropping the arrays (or\n"
-		  "the request itself) early is safe: the memory is released only when\n"
-		  "the library is done with it. Methods: wait(timeout=None), done(),\n"
-		  "exception().",
-	.tp_methods = req_methods,
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rdmaps.Request",
+    .tp_basicsize = sizeof(struct pyrequest),
+    .tp_dealloc = (destructor)req_dealloc,
+    .tp_repr = (reprfunc)req_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An asynchronous push, pull or pushpull in flight.\n\n"
+	      "Made by Worker.push/pull/pushpull, never directly. It holds the\n"
+	      "buffers it was given until it completes, so dropping the arrays (or\n"
+	      "the request itself) early is safe: the memory is released only when\n"
+	      "the library is done with it. Methods: wait(timeout=None), done(),\n"
+	      "exception().",
+    .tp_methods = req_methods,
 };

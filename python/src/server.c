@@ -8,12 +8,11 @@
 #include <string.h>
 
 struct pyserver {
-	PyObject_HEAD
-	struct rps_server *srv;
+	PyObject_HEAD struct rps_server *srv;
 	pthread_t thread;
-	int started;   /* the thread exists and was not joined */
+	int started; /* the thread exists and was not joined */
 	atomic_int finished;
-	int rc;        /* rps_server_run's */
+	int rc; /* rps_server_run's */
 };
 
 static void *run_thread(void *arg)
@@ -57,8 +56,8 @@ static int set_settings(struct rps_config *cfg, PyObject *settings)
 					     name);
 			else
 				PyErr_Format(PyExc_ValueError,
-					     "setting %s=%s: not accepted (the reason is logged)", name,
-					     val);
+					     "setting %s=%s: not accepted (the reason is logged)",
+					     name, val);
 			Py_DECREF(sv);
 			return -1;
 		}
@@ -69,7 +68,7 @@ static int set_settings(struct rps_config *cfg, PyObject *settings)
 
 static int server_init(PyObject *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "scheduler", "host", "transport", "secret", "settings", NULL };
+	static char *names[] = {"scheduler", "host", "transport", "secret", "settings", NULL};
 	const char *sched = NULL, *host = NULL, *transport = NULL, *secret = NULL;
 	struct pyserver *ps = (struct pyserver *)self;
 	PyObject *settings = Py_None;
@@ -82,8 +81,8 @@ static int server_init(PyObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzO:InProcessServer", names, &sched,
-					 &host, &transport, &secret, &settings))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzzzO:InProcessServer", names, &sched, &host,
+					 &transport, &secret, &settings))
 		return -1;
 	rc = rps_config_create(&cfg);
 	if (rc) {
@@ -114,7 +113,7 @@ static int server_init(PyObject *self, PyObject *args, PyObject *kw)
 		o.secret = secret;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = rps_server_create(&o, &srv);
+		rc = rps_server_create(&o, &srv);
 	Py_END_ALLOW_THREADS
 	rps_config_destroy(cfg);
 	if (rc) {
@@ -140,11 +139,11 @@ static void server_end(struct pyserver *ps, int stop)
 	if (!ps->srv)
 		return;
 	Py_BEGIN_ALLOW_THREADS
-	if (stop)
-		rps_server_stop(ps->srv);
-	if (ps->started)
-		pthread_join(ps->thread, NULL);
-	rps_server_destroy(ps->srv);
+		if (stop)
+			rps_server_stop(ps->srv);
+		if (ps->started)
+			pthread_join(ps->thread, NULL);
+		rps_server_destroy(ps->srv);
 	Py_END_ALLOW_THREADS
 	ps->started = 0;
 	ps->srv = NULL;
@@ -195,28 +194,28 @@ static void server_dealloc(PyObject *self)
 }
 
 static PyMethodDef server_methods[] = {
-	{ "stop", server_stop, METH_NOARGS,
-	  "stop($self, /)\n--\n\nAsk the server to stop, wait for its thread, free it "
-	  "(idempotent). Raises the error it ended with, if any." },
-	{ "wait", server_wait, METH_VARARGS,
-	  "wait($self, timeout=-1, /)\n--\n\nWait until the server ends by itself (the job is "
-	  "over); True when it did, False after timeout seconds." },
-	{ NULL, NULL, 0, NULL },
+    {"stop", server_stop, METH_NOARGS,
+     "stop($self, /)\n--\n\nAsk the server to stop, wait for its thread, free it "
+     "(idempotent). Raises the error it ended with, if any."},
+    {"wait", server_wait, METH_VARARGS,
+     "wait($self, timeout=-1, /)\n--\n\nWait until the server ends by itself (the job is "
+     "over); True when it did, False after timeout seconds."},
+    {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef server_getset[] = {
-	{ "running", server_running, NULL, "True while the server serves.", NULL },
-	{ NULL, NULL, NULL, NULL, NULL },
+    {"running", server_running, NULL, "True while the server serves.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 PyTypeObject rps_py_server_type = {
-	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rdmaps._core.InProcessServer",
-	.tp_basicsize = sizeof(struct pyserver),
-	.tp_dealloc = server_dealloc,
-	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-	.tp_doc = "An rdmaps server in this process (use rdmaps.InProcessServer).",
-	.tp_methods = server_methods,
-	.tp_getset = server_getset,
-	.tp_init = server_init,
-	.tp_new = PyType_GenericNew,
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rdmaps._core.InProcessServer",
+    .tp_basicsize = sizeof(struct pyserver),
+    .tp_dealloc = server_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "An rdmaps server in this process (use rdmaps.InProcessServer).",
+    .tp_methods = server_methods,
+    .tp_getset = server_getset,
+    .tp_init = server_init,
+    .tp_new = PyType_GenericNew,
 };

@@ -14,8 +14,7 @@ int rps_py_init_spec(PyObject *o, struct rps_init *init, int *use_p)
 	*use_p = 0;
 	if (o == Py_None)
 		return 0;
-	if (!PyArg_ParseTuple(o, "iffK;init: (kind, a, b, seed)", &kind, &init->a, &init->b,
-			      &seed))
+	if (!PyArg_ParseTuple(o, "iffK;init: (kind, a, b, seed)", &kind, &init->a, &init->b, &seed))
 		return -1;
 	if (kind < RPS_INIT_DEFAULT || kind > RPS_INIT_PUSH) {
 		PyErr_Format(PyExc_ValueError, "init: unknown kind %d", kind);
@@ -34,12 +33,15 @@ static const struct field {
 	enum ftype type;
 	size_t off;
 } fields[] = {
-#define FLD(n, t) { #n, t, offsetof(struct rps_optim_opts, n) }
-	FLD(lr, F_FLOAT),	    FLD(momentum, F_FLOAT),	FLD(beta1, F_FLOAT),
-	FLD(beta2, F_FLOAT),	    FLD(eps, F_FLOAT),		FLD(weight_decay, F_FLOAT),
-	FLD(clip_norm, F_FLOAT),    FLD(step_size, F_U64),	FLD(gamma, F_FLOAT),
-	FLD(total_steps, F_U64),    FLD(lr_min, F_FLOAT),	FLD(staleness_lr, F_INT),
-	FLD(warmup_steps, F_U64),
+#define FLD(n, t)                                                                                  \
+	{                                                                                          \
+#n, t, offsetof(struct rps_optim_opts, n)                                          \
+	}
+    FLD(lr, F_FLOAT),	      FLD(momentum, F_FLOAT), FLD(beta1, F_FLOAT),
+    FLD(beta2, F_FLOAT),      FLD(eps, F_FLOAT),      FLD(weight_decay, F_FLOAT),
+    FLD(clip_norm, F_FLOAT),  FLD(step_size, F_U64),  FLD(gamma, F_FLOAT),
+    FLD(total_steps, F_U64),  FLD(lr_min, F_FLOAT),   FLD(staleness_lr, F_INT),
+    FLD(warmup_steps, F_U64),
 #undef FLD
 };
 

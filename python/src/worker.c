@@ -82,7 +82,7 @@ static int opt_str(PyObject *o, const char *name, const char **s_p)
 
 static int worker_init(PyObject *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "scheduler", "transport", "secret", "timeout", NULL };
+	static char *names[] = {"scheduler", "transport", "secret", "timeout", NULL};
 	PyObject *sched = Py_None, *transport = Py_None, *secret = Py_None, *tobj = Py_None;
 	struct pyworker *pw = W(self);
 	struct rps_worker_opts o;
@@ -125,7 +125,7 @@ static int worker_init(PyObject *self, PyObject *args, PyObject *kw)
 		o.timeout_ms = (int)ceil(t * 1000);
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = rps_worker_create(&o, &w);
+		rc = rps_worker_create(&o, &w);
 	Py_END_ALLOW_THREADS
 	if (rc) {
 		rps_py_raise(rc, "joining the job (scheduler %s)",
@@ -147,8 +147,9 @@ static void do_close(struct pyworker *pw)
 	/* other threads still inside a call (a barrier, a submission) */
 	while (pw->active > 0)
 		rps_py_nap_ms(5);
+	rps_py_barriers_closed(pw);
 	Py_BEGIN_ALLOW_THREADS
-	rps_worker_destroy(w); /* waits for requests in flight, then fails them */
+		rps_worker_destroy(w); /* waits for requests in flight, then fails them */
 	Py_END_ALLOW_THREADS
 	pw->w = NULL;
 	rps_py_requests_closed(pw);
@@ -209,15 +210,15 @@ static int worker_clear(PyObject *self)
 /* ---- blocking calls ---- */
 
 /* Run expr (an int) with the GIL released, as a call that uses pw->w. */
-#define CALL(pw, rc, expr)                    \
-	do {                                  \
-		PyThreadState *_ts;           \
-		if (rps_py_enter(pw))         \
-			return NULL;          \
-		_ts = PyEval_SaveThread();    \
-		(rc) = (expr);                \
-		PyEval_RestoreThread(_ts);    \
-		rps_py_leave(pw);             \
+#define CALL(pw, rc, expr)                                                                         \
+	do {                                                                                       \
+		PyThreadState *_ts;                                                                \
+		if (rps_py_enter(pw))                                                              \
+			return NULL;                                                               \
+		_ts = PyEval_SaveThread();                                                         \
+		(rc) = (expr);                                                                     \
+		PyEval_RestoreThread(_ts);                                                         \
+		rps_py_leave(pw);                                                                  \
 	} while (0)
 
 static PyObject *worker_clock(PyObject *self, PyObject *unused)
@@ -228,17 +229,6 @@ static PyObject *worker_clock(PyObject *self, PyObject *unused)
 	CALL(pw, rc, rps_worker_clock(pw->w));
 	if (rc)
 		return rps_py_raise(rc, "clock");
-	Py_RETURN_NONE;
-}
-
-static PyObject *worker_barrier(PyObject *self, PyObject *unused)
-{
-	struct pyworker *pw = W(self);
-	int rc;
-
-	CALL(pw, rc, rps_worker_barrier(pw->w));
-	if (rc)
-		return rps_py_raise(rc, "barrier");
 	Py_RETURN_NONE;
 }
 
@@ -256,8 +246,8 @@ static int keys_lens(PyObject *kobj, PyObject *lobj, rps_key_t **keys_p, size_t 
 	if (!seq)
 		goto err_keys;
 	if ((size_t)PySequence_Fast_GET_SIZE(seq) != n) {
-		PyErr_Format(PyExc_ValueError, "%zu keys but %zd sizes: give one size per key",
-			     n, PySequence_Fast_GET_SIZE(seq));
+		PyErr_Format(PyExc_ValueError, "%zu keys but %zd sizes: give one size per key", n,
+			     PySequence_Fast_GET_SIZE(seq));
 		goto err_seq;
 	}
 	lens = PyMem_Malloc(n * sizeof(*lens));
@@ -298,7 +288,7 @@ err_keys:
 
 static PyObject *worker_declare(PyObject *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "keys", "sizes", "init", "optimizer", NULL };
+	static char *names[] = {"keys", "sizes", "init", "optimizer", NULL};
 	PyObject *kobj, *lobj, *iobj = Py_None, *oobj = Py_None;
 	struct pyworker *pw = W(self);
 	struct rps_optim_opts opts;
@@ -317,17 +307,19 @@ static PyObject *worker_declare(PyObject *self, PyObject *args, PyObject *kw)
 	if (rps_py_enter(pw))
 		goto out_free;
 	Py_BEGIN_ALLOW_THREADS
-	rc = rps_worker_declare_opt(pw->w, keys, lens, n, use_init ? &init : NULL,
-				    use_opt ? &opts : NULL);
+		rc = rps_worker_declare_opt(pw->w, keys, lens, n, use_init ? &init : NULL,
+					    use_opt ? &opts : NULL);
 	Py_END_ALLOW_THREADS
 	rps_py_leave(pw);
 	if (rc) {
 		if (rc == -EEXIST)
-			rps_py_raise(rc, "declare: a key exists with another length (key %llu "
+			rps_py_raise(rc,
+				     "declare: a key exists with another length (key %llu "
 				     "of %zu elements, or one of the %zu keys)",
 				     (unsigned long long)keys[0], lens[0], n);
 		else if (rc == -EINVAL && use_opt)
-			rps_py_raise(rc, "declare: the optimizer spec was refused (the reason "
+			rps_py_raise(rc,
+				     "declare: the optimizer spec was refused (the reason "
 				     "is logged on stderr: another spec for a key that has one, "
 				     "or a key already trained with the default)");
 		else
@@ -380,7 +372,7 @@ static PyObject *worker_set_optimizer(PyObject *self, PyObject *args)
 		return NULL;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	rc = rps_worker_set_optimizer(pw->w, keys, n, &opts);
+		rc = rps_worker_set_optimizer(pw->w, keys, n, &opts);
 	Py_END_ALLOW_THREADS
 	rps_py_leave(pw);
 	if (rc) {
@@ -395,8 +387,8 @@ static PyObject *worker_set_optimizer(PyObject *self, PyObject *args)
 }
 
 /* keys -> (keys, declared lengths) for the model calls. */
-static int keys_declared(struct pyworker *pw, PyObject *kobj, rps_key_t **keys_p,
-			 size_t **lens_p, size_t *n_p)
+static int keys_declared(struct pyworker *pw, PyObject *kobj, rps_key_t **keys_p, size_t **lens_p,
+			 size_t *n_p)
 {
 	size_t n, *lens;
 	int single;
@@ -440,10 +432,10 @@ static PyObject *model_call(PyObject *self, PyObject *args, int load)
 	if (rps_py_enter(pw))
 		goto out_free;
 	Py_BEGIN_ALLOW_THREADS
-	if (load)
-		rc = rps_worker_load_model(pw->w, keys, lens, n, PyBytes_AS_STRING(path));
-	else
-		rc = rps_worker_save_model(pw->w, keys, lens, n, PyBytes_AS_STRING(path));
+		if (load)
+			rc = rps_worker_load_model(pw->w, keys, lens, n, PyBytes_AS_STRING(path));
+		else
+			rc = rps_worker_save_model(pw->w, keys, lens, n, PyBytes_AS_STRING(path));
 	Py_END_ALLOW_THREADS
 	rps_py_leave(pw);
 	if (rc) {
@@ -475,7 +467,7 @@ static PyObject *worker_load_model(PyObject *self, PyObject *args)
 
 static PyObject *worker_checkpoint(PyObject *self, PyObject *args, PyObject *kw)
 {
-	static char *names[] = { "clock", "timeout", NULL };
+	static char *names[] = {"clock", "timeout", NULL};
 	PyObject *cobj = Py_None, *tobj = Py_None;
 	struct pyworker *pw = W(self);
 	uint32_t clock = UINT32_MAX;
@@ -514,7 +506,7 @@ static PyObject *worker_checkpoint(PyObject *self, PyObject *args, PyObject *kw)
 static PyObject *worker_stats(PyObject *self, PyObject *unused)
 {
 	struct pyworker *pw = W(self);
-	struct rps_worker_stats st = { .field_mask = RPS_WORKER_STAT_ALL };
+	struct rps_worker_stats st = {.field_mask = RPS_WORKER_STAT_ALL};
 	int rc;
 
 	if (rps_py_enter(pw))
@@ -551,13 +543,13 @@ static int open_or_raise(struct pyworker *pw)
 	return 0;
 }
 
-#define INT_GETTER(name, expr)                                                           \
-	static PyObject *get_##name(PyObject *self, void *c)                             \
-	{                                                                                \
-		struct rps_worker *w = W(self)->w;                                       \
-		if (open_or_raise(W(self)))                                              \
-			return NULL;                                                     \
-		return PyLong_FromLongLong((long long)(expr));                           \
+#define INT_GETTER(name, expr)                                                                     \
+	static PyObject *get_##name(PyObject *self, void *c)                                       \
+	{                                                                                          \
+		struct rps_worker *w = W(self)->w;                                                 \
+		if (open_or_raise(W(self)))                                                        \
+			return NULL;                                                               \
+		return PyLong_FromLongLong((long long)(expr));                                     \
 	}
 
 INT_GETTER(rank, rps_worker_rank(w))
@@ -599,132 +591,142 @@ static PyObject *get_declared(PyObject *self, void *c)
 }
 
 static PyGetSetDef worker_getset[] = {
-	{ "rank", get_rank, NULL, "This worker's rank, 0 .. num_workers - 1.", NULL },
-	{ "num_workers", get_num_workers, NULL, "Workers in the job.", NULL },
-	{ "num_servers", get_num_servers, NULL, "Servers in the job.", NULL },
-	{ "transport", get_transport, NULL, "'tcp' or 'rdma'.", NULL },
-	{ "clock_value", get_clock_value, NULL,
-	  "The current clock (iteration): clock() calls so far.", NULL },
-	{ "consistency", get_consistency, NULL,
-	  "The servers' consistency model: 'bsp', 'ssp' or 'asp' (RDMAPS_CONSISTENCY "
-	  "of the servers).",
-	  NULL },
-	{ "staleness_bound", get_staleness_bound, NULL,
-	  "The SSP bound s (RDMAPS_STALENESS of the servers); 0 under BSP and ASP.", NULL },
-	{ "max_staleness", get_max_staleness, NULL,
-	  "The largest staleness (clock lag) any pull of this worker saw so far: 0 under "
-	  "BSP, at most staleness_bound under SSP.",
-	  NULL },
-	{ "closed", get_closed, NULL, "True after close().", NULL },
-	{ "declared", get_declared, NULL,
-	  "Read-only mapping key -> length (float32 elements) of the keys declared "
-	  "through this worker.",
-	  NULL },
-	{ NULL, NULL, NULL, NULL, NULL },
+    {"rank", get_rank, NULL, "This worker's rank, 0 .. num_workers - 1.", NULL},
+    {"num_workers", get_num_workers, NULL, "Workers in the job.", NULL},
+    {"num_servers", get_num_servers, NULL, "Servers in the job.", NULL},
+    {"transport", get_transport, NULL, "'tcp' or 'rdma'.", NULL},
+    {"clock_value", get_clock_value, NULL, "The current clock (iteration): clock() calls so far.",
+     NULL},
+    {"consistency", get_consistency, NULL,
+     "The servers' consistency model: 'bsp', 'ssp' or 'asp' (RDMAPS_CONSISTENCY "
+     "of the servers).",
+     NULL},
+    {"staleness_bound", get_staleness_bound, NULL,
+     "The SSP bound s (RDMAPS_STALENESS of the servers); 0 under BSP and ASP.", NULL},
+    {"max_staleness", get_max_staleness, NULL,
+     "The largest staleness (clock lag) any pull of this worker saw so far: 0 under "
+     "BSP, at most staleness_bound under SSP.",
+     NULL},
+    {"closed", get_closed, NULL, "True after close().", NULL},
+    {"declared", get_declared, NULL,
+     "Read-only mapping key -> length (float32 elements) of the keys declared "
+     "through this worker.",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMethodDef worker_methods[] = {
-	{ "close", worker_close, METH_NOARGS,
-	  "close($self, /)\n--\n\n"
-	  "Leave the job: wait (up to the timeout) for requests in flight, fail the\n"
-	  "rest with ECANCELED, release every buffer and registration. Idempotent;\n"
-	  "also what leaving a `with` block and garbage collection do." },
-	{ "__enter__", worker_enter, METH_NOARGS, NULL },
-	{ "__exit__", worker_exit, METH_VARARGS, NULL },
-	{ "_declare", (PyCFunction)(void (*)(void))worker_declare, METH_VARARGS | METH_KEYWORDS,
-	  "_declare(keys, sizes, init=None, optimizer=None): the C call; use declare()." },
-	{ "_set_optimizer", worker_set_optimizer, METH_VARARGS,
-	  "_set_optimizer(keys, spec_dict): the C call; use set_optimizer()." },
-	{ "push", (PyCFunction)(void (*)(void))rps_py_push, METH_FASTCALL | METH_KEYWORDS,
-	  "push($self, /, keys, grads)\n--\n\n-> Request. "
-	  "Send gradients for declared keys (asynchronous; wait() on the result).\n"
-	  "The servers add them into the keys' values with the keys' optimizer.\n\n"
-	  "keys: an int (one key) or a sequence of ints.\n"
-	  "grads: for one key, one buffer; for several keys, either a list/tuple\n"
-	  "  of buffers (one per key, in the keys' order) or ONE buffer holding\n"
-	  "  the keys back to back (like the C API).\n"
-	  "A buffer is any C-contiguous float32 array: numpy.ndarray, CPU\n"
-	  "torch.Tensor, memoryview, array.array('f'). It is read in place (no\n"
-	  "copy) until the request completes: do not change it before wait().\n"
-	  "Its number of elements must be the key's declared size (any shape).\n\n"
-	  "Raises (before anything is sent): ValueError naming the key and the\n"
-	  "declared size for a wrong length or an undeclared key; TypeError naming\n"
-	  "the key for another dtype, a non-contiguous array or a non-buffer.\n"
-	  "The returned Request's wait() raises transport errors (rdmaps.Error:\n"
-	  "ConnectionError, TimeoutError, ...). The push belongs to the current\n"
-	  "clock; clock() ends it." },
-	{ "pull", (PyCFunction)(void (*)(void))rps_py_pull, METH_FASTCALL | METH_KEYWORDS,
-	  "pull($self, /, keys, out)\n--\n\n-> Request. "
-	  "Fetch the keys' values into out (asynchronous; wait() on the result).\n"
-	  "Under BSP a pull at clock c sees exactly every worker's pushes of\n"
-	  "clocks < c; SSP at least those of clocks < c - s; ASP at least this\n"
-	  "worker's own.\n\n"
-	  "keys: an int or a sequence of ints.\n"
-	  "out: writable C-contiguous float32 buffer(s), as for push: one per key\n"
-	  "  (a list/tuple) or one holding the keys back to back. Written in place\n"
-	  "  (no copy); read it after wait(). Lengths must be the declared sizes.\n\n"
-	  "Raises ValueError / TypeError naming the key (see push); TypeError for\n"
-	  "a read-only buffer." },
-	{ "pushpull", (PyCFunction)(void (*)(void))rps_py_pushpull,
-	  METH_FASTCALL | METH_KEYWORDS,
-	  "pushpull($self, /, keys, grads, out)\n--\n\n-> Request. "
-	  "One training step: push grads at clock c, end clock c (clock()), then\n"
-	  "pull the values of clock c + 1 into out. grads and out as for push and\n"
-	  "pull (out must not overlap grads). The clock has ended when this call\n"
-	  "returns; wait() on the Request for the values." },
-	{ "clock", worker_clock, METH_NOARGS,
-	  "clock($self, /)\n--\n\n"
-	  "End the current clock (iteration): every push made before belongs to it.\n"
-	  "Releases the GIL." },
-	{ "barrier", worker_barrier, METH_NOARGS,
-	  "barrier($self, /)\n--\n\n"
-	  "Wait until every live worker reached the barrier (releases the GIL; not\n"
-	  "interruptible by Ctrl-C until it returns or times out)." },
-	{ "register", rps_py_register, METH_O,
-	  "register($self, buf, /)\n--\n\n-> Registration. "
-	  "Register a writable float32 buffer you pull into again and again (a\n"
-	  "model's parameters): over RDMA, pulls whose destination lies wholly in\n"
-	  "it are read straight into it instead of through a bounce buffer and a\n"
-	  "copy. Over TCP it changes nothing. The Registration holds the buffer\n"
-	  "(it cannot be freed while registered) until unregister() / close(),\n"
-	  "the end of a `with` block, or the worker's close(). Optional: every\n"
-	  "buffer can be pulled into without it. At most 64 per worker;\n"
-	  "rdmaps.Error EEXIST if it overlaps a registered one." },
-	{ "save_model", worker_save_model, METH_VARARGS,
-	  "save_model($self, keys, path, /)\n--\n\n"
-	  "Pull the declared keys at the current clock and write them to the .npz\n"
-	  "file path (one float32 array per key, named by the key in decimal)." },
-	{ "load_model", worker_load_model, METH_VARARGS,
-	  "load_model($self, keys, path, /)\n--\n\n"
-	  "Read the .npz file (checked first: every key present, float32, the\n"
-	  "declared size) and assign its values on the servers. Call it on ONE\n"
-	  "worker after declare and before any push; every worker then calls\n"
-	  "barrier() before its first pull." },
-	{ "checkpoint", (PyCFunction)(void (*)(void))worker_checkpoint,
-	  METH_VARARGS | METH_KEYWORDS,
-	  "checkpoint($self, /, clock=None, timeout=None)\n--\n\n"
-	  "Every shard of every live server writes a checkpoint (needs\n"
-	  "RDMAPS_CHECKPOINT_DIR on the servers). Under BSP with clock=c the files\n"
-	  "hold exactly the parameters after clocks < c." },
-	{ "stats", worker_stats, METH_NOARGS,
-	  "stats($self, /)\n--\n\nThis worker's counters (pulls, pushes, bytes_out, bytes_in, ...)." },
-	{ "declared_size", worker_declared_len, METH_O,
-	  "declared_size($self, key, /)\n--\n\nThe declared length of key (float32 elements); "
-	  "ValueError if it was not declared through this worker." },
-	{ NULL, NULL, 0, NULL },
+    {"close", worker_close, METH_NOARGS,
+     "close($self, /)\n--\n\n"
+     "Leave the job: wait (up to the timeout) for requests in flight, fail the\n"
+     "rest with ECANCELED, release every buffer and registration. Idempotent;\n"
+     "also what leaving a `with` block and garbage collection do. A barrier\n"
+     "left by Ctrl-C is waited for first (it uses the worker)."},
+    {"__enter__", worker_enter, METH_NOARGS, NULL},
+    {"__exit__", worker_exit, METH_VARARGS, NULL},
+    {"_declare", (PyCFunction)(void (*)(void))worker_declare, METH_VARARGS | METH_KEYWORDS,
+     "_declare(keys, sizes, init=None, optimizer=None): the C call; use declare()."},
+    {"_set_optimizer", worker_set_optimizer, METH_VARARGS,
+     "_set_optimizer(keys, spec_dict): the C call; use set_optimizer()."},
+    {"push", (PyCFunction)(void (*)(void))rps_py_push, METH_FASTCALL | METH_KEYWORDS,
+     "push($self, /, keys, grads)\n--\n\n-> Request. "
+     "Send gradients for declared keys (asynchronous; wait() on the result).\n"
+     "The servers add them into the keys' values with the keys' optimizer.\n\n"
+     "keys: an int (one key) or a sequence of ints.\n"
+     "grads: for one key, one buffer; for several keys, either a list/tuple\n"
+     "  of buffers (one per key, in the keys' order) or ONE buffer holding\n"
+     "  the keys back to back (like the C API).\n"
+     "A buffer is any C-contiguous float32 array: numpy.ndarray, CPU\n"
+     "torch.Tensor, memoryview, array.array('f'). It is read in place (no\n"
+     "copy) until the request completes: do not change it before wait().\n"
+     "Its number of elements must be the key's declared size (any shape).\n\n"
+     "Raises (before anything is sent): ValueError naming the key and the\n"
+     "declared size for a wrong length or an undeclared key; TypeError naming\n"
+     "the key for another dtype, a non-contiguous array or a non-buffer.\n"
+     "The returned Request's wait() raises transport errors (rdmaps.Error:\n"
+     "ConnectionError, TimeoutError, ...). The push belongs to the current\n"
+     "clock; clock() ends it."},
+    {"pull", (PyCFunction)(void (*)(void))rps_py_pull, METH_FASTCALL | METH_KEYWORDS,
+     "pull($self, /, keys, out)\n--\n\n-> Request. "
+     "Fetch the keys' values into out (asynchronous; wait() on the result).\n"
+     "Under BSP a pull at clock c sees exactly every worker's pushes of\n"
+     "clocks < c; SSP at least those of clocks < c - s; ASP at least this\n"
+     "worker's own.\n\n"
+     "keys: an int or a sequence of ints.\n"
+     "out: writable C-contiguous float32 buffer(s), as for push: one per key\n"
+     "  (a list/tuple) or one holding the keys back to back. Written in place\n"
+     "  (no copy); read it after wait(). Lengths must be the declared sizes.\n\n"
+     "Raises ValueError / TypeError naming the key (see push); TypeError for\n"
+     "a read-only buffer."},
+    {"pushpull", (PyCFunction)(void (*)(void))rps_py_pushpull, METH_FASTCALL | METH_KEYWORDS,
+     "pushpull($self, /, keys, grads, out)\n--\n\n-> Request. "
+     "One training step: push grads at clock c, end clock c (clock()), then\n"
+     "pull the values of clock c + 1 into out. grads and out as for push and\n"
+     "pull (out must not overlap grads). The clock has ended when this call\n"
+     "returns; wait() on the Request for the values."},
+    {"assign", (PyCFunction)(void (*)(void))rps_py_assign, METH_FASTCALL | METH_KEYWORDS,
+     "assign($self, /, keys, values)\n--\n\n"
+     "Make values the keys' parameters on the servers (blocking; the GIL is\n"
+     "released): every slice is ASSIGNED, its optimizer state starts afresh.\n"
+     "An assignment belongs to no clock. values as for push (one buffer per\n"
+     "key, or one holding the keys back to back). The rule (as load_model,\n"
+     "which it uses through a temporary .npz in $TMPDIR): call it on ONE\n"
+     "worker after declare and before any push; every worker then calls\n"
+     "barrier() before its first pull, which sees these values. Typical:\n"
+     "rank 0 assigns its initial model so that every worker starts from it."},
+    {"clock", worker_clock, METH_NOARGS,
+     "clock($self, /)\n--\n\n"
+     "End the current clock (iteration): every push made before belongs to it.\n"
+     "Releases the GIL."},
+    {"barrier", rps_py_barrier, METH_NOARGS,
+     "barrier($self, /)\n--\n\n"
+     "Wait until every live worker reached the barrier (releases the GIL).\n"
+     "Ctrl-C raises KeyboardInterrupt at once; the barrier goes on, and the\n"
+     "next barrier() call waits for that same barrier."},
+    {"register", rps_py_register, METH_O,
+     "register($self, buf, /)\n--\n\n-> Registration. "
+     "Register a writable float32 buffer you pull into again and again (a\n"
+     "model's parameters): over RDMA, pulls whose destination lies wholly in\n"
+     "it are read straight into it instead of through a bounce buffer and a\n"
+     "copy. Over TCP it changes nothing. The Registration holds the buffer\n"
+     "(it cannot be freed while registered) until unregister() / close(),\n"
+     "the end of a `with` block, or the worker's close(). Optional: every\n"
+     "buffer can be pulled into without it. At most 64 per worker;\n"
+     "rdmaps.Error EEXIST if it overlaps a registered one."},
+    {"save_model", worker_save_model, METH_VARARGS,
+     "save_model($self, keys, path, /)\n--\n\n"
+     "Pull the declared keys at the current clock and write them to the .npz\n"
+     "file path (one float32 array per key, named by the key in decimal)."},
+    {"load_model", worker_load_model, METH_VARARGS,
+     "load_model($self, keys, path, /)\n--\n\n"
+     "Read the .npz file (checked first: every key present, float32, the\n"
+     "declared size) and assign its values on the servers. Call it on ONE\n"
+     "worker after declare and before any push; every worker then calls\n"
+     "barrier() before its first pull."},
+    {"checkpoint", (PyCFunction)(void (*)(void))worker_checkpoint, METH_VARARGS | METH_KEYWORDS,
+     "checkpoint($self, /, clock=None, timeout=None)\n--\n\n"
+     "Every shard of every live server writes a checkpoint (needs\n"
+     "RDMAPS_CHECKPOINT_DIR on the servers). Under BSP with clock=c the files\n"
+     "hold exactly the parameters after clocks < c."},
+    {"stats", worker_stats, METH_NOARGS,
+     "stats($self, /)\n--\n\nThis worker's counters (pulls, pushes, bytes_out, bytes_in, ...)."},
+    {"declared_size", worker_declared_len, METH_O,
+     "declared_size($self, key, /)\n--\n\nThe declared length of key (float32 elements); "
+     "ValueError if it was not declared through this worker."},
+    {NULL, NULL, 0, NULL},
 };
 
 PyTypeObject rps_py_worker_type = {
-	PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rdmaps._core.Worker",
-	.tp_basicsize = sizeof(struct pyworker),
-	.tp_dealloc = worker_dealloc,
-	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-	.tp_doc = "The C core of rdmaps.Worker (use rdmaps.Worker).",
-	.tp_traverse = worker_traverse,
-	.tp_clear = worker_clear,
-	.tp_weaklistoffset = offsetof(struct pyworker, weakrefs),
-	.tp_methods = worker_methods,
-	.tp_getset = worker_getset,
-	.tp_init = worker_init,
-	.tp_new = worker_new,
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "rdmaps._core.Worker",
+    .tp_basicsize = sizeof(struct pyworker),
+    .tp_dealloc = worker_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The C core of rdmaps.Worker (use rdmaps.Worker).",
+    .tp_traverse = worker_traverse,
+    .tp_clear = worker_clear,
+    .tp_weaklistoffset = offsetof(struct pyworker, weakrefs),
+    .tp_methods = worker_methods,
+    .tp_getset = worker_getset,
+    .tp_init = worker_init,
+    .tp_new = worker_new,
 };

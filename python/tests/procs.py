@@ -119,10 +119,35 @@ def blocked_pull():
     return 0
 
 
+def blocked_barrier():
+    """For the Ctrl-C test: a barrier the other worker has not reached;
+    SIGINT raises KeyboardInterrupt at once, the barrier goes on, and the
+    next barrier() waits for that same one."""
+    import signal
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    w = rdmaps.Worker()
+    print("WAITING", flush=True)
+    t0 = time.monotonic()
+    try:
+        w.barrier()
+        print("FAIL: barrier returned without the other worker")
+        return 1
+    except KeyboardInterrupt:
+        print("INTERRUPTED %.3f" % (time.monotonic() - t0), flush=True)
+    print("USABLE rank %d" % w.rank, flush=True)
+    w.barrier()  # the same barrier: ends when the other worker arrives
+    print("DONE", flush=True)
+    w.barrier()  # a new one
+    w.close()
+    print("CLOSED", flush=True)
+    return 0
+
+
 def main():
     mode = sys.argv[1]
     args = [int(a) for a in sys.argv[2:]]
-    return {"bsp_sums": bsp_sums, "asp": asp, "blocked_pull": blocked_pull}[mode](*args)
+    return {"bsp_sums": bsp_sums, "asp": asp, "blocked_pull": blocked_pull,
+            "blocked_barrier": blocked_barrier}[mode](*args)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,10 @@ def test_not_a_buffer_and_read_only(w):
         w.pull(7, ro)
     with pytest.raises(TypeError, match="read-only"):
         w.pull(8, memoryview(np.zeros(2, np.float32).tobytes()).cast("f"))
+    raw = np.zeros(13, np.uint8)
+    with pytest.raises(TypeError, match="key 8: the buffer is not aligned"):
+        w.pull(8, raw[1:9].view(np.float32))
+    w.push(7, [np.zeros(6, np.float32)]).wait()  # one key, a list of one buffer
 
 
 def test_declare_errors(w):

@@ -36,6 +36,28 @@ def test_ctrl_c_during_wait(cluster):
         p.kill()
 
 
+def test_ctrl_c_during_barrier(cluster):
+    c = cluster(servers=1, workers=2)
+    p = Proc(c, "blocked_barrier")
+    try:
+        w = worker(c)
+        p.expect("WAITING", 30)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        p.p.send_signal(signal.SIGINT)
+        p.expect("INTERRUPTED", 5)
+        assert time.monotonic() - t0 < 1.0 * SLOW
+        p.expect("USABLE", 5)
+        w.barrier()  # meets the barrier the child left and waits for again
+        p.expect("DONE", 10)
+        w.barrier()
+        p.expect("CLOSED", 10)
+        assert p.wait(10) == 0
+        w.close()
+    finally:
+        p.kill()
+
+
 def test_server_killed_during_wait(cluster):
     c = cluster(servers=2, workers=2, consistency="bsp", timeout_ms=int(3000 * SLOW))
     a, b = workers(c, 2, timeout=3 * SLOW)

@@ -59,6 +59,8 @@ def test_logreg_example():
                         "--consistency", "bsp", "--timeout", "60", "--", ex], env=env,
                        capture_output=True, text=True, timeout=90)
     out = p.stdout + p.stderr
-    assert p.returncode == 0, out
-    accs = [float(line.rsplit(" ", 1)[1]) for line in out.splitlines() if "accuracy" in line]
-    assert len(accs) == 2 and min(accs) >= 0.95, out
+    assert p.returncode == 0, "exit %d: %s" % (p.returncode, out)
+    import re
+    accs = dict(re.findall(r"worker (\d+): accuracy ([0-9.]+)", out))
+    assert sorted(accs) == ["0", "1"], out
+    assert min(float(a) for a in accs.values()) >= 0.95, out

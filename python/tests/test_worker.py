@@ -180,3 +180,32 @@ def test_in_process_servers(cluster):
         assert not any(x.running for x in c.servers)
     with pytest.raises(ValueError, match="no such rdmaps setting"):
         rdmaps.InProcessServer("127.0.0.1:1", no_such_setting=1)
+
+
+def test_assign(cluster):
+    """Rank 0 assigns, everyone pulls after a barrier; optimizer state restarts."""
+    c = cluster(servers=2, workers=2, consistency="bsp")
+    a, b = workers(c, 2)
+    try:
+        def run(w):
+            w.declare([1, 2, 3], [300000, 5, 7], init="zeros")
+            if w.rank == 0:
+                flat = np.arange(300005, dtype=np.float32)
+                w.assign([1, 2], flat)  # one buffer, back to back
+                w.assign(3, [np.full(7, 2.5, np.float32)])
+                with pytest.raises(ValueError, match="key 3: 6 float32"):
+                    w.assign(3, np.zeros(6, np.float32))
+            w.barrier()
+            out = np.zeros(300012, np.float32)
+            w.pull([1, 2, 3], out).wait()
+            assert np.array_equal(out[:300005], np.arange(300005, dtype=np.float32))
+            assert np.all(out[300005:] == 2.5)
+            w.push(3, np.ones(7, np.float32)).wait()
+            w.clock()
+            w.pull(3, out[:7]).wait()
+            assert np.all(out[:7] == 0.5)  # 2.5 - (1 + 1), sgd lr 1
+            w.barrier()
+            return True
+        assert together(run, [a, b]) == [True, True]
+    finally:
+        together(lambda w: w.close(), [a, b])
