@@ -43,10 +43,7 @@ single-process reference.
 
 import atexit
 import math
-import os
-import tempfile
 
-import numpy as np
 import torch
 
 import rdmaps
@@ -526,16 +523,8 @@ class DistributedModel(torch.nn.Module):
     def _start_values(self):
         """Rank 0 assigns its values; after a barrier everyone pulls them."""
         w = self._w
-        if self.rank == 0:
-            # assigned on the servers (not a push of any clock), through a
-            # model file: the binding has no assign of buffers
-            fd, path = tempfile.mkstemp(suffix=".npz", prefix="rdmaps-torch-")
-            os.close(fd)
-            try:
-                np.savez(path, **{str(k): v for k, v in zip(self._keys, self._vals)})
-                w.load_model(self._keys, path)
-            finally:
-                os.unlink(path)
+        if self.rank == 0:  # an assignment belongs to no clock
+            w.assign(self._keys, self._vals)
         w.barrier()
         for i in range(len(self._params)):
             self._pull[i] = w.pull(self._keys[i], self._vals[i])
