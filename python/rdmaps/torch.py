@@ -432,6 +432,13 @@ def describe(s):
 # ---------------------------------------------------------------------------
 # the model
 
+def _note(e, text):
+    """Add what rdmaps.torch was doing to an exception (kept as it is: type,
+    errno, message)."""
+    if hasattr(e, "add_note"):  # Python >= 3.11
+        e.add_note(text)
+
+
 def _as_array(t):
     """A NumPy view of a CPU float32 contiguous tensor (same memory, no copy)."""
     return t.detach().numpy()
@@ -508,9 +515,10 @@ class DistributedModel(torch.nn.Module):
         for i, (k, v) in enumerate(zip(self._keys, self._vals)):
             try:
                 self._w.declare(k, v.size, optimizer=self.spec)
-            except Exception as e:
-                raise type(e)(f"rdmaps.torch: declare parameter {self._names[i]} "
-                              f"(key {k}, {v.size} floats): {e}") from e
+            except Exception as e:  # the binding's exception, with what it was for
+                _note(e, f"rdmaps.torch: declaring parameter {self._names[i]} (key {k}, "
+                         f"{v.size} floats)")
+                raise
         # pulls straight into param.data (over RDMA: no bounce buffer, no
         # copy); an optimisation only: 64 buffers per worker at most
         self._regs = []
@@ -618,8 +626,8 @@ class DistributedModel(torch.nn.Module):
         try:
             req.wait()
         except Exception as e:
-            raise type(e)(f"rdmaps.torch: pull of {self._names[i]} (key {self._keys[i]}): "
-                          f"{e}") from e
+            _note(e, f"rdmaps.torch: pulling parameter {self._names[i]} (key {self._keys[i]})")
+            raise
 
     def synchronize(self):
         """Wait for every pull and push in flight: param.data then holds the
