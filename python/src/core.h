@@ -9,6 +9,8 @@
  *   bufs.c     Python buffers -> float32 memory, checked per key
  *   reg.c      the Registration type (rps_worker_register)
  *   barrier.c  barrier() run by a thread, so that Ctrl-C can interrupt the wait
+ *   join.c     Worker(): rps_worker_create from a thread, so Ctrl-C interrupts it
+ *   bench.c    Worker._c_bench: the same op through the C API, timed in C
  *   spec.c     initialiser and optimizer specs from Python values
  *   server.c   InProcessServer: an rdmaps server run by a thread of this process
  *
@@ -131,6 +133,15 @@ PyObject *rps_py_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
 PyObject *rps_py_barrier(PyObject *self, PyObject *unused);
 /* Under the GIL, before rps_worker_destroy: wait for barrier threads. */
 void rps_py_barriers_closed(struct pyworker *pw);
+
+/* join.c */
+/* rps_worker_create from a thread, waited for in slices: 0 or the
+ * library's error (*w_p set on 0); -1 with an exception (KeyboardInterrupt:
+ * the thread destroys the worker it gets). Called with the GIL. */
+int rps_py_join(const struct rps_worker_opts *o, struct rps_worker **w_p);
+
+/* bench.c */
+PyObject *rps_py_c_bench(PyObject *self, PyObject *args);
 
 /* reg.c */
 PyObject *rps_py_register(PyObject *self, PyObject *arg);

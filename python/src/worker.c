@@ -124,9 +124,9 @@ static int worker_init(PyObject *self, PyObject *args, PyObject *kw)
 		}
 		o.timeout_ms = (int)ceil(t * 1000);
 	}
-	Py_BEGIN_ALLOW_THREADS
-		rc = rps_worker_create(&o, &w);
-	Py_END_ALLOW_THREADS
+	rc = rps_py_join(&o, &w);
+	if (rc == -1 && PyErr_Occurred())
+		return -1; /* KeyboardInterrupt */
 	if (rc) {
 		rps_py_raise(rc, "joining the job (scheduler %s)",
 			     o.scheduler ? o.scheduler : "from RDMAPS_SCHEDULER");
@@ -708,6 +708,12 @@ static PyMethodDef worker_methods[] = {
      "Every shard of every live server writes a checkpoint (needs\n"
      "RDMAPS_CHECKPOINT_DIR on the servers). Under BSP with clock=c the files\n"
      "hold exactly the parameters after clocks < c."},
+    {"_c_bench", rps_py_c_bench, METH_VARARGS,
+     "_c_bench($self, kind, key, buf, out_ns, /)\n--\n\n"
+     "For benchmarks of the binding: len(out_ns) times the same 'pull' or\n"
+     "'push' of one declared key through the C API (rps_worker_pull/push +\n"
+     "rps_req_wait), timed in C; out_ns (numpy int64) receives each one's\n"
+     "nanoseconds. Compare with the same op through push()/pull() + wait()."},
     {"stats", worker_stats, METH_NOARGS,
      "stats($self, /)\n--\n\nThis worker's counters (pulls, pushes, bytes_out, bytes_in, ...)."},
     {"declared_size", worker_declared_len, METH_O,

@@ -143,11 +143,27 @@ def blocked_barrier():
     return 0
 
 
+def blocked_join():
+    """For the Ctrl-C test: Worker() waits for a cluster that never
+    completes; SIGINT raises KeyboardInterrupt at once."""
+    import signal
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    print("WAITING", flush=True)
+    t0 = time.monotonic()
+    try:
+        rdmaps.Worker(timeout=60)
+        print("FAIL: joined a cluster that lacks a worker")
+        return 1
+    except KeyboardInterrupt:
+        print("INTERRUPTED %.3f" % (time.monotonic() - t0), flush=True)
+    return 0
+
+
 def main():
     mode = sys.argv[1]
     args = [int(a) for a in sys.argv[2:]]
     return {"bsp_sums": bsp_sums, "asp": asp, "blocked_pull": blocked_pull,
-            "blocked_barrier": blocked_barrier}[mode](*args)
+            "blocked_barrier": blocked_barrier, "blocked_join": blocked_join}[mode](*args)
 
 
 if __name__ == "__main__":

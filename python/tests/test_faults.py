@@ -58,6 +58,21 @@ def test_ctrl_c_during_barrier(cluster):
         p.kill()
 
 
+def test_ctrl_c_while_joining(cluster):
+    c = cluster(servers=1, workers=2)  # the second worker never comes
+    p = Proc(c, "blocked_join")
+    try:
+        p.expect("WAITING", 30)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        p.p.send_signal(signal.SIGINT)
+        p.expect("INTERRUPTED", 5)
+        assert time.monotonic() - t0 < 1.0 * SLOW
+        assert p.wait(10) == 0
+    finally:
+        p.kill()
+
+
 def test_server_killed_during_wait(cluster):
     c = cluster(servers=2, workers=2, consistency="bsp", timeout_ms=int(3000 * SLOW))
     a, b = workers(c, 2, timeout=3 * SLOW)
@@ -74,7 +89,7 @@ def test_server_killed_during_wait(cluster):
             r.wait(timeout=30 * SLOW)
         took = time.monotonic() - t0
         assert took < 10 * SLOW, took
-        assert e.value.errno > 0 and e.value.strerror
+        assert e.value.errno > 0 and e.value.strerror and "pull of 2 keys" in str(e.value)
         assert r.done() and r.exception() is not None
     finally:
         t0 = time.monotonic()
