@@ -64,7 +64,8 @@ class Worker(_core.Worker):
 
     A context manager: ``with rdmaps.Worker() as w: ...`` closes it at the end.
     Thread-safe: several Python threads may use one worker; every blocking
-    call releases the GIL.
+    call releases the GIL. Ctrl-C interrupts the join, ``Request.wait()``
+    and :meth:`barrier` at once (KeyboardInterrupt; the worker stays usable).
 
     Keys are ints; each key is declared once with its length in float32
     elements (:meth:`declare`). Values are C-contiguous float32 buffers --

@@ -21,14 +21,12 @@ static int format_is_f32(const Py_buffer *v)
 	return f[0] == 'f' && f[1] == '\0';
 }
 
+/* A torch.Tensor (or a subclass, as nn.Parameter): a type in whose bases
+ * one comes from the module torch._C. */
 static int is_torch_tensor(PyObject *obj)
 {
-	PyTypeObject *t;
-
-	for (t = Py_TYPE(obj); t; t = t->tp_base) {
-		if (strcmp(t->tp_name, "torch._C._TensorBase") == 0 ||
-		    strcmp(t->tp_name, "torch._C.TensorBase") == 0 ||
-		    strcmp(t->tp_name, "Tensor") == 0)
+	for (PyTypeObject *t = Py_TYPE(obj); t; t = t->tp_base) {
+		if (strncmp(t->tp_name, "torch._C.", 9) == 0)
 			return 1;
 	}
 	return 0;

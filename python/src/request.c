@@ -140,10 +140,14 @@ void rps_py_requests_closed(struct pyworker *pw)
 	for (r = pw->head.next; r != &pw->head; r = next) {
 		next = r->next;
 		if (!is_done(r)) {
-			/* the library is gone: it will never call back */
+			/* the library is gone: it will never call back (other
+			 * threads may wait on r: under pw->mu, and woken) */
+			pthread_mutex_lock(&pw->mu);
 			r->status = r->status ? r->status : -ECANCELED;
 			r->remaining = 0;
 			atomic_store(&r->done, 1);
+			pthread_cond_broadcast(&pw->cv);
+			pthread_mutex_unlock(&pw->mu);
 		}
 		if (r->orphan) {
 			pyreq_unlink(r);

@@ -24,7 +24,7 @@ os.environ["RDMAPS_HOST"] = WORKER_HOST
 os.environ.setdefault("RDMAPS_LOG_LEVEL", "warn")
 
 BASE = dict(shards=2, optimizer="sgd", lr=1, init="zeros", timeout_ms=int(5000 * SLOW),
-            log_level=os.environ["RDMAPS_LOG_LEVEL"], heartbeat_ms=200)
+            log_level=os.environ["RDMAPS_LOG_LEVEL"], heartbeat_timeout_ms=int(5000 * SLOW))
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import weakref
 
 import numpy as np
 
+import rdmaps
 from conftest import worker, workers, together, SLOW
 
 
@@ -80,9 +81,22 @@ def test_close_with_requests_in_flight(cluster):
     out = np.zeros(16, np.float32)
     r = a.pull(1, out)  # never served: b does not end its clock
     a.pull(1, np.zeros(16, np.float32))  # and one dropped
+    r2 = a.pull(1, np.zeros(16, np.float32))
+    got = []
+
+    def waiter():  # another thread waits while the worker closes
+        try:
+            r2.wait()
+            got.append(None)
+        except Exception as e:
+            got.append(e)
+    t = threading.Thread(target=waiter)
+    t.start()
     t0 = time.monotonic()
     a.close()
     assert time.monotonic() - t0 < 10 * SLOW
+    t.join(5 * SLOW)
+    assert not t.is_alive() and len(got) == 1 and isinstance(got[0], rdmaps.Error), got
     assert r.done()
     assert r.exception() is not None  # failed (ECANCELED or the transport's error)
     b.close()

@@ -224,3 +224,25 @@ def test_c_bench(cluster):
             w._c_bench("pull", 1, a, np.zeros(3, np.float32))
         with pytest.raises(ValueError, match="not declared"):
             w._c_bench("pull", 9, a, ns)
+
+
+def test_random_inits_are_deterministic(cluster):
+    c = cluster(servers=2, workers=2)
+    a, b = workers(c, 2)
+    try:
+        def run(w):
+            w.declare([5, 6], 50000, init=rdmaps.Init("normal", 0.0, 1.0, seed=7))
+            w.declare(7, 1000, init={"kind": "uniform", "a": -2, "b": 2, "seed": 3})
+            w.barrier()
+            v = np.zeros(101000, np.float32)
+            w.pull([5, 6, 7], v).wait()
+            w.barrier()
+            return v
+        va, vb = together(run, [a, b])
+        assert np.array_equal(va, vb)
+        k5, k6, k7 = va[:50000], va[50000:100000], va[100000:]
+        assert abs(k5.mean()) < 0.05 and 0.95 < k5.std() < 1.05
+        assert not np.array_equal(k5, k6)  # another key, other values
+        assert k7.min() >= -2 and k7.max() < 2 and k7.std() > 1
+    finally:
+        together(lambda w: w.close(), [a, b])
