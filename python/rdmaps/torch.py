@@ -43,10 +43,7 @@ single-process reference.
 
 import atexit
 import math
-import os
-import tempfile
 
-import numpy as np
 import torch
 
 import rdmaps
@@ -370,6 +367,9 @@ def from_torch(optimizer):
             raise ValueError("rdmaps.torch: parameter groups with different settings: "
                              "the servers run one optimizer per model")
     name = type(optimizer).__name__
+    if g.get("maximize"):
+        raise ValueError(f"rdmaps.torch: {name}(maximize=True) is not supported by the "
+                         f"servers: negate the loss")
     if isinstance(optimizer, torch.optim.SGD):
         if g.get("dampening", 0):
             raise ValueError("rdmaps.torch: SGD dampening is not supported by the servers")
@@ -406,6 +406,8 @@ def spec(optimizer, schedule=None, consistency="bsp", workers=1, async_momentum=
     if "momentum" in f and consistency != "bsp" and workers > 1 and async_momentum:
         f["momentum"] = max(0.0, 1.0 - (1.0 - f["momentum"]) * (workers + 1) / 2.0)
     f.update(schedule.fields(per_clock))
+    if "lr_min" in f:  # the floor of cosine / linear, as their lr_at: at most lr
+        f["lr_min"] = min(f["lr_min"], f["lr"])
     f["staleness_lr"] = bool(staleness_lr)
     return f
 
@@ -429,6 +431,13 @@ def describe(s):
 
 # ---------------------------------------------------------------------------
 # the model
+
+def _note(e, text):
+    """Add what rdmaps.torch was doing to an exception (kept as it is: type,
+    errno, message)."""
+    if hasattr(e, "add_note"):  # Python >= 3.11
+        e.add_note(text)
+
 
 def _as_array(t):
     """A NumPy view of a CPU float32 contiguous tensor (same memory, no copy)."""
@@ -506,9 +515,10 @@ class DistributedModel(torch.nn.Module):
         for i, (k, v) in enumerate(zip(self._keys, self._vals)):
             try:
                 self._w.declare(k, v.size, optimizer=self.spec)
-            except Exception as e:
-                raise type(e)(f"rdmaps.torch: declare parameter {self._names[i]} "
-                              f"(key {k}, {v.size} floats): {e}") from e
+            except Exception as e:  # the binding's exception, with what it was for
+                _note(e, f"rdmaps.torch: declaring parameter {self._names[i]} (key {k}, "
+                         f"{v.size} floats)")
+                raise
         # pulls straight into param.data (over RDMA: no bounce buffer, no
         # copy); an optimisation only: 64 buffers per worker at most
         self._regs = []
@@ -521,16 +531,8 @@ class DistributedModel(torch.nn.Module):
     def _start_values(self):
         """Rank 0 assigns its values; after a barrier everyone pulls them."""
         w = self._w
-        if self.rank == 0:
-            # assigned on the servers (not a push of any clock), through a
-            # model file: the binding has no assign of buffers
-            fd, path = tempfile.mkstemp(suffix=".npz", prefix="rdmaps-torch-")
-            os.close(fd)
-            try:
-                np.savez(path, **{str(k): v for k, v in zip(self._keys, self._vals)})
-                w.load_model(self._keys, path)
-            finally:
-                os.unlink(path)
+        if self.rank == 0:  # an assignment belongs to no clock
+            w.assign(self._keys, self._vals)
         w.barrier()
         for i in range(len(self._params)):
             self._pull[i] = w.pull(self._keys[i], self._vals[i])
@@ -624,8 +626,8 @@ class DistributedModel(torch.nn.Module):
         try:
             req.wait()
         except Exception as e:
-            raise type(e)(f"rdmaps.torch: pull of {self._names[i]} (key {self._keys[i]}): "
-                          f"{e}") from e
+            _note(e, f"rdmaps.torch: pulling parameter {self._names[i]} (key {self._keys[i]})")
+            raise
 
     def synchronize(self):
         """Wait for every pull and push in flight: param.data then holds the
