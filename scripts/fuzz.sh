@@ -101,6 +101,7 @@ summary() {
 }
 
 if [ "$MODE" = long ]; then
+	LONG_FAILED=()
 	for t in "${TARGETS[@]}"; do
 		log=$BIN/long-$t.log
 		echo "== fuzz: $t for ${LONG}s (nice 19), corpus $BIN/corpus-long/$t, log $log"
@@ -108,9 +109,14 @@ if [ "$MODE" = long ]; then
 		RUNS=-1 run "$t" "$LONG" "$BIN/corpus-long/$t" "$log" 19 || rc=$?
 		echo "   $t: exit $rc, $(summary "$log")"
 		if [ $rc -ne 0 ]; then
+			LONG_FAILED+=("$t")
 			grep -E 'ERROR|SUMMARY|artifact' "$log" | head -5 | sed 's/^/   /'
 		fi
 	done
+	if [ ${#LONG_FAILED[@]} -ne 0 ]; then
+		echo "== fuzz: FAILED: ${LONG_FAILED[*]} (reproducers in $ART)"
+		exit 1
+	fi
 	exit 0
 fi
 

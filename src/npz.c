@@ -12,6 +12,7 @@
 
 #include "src/alloc.h"
 #include "src/log.h"
+#include "src/util.h"
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -358,6 +359,45 @@ const struct rps_npz_entry *rps_npz_find(const struct rps_npz_entry *e, size_t n
 	return NULL;
 }
 
+/* The size bytes of an open member into *buf_p (allocated). The buffer
+ * grows with what comes, so that the size a member's header announces (up to
+ * SIZE_MAX / 2, and a few bytes of deflated data can claim gigabytes)
+ * reserves no memory before its data does. 0, -EINVAL (a read error:
+ * zip_file_strerror says which), -EBADMSG (fewer bytes than announced) or
+ * -ENOMEM. */
+#define NPZ_READ_STEP (1u << 20)
+static int read_all(zip_file_t *f, size_t size, void **buf_p)
+{
+	uint8_t *buf = NULL;
+	size_t got = 0, cap = 0;
+
+	for (;;) {
+		zip_int64_t n;
+
+		if (got == cap && got < size) {
+			size_t ncap = RPS_MIN(size, RPS_MAX(2 * cap, (size_t)NPZ_READ_STEP));
+			uint8_t *nb = rps_realloc(buf, ncap);
+
+			if (!nb) {
+				rps_free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		if (got == size)
+			break;
+		n = zip_fread(f, buf + got, cap - got);
+		if (n <= 0) {
+			rps_free(buf);
+			return n ? -EINVAL : -EBADMSG;
+		}
+		got += (size_t)n;
+	}
+	*buf_p = buf ? buf : rps_malloc(1);
+	return *buf_p ? 0 : -ENOMEM;
+}
+
 /* One archive member into e: its name without ".npy", its parsed image. */
 static int read_member(zip_t *z, const char *path, zip_uint64_t idx, struct rps_npz_entry *e)
 {
@@ -392,19 +432,25 @@ static int read_member(zip_t *z, const char *path, zip_uint64_t idx, struct rps_
 		RPS_ERR("%s: member %s too large", path, name);
 		return -EINVAL;
 	}
-	buf = rps_malloc(st.size ? (size_t)st.size : 1);
-	if (!buf)
-		return -ENOMEM;
 	f = zip_fopen_index(z, idx, 0);
 	/* then read on to the end: libzip checks the member's CRC-32 there, so a
 	 * corrupted member of the right length is not taken as it is */
-	if (!f || zip_fread(f, buf, st.size) != (zip_int64_t)st.size ||
-	    zip_fread(f, &tail, 1) != 0) {
-		RPS_ERR("%s: read %s: %s", path, name, f ? zip_file_strerror(f) : zip_strerror(z));
+	rc = f ? read_all(f, (size_t)st.size, &buf) : -EINVAL;
+	if (rc || zip_fread(f, &tail, 1) != 0) {
+		if (rc == -ENOMEM)
+			RPS_ERR("%s: read %s: out of memory", path, name);
+		else if (rc == -EBADMSG)
+			RPS_ERR("%s: read %s: the member ends before the %llu bytes its header "
+				"announces (a damaged file)",
+				path, name, (unsigned long long)st.size);
+		else
+			RPS_ERR("%s: read %s: %s", path, name,
+				f ? zip_file_strerror(f) : zip_strerror(z));
 		if (f)
 			zip_fclose(f);
-		rps_free(buf);
-		return -EINVAL;
+		if (!rc)
+			rps_free(buf);
+		return rc == -ENOMEM ? rc : -EINVAL;
 	}
 	zip_fclose(f);
 	rc = npy_parse(buf, (size_t)st.size, e, path);

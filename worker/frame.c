@@ -146,7 +146,9 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 {
 	const struct rps_frame_hdr *h = &ev->hdr;
 	struct rps_piece *p;
-	int st = h->status;
+	/* a status is 0 or -errno; anything else from a peer is its mistake,
+	 * never a result our caller should see as one */
+	int st = h->status > 0 ? -EPROTO : h->status;
 
 	switch (h->op) {
 	case RPS_OP_DECLARE_ACK: {

@@ -13,7 +13,7 @@
  * (else in a buffer of exactly its size), then handed to rps_wrecv_locked.
  * The low 2 bits of a frame's req_id pick the piece it answers (0 DECLARE,
  * 1 PULL, 2 PUSH; 3: the req_id as it is). At the end the connection fails
- * what is left and the request must complete. */
+ * what is left and the request must complete, with 0 or a negative errno. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct rps_piece *ps[3];
 	uint32_t ids[3];
 	float *dest;
-	int rc;
+	int done, status;
 
 	pthread_once(&once, start);
 	wc = &w->servers[0].conns[0];
@@ -143,11 +143,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rps_wcore_fail_conn_locked(&w->core, wc, -ECONNRESET);
 	rps_wcore_unlock(&w->core);
 	rps_wreq_seal(req);
-	rc = rps_wreq_wait_internal(req, 5000);
-	if (rc == -ETIMEDOUT) {
+	/* no progress thread here: once sealed it is done, or never will be
+	 * (its status may be any errno an ERROR frame carried, -ETIMEDOUT too) */
+	pthread_mutex_lock(&w->core.lock);
+	done = req->done;
+	status = req->status;
+	pthread_mutex_unlock(&w->core.lock);
+	if (!done) {
 		fprintf(stderr, "fuzz_worker: the request did not complete\n");
 		abort();
 	}
+	if (status > 0) { /* the API's promise: 0 or a negative errno */
+		fprintf(stderr, "fuzz_worker: the request ended with status %d\n", status);
+		abort();
+	}
+	(void)rps_wreq_wait_internal(req, 0); /* frees it */
 	free(dest);
 	return 0;
 }
