@@ -168,6 +168,9 @@ def main():
               'impostor-server: the real server joined')
         check(wire.declare(legit.conn, KEY, N) == 0, 'the legitimate worker declares its key')
         legit.train(3)
+        t0 = time.monotonic()
+        legit.train(20)
+        before = (time.monotonic() - t0) / 20
 
         _, host, sport = legit.server
         # -- no-secret
@@ -258,6 +261,13 @@ def main():
         check(st == 0 and v == legit.expected(),
               'clock: the parameter is unchanged by the forged clocks (%s, want %s)'
               % (v, legit.expected()))
+        # (before checkpoints start: the insider holds the shard clock at 0 until it leaves)
+        t0 = time.monotonic()
+        legit.train(20)
+        after = (time.monotonic() - t0) / 20
+        # a shared machine: 5 ms of slack per step over the 2x
+        check(after <= 2 * before + 0.005, 'the legitimate worker trains at its speed after '
+              'the attacks (%.2f ms/step, %.2f before)' % (after * 1e3, before * 1e3))
         # the insider leaves: the shard's clock follows the legitimate worker
         insider.ctl.send(wire.frame(wire.OP['SHUTDOWN']))
         legit.train(3)

@@ -87,6 +87,7 @@ class Conn:
 
     def __init__(self, host, port, timeout=10.0):
         self.s = socket.create_connection((host, port), timeout=timeout)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.s.settimeout(timeout)
         self.sent = b''
 

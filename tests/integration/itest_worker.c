@@ -1555,10 +1555,12 @@ static int run_errors(struct rps_worker *w)
 static void errors_raw(struct rps_worker **w_p)
 {
 	const char *ports = getenv("ITEST_SERVER_PORTS");
-	char mark[128];
+	const char *mark = getenv("ITEST_ERRORS_MARK");
 
-	snprintf(mark, sizeof(mark), "/tmp/itest-errors-%d-%s.done", atoi(ports),
-		 getenv("RDMAPS_SCHEDULER") ? strchr(getenv("RDMAPS_SCHEDULER"), ':') + 1 : "");
+	if (!mark) {
+		CHECK(0, "ITEST_ERRORS_MARK not set (cluster.sh sets it)");
+		return;
+	}
 	if (rank == 0) {
 		const struct rps_config *cfg = itest_cfg();
 		struct rps_keymap km;
@@ -1594,8 +1596,6 @@ static void errors_raw(struct rps_worker **w_p)
 		free(v);
 		free(want);
 	}
-	if (rank == 1)
-		unlink(mark);
 }
 
 /* ---- pull buffers freed and allocated again at the same address ---- */
