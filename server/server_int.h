@@ -45,6 +45,8 @@ struct rps_srv_conn {
 	atomic_int closed;		  /* no more frames taken from it */
 	uint32_t rank;			  /* worker rank (hello) */
 	uint32_t shard_lo, shard_hi;	  /* the shards its CLOCK and SYNC count for */
+	uint64_t next_clock;		  /* the clock its next CLOCK ends (has_next) */
+	int has_next;			  /* a CLOCK or SYNC was taken from it */
 	int net_ref;			  /* network thread: still holds its reference */
 	struct rps_srv_conn *prev, *next; /* network thread's list */
 	struct rps_srv_conn *close_next;  /* close stack */
@@ -110,6 +112,7 @@ struct rps_server {
 	/* counters for heartbeats */
 	atomic_ullong n_push, n_pull, bytes_in, bytes_out;
 	atomic_ullong msgs_in, msgs_out;
+	atomic_ullong clock_hi; /* highest clock a worker reached here since start (frame.c) */
 	atomic_ullong faults_drop, faults_delay; /* RDMAPS_FAULT injections */
 
 	struct srv_metrics m; /* m.reg NULL: off */
