@@ -73,8 +73,13 @@ void rps_srv_conn_drop(struct rps_server *srv, struct rps_srv_conn *sc)
 	if (!sc->net_ref)
 		return;
 	atomic_store(&sc->closed, 1);
-	for (int s = 0; s < srv->nshards; s++)
-		rps_srv_free_reqs(srv, rps_shard_pull_unpark(&srv->shards[s], sc));
+	for (int s = 0; s < srv->nshards; s++) {
+		struct rps_srv_req *l = rps_shard_pull_unpark(&srv->shards[s], sc);
+
+		for (struct rps_srv_req *r = l; r; r = r->next)
+			atomic_fetch_sub(&sc->nparked, 1);
+		rps_srv_free_reqs(srv, l);
+	}
 	sc->net_ref = 0;
 	rps_srv_conn_put(srv, sc);
 }
@@ -255,6 +260,7 @@ static void io_pull_answer(void *arg, struct rps_shard *sh, struct rps_srv_req *
 	struct rps_server *srv = arg;
 
 	if (req->sc) {
+		atomic_fetch_sub(&req->sc->nparked, 1);
 		rps_srv_pull_send(srv, &sh->bufs, sh, req->sc, req->req_id, &req->u.pull,
 				  req->meta);
 		rps_srv_conn_put(srv, req->sc);

@@ -207,6 +207,25 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
 		return;
 	}
+	/* Bounded: parked pulls hold memory and cost every clock a scan. */
+	if ((uint64_t)p->min_clock >
+	    (uint64_t)sc->clock_seen + (uint64_t)srv->opts.staleness + RPS_SRV_PULL_AHEAD) {
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+				    "pull from worker %u at %s for clock %u refused: its last clock "
+				    "is %u (at most %d ahead)",
+				    sc->rank, sc->conn->peer, p->min_clock, sc->clock_seen,
+				    RPS_SRV_PULL_AHEAD + srv->opts.staleness);
+		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -ERANGE);
+		return;
+	}
+	if (atomic_load(&sc->nparked) >= srv->cfg->max_parked_pulls) {
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+				    "pull from worker %u at %s refused: %d pulls already wait for a "
+				    "clock (RDMAPS_MAX_PARKED_PULLS)",
+				    sc->rank, sc->conn->peer, atomic_load(&sc->nparked));
+		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -EBUSY);
+		return;
+	}
 	req = req_new(srv, sc, RPS_REQ_PULL, ev->hdr.req_id);
 	if (!req) {
 		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -ENOMEM);
@@ -214,7 +233,9 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	}
 	req->u.pull = *p;
 	req->meta = m;
+	atomic_fetch_add(&sc->nparked, 1);
 	if (rps_shard_pull_park(sh, req)) {
+		atomic_fetch_sub(&sc->nparked, 1);
 		/* the clock moved meanwhile */
 		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
 		rps_srv_free_reqs(srv, req);
@@ -235,6 +256,8 @@ static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const stru
 		rps_srv_conn_fail(srv, sc, -EPROTO, why);
 		return;
 	}
+	if (c->clock > sc->clock_seen)
+		sc->clock_seen = c->clock;
 	for (int s = lo; s < hi; s++) {
 		struct rps_ring_entry e;
 		uint32_t n;
@@ -257,6 +280,7 @@ static void on_sync(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	int lo = (int)sc->shard_lo, hi = (int)sc->shard_hi;
 
 	RPS_DEBUG("worker %u at %s: sync at clock %u", sc->rank, sc->conn->peer, y->clock);
+	sc->clock_seen = y->clock;
 	for (int s = lo; s < hi; s++) {
 		struct rps_ring_entry e;
 
@@ -354,6 +378,7 @@ static void on_accepted(struct rps_server *srv, struct rps_conn *c)
 	sc->shard_hi = srv->conn_per_shard ? c->hello.channel + 1 : (uint32_t)srv->nshards;
 	atomic_init(&sc->refs, 1);
 	atomic_init(&sc->closed, 0);
+	atomic_init(&sc->nparked, 0);
 	sc->net_ref = 1;
 	sc->next = srv->conns;
 	if (srv->conns)

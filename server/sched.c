@@ -109,6 +109,7 @@ static void on_event(struct rps_sched *s, struct rps_tr_event *ev)
 		}
 		p->conn = ev->conn;
 		p->role = ev->conn->hello.role;
+		p->since_ns = p->last_rx_ns = rps_now_ns();
 		p->slot = -1;
 		p->tx_bytes = s->m.bytes[1];
 		p->tx_msgs = s->m.msgs[1];
@@ -120,8 +121,10 @@ static void on_event(struct rps_sched *s, struct rps_tr_event *ev)
 	case RPS_TR_EV_RECV:
 		rps_metric_add(met(s, s->m.bytes[0]), sizeof(ev->hdr) + ev->hdr.len);
 		rps_metric_inc(met(s, s->m.msgs[0]));
-		if (p)
+		if (p) {
+			p->last_rx_ns = rps_now_ns();
 			on_recv(s, p, ev);
+		}
 		if (ev->token)
 			rps_tr_release(s->tr, ev->token);
 		break;

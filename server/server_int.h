@@ -45,6 +45,8 @@ struct rps_srv_conn {
 	atomic_int closed;		  /* no more frames taken from it */
 	uint32_t rank;			  /* worker rank (hello) */
 	uint32_t shard_lo, shard_hi;	  /* the shards its CLOCK and SYNC count for */
+	uint32_t clock_seen;		  /* network thread: highest CLOCK / SYNC on it */
+	atomic_int nparked;		  /* its pulls parked in the shards */
 	int net_ref;			  /* network thread: still holds its reference */
 	struct rps_srv_conn *prev, *next; /* network thread's list */
 	struct rps_srv_conn *close_next;  /* close stack */
@@ -52,6 +54,12 @@ struct rps_srv_conn {
 
 /* ---- the server (server.c, opts.c, conn.c, frame.c, cluster.c, metrics.c) ---- */
 #define RPS_SRV_POLL_MS 100
+/* A pull may wait for a clock at most this far beyond the last CLOCK or SYNC
+ * its connection sent (+ the SSP staleness): a worker pulls for its own
+ * clock, a little ahead at most (an async pull before its CLOCK). A pull
+ * for a clock no worker will reach soon is refused (-ERANGE) instead of
+ * parked for ever. */
+#define RPS_SRV_PULL_AHEAD 64
 #define RPS_SRV_EVENTS	64
 
 /* /metrics (metrics.c). */

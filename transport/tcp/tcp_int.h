@@ -5,7 +5,7 @@
  *   tcp_recv.c     receive state machine        tcp_connect.c  connect()
  *   tcp_listen.c   listen(), accept, the peer's HELLO
  *   tcp_conn.c     connection objects, failure, close()
- *   tcp_send.c     send path, event queue
+ *   tcp_send.c     send path, event queue      tcp_limits.c   caps, deadlines, accept back-off
  *   tcp_pool.c     receive buffer pool
  *
  * Threads
@@ -120,6 +120,11 @@ struct tcp_conn {
 	size_t stage_pos, stage_len;
 	uint64_t hello_deadline; /* ns, TCP_PH_HELLO */
 	struct tcp_conn *hnext, *hprev;
+	int accepted;	     /* listening side (immutable): limits apply, senders never wait */
+	int counted;	     /* in tt->naccepted (until its socket is closed) */
+	char ip[48];	     /* accepted: the peer's address without the port */
+	uint64_t rx_deadline; /* ns: the frame being received must be whole by then; 0 none */
+	uint64_t last_rx_ns;  /* the last byte read */
 
 	/* Under slock. */
 	pthread_mutex_t slock;
@@ -132,6 +137,7 @@ struct tcp_conn {
 	int nsenders;	      /* threads waiting inside post_send */
 	struct tcp_sreq *sq_head, *sq_tail;
 	uint64_t sq_bytes;
+	uint64_t last_tx_ns; /* the queue last moved (or became non-empty) */
 	struct tcp_done *done;
 	uint32_t done_n, done_cap;
 	int done_listed; /* on tt->done_head */
@@ -178,7 +184,13 @@ struct tcp_transport {
 	struct tcp_evq evq;
 	uint8_t ack[RPS_TR_ACK_MAX];
 	struct tcp_pool pool;
+	int naccepted;		   /* accepted connections whose socket is open */
+	int reserve_fd;		   /* /dev/null, given up to shed a connection on EMFILE; -1 */
+	uint64_t accept_resume_ns; /* listeners off until then (out of descriptors); 0 on */
+	uint64_t next_sweep_ns;	   /* deadlines of accepted connections checked then */
 };
+
+#define TCP_SWEEP_MS 100 /* how often frame, idle and send deadlines are checked */
 
 /* tcp_pool.c */
 void tcp_pool_init(struct tcp_pool *p);
@@ -229,9 +241,22 @@ void tcp_conn_free(struct tcp_conn *c);
 void tcp_conn_fail(struct tcp_conn *c, int status, int send_error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void tcp_hello_unlink(struct tcp_transport *tt, struct tcp_conn *c);
+void tcp_conn_uncount(struct tcp_conn *c);
 void tcp_close(struct rps_conn *bc);
 /* Poller: free the connections closed by their owner. */
 void tcp_process_closes(struct tcp_transport *tt);
+
+/* tcp_limits.c: what one accepted peer may hold, and the accept back-off */
+/* Poller: check deadlines (frame, idle, stalled output) and resume accepting. */
+void tcp_limits_sweep(struct tcp_transport *tt, uint64_t now);
+/* Poller: the longest poll() may sleep before tcp_limits_sweep has work (ms, -1 none). */
+int tcp_limits_wait_ms(struct tcp_transport *tt, uint64_t now);
+/* Poller: accept4 failed with err: shed and back off. */
+void tcp_accept_failed(struct tcp_transport *tt, struct tcp_listener *l, int err);
+/* Poller: may an accepted socket from ip stay? 0, or -EMFILE with a log line. */
+int tcp_admit(struct tcp_transport *tt, const char *ip, const char *peer);
+/* Poller: frame bookkeeping after a read (the frame deadline). */
+void tcp_rx_mark(struct tcp_conn *c, uint64_t now);
 
 /* tcp_listen.c */
 int tcp_listen(struct rps_transport *t, const char *host, uint16_t port, uint16_t *port_p);

@@ -59,6 +59,7 @@ static int rx_emit(struct tcp_conn *c)
 	c->rx_buf = NULL;
 	c->rx_dst = NULL;
 	c->rx_state = TCP_RX_HDR;
+	c->rx_deadline = 0; /* the next frame has a deadline of its own */
 	return 0;
 }
 
@@ -78,6 +79,9 @@ static int rx_hdr_in(struct tcp_conn *c)
 	c->rx_data_len = c->rx_hdr.len - c->rx_fixed_len;
 	c->rx_got = 0;
 	c->rx_state = TCP_RX_FIXED;
+	if (c->rx_deadline && c->tt->base.params.frame_min_rate)
+		c->rx_deadline += (uint64_t)c->rx_hdr.len * 1000000000ull /
+				  c->tt->base.params.frame_min_rate;
 	return 0;
 }
 
@@ -170,8 +174,11 @@ int tcp_rx(struct tcp_conn *c)
 		rc = rx_parse(c);
 		if (rc)
 			return rc;
-		if (total >= TCP_RX_BUDGET)
+		if (total >= TCP_RX_BUDGET) {
+			if (c->accepted)
+				tcp_rx_mark(c, c->last_rx_ns);
 			return 0; /* level-triggered: epoll reports the rest */
+		}
 		if (c->stage_pos) {
 			memmove(c->stage, c->stage + c->stage_pos, c->stage_len - c->stage_pos);
 			c->stage_len -= c->stage_pos;
@@ -190,11 +197,16 @@ int tcp_rx(struct tcp_conn *c)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (c->accepted)
+					tcp_rx_mark(c, c->last_rx_ns);
 				return 0;
+			}
 			tcp_conn_fail(c, -ECONNRESET, 0, "read: %m");
 			return -ECONNRESET;
 		}
+		if (n > 0 && c->accepted)
+			c->last_rx_ns = rps_now_ns();
 		if (n == 0) {
 			int mid = c->rx_state != TCP_RX_HDR || c->stage_len;
 
@@ -222,6 +234,8 @@ int tcp_rx(struct tcp_conn *c)
 		if (short_read) {
 			/* the socket is drained: parse what came and stop */
 			rc = rx_parse(c);
+			if (rc == 0 && c->accepted)
+				tcp_rx_mark(c, c->last_rx_ns);
 			return rc < 0 ? rc : 0;
 		}
 	}

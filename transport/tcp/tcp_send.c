@@ -3,9 +3,12 @@
  * post_send writes header + iov at once when nothing is queued; what the
  * socket does not take is queued (copied for ctx == 0, referenced for
  * ctx != 0) and EPOLLOUT is armed; the poller flushes the queue, gathering
- * several queued frames per sendmsg. More than TCP_SQ_MAX queued bytes make
- * post_send wait (up to the timeout; on the poller thread itself it flushes
- * in place instead, since nobody else would). Completions found outside the
+ * several queued frames per sendmsg. On a connection we opened, more than
+ * TCP_SQ_MAX queued bytes make post_send wait (up to the timeout; on the
+ * poller thread itself it flushes in place instead, since nobody else
+ * would). On an accepted connection nobody waits: past params.sq_max the
+ * peer is cut (cut_locked), and tcp_limits.c cuts one whose queue does not
+ * move for the timeout. Completions found outside the
  * poller are kept per connection and handed over through tt->done_head.
  * Depends on tcp_pool.c only.
  */
@@ -197,6 +200,8 @@ static int flush_locked(struct tcp_conn *c)
 		if (n < 0)
 			return (int)n;
 		c->sq_bytes -= (uint64_t)n;
+		if (n > 0)
+			c->last_tx_ns = rps_now_ns();
 		while (n > 0) {
 			r = c->sq_head;
 			while (n > 0 && r->idx < r->iovcnt) {
@@ -274,6 +279,8 @@ static int enqueue(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const st
 	r->ctx = ctx;
 	r->left = left;
 	r->idx = 0;
+	if (!c->sq_head)
+		c->last_tx_ns = rps_now_ns(); /* the stall clock starts */
 	if (c->sq_tail)
 		c->sq_tail->next = r;
 	else
@@ -332,6 +339,22 @@ static int wait_room(struct tcp_conn *c, uint64_t frame)
 	return rc;
 }
 
+/* slock held: an accepted peer would hold more than its share of queued
+ * output. It is cut, never waited on: the poller (or an update thread) must
+ * not stop for one peer that does not read. */
+static int cut_locked(struct tcp_conn *c, uint64_t frame, uint64_t cap)
+{
+	RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+			    "closing %s: peer not reading: %llu bytes queued, %llu more would pass "
+			    "the limit of %llu (RDMAPS_SEND_QUEUE_BYTES)",
+			    c->base.peer, (unsigned long long)c->sq_bytes,
+			    (unsigned long long)frame, (unsigned long long)cap);
+	c->wr_err = -ECONNRESET;
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR); /* the poller sees it and reports CLOSED */
+	return -ECONNRESET;
+}
+
 static int send_frame(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const struct iovec *iov,
 		      int iovcnt, uint64_t ctx, uint64_t limit)
 {
@@ -363,7 +386,15 @@ static int send_frame(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const
 		rc = -ECONNRESET;
 		goto out_unlock;
 	}
-	if (c->sq_head && c->sq_bytes + total > TCP_SQ_MAX) {
+	if (c->accepted) {
+		uint64_t cap = c->tt->base.params.sq_max ? c->tt->base.params.sq_max : TCP_SQ_MAX;
+
+		/* one frame always fits an empty queue, whatever its size */
+		if (c->sq_head && c->sq_bytes + total > cap) {
+			rc = cut_locked(c, total, cap);
+			goto out_unlock;
+		}
+	} else if (c->sq_head && c->sq_bytes + total > TCP_SQ_MAX) {
 		rc = wait_room(c, total);
 		if (rc)
 			goto out_unlock;
