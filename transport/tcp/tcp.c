@@ -222,7 +222,12 @@ static void handle(struct tcp_transport *tt, const struct epoll_event *e)
 	if (c->failed)
 		return;
 	if (e->events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-		if (tcp_rx(c) < 0)
+		/* a peer that does not read its answers is not read from either
+		 * (its requests wait in the socket); errors are always taken */
+		int skip = c->accepted && !(e->events & (EPOLLERR | EPOLLHUP)) &&
+			   c->phase == TCP_PH_OPEN && tcp_rx_pause_check(c);
+
+		if (!skip && tcp_rx(c) < 0)
 			return; /* may be freed */
 	}
 	if ((e->events & EPOLLOUT) && !c->failed && tcp_out(c) < 0)

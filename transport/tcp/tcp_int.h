@@ -39,6 +39,10 @@
 #define TCP_DIRECT_MIN	  4096u		/* data at least this big is read in place */
 #define TCP_RX_BUDGET	  (4u << 20)	/* bytes read from one connection per wake-up */
 #define TCP_SQ_MAX	  (64ull << 20) /* queued send bytes before post_send waits */
+/* An accepted peer whose answers pile up (this many bytes queued) is not read
+ * from until it has taken half of them: it cannot make us queue more
+ * than about one read budget of answers beyond this. */
+#define TCP_RX_PAUSE_BYTES (1ull << 20)
 #define TCP_IOV_MAX	  1024		/* iovecs in one post_send (header included) */
 #define TCP_IOV_BATCH	  64		/* iovecs gathered per flush syscall */
 #define TCP_ERR_TEXT_MAX  256		/* reason text in ERROR frames we send */
@@ -134,6 +138,7 @@ struct tcp_conn {
 	int user_closed;      /* close() was called: no more events */
 	int wr_err;	      /* a write failed; the poller will see the reset */
 	int out_armed;	      /* EPOLLOUT requested */
+	int rx_paused;	      /* EPOLLIN off: our answers to it pile up unread */
 	int nsenders;	      /* threads waiting inside post_send */
 	struct tcp_sreq *sq_head, *sq_tail;
 	uint64_t sq_bytes;
@@ -216,6 +221,9 @@ int tcp_send_internal(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const
 		      int iovcnt);
 /* ERROR frame (status, reason text), best effort, only if nothing is queued. */
 void tcp_send_error(struct tcp_conn *c, int status, const char *why);
+/* Poller, accepted connection: stop reading while too much output waits
+ * (TCP_RX_PAUSE_BYTES; tcp_out resumes). 1 if paused. */
+int tcp_rx_pause_check(struct tcp_conn *c);
 /* Poller: the socket is writable. -ECONNRESET: the connection broke. */
 int tcp_out(struct tcp_conn *c);
 /* Poller, slock held: sending is over. An ERROR frame (status, why) first

@@ -134,17 +134,38 @@ void tcp_drain_done(struct tcp_transport *tt)
 }
 
 /* slock held. */
-static void set_out(struct tcp_conn *c, int on)
+static int set_events(struct tcp_conn *c, int out, int rx_paused)
 {
-	struct epoll_event e = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = &c->kind};
+	struct epoll_event e = {.events = (rx_paused ? 0 : EPOLLIN) | (out ? EPOLLOUT : 0),
+				.data.ptr = &c->kind};
 
-	if (c->out_armed == on || c->fd < 0)
-		return;
+	if (c->fd < 0)
+		return -EBADF;
 	if (epoll_ctl(c->tt->ep, EPOLL_CTL_MOD, c->fd, &e) < 0) {
 		RPS_ERR("send to %s: epoll_ctl: %m", c->base.peer);
-		return;
+		return -errno;
 	}
-	c->out_armed = on;
+	c->out_armed = out;
+	c->rx_paused = rx_paused;
+	return 0;
+}
+
+static void set_out(struct tcp_conn *c, int on)
+{
+	if (c->out_armed != on)
+		set_events(c, on, c->rx_paused);
+}
+
+int tcp_rx_pause_check(struct tcp_conn *c)
+{
+	int paused;
+
+	pthread_mutex_lock(&c->slock);
+	if (!c->rx_paused && c->sq_bytes >= TCP_RX_PAUSE_BYTES)
+		set_events(c, c->out_armed, 1);
+	paused = c->rx_paused;
+	pthread_mutex_unlock(&c->slock);
+	return paused;
 }
 
 /* slock held: a write failed. The poller sees the reset and reports it. */
@@ -473,6 +494,8 @@ int tcp_out(struct tcp_conn *c)
 	pthread_mutex_lock(&c->slock);
 	if (!c->dead && !c->wr_err)
 		rc = flush_locked(c);
+	if (rc == 0 && c->rx_paused && c->sq_bytes < TCP_RX_PAUSE_BYTES / 2)
+		set_events(c, c->out_armed, 0); /* the peer reads again: so do we */
 	pthread_mutex_unlock(&c->slock);
 	return rc < 0 ? -ECONNRESET : 0;
 }
