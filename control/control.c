@@ -185,6 +185,10 @@ int rps_ctl_transport_create(const struct rps_config *cfg, const char *secret, u
 	 * unread is cut (the scheduler must never wait on one peer) */
 	if (tp.sq_max > 16 * max_msg)
 		tp.sq_max = 16 * max_msg;
+	/* nodes waiting for the map are silent for as long as the rendezvous
+	 * takes: the scheduler has deadlines of its own (register_timeout_ms,
+	 * heartbeats) instead of the data connections' idle timeout */
+	tp.idle_timeout_ms = 0;
 	if (timeout_ms > 0)
 		tp.timeout_ms = timeout_ms;
 	tp.arg = arg;

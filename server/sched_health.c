@@ -137,7 +137,7 @@ void rps_sched_check_timers(struct rps_sched *s, uint64_t now)
 	}
 	rps_sched_creq_check(s, now);
 	for (struct sched_peer *p = s->peers; p; p = p->next) {
-		uint64_t limit_ns = (uint64_t)s->cfg.timeout_ms * 1000000ull;
+		uint64_t limit_ns = (uint64_t)s->cfg.register_timeout_ms * 1000000ull;
 
 		if (p->refused && now - p->refused_ns > SCHED_REFUSED_LINGER_MS * 1000000ull)
 			p->closing = 1;
@@ -150,15 +150,16 @@ void rps_sched_check_timers(struct rps_sched *s, uint64_t now)
 		if (p->role != RPS_ROLE_CTL && !p->registered && now - p->since_ns > limit_ns) {
 			RPS_LOG_RATELIMITED(RPS_LOG_WARN,
 					    "closing %s: a %s that did not register within %d ms "
-					    "(RDMAPS_TIMEOUT_MS)",
+					    "(RDMAPS_REGISTER_TIMEOUT_MS)",
 					    p->conn->peer, rps_sched_role_name(p->role),
-					    s->cfg.timeout_ms);
+					    s->cfg.register_timeout_ms);
 			p->closing = 1;
 		} else if (p->role == RPS_ROLE_CTL && now - p->last_rx_ns > limit_ns &&
 			   !(s->creq.active && s->creq.from == p)) {
 			RPS_LOG_RATELIMITED(RPS_LOG_INFO,
-					    "closing %s: rdmaps-ctl silent for %d ms (RDMAPS_TIMEOUT_MS)",
-					    p->conn->peer, s->cfg.timeout_ms);
+					    "closing %s: rdmaps-ctl silent for %d ms "
+					    "(RDMAPS_REGISTER_TIMEOUT_MS)",
+					    p->conn->peer, s->cfg.register_timeout_ms);
 			p->closing = 1;
 		}
 	}

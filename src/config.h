@@ -96,6 +96,7 @@ struct rps_config {
 	int max_conns_per_addr;    /* of them from one address */
 	int max_parked_pulls;      /* pulls one connection may have waiting for a clock */
 	int accept_backoff_ms;     /* stop accepting this long when out of descriptors */
+	int register_timeout_ms;   /* scheduler: REGISTER (nodes) or a request (ctl) within this */
 };
 
 enum rps_config_type {

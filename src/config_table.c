@@ -98,6 +98,8 @@ const struct rps_config_entry rps_config_table[] = {
 	      "pulls one connection may have waiting for a clock; more are refused (-EBUSY)"),
 	ENTRY(accept_backoff_ms, "100", RPS_CFG_INT,
 	      "out of descriptors (EMFILE/ENFILE): stop accepting this long"),
+	ENTRY(register_timeout_ms, "30000", RPS_CFG_INT,
+	      "scheduler: a node past its hello must REGISTER within this, an rdmaps-ctl ask something"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -157,6 +159,7 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "max_conns_per_addr", IRANGE(1, 1 << 20) },
 	{ "max_parked_pulls", IRANGE(1, 1 << 24) },
 	{ "accept_backoff_ms", IRANGE(1, 60000) },
+	{ "register_timeout_ms", IRANGE(1, INT_MAX) },
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {

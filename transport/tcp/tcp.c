@@ -199,6 +199,10 @@ static void housekeeping(struct tcp_transport *tt)
 		expire_hellos(tt, now);
 	if (tt->naccepted || tt->accept_resume_ns)
 		tcp_limits_sweep(tt, now);
+	/* only once the owner took every event: so a peer never has more
+	 * than TCP_RX_FRAMES frames waiting in the event queue */
+	if (tt->again && tt->evq.head == tt->evq.tail)
+		tcp_again_run(tt);
 }
 
 static void handle(struct tcp_transport *tt, const struct epoll_event *e)
@@ -283,8 +287,8 @@ static int tcp_poll(struct rps_transport *t, struct rps_tr_event *ev, int max, i
 				wait = lw;
 		}
 		atomic_store(&tt->sleeping, 1);
-		if (atomic_load(&tt->done_head) || atomic_load(&tt->close_head))
-			wait = 0;
+		if (atomic_load(&tt->done_head) || atomic_load(&tt->close_head) || tt->again)
+			wait = 0; /* (the event queue is empty here) */
 		n = epoll_wait(tt->ep, evs, (int)RPS_ARRAY_SIZE(evs), wait);
 		atomic_store(&tt->sleeping, 0);
 		if (n < 0) {

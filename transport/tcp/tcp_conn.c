@@ -176,8 +176,9 @@ void tcp_conn_free(struct tcp_conn *c)
 		c->fd = -1;
 	}
 	evq_purge(tt, c);
+	tcp_again_del(c);
 	if (c->rx_buf)
-		tcp_pool_put(&tt->pool, c->rx_buf);
+		tcp_pool_discard(&tt->pool, c->rx_buf);
 	if (c->phase == TCP_PH_HELLO)
 		tcp_hello_unlink(tt, c);
 	while ((r = c->sq_head)) {
@@ -229,7 +230,7 @@ void tcp_conn_fail(struct tcp_conn *c, int status, int send_error, const char *f
 	pthread_mutex_unlock(&c->slock);
 
 	if (c->rx_buf) {
-		tcp_pool_put(&tt->pool, c->rx_buf);
+		tcp_pool_discard(&tt->pool, c->rx_buf);
 		c->rx_buf = NULL;
 	}
 	if (c->phase == TCP_PH_HELLO) {

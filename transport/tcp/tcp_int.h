@@ -38,6 +38,7 @@
 #define TCP_STAGE_BYTES	  (64u * 1024)	/* per-connection receive staging buffer */
 #define TCP_DIRECT_MIN	  4096u		/* data at least this big is read in place */
 #define TCP_RX_BUDGET	  (4u << 20)	/* bytes read from one connection per wake-up */
+#define TCP_RX_FRAMES	  128		/* frames of one accepted peer per wake-up */
 #define TCP_SQ_MAX	  (64ull << 20) /* queued send bytes before post_send waits */
 /* An accepted peer whose answers pile up (this many bytes queued) is not read
  * from until it has taken half of them: it cannot make us queue more
@@ -129,6 +130,9 @@ struct tcp_conn {
 	char ip[48];	     /* accepted: the peer's address without the port */
 	uint64_t rx_deadline; /* ns: the frame being received must be whole by then; 0 none */
 	uint64_t last_rx_ns;  /* the last byte read */
+	uint32_t rx_frames;   /* frames taken in this tcp_rx call */
+	int again_listed;     /* on tt->again: whole frames wait in the staging buffer */
+	struct tcp_conn *again_next;
 
 	/* Under slock. */
 	pthread_mutex_t slock;
@@ -190,6 +194,7 @@ struct tcp_transport {
 	uint8_t ack[RPS_TR_ACK_MAX];
 	struct tcp_pool pool;
 	int naccepted;		   /* accepted connections whose socket is open */
+	struct tcp_conn *again;	   /* to parse again: they used up their frames per wake-up */
 	int reserve_fd;		   /* /dev/null, given up to shed a connection on EMFILE; -1 */
 	uint64_t accept_resume_ns; /* listeners off until then (out of descriptors); 0 on */
 	uint64_t next_sweep_ns;	   /* deadlines of accepted connections checked then */
@@ -202,6 +207,11 @@ void tcp_pool_init(struct tcp_pool *p);
 void tcp_pool_fini(struct tcp_pool *p);
 struct tcp_buf *tcp_pool_get(struct tcp_pool *p, size_t size); /* poller only */
 void tcp_pool_put(struct tcp_pool *p, struct tcp_buf *b);      /* any thread */
+/* Poller: the buffer of a frame that never completed (its connection died):
+ * a big one is freed, not cached, so a peer that starts big frames and
+ * stalls leaves nothing behind. */
+void tcp_pool_discard(struct tcp_pool *p, struct tcp_buf *b);
+#define TCP_POOL_KEEP_MAX (1u << 20)
 
 static inline struct tcp_transport *tcp_tt(struct rps_transport *t)
 {
@@ -263,6 +273,8 @@ int tcp_limits_wait_ms(struct tcp_transport *tt, uint64_t now);
 void tcp_accept_failed(struct tcp_transport *tt, struct tcp_listener *l, int err);
 /* Poller: may an accepted socket from ip stay? 0, or -EMFILE with a log line. */
 int tcp_admit(struct tcp_transport *tt, const char *ip, const char *peer);
+/* A cut peer: close() resets the connection and drops its kernel buffers. */
+void tcp_abort_on_close(struct tcp_conn *c);
 /* Poller: frame bookkeeping after a read (the frame deadline). */
 void tcp_rx_mark(struct tcp_conn *c, uint64_t now);
 
@@ -281,7 +293,14 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 
 /* tcp_recv.c */
 /* Poller: the socket is readable. <0: the connection failed (and, in the hello
- * phase, is freed: do not touch it again). */
+ * phase, is freed: do not touch it again). An accepted peer gives at most
+ * TCP_RX_FRAMES frames per call (what it may have outstanding in one poll
+ * round); the rest waits staged, and the connection goes on tt->again. */
 int tcp_rx(struct tcp_conn *c);
+/* Poller: put c on tt->again / take it off. */
+void tcp_again_add(struct tcp_conn *c);
+void tcp_again_del(struct tcp_conn *c);
+/* Poller: run tcp_rx for the connections on tt->again. */
+void tcp_again_run(struct tcp_transport *tt);
 
 #endif

@@ -12,7 +12,7 @@
  * - Deadlines, checked every TCP_SWEEP_MS: a frame once begun must be whole
  *   within frame_timeout_ms + len / frame_min_rate; an established
  *   connection silent for idle_timeout_ms (if set) is closed; output queued
- *   for a peer that has not taken a byte of it for timeout_ms cuts it (and
+ *   for a peer that has not taken a byte of it for frame_timeout_ms cuts it (and
  *   tcp_send.c cuts it at once past sq_max). Connections we opened
  *   ourselves are not limited here: their owner waits for them.
  * Depends on tcp_conn.c.
@@ -31,7 +31,7 @@
 
 #define SWEEP_MAX 64 /* connections failed per sweep (the rest: next sweep) */
 
-enum { WHY_FRAME = 1, WHY_IDLE, WHY_STALL };
+enum { WHY_FRAME = 1, WHY_IDLE, WHY_STALL, WHY_CUT };
 
 static void listeners_set(struct tcp_transport *tt, int on)
 {
@@ -117,21 +117,38 @@ void tcp_rx_mark(struct tcp_conn *c, uint64_t now)
 		c->rx_deadline += (uint64_t)c->rx_hdr.len * 1000000000ull / p->frame_min_rate;
 }
 
+/* Output that does not move for this long: the peer does not read. */
+static uint64_t stall_ns(const struct tcp_transport *tt)
+{
+	int ms = tt->base.params.frame_timeout_ms > 0 ? tt->base.params.frame_timeout_ms
+						      : tt->timeout_ms;
+
+	return (uint64_t)ms * 1000000ull;
+}
+
 static int why_of(struct tcp_conn *c, uint64_t now)
 {
 	const struct rps_tr_params *p = &c->tt->base.params;
-	int stalled;
+	int stalled, paused;
 
+	pthread_mutex_lock(&c->slock);
+	if (c->wr_err && !c->dead) {
+		pthread_mutex_unlock(&c->slock);
+		return WHY_CUT; /* cut by a sender (tcp_send.c), which could not fail it */
+	}
+	stalled = c->sq_head && !c->dead && now - c->last_tx_ns >= stall_ns(c->tt);
+	paused = c->rx_paused;
+	pthread_mutex_unlock(&c->slock);
+	if (stalled)
+		return WHY_STALL;
+	if (paused)
+		return 0; /* we do not read it now: its frame's clock restarts at resume */
 	if (c->rx_deadline && now >= c->rx_deadline)
 		return WHY_FRAME;
 	if (c->phase == TCP_PH_OPEN && p->idle_timeout_ms > 0 &&
 	    now - c->last_rx_ns >= (uint64_t)p->idle_timeout_ms * 1000000ull)
 		return WHY_IDLE;
-	pthread_mutex_lock(&c->slock);
-	stalled = c->sq_head && !c->dead &&
-		  now - c->last_tx_ns >= (uint64_t)c->tt->timeout_ms * 1000000ull;
-	pthread_mutex_unlock(&c->slock);
-	return stalled ? WHY_STALL : 0;
+	return 0;
 }
 
 void tcp_limits_sweep(struct tcp_transport *tt, uint64_t now)
@@ -164,13 +181,20 @@ void tcp_limits_sweep(struct tcp_transport *tt, uint64_t now)
 	for (int i = 0; i < n; i++) {
 		struct tcp_conn *c = victim[i];
 
+		tcp_abort_on_close(c);
 		switch (why[i]) {
 		case WHY_FRAME:
-			RPS_LOG_RATELIMITED(RPS_LOG_WARN,
-					    "closing %s: a %u-byte frame not whole within its deadline "
-					    "(RDMAPS_FRAME_TIMEOUT_MS %d + size / RDMAPS_FRAME_MIN_RATE)",
-					    c->base.peer, c->rx_state == TCP_RX_HDR ? 0 : c->rx_hdr.len,
-					    p->frame_timeout_ms);
+			if (c->rx_state == TCP_RX_HDR)
+				RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+						    "closing %s: a frame header not whole within its "
+						    "deadline (RDMAPS_FRAME_TIMEOUT_MS %d)",
+						    c->base.peer, p->frame_timeout_ms);
+			else
+				RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+						    "closing %s: a %u-byte frame not whole within its "
+						    "deadline (RDMAPS_FRAME_TIMEOUT_MS %d + size / "
+						    "RDMAPS_FRAME_MIN_RATE)",
+						    c->base.peer, c->rx_hdr.len, p->frame_timeout_ms);
 			tcp_conn_fail(c, -ETIMEDOUT, 0, NULL);
 			break;
 		case WHY_IDLE:
@@ -179,17 +203,30 @@ void tcp_limits_sweep(struct tcp_transport *tt, uint64_t now)
 					    c->base.peer, p->idle_timeout_ms);
 			tcp_conn_fail(c, -ETIMEDOUT, 0, NULL);
 			break;
+		case WHY_CUT:
+			tcp_conn_fail(c, -ECONNRESET, 0, NULL); /* said why already */
+			break;
 		default:
 			RPS_LOG_RATELIMITED(RPS_LOG_WARN,
 					    "closing %s: peer not reading: its output did not move for "
-					    "%d ms (RDMAPS_TIMEOUT_MS)",
-					    c->base.peer, tt->timeout_ms);
+					    "%llu ms (RDMAPS_FRAME_TIMEOUT_MS)",
+					    c->base.peer, (unsigned long long)(stall_ns(tt) / 1000000ull));
 			tcp_conn_fail(c, -ETIMEDOUT, 0, NULL);
 			break;
 		}
 	}
 	if (n == SWEEP_MAX)
 		tt->next_sweep_ns = now; /* more may be due */
+}
+
+void tcp_abort_on_close(struct tcp_conn *c)
+{
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+
+	/* a reset, not a FIN stuck behind megabytes a peer will never read: the
+	 * kernel drops the socket's buffers at once instead of keeping an orphan */
+	if (c->fd >= 0)
+		setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 }
 
 int tcp_limits_wait_ms(struct tcp_transport *tt, uint64_t now)

@@ -371,8 +371,9 @@ static int cut_locked(struct tcp_conn *c, uint64_t frame, uint64_t cap)
 			    c->base.peer, (unsigned long long)c->sq_bytes,
 			    (unsigned long long)frame, (unsigned long long)cap);
 	c->wr_err = -ECONNRESET;
+	tcp_abort_on_close(c);
 	if (c->fd >= 0)
-		shutdown(c->fd, SHUT_RDWR); /* the poller sees it and reports CLOSED */
+		shutdown(c->fd, SHUT_RDWR); /* the poller (tcp_limits.c) fails it */
 	return -ECONNRESET;
 }
 
@@ -494,8 +495,11 @@ int tcp_out(struct tcp_conn *c)
 	pthread_mutex_lock(&c->slock);
 	if (!c->dead && !c->wr_err)
 		rc = flush_locked(c);
-	if (rc == 0 && c->rx_paused && c->sq_bytes < TCP_RX_PAUSE_BYTES / 2)
+	if (rc == 0 && c->rx_paused && c->sq_bytes < TCP_RX_PAUSE_BYTES / 2) {
 		set_events(c, c->out_armed, 0); /* the peer reads again: so do we */
+		c->rx_deadline = 0;		 /* its frame's clock starts again */
+		tcp_again_add(c);		 /* whole frames may wait staged */
+	}
 	pthread_mutex_unlock(&c->slock);
 	return rc < 0 ? -ECONNRESET : 0;
 }

@@ -1,0 +1,465 @@
+#!/usr/bin/python3
+"""Attack tests of issue 20 ("bounded everything, no blocking on one peer",
+"logs are safe"): real rdmaps-sched, rdmaps-server and fmnist-train processes
+on 127.0.0.1, an attacker of our own (flood_wire.py, standard library only).
+
+    attack.py BIN_DIR SCENARIO
+
+SCENARIO (one per finding; each asserts the fixed behaviour):
+  sched_nonreader  STATUS requests on a connection that never reads: the
+                   scheduler cuts it, heartbeats go on, a training job survives
+  fd_flood         1,100 connections to the scheduler and the server under
+                   `ulimit -n 256`: no spin (CPU time over the attack window
+                   from /proc/PID/stat), bounded log, a worker joins and trains
+                   after the flood
+  parked_pulls     PULLs that park (count 0, a clock ahead) and PULLs for clock
+                   2^32-1 from a peer that never reads: server RSS bounded, the
+                   absurd ones refused, the memory reused after the
+                   disconnect, a worker's samples/s within 2x of its own
+  partial_push     64 MiB PUSH headers with a few bytes of body: cut after the
+                   frame deadline, the memory returned
+  idle_hello       connections that say hello and nothing more: the scheduler
+                   closes them after the registration deadline, a server after
+                   RDMAPS_IDLE_TIMEOUT_MS
+Every process gets RDMAPS_SECRET; deadlines are shrunk through RDMAPS_*
+variables so that each scenario takes seconds. Exit 0 pass, 1 fail.
+"""
+import os
+import re
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flood_wire as fw  # noqa: E402
+
+SECRET = "attack-secret"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+FMNIST_DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def rss_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def nfds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+    print("ok: %s" % what, flush=True)
+
+
+ALL_JOBS = []  # stopped at the end, whatever happened
+
+
+class Job:
+    """rdmaps-sched + 1 rdmaps-server (+ workers run on demand)."""
+
+    def __init__(self, bindir, tmp, workers=1, env=None, nofile=None, tag=""):
+        self.bin, self.tmp, self.procs, self.tag = bindir, tmp, [], tag
+        ALL_JOBS.append(self)
+        self.extra_env = env or {}
+        self.sport, self.dport = free_port(), free_port()
+        self.env = dict(os.environ)
+        self.env.update({
+            "RDMAPS_SECRET": SECRET,
+            "RDMAPS_SCHEDULER": "127.0.0.1:%d" % self.sport,
+            "RDMAPS_NUM_SERVERS": "1",
+            "RDMAPS_NUM_WORKERS": str(workers),
+            "RDMAPS_HOST": "127.0.0.1",
+            "RDMAPS_LOG_LEVEL": "info",
+            "RDMAPS_HEARTBEAT_MS": "200",
+            "RDMAPS_HEARTBEAT_TIMEOUT_MS": "30000",
+            "RDMAPS_SHARDS": "2",
+        })
+        self.env.update(env or {})
+        self.nofile = nofile
+        self.sched = self.spawn("sched", [bindir + "/rdmaps-sched"], {})
+        self.server = self.spawn("server", [bindir + "/rdmaps-server"],
+                                 {"RDMAPS_ROLE": "server", "RDMAPS_PORT": str(self.dport)})
+        wait_port(self.sport)
+        wait_port(self.dport)
+
+    def spawn(self, name, argv, extra):
+        env = dict(self.env)
+        env.update(extra)
+        out = open(os.path.join(self.tmp, self.tag + name + ".log"), "ab")
+
+        def limits():
+            if self.nofile and name in ("sched", "server"):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
+
+        p = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
+                             preexec_fn=limits)
+        self.procs.append(p)
+        return p
+
+    def log(self, name):
+        with open(os.path.join(self.tmp, self.tag + name + ".log"), "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def log_size(self, name):
+        return os.path.getsize(os.path.join(self.tmp, self.tag + name + ".log"))
+
+    def train(self, tag, epochs=2, limit=8192, timeout=120, extra=None):
+        """fmnist-train as worker 0 (in the background); returns the Popen."""
+        args = [self.bin + "/fmnist-train", "--epochs", str(epochs), "--train-limit", str(limit),
+                "--no-progress", "--eval-every", str(epochs)]
+        return self.spawn(tag, args, dict({"RDMAPS_ROLE": "worker"}, **(extra or {})))
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        end = time.time() + 5
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, end - time.time()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def wait_port(port, timeout=20):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise Fail("nothing listens on port %d after %d s" % (port, timeout))
+
+
+def wait_done(p, timeout):
+    try:
+        return p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def samples_per_s(text):
+    m = re.findall(r"done: .* ([0-9.]+) samples/s", text)
+    return float(m[-1]) if m else None
+
+
+# ---- scenarios ---------------------------------------------------------------------
+
+
+def wait_log(job, name, text, timeout=30):
+    end = time.time() + timeout
+    while time.time() < end:
+        if text in job.log(name):
+            return True
+        time.sleep(0.05)
+    raise Fail("no '%s' in the %s log after %d s" % (text, name, timeout))
+
+
+def frozen(job, w):
+    """The worker stopped (SIGSTOP): the server serves nobody but the attacker,
+    so its CPU time is the attack's. Heartbeat timeout: 30 s in these jobs."""
+    class Ctx:
+        def __enter__(self):
+            os.kill(w.pid, signal.SIGSTOP)
+
+        def __exit__(self, *a):
+            os.kill(w.pid, signal.SIGCONT)
+    return Ctx()
+
+
+def flood_conns(port, n):
+    socks = []
+    for _ in range(n):
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        except OSError:
+            pass
+    return socks
+
+
+def no_spin(job, name, pid, secs, attack):
+    """Run attack(), hold secs; CPU time and log growth of pid over the window."""
+    c0, l0, t0 = cpu_s(pid), job.log_size(name), time.time()
+    held = attack()
+    time.sleep(secs)
+    window, used, grown = time.time() - t0, cpu_s(pid) - c0, job.log_size(name) - l0
+    print("%s: %.2f s CPU over %.1f s, log +%d bytes, %d descriptors, %d attack sockets" %
+          (name, used, window, grown, nfds(pid), len(held)))
+    check(used < 0.25 * window, "%s did not spin (%.2f s CPU in %.1f s)" % (name, used, window))
+    check(grown < 64 * 1024, "%s log grew %d bytes (< 64 KiB)" % (name, grown))
+    return held
+
+
+def sched_nonreader(job):
+    """The scheduler must cut a peer that asks for STATUS and never reads."""
+    w = job.train("worker", epochs=20, limit=16384)  # ~10 s: the attack happens in it
+    wait_log(job, "server", "worker 0 connected")
+    s = fw.session("127.0.0.1", job.sport, fw.ROLE_CTL, fw.ANY_RANK, SECRET)
+    port = s.getsockname()[1]
+    s.setblocking(False)
+    st, sent, t0, cut = fw.Stream(s, fw.status_request() * 256, fw.HDR.size), 0, time.time(), False
+    while time.time() - t0 < 15:
+        try:
+            n = st.pump()
+        except OSError as e:  # reset: the scheduler cut us
+            print("send: %s" % e)
+            cut = True
+            break
+        if n is None:
+            time.sleep(0.01)
+        else:
+            sent = n
+        # never recv(): our receive window stays shut
+    if not cut:
+        cut = fw.is_closed(s, 5.0)
+    cut_s = time.time() - t0
+    print("STATUS requests sent %d, cut after %.1f s (scheduler %s)" % (sent, cut_s, job.sched.poll()))
+    check(cut, "the scheduler cut the peer that does not read (%.1f s)" % cut_s)
+    rc = wait_done(w, 120)
+    slog = job.log("sched")
+    check(rc == 0, "the training job finished (fmnist-train exit %s)" % rc)
+    check(cut_s < 12, "cut within seconds (%.1f s), not after RDMAPS_TIMEOUT_MS" % cut_s)
+    # the peer is cut for its output (queue over the limit, or not moving for
+    # RDMAPS_FRAME_TIMEOUT_MS) or, when TCP flow control stops it in the middle
+    # of a request, for that request's deadline: either way within seconds
+    check(re.search(r"closing 127.0.0.1:%d: (peer not reading|a frame header not whole)" %
+                    port, slog),
+          "the scheduler said why it cut the peer")
+    check(not re.search(r"no heartbeat", slog), "no node missed its heartbeats")
+    check(job.sched.poll() is None or job.sched.returncode == 0, "the scheduler is up or exited 0")
+
+
+def fd_flood(job):
+    """1,100 connections to a port of a process with ulimit -n 256."""
+    # the scheduler, before the job is complete (it is waiting for the worker)
+    held = no_spin(job, "sched", job.sched.pid, 3.0, lambda: flood_conns(job.sport, 1100))
+    for x in held:
+        x.close()
+    time.sleep(0.3)
+    w = job.train("worker", epochs=6, limit=16384)
+    wait_log(job, "server", "worker 0 connected")
+    check(True, "a worker joined through the scheduler after the flood")
+    # the server, in the job (it serves only once the job is complete)
+    with frozen(job, w):
+        held = no_spin(job, "server", job.server.pid, 3.0, lambda: flood_conns(job.dport, 1100))
+        for x in held:
+            x.close()
+        time.sleep(0.3)
+        fw.session("127.0.0.1", job.dport, fw.ROLE_WORKER, 0, SECRET).close()
+        check(True, "a hello to the server is answered after the flood")
+    slog = job.log("sched") + job.log("server")
+    check("Too many open files" in slog, "the descriptor limit was reached and reported")
+    n = slog.count("Too many open files")
+    check(n <= 8, "reported %d times, not once per accept" % n)
+    rc = wait_done(w, 120)
+    check(rc == 0, "the training finished (exit %s)" % rc)
+
+
+def pull_flood(port, n, secs):
+    """A worker-rank-0 peer that sends pulls and never reads the answers: half
+    park (count 0, clock 60: allowed, not reached yet), half ask for clock
+    2^32-1."""
+    s = fw.session("127.0.0.1", port, fw.ROLE_WORKER, 0, SECRET)
+    s.setblocking(False)
+    batch = b"".join(fw.pull(count=0, min_clock=(0xFFFFFFFF if i % 2 else 60), req_id=i)
+                     for i in range(4096))
+    st, sent, t0 = fw.Stream(s, batch, fw.HDR.size + fw.PULL.size), 0, time.time()
+    while sent < n and time.time() - t0 < secs:
+        try:
+            k = st.pump()
+        except OSError:
+            break
+        if k is None:
+            time.sleep(0.01)
+        else:
+            sent = k
+    return s, sent
+
+
+def parked_pulls(job):
+    """Parked and absurd pulls from a peer that never reads."""
+    w = job.train("worker", epochs=4, limit=16384)
+    wait_log(job, "server", "worker 0 connected")
+    with frozen(job, w):  # the worker's clock stays below 60: the pulls stay parked
+        rss0 = rss_mb(job.server.pid)
+        s, sent = pull_flood(job.dport, 2_000_000, 4)
+        time.sleep(0.3)
+        rss1 = rss_mb(job.server.pid)
+        print("pulls sent %d; server RSS %.0f -> %.0f MB" % (sent, rss0, rss1))
+        check(sent > 10000, "the attacker got %d pulls in" % sent)
+        check(rss1 - rss0 < 16, "server RSS grew %.0f MB (< 16 MB) under the flood" % (rss1 - rss0))
+        s.close()
+        time.sleep(0.5)
+        s, sent2 = pull_flood(job.dport, 2_000_000, 4)
+        time.sleep(0.3)
+        rss2 = rss_mb(job.server.pid)
+        s.close()
+        print("second flood %d pulls; server RSS %.0f MB" % (sent2, rss2))
+        check(rss2 - rss1 < 4, "what the first flood held was freed and reused (RSS %.0f -> %.0f MB)"
+              % (rss1, rss2))
+    log = job.log("server")
+    check("RDMAPS_MAX_PARKED_PULLS" in log, "pulls beyond the parked cap were refused, and said so")
+    check("at most 64 ahead" in log, "pulls for clock 2^32-1 were refused, and said so")
+    check(wait_done(w, 120) == 0, "the training went on after the floods")
+    job.stop()
+    # a training under attack (in a job of its own: the one above was frozen):
+    # one attacker, back as soon as it is cut
+    job = Job(job.bin, job.tmp, env=job.extra_env, tag="attacked-")
+    w = job.train("attacked", epochs=4, limit=16384)
+    wait_log(job, "server", "worker 0 connected")
+    stop, rounds = time.time() + 90, 0
+    while w.poll() is None and time.time() < stop:
+        try:
+            a, _ = pull_flood(job.dport, 2_000_000, 1.0)
+            rounds += 1
+            while w.poll() is None and not fw.is_closed(a, 0.2):
+                pass
+            a.close()
+        except (ConnectionError, OSError):
+            time.sleep(0.2)
+    rc = wait_done(w, 60)
+    print("attack rounds during the training: %d" % rounds)
+    check(rc == 0, "the attacked training finished (exit %s)" % rc)
+    att = samples_per_s(job.log("attacked"))
+    check(job.server.poll() in (None, 0), "the server is up or ended with the job (%s)"
+          % job.server.poll())
+    job.stop()
+    alone = Job(job.bin, job.tmp, env=job.extra_env, tag="alone-")
+    try:
+        w = alone.train("alone", epochs=4, limit=16384)
+        check(wait_done(w, 120) == 0, "the same training alone finished")
+        base = samples_per_s(alone.log("alone"))
+    finally:
+        alone.stop()
+    print("samples/s: alone %.0f, under attack %.0f" % (base or 0, att or 0))
+    check(att and base and att > base / 2,
+          "the worker kept its speed within 2x (%.0f vs %.0f samples/s)" % (att or 0, base or 0))
+
+
+def partial_push(job):
+    """64 MiB PUSH headers with 16 MiB of body: cut at the deadline, memory back."""
+    w = job.train("worker", epochs=4, limit=16384)
+    wait_log(job, "server", "worker 0 connected")
+    with frozen(job, w):
+        rss0 = rss_mb(job.server.pid)
+        socks = []
+        for i in range(6):
+            s = fw.session("127.0.0.1", job.dport, fw.ROLE_WORKER, 0, SECRET)
+            count = (64 << 20) // 4 - 12  # len = 48 + 4 count = 64 MiB
+            s.sendall(fw.push_header(count, req_id=i) + b"\0" * (16 << 20))
+            socks.append(s)
+        t0 = time.time()
+        rss1 = rss_mb(job.server.pid)
+        print("server RSS %.0f -> %.0f MB with 6 partial 64 MiB pushes" % (rss0, rss1))
+        closed = [fw.is_closed(s, 8.0) for s in socks]
+        took = time.time() - t0
+        check(all(closed), "every partial push was cut (%.1f s; deadline 2 s)" % took)
+        check(took < 6, "cut near the deadline (%.1f s)" % took)
+        time.sleep(0.5)
+        rss2 = rss_mb(job.server.pid)
+        print("server RSS after the cut %.0f MB" % rss2)
+        check(rss1 - rss0 > 48, "the partial pushes held memory (%.0f MB)" % (rss1 - rss0))
+        check(rss2 < rss1 - 48, "the buffers were given back (RSS %.0f -> %.0f -> %.0f MB)"
+              % (rss0, rss1, rss2))
+    check("frame not whole within its deadline" in job.log("server"), "the server said why")
+    check(wait_done(w, 120) == 0, "the training finished")
+
+
+def idle_hello(job):
+    """Hello, then silence: closed after the deadlines."""
+    a = fw.session("127.0.0.1", job.sport, fw.ROLE_WORKER, fw.ANY_RANK, SECRET)
+    c = fw.session("127.0.0.1", job.sport, fw.ROLE_CTL, fw.ANY_RANK, SECRET)
+    t0 = time.time()
+    check(not fw.is_closed(a, 0.5), "not closed before the deadline")
+    check(fw.is_closed(a, 5.0), "the scheduler closed a worker that did not register (%.1f s)"
+          % (time.time() - t0))
+    check(fw.is_closed(c, 5.0), "the scheduler closed an rdmaps-ctl that asked nothing (%.1f s)"
+          % (time.time() - t0))
+    check("did not register" in job.log("sched"), "the scheduler said why")
+    w = job.train("worker", epochs=6, limit=16384)
+    wait_log(job, "server", "worker 0 connected")
+    with frozen(job, w):
+        b = fw.session("127.0.0.1", job.dport, fw.ROLE_WORKER, 0, SECRET)
+        t0 = time.time()
+        check(fw.is_closed(b, 5.0), "the server closed a silent connection (%.1f s)"
+              % (time.time() - t0))
+    check("RDMAPS_IDLE_TIMEOUT_MS" in job.log("server"), "the server said why")
+    for x in (a, b, c):
+        x.close()
+    # the legit worker was silent as long (frozen): it reconnects and finishes
+    check(wait_done(w, 120) == 0, "the training finished")
+
+
+SCENARIOS = {
+    "sched_nonreader": (sched_nonreader, {"RDMAPS_FRAME_TIMEOUT_MS": "2000",
+                                          "RDMAPS_HEARTBEAT_TIMEOUT_MS": "2000"}, None),
+    "fd_flood": (fd_flood, {}, 256),
+    "parked_pulls": (parked_pulls, {"RDMAPS_MAX_PARKED_PULLS": "4096"}, None),
+    "partial_push": (partial_push, {"RDMAPS_FRAME_TIMEOUT_MS": "2000",
+                                    "RDMAPS_FRAME_MIN_RATE": "16G"}, None),
+    "idle_hello": (idle_hello, {"RDMAPS_REGISTER_TIMEOUT_MS": "1500",
+                                "RDMAPS_IDLE_TIMEOUT_MS": "1500"}, None),
+}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[2] not in SCENARIOS:
+        print(__doc__)
+        return 2
+    if not os.path.isdir(FMNIST_DATA):
+        print("skip: no Fashion-MNIST in %s" % FMNIST_DATA)
+        return 77
+    fn, env, nofile = SCENARIOS[sys.argv[2]]
+    tmp = tempfile.mkdtemp(prefix="rdmaps-attack-")
+    job = None
+    try:
+        job = Job(os.path.abspath(sys.argv[1]), tmp, env=env, nofile=nofile)
+        fn(job)
+        print("PASS %s" % sys.argv[2])
+        return 0
+    except Exception as e:  # a Fail, or the attacker's own surprise: show the logs
+        print("FAIL %s: %s: %s" % (sys.argv[2], type(e).__name__, e))
+        for f in sorted(os.listdir(tmp)):
+            with open(os.path.join(tmp, f), "rb") as fh:
+                data = fh.read()
+            print("---- %s (last 3000 bytes of %d)" % (f, len(data)))
+            print(data[-3000:].decode("utf-8", "replace"))
+        return 1
+    finally:
+        for j in ALL_JOBS:
+            j.stop()
+        subprocess.call(["rm", "-rf", tmp])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
