@@ -340,7 +340,7 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 		/* the worker gives up on this connection and says why */
 		char text[RPS_LOG_ESC_BUF];
 
-		RPS_INFO("worker %u at %s: error %s: %s", sc->rank, sc->conn->peer,
+		RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "worker %u at %s: error %s: %s", sc->rank, sc->conn->peer,
 			 rps_strerror(ev->hdr.status),
 			 rps_log_escape(ev->data, ev->data_len, text, sizeof(text)));
 		rps_srv_conn_drop(srv, sc);
@@ -385,7 +385,7 @@ static void on_accepted(struct rps_server *srv, struct rps_conn *c)
 		srv->conns->prev = sc;
 	srv->conns = sc;
 	c->user = sc;
-	RPS_INFO("worker %u connected from %s (channel %u)", sc->rank, c->peer, c->hello.channel);
+	RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "worker %u connected from %s (channel %u)", sc->rank, c->peer, c->hello.channel);
 }
 
 static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
@@ -399,7 +399,7 @@ static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
 	if (!sc->net_ref)
 		return; /* we dropped it already; the last reference closes it */
 	/* the transport logged why */
-	RPS_INFO("worker %u at %s disconnected (%s)", sc->rank, ev->conn->peer,
+	RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "worker %u at %s disconnected (%s)", sc->rank, ev->conn->peer,
 		 rps_strerror(ev->status));
 	rps_srv_conn_drop(srv, sc);
 }

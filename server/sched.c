@@ -62,13 +62,13 @@ static void on_recv(struct rps_sched *s, struct sched_peer *p, const struct rps_
 		rps_sched_on_creq(s, p, ev);
 		break;
 	default:
-		RPS_WARN("%s: unexpected %s frame ignored", p->conn->peer,
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN, "%s: unexpected %s frame ignored", p->conn->peer,
 			 rps_proto_op_name(h->op));
 		break;
 	}
 	return;
 short_frame:
-	RPS_WARN("closing %s: short %s frame (%u bytes)", p->conn->peer, rps_proto_op_name(h->op),
+	RPS_LOG_RATELIMITED(RPS_LOG_WARN, "closing %s: short %s frame (%u bytes)", p->conn->peer, rps_proto_op_name(h->op),
 		 h->len);
 	p->closing = 1;
 	if (p->slot >= 0)

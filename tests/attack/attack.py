@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import flood_wire as fw  # noqa: E402
 
@@ -215,7 +216,7 @@ def no_spin(job, name, pid, secs, attack):
     window, used, grown = time.time() - t0, cpu_s(pid) - c0, job.log_size(name) - l0
     print("%s: %.2f s CPU over %.1f s, log +%d bytes, %d descriptors, %d attack sockets" %
           (name, used, window, grown, nfds(pid), len(held)))
-    check(used < 0.25 * window, "%s did not spin (%.2f s CPU in %.1f s)" % (name, used, window))
+    check(used < 0.1 * window, "%s did not spin (%.2f s CPU in %.1f s)" % (name, used, window))
     check(grown < 64 * 1024, "%s log grew %d bytes (< 64 KiB)" % (name, grown))
     return held
 

@@ -79,8 +79,8 @@ int tcp_admit(struct tcp_transport *tt, const char *ip, const char *peer)
 
 	if (p->max_conns > 0 && tt->naccepted >= p->max_conns) {
 		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
-				    "tcp: refusing %s: %d connections open (RDMAPS_MAX_CONNS)", peer,
-				    tt->naccepted);
+				    "tcp: refusing %s: %d connections open (RDMAPS_MAX_CONNS)",
+				    peer, tt->naccepted);
 		return -EMFILE;
 	}
 	if (p->max_conns_per_addr <= 0)
@@ -185,16 +185,18 @@ void tcp_limits_sweep(struct tcp_transport *tt, uint64_t now)
 		switch (why[i]) {
 		case WHY_FRAME:
 			if (c->rx_state == TCP_RX_HDR)
-				RPS_LOG_RATELIMITED(RPS_LOG_WARN,
-						    "closing %s: a frame header not whole within its "
-						    "deadline (RDMAPS_FRAME_TIMEOUT_MS %d)",
-						    c->base.peer, p->frame_timeout_ms);
+				RPS_LOG_RATELIMITED(
+				    RPS_LOG_WARN,
+				    "closing %s: a frame header not whole within its "
+				    "deadline (RDMAPS_FRAME_TIMEOUT_MS %d)",
+				    c->base.peer, p->frame_timeout_ms);
 			else
-				RPS_LOG_RATELIMITED(RPS_LOG_WARN,
-						    "closing %s: a %u-byte frame not whole within its "
-						    "deadline (RDMAPS_FRAME_TIMEOUT_MS %d + size / "
-						    "RDMAPS_FRAME_MIN_RATE)",
-						    c->base.peer, c->rx_hdr.len, p->frame_timeout_ms);
+				RPS_LOG_RATELIMITED(
+				    RPS_LOG_WARN,
+				    "closing %s: a %u-byte frame not whole within its "
+				    "deadline (RDMAPS_FRAME_TIMEOUT_MS %d + size / "
+				    "RDMAPS_FRAME_MIN_RATE)",
+				    c->base.peer, c->rx_hdr.len, p->frame_timeout_ms);
 			tcp_conn_fail(c, -ETIMEDOUT, 0, NULL);
 			break;
 		case WHY_IDLE:
@@ -207,10 +209,11 @@ void tcp_limits_sweep(struct tcp_transport *tt, uint64_t now)
 			tcp_conn_fail(c, -ECONNRESET, 0, NULL); /* said why already */
 			break;
 		default:
-			RPS_LOG_RATELIMITED(RPS_LOG_WARN,
-					    "closing %s: peer not reading: its output did not move for "
-					    "%llu ms (RDMAPS_FRAME_TIMEOUT_MS)",
-					    c->base.peer, (unsigned long long)(stall_ns(tt) / 1000000ull));
+			RPS_LOG_RATELIMITED(
+			    RPS_LOG_WARN,
+			    "closing %s: peer not reading: its output did not move for "
+			    "%llu ms (RDMAPS_FRAME_TIMEOUT_MS)",
+			    c->base.peer, (unsigned long long)(stall_ns(tt) / 1000000ull));
 			tcp_conn_fail(c, -ETIMEDOUT, 0, NULL);
 			break;
 		}
