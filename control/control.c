@@ -68,7 +68,7 @@ static int ctl_connect(struct rps_ctl *ctl, const char *host, uint16_t port, uin
 	size_t ack_len = 0;
 	int rc, tries = 0;
 
-	rps_proto_hello_init(&hello, ctl->role, want_rank, secret ? secret : "");
+	rps_proto_hello_init(&hello, ctl->role, want_rank);
 	for (;;) {
 		int left = remaining_ms(deadline);
 

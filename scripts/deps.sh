@@ -7,7 +7,7 @@ PKGS=(
 	build-essential cmake pkg-config git
 	libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
 	libopenblas-dev libjemalloc-dev libcmocka-dev zlib1g-dev libzip-dev
-	libmicrohttpd-dev libjansson-dev libisal-dev
+	libmicrohttpd-dev libjansson-dev libisal-dev libssl-dev
 	python3-numpy
 	perftest iperf3 qperf
 	dataset-fashion-mnist

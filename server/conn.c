@@ -298,6 +298,20 @@ int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, v
 		*why_p = "channel beyond the server's shards";
 		return -EINVAL;
 	}
+	{
+		/* one live connection per identity (and shard): frame.c checks it
+		 * again at ACCEPTED, this says it before any ack */
+		uint32_t lo = srv->conn_per_shard ? h->channel : 0;
+		uint32_t hi = srv->conn_per_shard ? h->channel + 1 : (uint32_t)srv->nshards;
+
+		for (struct rps_srv_conn *o = srv->conns; o; o = o->next)
+			if (o->net_ref && !atomic_load(&o->closed) && o->rank == h->rank &&
+			    o->shard_lo < hi && lo < o->shard_hi) {
+				*why_p = "this worker rank is already connected: a second "
+					 "connection for a live rank is refused";
+				return -EADDRINUSE;
+			}
+	}
 	memset(a, 0, sizeof(*a));
 	a->server_rank = atomic_load(&srv->rank);
 	a->num_shards = (uint32_t)srv->nshards;

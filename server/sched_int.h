@@ -103,7 +103,7 @@ struct rps_sched {
 	struct rps_config cfg; /* our copy of rps_sched_opts.cfg (or the defaults) */
 	struct rps_transport *tr;
 	char host[RPS_STR_MAX];
-	char secret[64];
+	char secret[256];
 	uint16_t port;
 	int num_servers;
 	int num_workers;

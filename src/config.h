@@ -35,7 +35,8 @@ struct rps_config {
 	char device[64];           /* RDMA device (rxe0, mlx5_0); empty = by local IP */
 	char host[RPS_STR_MAX];    /* address this node listens on / advertises */
 	int port;                  /* listen port; 0 = ephemeral */
-	char secret[64];           /* shared secret checked in every hello */
+	char secret[256];          /* the job's secret: the handshake's key (src/auth.h) */
+	int insecure;              /* 1: run without a secret (loud warning) */
 	int timeout_ms;            /* connect / rendezvous / request timeout */
 	char log_level[16];
 	/* server */

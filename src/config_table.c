@@ -27,7 +27,8 @@ const struct rps_config_entry rps_config_table[] = {
 	ENTRY(device, "", RPS_CFG_STRING, "RDMA device (rxe0, mlx5_0); empty = the one of --host"),
 	ENTRY(host, "127.0.0.1", RPS_CFG_STRING, "address this node listens on and advertises"),
 	ENTRY(port, "0", RPS_CFG_INT, "listen port; 0 = ephemeral"),
-	ENTRY(secret, "", RPS_CFG_STRING, "shared secret checked in every hello (max 32 chars)"),
+	ENTRY(secret, "", RPS_CFG_STRING, "the job's secret (up to 255 chars): key of every connection's challenge-response; required unless --insecure"),
+	ENTRY(insecure, "0", RPS_CFG_BOOL, "run without a job secret: no authentication (a loud warning)"),
 	ENTRY(timeout_ms, "30000", RPS_CFG_INT, "connect / rendezvous / request timeout (ms)"),
 	ENTRY(log_level, "info", RPS_CFG_STRING, "error | warn | info | debug | trace"),
 	/* server */

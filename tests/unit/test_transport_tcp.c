@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "src/auth.h"
 #include "src/config.h"
 #include "src/proto.h"
 #include "transport/tcp/tcp_int.h"
@@ -301,7 +302,7 @@ static struct rps_conn *client_connect(struct side *cl, struct side *srv, const 
 	size_t ack_len = 0;
 	struct rps_conn *c = NULL;
 
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank, secret);
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank);
 	*rc_p = rps_tr_connect(cl->t, "127.0.0.1", srv->port, &h, ack, sizeof(ack), &ack_len,
 				    2000, &c);
 	return c;
@@ -353,19 +354,33 @@ static void write_full(int fd, const void *buf, size_t len)
 	assert_int_equal(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
 }
 
-/* HELLO with SECRET, then the server's HELLO_ACK. */
+/* The handshake by hand with SECRET (HELLO, CHALLENGE, PROOF), then the
+ * server's HELLO_ACK. */
 static void raw_hello(int fd)
 {
 	struct {
 		struct rps_frame_hdr h;
 		struct rps_hello hello;
 	} f;
+	struct {
+		struct rps_frame_hdr h;
+		struct rps_auth_proof proof;
+	} pf;
+	struct rps_auth_challenge ch;
 	struct rps_frame_hdr a;
 	uint8_t ack[RPS_TR_ACK_MAX];
 
 	rps_proto_hdr_init(&f.h, RPS_OP_HELLO, sizeof(f.hello), 0);
-	rps_proto_hello_init(&f.hello, RPS_ROLE_WORKER, 1, SECRET);
+	rps_proto_hello_init(&f.hello, RPS_ROLE_WORKER, 1);
+	assert_int_equal(rps_auth_nonce(&f.hello), 0);
 	write_full(fd, &f, sizeof(f));
+	assert_int_equal(read_full(fd, &a, sizeof(a)), 1);
+	assert_int_equal(a.op, RPS_OP_CHALLENGE);
+	assert_int_equal(a.len, sizeof(ch));
+	assert_int_equal(read_full(fd, &ch, sizeof(ch)), 1);
+	rps_proto_hdr_init(&pf.h, RPS_OP_PROOF, sizeof(pf.proof), 0);
+	assert_int_equal(rps_auth_challenge_answer(SECRET, &f.hello, &ch, &pf.proof), 0);
+	write_full(fd, &pf, sizeof(pf));
 	assert_int_equal(read_full(fd, &a, sizeof(a)), 1);
 	assert_int_equal(a.magic, RPS_PROTO_MAGIC);
 	assert_int_equal(a.op, RPS_OP_HELLO_ACK);
@@ -412,7 +427,7 @@ static void test_handshake(void **state)
 	assert_int_equal(srv.t->max_frame, (uint64_t)MAX_MSG + 24);
 	assert_string_equal(srv.t->ops->name, "tcp");
 
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 5, SECRET);
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 5);
 	h.channel = 0;
 	assert_int_equal(rps_tr_connect(cl.t, "127.0.0.1", srv.port, &h, ack, sizeof(ack),
 					    &ack_len, 2000, &c),
@@ -939,10 +954,25 @@ static void *mute_main(void *arg)
 		struct rps_frame_hdr h;
 		struct rps_hello hello;
 	} f;
+	struct {
+		struct rps_frame_hdr h;
+		struct rps_auth_challenge ch;
+	} cf;
+	struct {
+		struct rps_frame_hdr h;
+		struct rps_auth_proof proof;
+	} pf;
 	struct rps_frame_hdr a;
 
 	m->fd = accept(m->lfd, NULL, NULL);
 	if (m->fd < 0 || read_full(m->fd, &f, sizeof(f)) != 1)
+		return (void *)1;
+	/* a listener that knows the secret: the challenge-response, then mute */
+	rps_proto_hdr_init(&cf.h, RPS_OP_CHALLENGE, sizeof(cf.ch), 0);
+	if (rps_auth_challenge_make(SECRET, &f.hello, &cf.ch) ||
+	    send(m->fd, &cf, sizeof(cf), MSG_NOSIGNAL) != sizeof(cf) ||
+	    read_full(m->fd, &pf, sizeof(pf)) != 1 ||
+	    rps_auth_proof_check(SECRET, &f.hello, &cf.ch, &pf.proof))
 		return (void *)1;
 	rps_proto_hdr_init(&a, RPS_OP_HELLO_ACK, 0, 0);
 	if (send(m->fd, &a, sizeof(a), MSG_NOSIGNAL) != sizeof(a))
@@ -976,7 +1006,7 @@ static void test_backpressure(void **state)
 	assert_int_equal(pthread_create(&th, NULL, mute_main, &m), 0);
 
 	side_start(&cl, SECRET, 300, 0); /* send timeout 300 ms */
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0, SECRET);
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0);
 	assert_int_equal(
 	    rps_tr_connect(cl.t, "127.0.0.1", m.port, &h, NULL, 0, &ack_len, 2000, &c), 0);
 	assert_int_equal(ack_len, 0);

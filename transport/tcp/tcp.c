@@ -7,11 +7,11 @@
  *   then HELLO_ACK (the ack payload is returned) or ERROR (its status is
  *   returned, its text logged).
  * - Listening side: an accepted socket must send its HELLO within the
- *   timeout; the hello is checked against params.secret, then params.on_hello;
+ *   timeout; the handshake proves params.secret (tcp_listen.c), then params.on_hello;
  *   a refusal is answered with ERROR (status + reason) and the socket closed,
  *   an acceptance with HELLO_ACK and an ACCEPTED event.
  * - conn->hello: listening side, the peer's hello; connecting side, the hello
- *   we sent. The secret bytes are zeroed in both.
+ *   we sent (with its nonce). No secret is ever in it.
  * - close() may be called from any thread: the connection is shut down at
  *   once and freed by the poller (or destroy) once no sender is inside it.
  *   No event for it is returned after the poll() that follows close().

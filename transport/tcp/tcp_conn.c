@@ -179,7 +179,7 @@ void tcp_conn_free(struct tcp_conn *c)
 	tcp_again_del(c);
 	if (c->rx_buf)
 		tcp_pool_discard(&tt->pool, c->rx_buf);
-	if (c->phase == TCP_PH_HELLO)
+	if (c->phase != TCP_PH_OPEN)
 		tcp_hello_unlink(tt, c);
 	while ((r = c->sq_head)) {
 		c->sq_head = r->next;
@@ -233,7 +233,7 @@ void tcp_conn_fail(struct tcp_conn *c, int status, int send_error, const char *f
 		tcp_pool_discard(&tt->pool, c->rx_buf);
 		c->rx_buf = NULL;
 	}
-	if (c->phase == TCP_PH_HELLO) {
+	if (c->phase != TCP_PH_OPEN) {
 		tcp_conn_free(c);
 		return;
 	}

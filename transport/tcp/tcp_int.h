@@ -30,8 +30,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "src/auth.h"
 #include "src/util.h"
-
 #include "transport/transport.h"
 
 #define TCP_FIXED_MAX	  80		/* largest fixed part of any op */
@@ -96,6 +96,7 @@ struct tcp_sreq {
 
 enum tcp_phase {
 	TCP_PH_HELLO = 1, /* accepted, waiting for the peer's HELLO */
+	TCP_PH_PROOF,     /* CHALLENGE sent, waiting for the peer's PROOF */
 	TCP_PH_OPEN,
 };
 
@@ -123,7 +124,8 @@ struct tcp_conn {
 	_Alignas(16) uint8_t rx_fixed[TCP_FIXED_MAX];
 	uint8_t *stage;
 	size_t stage_pos, stage_len;
-	uint64_t hello_deadline; /* ns, TCP_PH_HELLO */
+	uint64_t hello_deadline; /* ns, TCP_PH_HELLO and TCP_PH_PROOF */
+	struct rps_auth_challenge chal; /* TCP_PH_PROOF: what we sent */
 	struct tcp_conn *hnext, *hprev;
 	int accepted;	     /* listening side (immutable): limits apply, senders never wait */
 	int counted;	     /* in tt->naccepted (until its socket is closed) */
@@ -282,9 +284,11 @@ void tcp_rx_mark(struct tcp_conn *c, uint64_t now);
 int tcp_listen(struct rps_transport *t, const char *host, uint16_t port, uint16_t *port_p);
 /* Poller: a listening socket is readable. */
 void tcp_accept(struct tcp_transport *tt, struct tcp_listener *l);
-/* Poller: the peer's HELLO arrived (c->rx_fixed). 0 accepted, <0 refused
- * (the connection is freed). */
+/* Poller: the peer's HELLO arrived (c->rx_fixed): answered with a
+ * CHALLENGE. Then its PROOF: checked, then on_hello, HELLO_ACK and ACCEPTED.
+ * 0 going on, <0 refused (the connection is freed). */
 int tcp_hello_in(struct tcp_conn *c);
+int tcp_proof_in(struct tcp_conn *c);
 
 /* tcp_connect.c */
 int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,

@@ -1,8 +1,10 @@
 /* TCP transport, listening side: listen(), accepting sockets, and the
- * peer's HELLO (checked against params.secret, then params.on_hello; a
- * refusal is answered with ERROR and the socket closed, an acceptance with
- * HELLO_ACK and an ACCEPTED event). An accepted socket must send its HELLO
- * within the timeout. Depends on tcp_conn.c and tcp_send.c.
+ * handshake: the peer's HELLO (its form checked) is answered with a
+ * CHALLENGE, its PROOF is checked against params.secret (src/auth.h), then
+ * params.on_hello; a refusal is answered with ERROR and the socket closed,
+ * an acceptance with HELLO_ACK and an ACCEPTED event. An accepted socket
+ * must finish the handshake within the timeout. Nothing else is read
+ * before. Depends on tcp_conn.c and tcp_send.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -180,23 +182,75 @@ void tcp_accept(struct tcp_transport *tt, struct tcp_listener *l)
 	}
 }
 
+/* Refuse a connection in its handshake: log the peer and its claim in
+ * words, answer ERROR, free it. */
+static int refuse(struct tcp_conn *c, int rc, const char *why)
+{
+	char claim[64];
+
+	if (!why)
+		why = "refused";
+	RPS_WARN("refusing %s, %s: %s", c->base.peer,
+		 rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim, sizeof(claim)),
+		 why);
+	tcp_send_error(c, rc, why);
+	tcp_conn_fail(c, rc, 0, NULL);
+	return rc;
+}
+
 int tcp_hello_in(struct tcp_conn *c)
 {
 	struct tcp_transport *tt = c->tt;
-	const struct rps_tr_params *p = &tt->base.params;
 	struct rps_frame_hdr h;
 	struct rps_hello hello;
+	const char *why = NULL;
+	struct iovec v;
+	int rc;
+
+	rc = rps_proto_hello_decode(c->rx_fixed, sizeof(hello), &hello, &why);
+	if (rc) {
+		memcpy(&c->base.hello, c->rx_fixed, sizeof(c->base.hello));
+		return refuse(c, rc, why);
+	}
+	c->base.hello = hello;
+	rc = rps_auth_challenge_make(tt->secret, &hello, &c->chal);
+	if (rc)
+		return refuse(c, rc, "server error: no random bytes");
+	c->phase = TCP_PH_PROOF;
+	rps_proto_hdr_init(&h, RPS_OP_CHALLENGE, sizeof(c->chal), 0);
+	v.iov_base = &c->chal;
+	v.iov_len = sizeof(c->chal);
+	rc = tcp_send_internal(c, &h, &v, 1);
+	if (rc) {
+		tcp_conn_fail(c, rc, 0, "challenge: %s", strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+int tcp_proof_in(struct tcp_conn *c)
+{
+	struct tcp_transport *tt = c->tt;
+	const struct rps_tr_params *p = &tt->base.params;
+	struct rps_auth_proof proof;
+	struct rps_frame_hdr h;
 	const char *why = NULL;
 	size_t ack_len = 0;
 	struct iovec v;
 	int rc;
 
-	memcpy(&hello, c->rx_fixed, sizeof(hello));
-	rc = rps_proto_hello_check(&hello, tt->secret, &why);
-	c->base.hello = hello;
-	memset(c->base.hello.secret, 0, sizeof(c->base.hello.secret));
-	if (!rc && p->on_hello) {
-		rc = p->on_hello(p->arg, &c->base, &hello, tt->ack, &ack_len, &why);
+	if (c->rx_hdr.op == RPS_OP_ERROR) /* it refused our challenge */
+		return refuse(c, -EACCES,
+			      "wrong secret: it says our challenge does not match its secret");
+	rc = rps_auth_proof_decode(c->rx_fixed, sizeof(proof), &proof, &why);
+	if (rc)
+		return refuse(c, rc, why);
+	if (rps_auth_proof_check(tt->secret, &c->base.hello, &c->chal, &proof))
+		return refuse(c, -EACCES,
+			      "wrong secret: its proof does not match RDMAPS_SECRET (a different "
+			      "secret, a replayed handshake or not an rdmaps process of this job)");
+	if (p->on_hello) {
+		rc = p->on_hello(p->arg, &c->base, &c->base.hello, tt->ack, &ack_len, &why);
 		if (rc > 0)
 			rc = -EPERM;
 		if (!rc && ack_len > RPS_TR_ACK_MAX) {
@@ -205,20 +259,8 @@ int tcp_hello_in(struct tcp_conn *c)
 			rc = -EMSGSIZE;
 			why = "server error: ack too large";
 		}
-	}
-	memset(&hello, 0, sizeof(hello));
-	if (rc) {
-		char claim[64];
-
-		if (!why)
-			why = "refused";
-		RPS_WARN("refusing %s, %s: %s", c->base.peer,
-			 rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim,
-					      sizeof(claim)),
-			 why);
-		tcp_send_error(c, rc, why);
-		tcp_conn_fail(c, rc, 0, NULL);
-		return rc;
+		if (rc)
+			return refuse(c, rc, why);
 	}
 	tcp_hello_unlink(tt, c);
 	c->phase = TCP_PH_OPEN;
@@ -230,7 +272,7 @@ int tcp_hello_in(struct tcp_conn *c)
 		tcp_conn_fail(c, rc, 0, "hello ack: %s", strerror(-rc));
 		return rc;
 	}
-	RPS_DEBUG("tcp: %s said hello (role %u rank %u)", c->base.peer, c->base.hello.role,
+	RPS_DEBUG("tcp: %s authenticated (role %u rank %u)", c->base.peer, c->base.hello.role,
 		  c->base.hello.rank);
 	{
 		struct rps_tr_event ev = {.type = RPS_TR_EV_ACCEPTED, .conn = &c->base};

@@ -66,16 +66,28 @@ static int rx_emit(struct tcp_conn *c)
 
 static int rx_hdr_in(struct tcp_conn *c)
 {
-	uint64_t max = c->phase == TCP_PH_HELLO ? sizeof(struct rps_hello) : c->tt->max_msg;
+	uint64_t max = c->phase == TCP_PH_HELLO	  ? sizeof(struct rps_hello)
+		       : c->phase == TCP_PH_PROOF ? sizeof(struct rps_auth_proof)
+						  : c->tt->max_msg;
 	const char *why = NULL;
-	int rc = rps_proto_hdr_check(&c->rx_hdr, max, &why);
+	int rc;
 
+	/* nothing but the proof after our challenge: said before any length */
+	if (c->phase == TCP_PH_PROOF && c->rx_hdr.magic == RPS_PROTO_MAGIC &&
+	    c->rx_hdr.op != RPS_OP_PROOF && !(c->rx_hdr.op == RPS_OP_ERROR && c->rx_hdr.len == 0))
+		return rx_bad(c, -EACCES, "expected the proof of the handshake");
+	rc = rps_proto_hdr_check(&c->rx_hdr, max, &why);
 	if (rc)
 		return rx_bad(c, rc, why);
 	if (c->phase == TCP_PH_HELLO && c->rx_hdr.op != RPS_OP_HELLO)
 		return rx_bad(c, -EPROTO, "expected a hello");
-	if (c->phase == TCP_PH_OPEN && c->rx_hdr.op == RPS_OP_HELLO)
-		return rx_bad(c, -EPROTO, "unexpected hello");
+	if (c->phase == TCP_PH_PROOF && c->rx_hdr.op != RPS_OP_PROOF &&
+	    !(c->rx_hdr.op == RPS_OP_ERROR && c->rx_hdr.len == 0))
+		return rx_bad(c, -EACCES, "expected the proof of the handshake");
+	if (c->phase == TCP_PH_OPEN &&
+	    (c->rx_hdr.op == RPS_OP_HELLO || c->rx_hdr.op == RPS_OP_PROOF ||
+	     c->rx_hdr.op == RPS_OP_CHALLENGE))
+		return rx_bad(c, -EPROTO, "unexpected handshake frame");
 	c->rx_fixed_len = (uint32_t)rps_proto_fixed_len(c->rx_hdr.op);
 	c->rx_data_len = c->rx_hdr.len - c->rx_fixed_len;
 	c->rx_got = 0;
@@ -99,8 +111,8 @@ static int rx_fixed_in(struct tcp_conn *c)
 		if (rc)
 			return rx_bad(c, rc, why);
 	}
-	if (c->phase == TCP_PH_HELLO) {
-		rc = tcp_hello_in(c);
+	if (c->phase != TCP_PH_OPEN) {
+		rc = c->phase == TCP_PH_HELLO ? tcp_hello_in(c) : tcp_proof_in(c);
 		if (rc == 0)
 			c->rx_state = TCP_RX_HDR;
 		return rc;
@@ -263,7 +275,7 @@ int tcp_rx(struct tcp_conn *c)
 		if (n == 0) {
 			int mid = c->rx_state != TCP_RX_HDR || c->stage_len;
 
-			if (c->phase == TCP_PH_HELLO)
+			if (c->phase != TCP_PH_OPEN)
 				tcp_conn_fail(c, -ECONNRESET, 0, "peer closed before its hello");
 			else
 				tcp_conn_fail(c, -ECONNRESET, 0, "peer closed%s",
