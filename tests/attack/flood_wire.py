@@ -1,16 +1,20 @@
-"""A minimal rdmaps wire encoder of its own (standard library only), written
-from docs/protocol.md and the layouts in src/proto.h, for the attack tests:
-they must not use the library's encoder, or a bug in it would hide in both.
+"""Flood helpers of the resource attacks (standard library only), written
+from docs/protocol.md and src/proto.h: frames packed in bulk, a non-blocking
+sender that never cuts a frame, and closed-connection detection. The
+handshake is wire.py's (challenge-response): these tests attack what an
+authenticated insider can do, which is what the limits must bound.
 
 Frames: a 24-byte header (magic "RDPS", version 1, op, flags, len, req_id,
-status, aux), little-endian, then the op's payload. The hello carries the
-secret in its 32-byte field (protocol version 1); once the challenge-response
-handshake lands (wp-auth, tests/attack/wire.py), `session()` is the one
-place to switch.
+status, aux), little-endian, then the op's payload.
 """
+import os
 import socket
 import struct
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wire  # noqa: E402
 
 MAGIC = 0x53504452
 VERSION = 1
@@ -18,13 +22,13 @@ VERSION = 1
 OP_HELLO, OP_HELLO_ACK, OP_DECLARE, OP_DECLARE_ACK = 1, 2, 3, 4
 OP_PUSH, OP_PUSH_ACK, OP_PULL, OP_PULL_RESP = 5, 6, 7, 8
 OP_CLOCK, OP_ERROR, OP_SYNC = 9, 10, 11
-OP_REGISTER, OP_MAP, OP_HEARTBEAT, OP_STATUS = 16, 17, 20, 23
+OP_REGISTER, OP_MAP, OP_BARRIER, OP_BARRIER_DONE, OP_HEARTBEAT, OP_STATUS = 16, 17, 18, 19, 20, 23
 
 ROLE_SERVER, ROLE_WORKER, ROLE_CTL = 1, 2, 3
 ANY_RANK = 0xFFFFFFFF
 
 HDR = struct.Struct("<IBBHIIiI")
-HELLO = struct.Struct("<IBBHII32s")
+HEARTBEAT = struct.Struct("<II4Q")
 PULL = struct.Struct("<QIIQII")
 PUSH = struct.Struct("<QIIQIIQff")
 
@@ -33,13 +37,6 @@ def frame(op, payload=b"", req_id=0, status=0, aux=0, flags=0, length=None):
     """Header + payload; `length` overrides the header's len (partial frames)."""
     n = len(payload) if length is None else length
     return HDR.pack(MAGIC, VERSION, op, flags, n, req_id, status, aux) + payload
-
-
-def hello(role, rank, secret, channel=0):
-    s = secret.encode()
-    if len(s) > 32:
-        raise ValueError("secrets over 32 bytes are hashed by the library: not needed here")
-    return frame(OP_HELLO, HELLO.pack(MAGIC, VERSION, role, 0, rank, channel, s.ljust(32, b"\0")))
 
 
 def pull(key=0, slice_=0, shard=0, offset=0, count=0, min_clock=0, req_id=0):
@@ -75,14 +72,11 @@ def read_frame(sock, timeout=5.0):
 
 
 def session(host, port, role, rank, secret, timeout=5.0):
-    """A socket past the hello (HELLO_ACK read), or ConnectionError."""
-    s = socket.create_connection((host, port), timeout=timeout)
-    s.sendall(hello(role, rank, secret))
-    op, status, _ = read_frame(s, timeout)
-    if op != OP_HELLO_ACK:
-        s.close()
-        raise ConnectionError("hello refused: op %d status %d" % (op, status))
-    return s
+    """A socket past the handshake (wire.py's challenge-response: the
+    attacker holds the job's secret, as an insider would), or wire.Refused."""
+    c, _ = wire.handshake(host, port, secret, role, rank)
+    c.s.settimeout(timeout)
+    return c.s
 
 
 class Stream:
