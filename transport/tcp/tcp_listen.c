@@ -190,9 +190,11 @@ static int refuse(struct tcp_conn *c, int rc, const char *why)
 
 	if (!why)
 		why = "refused";
-	RPS_WARN("refusing %s, %s: %s", c->base.peer,
-		 rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim, sizeof(claim)),
-		 why);
+	/* a flood of bad handshakes must not flood the log */
+	RPS_LOG_RATELIMITED_EX(RPS_LOG_WARN, RPS_LOG_RL_MS, 20, "refusing %s, %s: %s", c->base.peer,
+			       rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim,
+						    sizeof(claim)),
+			       why);
 	tcp_send_error(c, rc, why);
 	tcp_conn_fail(c, rc, 0, NULL);
 	return rc;
