@@ -442,6 +442,7 @@ def partial_push(job):
     with frozen(job, w):
         rss0 = rss_mb(job.server.pid)
         s = session_retry(job.dport, fake.rank)
+        s.settimeout(30)  # a loaded machine reads 48 MiB slowly
         count = (64 << 20) // 4 - 12  # len = 48 + 4 count = 64 MiB
         s.sendall(fw.push_header(count, req_id=1) + b"\0" * (48 << 20))
         t0 = time.time()
@@ -449,8 +450,9 @@ def partial_push(job):
         print("server RSS %.0f -> %.0f MB with a partial 64 MiB push" % (rss0, rss1))
         closed = fw.is_closed(s, 8.0)
         took = time.time() - t0
-        check(closed, "the partial push was cut (%.1f s after its last byte; deadline 2 s)" % took)
-        check(took < 5, "cut near the deadline (%.1f s)" % took)
+        check(closed, "the partial push was cut (%.1f s after its last byte; deadline 2 s "
+              "+ 64 MiB at 64 MiB/s)" % took)
+        check(took < 6, "cut near the deadline (%.1f s)" % took)
         time.sleep(0.5)
         rss2 = rss_mb(job.server.pid)
         print("server RSS after the cut %.0f MB" % rss2)
@@ -496,7 +498,7 @@ SCENARIOS = {
     "parked_pulls": (parked_pulls, {"RDMAPS_MAX_PARKED_PULLS": "4096",
                                     "RDMAPS_NUM_WORKERS": "2"}, None),
     "partial_push": (partial_push, {"RDMAPS_FRAME_TIMEOUT_MS": "2000", "RDMAPS_NUM_WORKERS": "2",
-                                    "RDMAPS_FRAME_MIN_RATE": "16G"}, None),
+                                    "RDMAPS_FRAME_MIN_RATE": "64M"}, None),
     "idle_hello": (idle_hello, {"RDMAPS_REGISTER_TIMEOUT_MS": "1500", "RDMAPS_NUM_WORKERS": "2",
                                 "RDMAPS_IDLE_TIMEOUT_MS": "1500"}, None),
 }
@@ -519,6 +521,9 @@ def main():
         return 0
     except Exception as e:  # a Fail, or the attacker's own surprise: show the logs
         print("FAIL %s: %s: %s" % (sys.argv[2], type(e).__name__, e))
+        if not isinstance(e, Fail):
+            import traceback
+            traceback.print_exc(file=sys.stdout)
         for f in sorted(os.listdir(tmp)):
             with open(os.path.join(tmp, f), "rb") as fh:
                 data = fh.read()
