@@ -250,6 +250,7 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	struct rps_slice_meta *m = NULL;
 	struct rps_srv_req *req;
 	struct rps_shard *sh;
+	uint64_t known;
 	int rc;
 
 	atomic_fetch_add_explicit(&srv->n_pull, 1, memory_order_relaxed);
@@ -271,6 +272,25 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
 		return;
 	}
+	/* Bounded: parked pulls hold memory and cost every clock a scan. */
+	known = known_clock(srv, sc);
+	if ((uint64_t)p->min_clock > known + (uint64_t)srv->opts.staleness + RPS_SRV_PULL_AHEAD) {
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+				    "pull from worker %u at %s for clock %u refused: the worker is "
+				    "known here at clock %llu (at most %d ahead)",
+				    sc->rank, sc->conn->peer, p->min_clock, (unsigned long long)known,
+				    RPS_SRV_PULL_AHEAD + srv->opts.staleness);
+		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -ERANGE);
+		return;
+	}
+	if (atomic_load(&sc->nparked) >= srv->cfg->max_parked_pulls) {
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+				    "pull from worker %u at %s refused: %d pulls already wait for a "
+				    "clock (RDMAPS_MAX_PARKED_PULLS)",
+				    sc->rank, sc->conn->peer, atomic_load(&sc->nparked));
+		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -EBUSY);
+		return;
+	}
 	req = req_new(srv, sc, RPS_REQ_PULL, ev->hdr.req_id);
 	if (!req) {
 		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -ENOMEM);
@@ -278,7 +298,9 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	}
 	req->u.pull = *p;
 	req->meta = m;
+	atomic_fetch_add(&sc->nparked, 1);
 	if (rps_shard_pull_park(sh, req)) {
+		atomic_fetch_sub(&sc->nparked, 1);
 		/* the clock moved meanwhile */
 		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
 		rps_srv_free_reqs(srv, req);
@@ -385,7 +407,7 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 		/* the worker gives up on this connection and says why */
 		char text[RPS_LOG_ESC_BUF];
 
-		RPS_INFO("worker %u at %s: error %s: %s", sc->rank, sc->conn->peer,
+		RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "worker %u at %s: error %s: %s", sc->rank, sc->conn->peer,
 			 rps_strerror(ev->hdr.status),
 			 rps_log_escape(ev->data, ev->data_len, text, sizeof(text)));
 		rps_srv_conn_drop(srv, sc);
@@ -436,6 +458,7 @@ static void on_accepted(struct rps_server *srv, struct rps_conn *c)
 	sc->shard_hi = srv->conn_per_shard ? c->hello.channel + 1 : (uint32_t)srv->nshards;
 	atomic_init(&sc->refs, 1);
 	atomic_init(&sc->closed, 0);
+	atomic_init(&sc->nparked, 0);
 	sc->net_ref = 1;
 	sc->next = srv->conns;
 	if (srv->conns)
@@ -453,7 +476,8 @@ static void on_accepted(struct rps_server *srv, struct rps_conn *c)
 		rps_srv_conn_fail(srv, sc, -EADDRINUSE, why);
 		return;
 	}
-	RPS_INFO("worker %u connected from %s (channel %u)", sc->rank, c->peer, c->hello.channel);
+	RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "worker %u connected from %s (channel %u)",
+			       sc->rank, c->peer, c->hello.channel);
 }
 
 static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
@@ -467,7 +491,7 @@ static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
 	if (!sc->net_ref)
 		return; /* we dropped it already; the last reference closes it */
 	/* the transport logged why */
-	RPS_INFO("worker %u at %s disconnected (%s)", sc->rank, ev->conn->peer,
+	RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "worker %u at %s disconnected (%s)", sc->rank, ev->conn->peer,
 		 rps_strerror(ev->status));
 	rps_srv_conn_drop(srv, sc);
 }

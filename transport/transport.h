@@ -148,6 +148,16 @@ struct rps_tr_params {
 	uint32_t nchannels;      /* listening side: receive queues (shards) */
 	const char *device;      /* RDMA device name or NULL (by local address) */
 	struct rps_rdma_params rdma;
+	/* Limits of the accepting side (TCP; 0 = none). An accepted connection
+	 * never makes a sender wait: a post_send that would queue more than
+	 * sq_max bytes for it cuts it instead (-ECONNRESET). */
+	uint64_t sq_max;          /* output queued for one accepted peer */
+	int frame_timeout_ms;     /* a started frame must end within this ... */
+	uint64_t frame_min_rate;  /* ... plus its length / this many bytes per second */
+	int idle_timeout_ms;      /* established, accepted: closed after this long silent */
+	int max_conns;            /* accepted connections at once */
+	int max_conns_per_addr;   /* of them from one address */
+	int accept_backoff_ms;    /* EMFILE / ENFILE: stop accepting this long */
 	void *arg;               /* passed to the callbacks */
 	/* Listening side: accept (return 0 and fill ack[0..*ack_len_p), at most
 	 * RPS_TR_ACK_MAX) or refuse (-errno, *why_p = reason). May be NULL:

@@ -234,7 +234,9 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 	snprintf(peer, sizeof(peer), "%s:%u", host, port);
 	rc = getaddrinfo(host, ports, &hints, &res);
 	if (rc) {
-		RPS_ERR("connect %s: %s", peer, gai_strerror(rc));
+		/* once per 30 s: callers retry (rps_ctl_join sums up with a count) */
+		RPS_LOG_RATELIMITED_EX(RPS_LOG_ERROR, 30000, 1, "connect %s: %s", peer,
+				       gai_strerror(rc));
 		return -EHOSTUNREACH;
 	}
 	rc = -EHOSTUNREACH;
@@ -251,8 +253,9 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 		/* callers retry a peer that is not up yet: that is not an error */
 		if (rc == -ECONNREFUSED)
 			RPS_DEBUG("connect %s: %s", peer, strerror(-rc));
-		else
-			RPS_ERR("connect %s: %s", peer, strerror(-rc));
+		else /* a mistyped host: said once, callers retry and count */
+			RPS_LOG_RATELIMITED_EX(RPS_LOG_ERROR, 30000, 1, "connect %s: %s", peer,
+					       strerror(-rc));
 		return rc;
 	}
 	tcp_set_nodelay(fd);

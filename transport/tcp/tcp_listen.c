@@ -93,6 +93,10 @@ int tcp_listen(struct rps_transport *t, const char *host, uint16_t port, uint16_
 	}
 	tt->listeners[tt->nlisteners++] = l;
 	pthread_mutex_unlock(&tt->lock);
+	/* given up when out of descriptors, to accept and close the newest
+	 * connection instead of leaving the listener readable (tcp_limits.c) */
+	if (tt->reserve_fd < 0)
+		tt->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	e.data.ptr = &l->kind;
 	if (epoll_ctl(tt->ep, EPOLL_CTL_ADD, fd, &e) < 0) {
 		rc = -errno;
@@ -123,27 +127,50 @@ void tcp_accept(struct tcp_transport *tt, struct tcp_listener *l)
 		char peer[64];
 		int fd;
 
+		char ip[48];
+		int one = 1;
+
 		fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				RPS_WARN("tcp: accept on port %u: %m", l->port);
+				tcp_accept_failed(tt, l, errno);
 			return;
 		}
-		tcp_set_nodelay(fd);
 		tcp_sockaddr_str((struct sockaddr *)&ss, peer, sizeof(peer));
+		snprintf(ip, sizeof(ip), "%s", peer);
+		if (strrchr(ip, ':'))
+			*strrchr(ip, ':') = '\0'; /* "[::1]" or "10.0.0.1" */
+		if (tcp_admit(tt, ip, peer) < 0) {
+			close(fd);
+			continue;
+		}
+		tcp_set_nodelay(fd);
+		/* a vanished peer is found even when nothing is sent (docs/options.md) */
+		if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) == 0) {
+			int idle = 60, intvl = 10, cnt = 6;
+
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+		}
 		c = tcp_conn_new(tt, fd, peer, TCP_PH_HELLO);
 		if (!c) {
 			RPS_ERR("tcp: accept %s: out of memory", peer);
 			close(fd);
 			continue;
 		}
+		c->accepted = 1;
+		snprintf(c->ip, sizeof(c->ip), "%s", ip);
+		c->last_rx_ns = rps_now_ns();
 		if (tcp_conn_add(tt, c) < 0) {
 			RPS_ERR("tcp: accept %s: epoll_ctl: %m", peer);
 			tcp_conn_destroy(c);
 			continue;
 		}
+		tt->naccepted++;
+		c->counted = 1;
 		c->hello_deadline = rps_now_ns() + (uint64_t)tt->timeout_ms * 1000000ull;
 		c->hprev = tt->hello_tail;
 		if (tt->hello_tail)
@@ -163,9 +190,11 @@ static int refuse(struct tcp_conn *c, int rc, const char *why)
 
 	if (!why)
 		why = "refused";
-	RPS_WARN("refusing %s, %s: %s", c->base.peer,
-		 rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim, sizeof(claim)),
-		 why);
+	/* a flood of bad handshakes must not flood the log */
+	RPS_LOG_RATELIMITED_EX(RPS_LOG_WARN, RPS_LOG_RL_MS, 20, "refusing %s, %s: %s", c->base.peer,
+			       rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim,
+						    sizeof(claim)),
+			       why);
 	tcp_send_error(c, rc, why);
 	tcp_conn_fail(c, rc, 0, NULL);
 	return rc;
