@@ -103,6 +103,9 @@ export ITEST_SERVER_HOST=127.0.0.1
 if [ "$TRANSPORT" = rdma ]; then
 	hosts=(--server-host "${RDMAPS_RXE_IP0:-10.9.0.1}" --worker-host "${RDMAPS_RXE_IP1:-10.9.0.2}")
 	ITEST_SERVER_HOST=${RDMAPS_RXE_IP0:-10.9.0.1}
+	# the workers read the servers' /metrics at the servers' RDMA address
+	# (inside the guest); HTTP listens on loopback only unless told
+	export RDMAPS_HTTP_HOST='*'
 fi
 ports=()
 if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then

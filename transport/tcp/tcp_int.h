@@ -34,20 +34,20 @@
 #include "src/util.h"
 #include "transport/transport.h"
 
-#define TCP_FIXED_MAX	  80		/* largest fixed part of any op */
-#define TCP_STAGE_BYTES	  (64u * 1024)	/* per-connection receive staging buffer */
-#define TCP_DIRECT_MIN	  4096u		/* data at least this big is read in place */
-#define TCP_RX_BUDGET	  (4u << 20)	/* bytes read from one connection per wake-up */
-#define TCP_RX_FRAMES	  128		/* frames of one accepted peer per wake-up */
-#define TCP_SQ_MAX	  (64ull << 20) /* queued send bytes before post_send waits */
+#define TCP_FIXED_MAX	80	      /* largest fixed part of any op */
+#define TCP_STAGE_BYTES (64u * 1024)  /* per-connection receive staging buffer */
+#define TCP_DIRECT_MIN	4096u	      /* data at least this big is read in place */
+#define TCP_RX_BUDGET	(4u << 20)    /* bytes read from one connection per wake-up */
+#define TCP_RX_FRAMES	128	      /* frames of one accepted peer per wake-up */
+#define TCP_SQ_MAX	(64ull << 20) /* queued send bytes before post_send waits */
 /* An accepted peer whose answers pile up (this many bytes queued) is not read
  * from until it has taken half of them: it cannot make us queue more
  * than about one read budget of answers beyond this. */
 #define TCP_RX_PAUSE_BYTES (1ull << 20)
-#define TCP_IOV_MAX	  1024		/* iovecs in one post_send (header included) */
-#define TCP_IOV_BATCH	  64		/* iovecs gathered per flush syscall */
-#define TCP_ERR_TEXT_MAX  256		/* reason text in ERROR frames we send */
-#define TCP_MAX_LISTENERS 8
+#define TCP_IOV_MAX	   1024 /* iovecs in one post_send (header included) */
+#define TCP_IOV_BATCH	   64	/* iovecs gathered per flush syscall */
+#define TCP_ERR_TEXT_MAX   256	/* reason text in ERROR frames we send */
+#define TCP_MAX_LISTENERS  8
 
 /* Receive buffer pool: class 0 holds no data (the fixed part only, for
  * zero-copy receives and data-less frames); class k >= 1 holds
@@ -96,7 +96,7 @@ struct tcp_sreq {
 
 enum tcp_phase {
 	TCP_PH_HELLO = 1, /* accepted, waiting for the peer's HELLO */
-	TCP_PH_PROOF,     /* CHALLENGE sent, waiting for the peer's PROOF */
+	TCP_PH_PROOF,	  /* CHALLENGE sent, waiting for the peer's PROOF */
 	TCP_PH_OPEN,
 };
 
@@ -124,12 +124,12 @@ struct tcp_conn {
 	_Alignas(16) uint8_t rx_fixed[TCP_FIXED_MAX];
 	uint8_t *stage;
 	size_t stage_pos, stage_len;
-	uint64_t hello_deadline; /* ns, TCP_PH_HELLO and TCP_PH_PROOF */
+	uint64_t hello_deadline;	/* ns, TCP_PH_HELLO and TCP_PH_PROOF */
 	struct rps_auth_challenge chal; /* TCP_PH_PROOF: what we sent */
 	struct tcp_conn *hnext, *hprev;
-	int accepted;	     /* listening side (immutable): limits apply, senders never wait */
-	int counted;	     /* in tt->naccepted (until its socket is closed) */
-	char ip[48];	     /* accepted: the peer's address without the port */
+	int accepted;	      /* listening side (immutable): limits apply, senders never wait */
+	int counted;	      /* in tt->naccepted (until its socket is closed) */
+	char ip[64];	      /* accepted: the peer's address without the port */
 	uint64_t rx_deadline; /* ns: the frame being received must be whole by then; 0 none */
 	uint64_t last_rx_ns;  /* the last byte read */
 	uint32_t rx_frames;   /* frames taken in this tcp_rx call */

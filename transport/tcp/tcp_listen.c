@@ -125,10 +125,9 @@ void tcp_accept(struct tcp_transport *tt, struct tcp_listener *l)
 		socklen_t sl = sizeof(ss);
 		struct tcp_conn *c;
 		char peer[64];
-		int fd;
-
-		char ip[48];
+		char ip[sizeof(peer)];
 		int one = 1;
+		int fd;
 
 		fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
@@ -139,7 +138,7 @@ void tcp_accept(struct tcp_transport *tt, struct tcp_listener *l)
 			return;
 		}
 		tcp_sockaddr_str((struct sockaddr *)&ss, peer, sizeof(peer));
-		snprintf(ip, sizeof(ip), "%s", peer);
+		memcpy(ip, peer, sizeof(ip));
 		if (strrchr(ip, ':'))
 			*strrchr(ip, ':') = '\0'; /* "[::1]" or "10.0.0.1" */
 		if (tcp_admit(tt, ip, peer) < 0) {
@@ -191,10 +190,10 @@ static int refuse(struct tcp_conn *c, int rc, const char *why)
 	if (!why)
 		why = "refused";
 	/* a flood of bad handshakes must not flood the log */
-	RPS_LOG_RATELIMITED_EX(RPS_LOG_WARN, RPS_LOG_RL_MS, 20, "refusing %s, %s: %s", c->base.peer,
-			       rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim,
-						    sizeof(claim)),
-			       why);
+	RPS_LOG_RATELIMITED_EX(
+	    RPS_LOG_WARN, RPS_LOG_RL_MS, 20, "refusing %s, %s: %s", c->base.peer,
+	    rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim, sizeof(claim)),
+	    why);
 	tcp_send_error(c, rc, why);
 	tcp_conn_fail(c, rc, 0, NULL);
 	return rc;
