@@ -10,8 +10,8 @@
  * each with the role head % 4 (0 scheduler: refused; 1 server; 2 worker; 3
  * rdmaps-ctl) and the rank (head >> 2) % 4, or any rank (head & 0x80); each
  * does the handshake (fuzz_handshake: hello, CHALLENGE, PROOF, HELLO_ACK;
- * head & 0x10: only up to the CHALLENGE, head & 0x20: none); then the segments' bytes go out as they are, in
- * order, each on its connection (a segment may continue an earlier
+ * head & 0x10: only up to the CHALLENGE, head & 0x20: none); then the
+ * segments' bytes go out as they are, in order, each on its connection (a segment may continue an earlier
  * connection: FUZZ_SEG_MORE), so that a server can answer a request that
  * rdmaps-ctl sent; then every connection is shut for writing and read until
  * the scheduler closed it (at most 1 s). A server and a worker that both register complete the
