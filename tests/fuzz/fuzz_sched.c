@@ -11,11 +11,12 @@
  * rdmaps-ctl) and the rank (head >> 2) % 4, or any rank (head & 0x80); each
  * does the handshake (fuzz_handshake: hello, CHALLENGE, PROOF, HELLO_ACK;
  * head & 0x10: only up to the CHALLENGE, head & 0x20: none); then the
- * segments' bytes go out as they are, in order, each on its connection (a segment may continue an earlier
- * connection: FUZZ_SEG_MORE), so that a server can answer a request that
- * rdmaps-ctl sent; then every connection is shut for writing and read until
- * the scheduler closed it (at most 1 s). A server and a worker that both register complete the
- * job: the map goes out, and when they go away the job ends and run()
+ * segments' bytes go out as they are, in order, each on its connection (a
+ * segment may continue an earlier connection: FUZZ_SEG_MORE), so that a
+ * server can answer a request that rdmaps-ctl sent; then every connection
+ * is shut for writing and read until the scheduler closed it (at most 1 s).
+ * A server and a worker that both register complete the job: the map goes
+ * out, and when they go away the job ends and run()
  * returns; the next input then gets a new scheduler. */
 #include <pthread.h>
 #include <stdatomic.h>
