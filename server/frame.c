@@ -155,7 +155,7 @@ static int clock_check(struct rps_server *srv, struct rps_srv_conn *sc, const ch
 		       uint64_t clock, uint64_t next, uint64_t step)
 {
 	uint64_t known = known_clock(srv, sc);
-	uint64_t hi;
+	unsigned long long hi; /* clock_hi's type (atomic_ullong): clang checks the pointer */
 	char why[192];
 
 	if (clock > known + step) {

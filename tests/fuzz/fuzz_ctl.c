@@ -6,8 +6,9 @@
  * BARRIER_DONE, ERROR, relayed control requests).
  *
  * A fake scheduler in a thread of this process listens on 127.0.0.1; per
- * input, each connection to it gets the handshake's answer (a HELLO_ACK),
- * then the input's bytes after byte 0 as they are, then the end of the
+ * input, each connection to it gets the listener's side of the handshake,
+ * for real with the fuzz secret (src/auth.h: CHALLENGE, the client's PROOF
+ * checked, HELLO_ACK), then the input's bytes after byte 0 as they are, then the end of the
  * stream. Byte 0 picks the client (mode % 4): status, checkpoint, export
  * (to a file in a private folder), or join as a worker (then leave). The
  * clients wait 100 ms at most for an answer. */
@@ -20,6 +21,7 @@
 #include <rdmaps/ctl.h>
 
 #include "control/control.h"
+#include "src/auth.h"
 #include "src/config.h"
 #include "tests/fuzz/fuzz_util.h"
 
@@ -57,18 +59,44 @@ static void start(void)
 	port = ntohs(a.sin_port);
 }
 
-/* One connection: hello in, HELLO_ACK and the reply out, end of stream,
- * then read until the client closes (at most 1 s). */
+/* One connection: the listener's side of the handshake (hello in,
+ * CHALLENGE out, PROOF in and checked, HELLO_ACK out), the reply out, end of
+ * stream, then read until the client closes (at most 1 s). A client of the
+ * library that does not answer the challenge right is a finding (abort). */
 static void serve_one(int fd, const struct fake *f)
 {
-	uint8_t hello[sizeof(struct rps_frame_hdr) + sizeof(struct rps_hello)];
+	struct rps_frame_hdr h;
+	struct rps_hello hello;
+	uint8_t payload[sizeof(struct rps_hello)];
+	struct {
+		struct rps_frame_hdr h;
+		struct rps_auth_challenge ch;
+	} cf;
+	struct rps_auth_proof proof;
 	struct rps_frame_hdr ack;
 	uint64_t deadline = fuzz_now_ms() + 1000;
+	const char *why = NULL;
 	size_t sent = 0;
 	char buf[4096];
 
-	if (fuzz_read_full(fd, hello, sizeof(hello), deadline))
+	if (fuzz_read_frame(fd, &h, payload, sizeof(payload), deadline))
 		return;
+	if (h.op != RPS_OP_HELLO || rps_proto_hello_decode(payload, h.len, &hello, &why)) {
+		fprintf(stderr, "fuzz_ctl: the client's hello: %s\n", why ? why : "not a HELLO");
+		abort();
+	}
+	rps_proto_hdr_init(&cf.h, RPS_OP_CHALLENGE, sizeof(cf.ch), 0);
+	if (rps_auth_challenge_make(SECRET, &hello, &cf.ch))
+		abort();
+	if (write(fd, &cf, sizeof(cf)) != (ssize_t)sizeof(cf))
+		return;
+	if (fuzz_read_frame(fd, &h, payload, sizeof(payload), deadline))
+		return;
+	if (h.op != RPS_OP_PROOF || rps_auth_proof_decode(payload, h.len, &proof, &why) ||
+	    rps_auth_proof_check(SECRET, &hello, &cf.ch, &proof)) {
+		fprintf(stderr, "fuzz_ctl: the client's proof is refused (op %u)\n", h.op);
+		abort();
+	}
 	rps_proto_hdr_init(&ack, RPS_OP_HELLO_ACK, 0, 0);
 	if (write(fd, &ack, sizeof(ack)) != (ssize_t)sizeof(ack))
 		return;

@@ -9,12 +9,14 @@
  * segments (fuzz_segments, fuzz_run_segments): connections opened together,
  * each with the role head % 4 (0 scheduler: refused; 1 server; 2 worker; 3
  * rdmaps-ctl) and the rank (head >> 2) % 4, or any rank (head & 0x80); each
- * does the handshake; then the segments' bytes go out as they are, in
- * order, each on its connection (a segment may continue an earlier
- * connection: FUZZ_SEG_MORE), so that a server can answer a request that
- * rdmaps-ctl sent; then every connection is shut for writing and read until
- * the scheduler closed it (at most 1 s). A server and a worker that both register complete the
- * job: the map goes out, and when they go away the job ends and run()
+ * does the handshake (fuzz_handshake: hello, CHALLENGE, PROOF, HELLO_ACK;
+ * head & 0x10: only up to the CHALLENGE, head & 0x20: none); then the
+ * segments' bytes go out as they are, in order, each on its connection (a
+ * segment may continue an earlier connection: FUZZ_SEG_MORE), so that a
+ * server can answer a request that rdmaps-ctl sent; then every connection
+ * is shut for writing and read until the scheduler closed it (at most 1 s).
+ * A server and a worker that both register complete the job: the map goes
+ * out, and when they go away the job ends and run()
  * returns; the next input then gets a new scheduler. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -86,7 +88,8 @@ static int ended(void)
 
 /* A peer's connection: role head % 4, rank (head >> 2) % 4 or UINT32_MAX
  * (head & 0x80); head & 0x20: no handshake, the segment's bytes are all the
- * peer sends, its hello included. The job of the last input may end while this one starts
+ * peer sends, its hello included; head & 0x10: a real hello (fresh nonce)
+ * and the scheduler's CHALLENGE, then the bytes take the PROOF's place. The job of the last input may end while this one starts
  * (its nodes' connections close asynchronously): then a new scheduler, and
  * a second try. */
 static int open_peer(uint8_t head)
@@ -99,7 +102,15 @@ static int open_peer(uint8_t head)
 
 		if (fd >= 0 && (head & 0x20))
 			return fd; /* no handshake: the bytes are the hello and the rest */
-		if (fd >= 0 && !fuzz_handshake(fd, role, rank, SECRET, HELLO_MS))
+		if (fd >= 0 && (head & 0x10)) {
+			struct rps_hello h;
+			struct rps_auth_challenge ch;
+
+			/* half of it: the bytes are the proof phase and the rest */
+			if (!fuzz_hello_challenge(fd, role, rank, fuzz_now_ms() + HELLO_MS, &h,
+						  &ch))
+				return fd;
+		} else if (fd >= 0 && !fuzz_handshake(fd, role, rank, SECRET, HELLO_MS))
 			return fd;
 		if (fd >= 0)
 			close(fd);

@@ -12,8 +12,10 @@
  * workers of rank head % 2 (head & 0x80: asking for rank UINT32_MAX, which
  * the server refuses), each doing the handshake (fuzz_handshake) and then
  * sending its segments' bytes as they are, in order (head & 0x20: no
- * handshake, the bytes are the hello and what follows); then our sides are
- * shut for writing and we read until the server closed them (at most 1 s). */
+ * handshake, the bytes are the hello and what follows; head & 0x10: a real
+ * hello and the server's CHALLENGE, then the bytes are the proof phase and
+ * what follows); then our sides are shut for writing and we read until the
+ * server closed them (at most 1 s). */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -71,7 +73,9 @@ static void start(void)
 
 /* A worker's connection: rank head % 2, or UINT32_MAX (head & 0x80); with
  * head & 0x20 no handshake: the segment's bytes are all the peer sends,
- * hello included (the transport's hello phase and the server's admission). */
+ * hello included (the transport's hello phase and the server's admission);
+ * with head & 0x10 half of it: a real hello (fresh nonce) and the server's
+ * CHALLENGE, then the segment's bytes take the PROOF's place. */
 static int open_worker(uint8_t head)
 {
 	uint32_t rank = head & 0x80 ? UINT32_MAX : head % 2u;
@@ -81,6 +85,17 @@ static int open_worker(uint8_t head)
 		abort(); /* the server stopped accepting: a finding */
 	if (head & 0x20)
 		return fd;
+	if (head & 0x10) {
+		struct rps_hello h;
+		struct rps_auth_challenge ch;
+
+		if (fuzz_hello_challenge(fd, RPS_ROLE_WORKER, rank, fuzz_now_ms() + WAIT_MS, &h,
+					 &ch)) {
+			close(fd);
+			return -1;
+		}
+		return fd;
+	}
 	if (fuzz_handshake(fd, RPS_ROLE_WORKER, rank, SECRET, WAIT_MS)) {
 		close(fd);
 		return -1;

@@ -3,9 +3,11 @@
  * targets (fuzz_sched, fuzz_server), which do the handshake with
  * fuzz_handshake() and then send the input's bytes as they are.
  *
- * The handshake is the one thing a stream target does with the library's
- * encoder: a new handshake (issue 20, challenge-response) changes
- * fuzz_handshake() only, and its decoder gets an entry in fuzz_hello.c. */
+ * The handshake (src/auth.h: HELLO with a nonce -> CHALLENGE -> PROOF ->
+ * HELLO_ACK) is the one thing a stream target does with the library's
+ * encoders: fuzz_handshake() does the client side for real with the fuzz
+ * secret; fuzz_hello_challenge() only its first half, so that the input's
+ * bytes can be the proof phase. Its decoders have entries in fuzz_hello.c. */
 #ifndef FUZZ_UTIL_H
 #define FUZZ_UTIL_H
 
@@ -26,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "src/auth.h"
 #include "src/log.h"
 #include "src/proto.h"
 
@@ -102,6 +105,27 @@ F_FN const char *fuzz_file(const uint8_t *data, size_t size, char *path, size_t 
 	return path;
 }
 
+/* ---- the handshake's fixed parts (fuzz_hello.c and its seeds) ---- */
+
+/* The client's hello of fuzz_hello.c's challenge entry: a worker of rank 1,
+ * channel 0, nonce bytes 0, 1, ..., 31. */
+F_FN void fuzz_auth_hello(struct rps_hello *h)
+{
+	rps_proto_hello_init(h, RPS_ROLE_WORKER, 1);
+	for (int i = 0; i < RPS_NONCE_LEN; i++)
+		h->nonce[i] = (uint8_t)i;
+}
+
+/* The listener's challenge of fuzz_hello.c's proof entry for hello h: Ns
+ * bytes 0xa0, 0xa1, ..., and mac_s of secret. */
+F_FN void fuzz_auth_challenge(const char *secret, const struct rps_hello *h,
+			      struct rps_auth_challenge *ch)
+{
+	for (int i = 0; i < RPS_NONCE_LEN; i++)
+		ch->nonce[i] = (uint8_t)(0xa0 + i);
+	rps_auth_mac(secret, 'S', h, ch->nonce, ch->mac);
+}
+
 /* ---- stream targets: raw TCP clients on 127.0.0.1 ---- */
 
 F_FN int fuzz_connect(uint16_t port)
@@ -145,26 +169,81 @@ F_FN int fuzz_read_full(int fd, void *buf, size_t n, uint64_t deadline_ms)
 	return 0;
 }
 
-/* The client side of today's handshake: a HELLO frame, then the answer (a
- * HELLO_ACK with its payload, or an ERROR), read whole. 0: accepted. */
-F_FN int fuzz_handshake(int fd, uint8_t role, uint32_t rank, const char *secret,
-			int timeout_ms)
+/* Read one frame whose payload fits in cap bytes: header into *h_p, payload
+ * into buf. 0, or -EIO (closed, timed out, or a payload longer than cap). */
+F_FN int fuzz_read_frame(int fd, struct rps_frame_hdr *h_p, void *buf, size_t cap,
+			 uint64_t deadline_ms)
+{
+	if (fuzz_read_full(fd, h_p, sizeof(*h_p), deadline_ms))
+		return -EIO;
+	if (h_p->len > cap || fuzz_read_full(fd, buf, h_p->len, deadline_ms))
+		return -EIO;
+	return 0;
+}
+
+/* The first half of the client side of the handshake (src/auth.h): a HELLO
+ * frame with a fresh nonce (rps_auth_nonce), then the listener's CHALLENGE,
+ * read whole and decoded (rps_auth_challenge_decode). The hello as sent into
+ * *h_p, the challenge into *ch_p. 0: a challenge came; -EACCES: the listener
+ * refused the hello (an ERROR or anything but a CHALLENGE); -EIO. */
+F_FN int fuzz_hello_challenge(int fd, uint8_t role, uint32_t rank, uint64_t deadline_ms,
+			      struct rps_hello *h_p, struct rps_auth_challenge *ch_p)
 {
 	struct {
 		struct rps_frame_hdr h;
 		struct rps_hello hello;
 	} f;
+	struct rps_frame_hdr ans;
+	uint8_t payload[4096];
+	const char *why = NULL;
+
+	rps_proto_hdr_init(&f.h, RPS_OP_HELLO, sizeof(f.hello), 0);
+	rps_proto_hello_init(&f.hello, role, rank);
+	if (rps_auth_nonce(&f.hello))
+		abort(); /* no random bytes: not an input's fault */
+	if (write(fd, &f, sizeof(f)) != (ssize_t)sizeof(f))
+		return -EIO;
+	if (fuzz_read_frame(fd, &ans, payload, sizeof(payload), deadline_ms))
+		return -EIO;
+	if (ans.op != RPS_OP_CHALLENGE || ans.status)
+		return -EACCES;
+	if (rps_auth_challenge_decode(payload, ans.len, ch_p, &why))
+		return -EIO;
+	*h_p = f.hello;
+	return 0;
+}
+
+/* The client side of the handshake, for real (as transport/tcp/tcp_connect.c
+ * handshake() does it): hello with a fresh nonce, CHALLENGE, check of the
+ * listener's MAC and our PROOF (rps_auth_challenge_answer), then the answer
+ * (a HELLO_ACK with its payload, or an ERROR), read whole. 0: accepted. A
+ * listener that does not prove it knows the secret is a finding (abort):
+ * the targets' listeners hold the fuzz secret. */
+F_FN int fuzz_handshake(int fd, uint8_t role, uint32_t rank, const char *secret,
+			int timeout_ms)
+{
+	struct {
+		struct rps_frame_hdr h;
+		struct rps_auth_proof proof;
+	} pf;
+	struct rps_hello hello;
+	struct rps_auth_challenge ch;
 	struct rps_frame_hdr ack;
 	uint8_t payload[4096];
 	uint64_t deadline = fuzz_now_ms() + (uint64_t)timeout_ms;
+	int rc;
 
-	rps_proto_hdr_init(&f.h, RPS_OP_HELLO, sizeof(f.hello), 0);
-	rps_proto_hello_init(&f.hello, role, rank, secret);
-	if (write(fd, &f, sizeof(f)) != (ssize_t)sizeof(f))
+	rc = fuzz_hello_challenge(fd, role, rank, deadline, &hello, &ch);
+	if (rc)
+		return rc;
+	if (rps_auth_challenge_answer(secret, &hello, &ch, &pf.proof)) {
+		fprintf(stderr, "fuzz: the listener's challenge does not prove the secret\n");
+		abort();
+	}
+	rps_proto_hdr_init(&pf.h, RPS_OP_PROOF, sizeof(pf.proof), 0);
+	if (write(fd, &pf, sizeof(pf)) != (ssize_t)sizeof(pf))
 		return -EIO;
-	if (fuzz_read_full(fd, &ack, sizeof(ack), deadline))
-		return -EIO;
-	if (ack.len > sizeof(payload) || fuzz_read_full(fd, payload, ack.len, deadline))
+	if (fuzz_read_frame(fd, &ack, payload, sizeof(payload), deadline))
 		return -EIO;
 	return ack.op == RPS_OP_HELLO_ACK && ack.status == 0 ? 0 : -EACCES;
 }

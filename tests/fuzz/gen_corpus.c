@@ -15,12 +15,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/auth.h"
 #include "src/ckpt.h"
 #include "src/ckpt_int.h"
 #include "src/config.h"
 #include "src/npz.h"
 #include "src/optim.h"
 #include "src/proto.h"
+#include "tests/fuzz/fuzz_util.h"
 
 static const char *root;
 
@@ -209,10 +211,21 @@ static void gen_frame(void)
 	{
 		struct rps_hello h;
 
+		struct rps_auth_challenge ch;
+		struct rps_auth_proof pr;
+
 		b.n = 0;
-		rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0, "s3cret");
+		fuzz_auth_hello(&h);
 		frame(&b, RPS_OP_HELLO, 0, 0, 0, &h, sizeof(h), NULL, 0);
 		save("frame", "hello", b.b, b.n);
+		fuzz_auth_challenge("s3cret", &h, &ch);
+		b.n = 0;
+		frame(&b, RPS_OP_CHALLENGE, 0, 0, 0, &ch, sizeof(ch), NULL, 0);
+		save("frame", "challenge", b.b, b.n);
+		rps_auth_mac("s3cret", 'C', &h, ch.nonce, pr.mac);
+		b.n = 0;
+		frame(&b, RPS_OP_PROOF, 0, 0, 0, &pr, sizeof(pr), NULL, 0);
+		save("frame", "proof", b.b, b.n);
 	}
 	{
 		struct rps_hello_ack a = {.num_shards = 2, .num_workers = 2, .chunk_bytes = 256,
@@ -308,34 +321,93 @@ static void gen_frame(void)
 
 static void gen_hello(void)
 {
-	/* [decoder][secret index] + the hello (fuzz_hello.c's secrets) */
+	/* [decoder][secret index] + the payload (fuzz_hello.c's decoders and
+	 * secrets: 0 "", 1 "s3cret", 2 32 bytes, 3 longer, 4 the longest) */
 	static const char *const secrets[] = {
-	    NULL, "s3cret", "0123456789abcdef0123456789abcdef",
+	    "", "s3cret", "0123456789abcdef0123456789abcdef",
 	    "a secret longer than thirty-two bytes, folded with SHA-256"};
 	struct buf b;
 	char name[32];
 
+	/* hellos: each role, a rank, any rank, a channel; fresh-looking nonces */
 	for (int i = 0; i < 4; i++) {
 		struct rps_hello h;
 
 		b.n = 0;
 		put8(&b, 0);
 		put8(&b, (uint8_t)i);
-		rps_proto_hello_init(&h, (uint8_t)(i % 4), i == 2 ? UINT32_MAX : 1, secrets[i]);
+		rps_proto_hello_init(&h, (uint8_t)i, i == 2 ? UINT32_MAX : 1);
+		h.channel = (uint32_t)i;
+		for (int k = 0; k < RPS_NONCE_LEN; k++)
+			h.nonce[k] = (uint8_t)(17 * k + i);
 		put(&b, &h, sizeof(h));
-		snprintf(name, sizeof(name), "v1_secret%d", i);
+		snprintf(name, sizeof(name), "hello_role%d", i);
 		save("hello", name, b.b, b.n);
 	}
+	/* challenges to fuzz_auth_hello(): right for each secret, then one of
+	 * another secret; proofs to fuzz_auth_challenge(): the same */
+	for (int i = 0; i < 4; i++) {
+		struct rps_hello h;
+		struct rps_auth_challenge ch;
+		struct rps_auth_proof pr;
+
+		fuzz_auth_hello(&h);
+		fuzz_auth_challenge(secrets[i], &h, &ch);
+		b.n = 0;
+		put8(&b, 1);
+		put8(&b, (uint8_t)i);
+		put(&b, &ch, sizeof(ch));
+		snprintf(name, sizeof(name), "challenge_secret%d", i);
+		save("hello", name, b.b, b.n);
+		b.b[1] = (uint8_t)((i + 1) % 4);
+		snprintf(name, sizeof(name), "challenge_wrong%d", i);
+		save("hello", name, b.b, b.n);
+		rps_auth_mac(secrets[i], 'C', &h, ch.nonce, pr.mac);
+		b.n = 0;
+		put8(&b, 2);
+		put8(&b, (uint8_t)i);
+		put(&b, &pr, sizeof(pr));
+		snprintf(name, sizeof(name), "proof_secret%d", i);
+		save("hello", name, b.b, b.n);
+		b.b[1] = (uint8_t)((i + 1) % 4);
+		snprintf(name, sizeof(name), "proof_wrong%d", i);
+		save("hello", name, b.b, b.n);
+	}
+	/* a reflected mac_s as the proof */
 	{
 		struct rps_hello h;
+		struct rps_auth_challenge ch;
 
+		fuzz_auth_hello(&h);
+		fuzz_auth_challenge("s3cret", &h, &ch);
 		b.n = 0;
-		put8(&b, 0);
+		put8(&b, 2);
 		put8(&b, 1);
-		rps_proto_hello_init(&h, RPS_ROLE_SERVER, 0, "wrong");
-		put(&b, &h, sizeof(h));
-		save("hello", "v1_wrong_secret", b.b, b.n);
+		put(&b, ch.mac, sizeof(ch.mac));
+		save("hello", "proof_reflected", b.b, b.n);
 	}
+}
+
+/* A hello as a client sends it, with a nonce of its own (fuzz_auth_hello's). */
+static void f_hello(struct buf *b, uint8_t role, uint32_t rank, uint32_t channel)
+{
+	struct rps_hello h;
+
+	fuzz_auth_hello(&h);
+	h.role = role;
+	h.rank = rank;
+	h.channel = channel;
+	frame(b, RPS_OP_HELLO, 0, 0, 0, &h, sizeof(h), NULL, 0);
+}
+
+/* A PROOF frame of len bytes (32: the right length) that cannot be right:
+ * the fuzzer does not know the listener's nonce. */
+static void f_proof(struct buf *b, uint32_t len)
+{
+	uint8_t mac[64];
+
+	memset(mac, 0x5a, sizeof(mac));
+	frame(b, RPS_OP_PROOF, 0, 0, 0, mac, len, NULL, 0);
 }
 
 /* A segment of a stream target: header byte, 16-bit length, bytes. */
@@ -400,18 +472,43 @@ static void gen_server(void)
 	/* no handshake by the harness (head 0x20): the hello is in the bytes, a
 	 * channel of its own, then a pull */
 	w0.n = 0;
-	{
-		struct rps_hello h;
-
-		rps_proto_hello_init(&h, RPS_ROLE_WORKER, 1, "fuzz-secret");
-		h.channel = 1;
-		frame(&w0, RPS_OP_HELLO, 0, 0, 0, &h, sizeof(h), NULL, 0);
-	}
+	f_hello(&w0, RPS_ROLE_WORKER, 1, 1);
+	f_proof(&w0, 32);
 	f_declare(&w0, 6, 1, 4, 0);
 	f_pull(&w0, 6, 1, 4, 0);
 	b.n = 0;
 	seg(&b, 0x20, &w0);
 	save("server", "raw_hello", b.b, b.n);
+	/* a real hello and the server's CHALLENGE by the harness (head 0x10),
+	 * then the proof phase from the bytes: a proof that cannot be right, one
+	 * of the wrong length, a client's refusal (an empty ERROR), a frame that
+	 * is not a proof, a second hello */
+	w0.n = 0;
+	f_proof(&w0, 32);
+	f_declare(&w0, 6, 1, 4, 0);
+	b.n = 0;
+	seg(&b, 0x10, &w0);
+	save("server", "proof_wrong", b.b, b.n);
+	w0.n = 0;
+	f_proof(&w0, 16);
+	b.n = 0;
+	seg(&b, 0x11, &w0);
+	save("server", "proof_short", b.b, b.n);
+	w0.n = 0;
+	frame(&w0, RPS_OP_ERROR, 0, -EACCES, 0, NULL, 0, NULL, 0);
+	b.n = 0;
+	seg(&b, 0x10, &w0);
+	save("server", "proof_refused", b.b, b.n);
+	w0.n = 0;
+	f_declare(&w0, 6, 1, 4, 0);
+	b.n = 0;
+	seg(&b, 0x11, &w0);
+	save("server", "proof_missing", b.b, b.n);
+	w0.n = 0;
+	f_hello(&w0, RPS_ROLE_WORKER, 0, 0);
+	b.n = 0;
+	seg(&b, 0x10, &w0);
+	save("server", "proof_second_hello", b.b, b.n);
 	/* an ERROR from the worker */
 	w0.n = 0;
 	{
@@ -448,16 +545,31 @@ static void gen_sched(void)
 	save("sched", "job_barrier_leave", b.b, b.n);
 	/* rdmaps-ctl's own hello (head 0x20: sent as bytes), then STATUS */
 	c.n = 0;
-	{
-		struct rps_hello h;
-
-		rps_proto_hello_init(&h, RPS_ROLE_CTL, UINT32_MAX, "fuzz-secret");
-		frame(&c, RPS_OP_HELLO, 0, 0, 0, &h, sizeof(h), NULL, 0);
-	}
+	f_hello(&c, RPS_ROLE_CTL, UINT32_MAX, 0);
+	f_proof(&c, 32);
 	frame(&c, RPS_OP_STATUS, 0, 0, 0, NULL, 0, NULL, 0);
 	b.n = 0;
 	seg(&b, 0x20 | 3, &c);
 	save("sched", "raw_hello_status", b.b, b.n);
+	/* the harness's hello and the scheduler's CHALLENGE (head 0x10), then
+	 * the proof phase from the bytes: a server's wrong proof, rdmaps-ctl's
+	 * proof of the wrong length, a worker that sends REGISTER instead */
+	s.n = 0;
+	f_proof(&s, 32);
+	f_register(&s, RPS_ROLE_SERVER, 5000);
+	b.n = 0;
+	seg(&b, 0x10 | 1, &s);
+	save("sched", "proof_wrong", b.b, b.n);
+	c.n = 0;
+	f_proof(&c, 40);
+	b.n = 0;
+	seg(&b, 0x10 | 3 | 0x80, &c);
+	save("sched", "proof_long", b.b, b.n);
+	w.n = 0;
+	f_register(&w, RPS_ROLE_WORKER, 0);
+	b.n = 0;
+	seg(&b, 0x10 | 2 | 0x80, &w);
+	save("sched", "proof_missing", b.b, b.n);
 	/* rdmaps-ctl asks for the status */
 	c.n = 0;
 	frame(&c, RPS_OP_STATUS, 0, 0, 0, NULL, 0, NULL, 0);
