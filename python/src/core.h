@@ -10,6 +10,7 @@
  *   reg.c      the Registration type (rps_worker_register)
  *   barrier.c  barrier() run by a thread, so that Ctrl-C can interrupt the wait
  *   join.c     Worker(): rps_worker_create from a thread, so Ctrl-C interrupts it
+ *   report.c   Worker.report: a figure for the dashboard (rps_worker_report)
  *   bench.c    Worker._c_bench: the same op through the C API, timed in C
  *   spec.c     initialiser and optimizer specs from Python values
  *   server.c   InProcessServer: an rdmaps server run by a thread of this process
@@ -139,6 +140,9 @@ void rps_py_barriers_closed(struct pyworker *pw);
  * library's error (*w_p set on 0); -1 with an exception (KeyboardInterrupt:
  * the thread destroys the worker it gets). Called with the GIL. */
 int rps_py_join(const struct rps_worker_opts *o, struct rps_worker **w_p);
+
+/* report.c */
+PyObject *rps_py_report(PyObject *self, PyObject *args, PyObject *kw);
 
 /* bench.c */
 PyObject *rps_py_c_bench(PyObject *self, PyObject *args);

@@ -708,6 +708,22 @@ static PyMethodDef worker_methods[] = {
      "Every shard of every live server writes a checkpoint (needs\n"
      "RDMAPS_CHECKPOINT_DIR on the servers). Under BSP with clock=c the files\n"
      "hold exactly the parameters after clocks < c."},
+    {"report", (PyCFunction)(void (*)(void))rps_py_report, METH_VARARGS | METH_KEYWORDS,
+     "report($self, /, name, value)\n--\n\n-> bool. "
+     "Report a figure of the job (loss, test accuracy, samples/s, ...) to\n"
+     "the scheduler, which keeps it as a curve of the dashboard (one curve\n"
+     "per name and worker, points tagged with this worker's clock; the page\n"
+     "of RDMAPS_METRICS_PORT, /api/state; docs/dashboard.md). One small\n"
+     "message, no answer awaited: it does not wait for the scheduler.\n\n"
+     "name: 1 to 23 characters of [A-Za-z0-9_.-] (\"loss\", \"test_accuracy\").\n"
+     "value: a number (float, int, numpy scalar, one-element tensor); a\n"
+     "  value that is not finite shows as a gap.\n\n"
+     "Returns True when sent, False when dropped: at most 100 reports per\n"
+     "second per worker are sent (RPS_WORKER_REPORT_RATE), further ones in\n"
+     "the same second are dropped (report a few figures every ~0.25 s, as\n"
+     "fmnist-train does). Raises ValueError for a bad name, TypeError for a\n"
+     "value that is not a number, rdmaps.ConnectionError when the worker\n"
+     "has no scheduler connection."},
     {"_c_bench", rps_py_c_bench, METH_VARARGS,
      "_c_bench($self, kind, key, buf, out_ns, /)\n--\n\n"
      "For benchmarks of the binding: len(out_ns) times the same 'pull' or\n"
