@@ -44,13 +44,14 @@ def free_run(n):
     pytest.fail("no free run of %d ports on 127.0.0.1" % n)
 
 
-def dash_cluster(cluster, servers=1, workers=1):
+def dash_cluster(cluster, servers=1, workers=1, **settings):
     """A cluster whose scheduler serves the dashboard; (cluster, port)."""
     last = None
     for _ in range(3):  # a port taken between the check and the bind: another run
         port = free_run(1 + servers)
         try:
-            return cluster(servers=servers, workers=workers, metrics_port=port), port
+            return cluster(servers=servers, workers=workers, metrics_port=port,
+                           **settings), port
         except OSError as e:
             last = e
     pytest.fail("no cluster with a dashboard: %s" % last)
