@@ -133,6 +133,10 @@ static int worker_init(PyObject *self, PyObject *args, PyObject *kw)
 		return -1;
 	}
 	pw->w = w;
+	/* as the library: its waiters spin only where they can reap (RDMA);
+	 * over TCP both sleep until the progress thread completes the request
+	 * (a spin there measured slower: docs/python.md) */
+	pw->spin_ns = strcmp(rps_worker_transport(w), "rdma") == 0 ? rps_py_wait_spin_ns() : 0;
 	pw->closed = 0;
 	return 0;
 }
@@ -724,12 +728,6 @@ static PyMethodDef worker_methods[] = {
      "fmnist-train does). Raises ValueError for a bad name, TypeError for a\n"
      "value that is not a number, rdmaps.ConnectionError when the worker\n"
      "has no scheduler connection."},
-    {"_c_bench", rps_py_c_bench, METH_VARARGS,
-     "_c_bench($self, kind, key, buf, out_ns, /)\n--\n\n"
-     "For benchmarks of the binding: len(out_ns) times the same 'pull' or\n"
-     "'push' of one declared key through the C API (rps_worker_pull/push +\n"
-     "rps_req_wait), timed in C; out_ns (numpy int64) receives each one's\n"
-     "nanoseconds. Compare with the same op through push()/pull() + wait()."},
     {"stats", worker_stats, METH_NOARGS,
      "stats($self, /)\n--\n\nThis worker's counters (pulls, pushes, bytes_out, bytes_in, ...)."},
     {"declared_size", worker_declared_len, METH_O,
