@@ -570,6 +570,28 @@ static PyObject *get_transport(PyObject *self, void *c)
 	return PyUnicode_FromString(rps_worker_transport(W(self)->w));
 }
 
+/* For tests: the spin of Request.wait (RDMAPS_WAIT_SPIN_US over RDMA, 0
+ * over TCP), settable to exercise it on any transport. */
+static PyObject *get_wait_spin_us(PyObject *self, void *c)
+{
+	return PyLong_FromUnsignedLongLong(W(self)->spin_ns / 1000u);
+}
+
+static int set_wait_spin_us(PyObject *self, PyObject *v, void *c)
+{
+	long us = v ? PyLong_AsLong(v) : -1;
+
+	if (us == -1 && PyErr_Occurred())
+		return -1;
+	if (us < 0 || us > RPS_PY_WAIT_SLICE_MS * 1000L) {
+		PyErr_Format(PyExc_ValueError, "_wait_spin_us: 0 .. %d microseconds",
+			     RPS_PY_WAIT_SLICE_MS * 1000);
+		return -1;
+	}
+	W(self)->spin_ns = (uint64_t)us * 1000u;
+	return 0;
+}
+
 static PyObject *get_consistency(PyObject *self, void *c)
 {
 	if (open_or_raise(W(self)))
@@ -599,6 +621,8 @@ static PyGetSetDef worker_getset[] = {
     {"num_workers", get_num_workers, NULL, "Workers in the job.", NULL},
     {"num_servers", get_num_servers, NULL, "Servers in the job.", NULL},
     {"transport", get_transport, NULL, "'tcp' or 'rdma'.", NULL},
+    {"_wait_spin_us", get_wait_spin_us, set_wait_spin_us,
+     "For tests: how long Request.wait spins before it sleeps (microseconds).", NULL},
     {"clock_value", get_clock_value, NULL, "The current clock (iteration): clock() calls so far.",
      NULL},
     {"consistency", get_consistency, NULL,
