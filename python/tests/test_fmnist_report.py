@@ -33,7 +33,10 @@ def snapshot(port):
 def test_fmnist_reports_its_curves(cluster):
     if not os.path.exists(os.path.join(DATA, "t10k-labels-idx1-ubyte.gz")):
         pytest.skip("Fashion-MNIST is not installed (%s: dataset-fashion-mnist)" % DATA)
-    c, port = dash_cluster(cluster, servers=1, workers=2, consistency="bsp")
+    # the server waits for the workers, which import torch and read the data
+    # first: seconds under load, more than the suite's 5 s timeout
+    c, port = dash_cluster(cluster, servers=1, workers=2, consistency="bsp",
+                           timeout_ms=int(60000 * SLOW))
     env = dict(c.env, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
                OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     # 3 epochs of 12000 images: the first epoch's test accuracy is reported while
