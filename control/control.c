@@ -68,7 +68,7 @@ static int ctl_connect(struct rps_ctl *ctl, const char *host, uint16_t port, uin
 	size_t ack_len = 0;
 	int rc, tries = 0;
 
-	rps_proto_hello_init(&hello, ctl->role, want_rank, secret ? secret : "");
+	rps_proto_hello_init(&hello, ctl->role, want_rank);
 	for (;;) {
 		int left = remaining_ms(deadline);
 
@@ -181,6 +181,14 @@ int rps_ctl_transport_create(const struct rps_config *cfg, const char *secret, u
 	rps_tr_params_from_config(cfg, &tp);
 	tp.secret = secret ? secret : "";
 	tp.max_msg = max_msg;
+	/* control frames are small: a peer that lets 16 of the largest pile up
+	 * unread is cut (the scheduler must never wait on one peer) */
+	if (tp.sq_max > 16 * max_msg)
+		tp.sq_max = 16 * max_msg;
+	/* nodes waiting for the map are silent for as long as the rendezvous
+	 * takes: the scheduler has deadlines of its own (register_timeout_ms,
+	 * heartbeats) instead of the data connections' idle timeout */
+	tp.idle_timeout_ms = 0;
 	if (timeout_ms > 0)
 		tp.timeout_ms = timeout_ms;
 	tp.arg = arg;

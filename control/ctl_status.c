@@ -164,7 +164,7 @@ int rps_ctl_client_open(const struct rps_ctl_opts *opts, struct rps_ctl_opts *fu
 		fprintf(stderr, "rdmaps-ctl: tcp transport: %s\n", rps_strerror(rc));
 		return rc;
 	}
-	rps_proto_hello_init(&hello, RPS_ROLE_CTL, UINT32_MAX, o->secret);
+	rps_proto_hello_init(&hello, RPS_ROLE_CTL, UINT32_MAX);
 	rc = rps_tr_connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, o->timeout_ms,
 			    conn_p);
 	if (rc) {

@@ -7,7 +7,7 @@ PKGS=(
 	build-essential cmake pkg-config git
 	libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils
 	libopenblas-dev libjemalloc-dev libcmocka-dev zlib1g-dev libzip-dev
-	libmicrohttpd-dev libjansson-dev libisal-dev
+	libmicrohttpd-dev libjansson-dev libisal-dev libssl-dev
 	python3-numpy python3-dev python3-pytest python3-venv python3-pip python3-setuptools python3-wheel python3-torch
 	clang-14 libfuzzer-14-dev
 	perftest iperf3 qperf

@@ -73,8 +73,13 @@ void rps_srv_conn_drop(struct rps_server *srv, struct rps_srv_conn *sc)
 	if (!sc->net_ref)
 		return;
 	atomic_store(&sc->closed, 1);
-	for (int s = 0; s < srv->nshards; s++)
-		rps_srv_free_reqs(srv, rps_shard_pull_unpark(&srv->shards[s], sc));
+	for (int s = 0; s < srv->nshards; s++) {
+		struct rps_srv_req *l = rps_shard_pull_unpark(&srv->shards[s], sc);
+
+		for (struct rps_srv_req *r = l; r; r = r->next)
+			atomic_fetch_sub(&sc->nparked, 1);
+		rps_srv_free_reqs(srv, l);
+	}
 	sc->net_ref = 0;
 	rps_srv_conn_put(srv, sc);
 }
@@ -85,7 +90,7 @@ void rps_srv_conn_fail(struct rps_server *srv, struct rps_srv_conn *sc, int stat
 	struct rps_frame_hdr h;
 	struct iovec iov = {(void *)why, strlen(why)};
 
-	RPS_WARN("closing %s: %s", sc->conn->peer, why);
+	RPS_LOG_RATELIMITED(RPS_LOG_WARN, "closing %s: %s", sc->conn->peer, why);
 	rps_proto_hdr_init(&h, RPS_OP_ERROR, (uint32_t)iov.iov_len, 0);
 	h.status = status;
 	rps_tr_post_send(sc->conn, &h, &iov, 1, 0);
@@ -150,7 +155,7 @@ void rps_srv_pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struc
 	h.aux = (uint32_t)rps_store_clock(&sh->store);
 	buf = rps_srv_bufpool_get(bp, len);
 	if (!buf) {
-		RPS_WARN("pull of %u elements from %s: no send buffer", p->count, sc->conn->peer);
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN, "pull of %u elements from %s: no send buffer", p->count, sc->conn->peer);
 		rps_srv_pull_refuse(srv, sc, req_id, p, -ENOMEM);
 		return;
 	}
@@ -230,9 +235,9 @@ void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *r
 		a.nelems = req->u.decl.nelems;
 		ack = &a;
 		if (why)
-			RPS_WARN("declare from worker %u refused: %s", req->worker, why);
+			RPS_LOG_RATELIMITED(RPS_LOG_WARN, "declare from worker %u refused: %s", req->worker, why);
 		else if (status != -EEXIST)
-			RPS_WARN("declare of key %llu slice %u (%llu elements) from worker %u: %s",
+			RPS_LOG_RATELIMITED(RPS_LOG_WARN, "declare of key %llu slice %u (%llu elements) from worker %u: %s",
 				 (unsigned long long)a.key, a.slice, (unsigned long long)a.nelems,
 				 req->worker, strerror(-status));
 	}
@@ -255,6 +260,7 @@ static void io_pull_answer(void *arg, struct rps_shard *sh, struct rps_srv_req *
 	struct rps_server *srv = arg;
 
 	if (req->sc) {
+		atomic_fetch_sub(&req->sc->nparked, 1);
 		rps_srv_pull_send(srv, &sh->bufs, sh, req->sc, req->req_id, &req->u.pull,
 				  req->meta);
 		rps_srv_conn_put(srv, req->sc);
@@ -291,6 +297,20 @@ int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, v
 	if (h->channel >= (uint32_t)srv->nshards) {
 		*why_p = "channel beyond the server's shards";
 		return -EINVAL;
+	}
+	{
+		/* one live connection per identity (and shard): frame.c checks it
+		 * again at ACCEPTED, this says it before any ack */
+		uint32_t lo = srv->conn_per_shard ? h->channel : 0;
+		uint32_t hi = srv->conn_per_shard ? h->channel + 1 : (uint32_t)srv->nshards;
+
+		for (struct rps_srv_conn *o = srv->conns; o; o = o->next)
+			if (o->net_ref && !atomic_load(&o->closed) && o->rank == h->rank &&
+			    o->shard_lo < hi && lo < o->shard_hi) {
+				*why_p = "this worker rank is already connected: a second "
+					 "connection for a live rank is refused";
+				return -EADDRINUSE;
+			}
 	}
 	memset(a, 0, sizeof(*a));
 	a->server_rank = atomic_load(&srv->rank);

@@ -123,6 +123,60 @@ static void on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
 		rps_srv_declare_done(srv, sh, req, -ECANCELED, NULL, NULL);
 }
 
+/* Clocks are checked against state (docs/security.md): a CLOCK may end at
+ * most RPS_SRV_CLOCK_STEP + staleness clocks beyond what this server knows of
+ * the worker and of the job; a SYNC (a worker that reconnects, perhaps to a
+ * server restarted from an older checkpoint) may jump at most
+ * RPS_SRV_SYNC_JUMP. Backwards is harmless (the shard keeps the larger). */
+#define RPS_SRV_CLOCK_STEP 16u
+#define RPS_SRV_SYNC_JUMP  65536u
+
+/* The highest clock this server knows for sc's worker: its connection's,
+ * its record in its shards, their clocks, and the job's highest here. */
+static uint64_t known_clock(struct rps_server *srv, const struct rps_srv_conn *sc)
+{
+	uint64_t k = atomic_load_explicit(&srv->clock_hi, memory_order_relaxed);
+
+	if (sc->has_next && sc->next_clock > k)
+		k = sc->next_clock;
+	for (uint32_t s = sc->shard_lo; s < sc->shard_hi; s++) {
+		uint64_t w = rps_store_worker_clock(&srv->shards[s].store, sc->rank);
+		uint64_t c = rps_store_clock(&srv->shards[s].store);
+
+		k = w > k ? w : k;
+		k = c > k ? c : k;
+	}
+	return k;
+}
+
+/* 0 if `clock` may be taken (then remembered as the connection's next),
+ * else the connection is closed with an ERROR naming both clocks. */
+static int clock_check(struct rps_server *srv, struct rps_srv_conn *sc, const char *what,
+		       uint64_t clock, uint64_t next, uint64_t step)
+{
+	uint64_t known = known_clock(srv, sc);
+	uint64_t hi;
+	char why[192];
+
+	if (clock > known + step) {
+		snprintf(why, sizeof(why),
+			 "%s at clock %llu refused: worker %u is known here at clock %llu (at "
+			 "most %llu ahead is taken)",
+			 what, (unsigned long long)clock, sc->rank, (unsigned long long)known,
+			 (unsigned long long)step);
+		rps_srv_conn_fail(srv, sc, -ERANGE, why);
+		return -ERANGE;
+	}
+	sc->next_clock = next;
+	sc->has_next = 1;
+	hi = atomic_load_explicit(&srv->clock_hi, memory_order_relaxed);
+	while (next > hi && !atomic_compare_exchange_weak_explicit(&srv->clock_hi, &hi, next,
+								   memory_order_relaxed,
+								   memory_order_relaxed))
+		;
+	return 0;
+}
+
 /* PUSH, and ASSIGN (the same frame, op assign: the values become the
  * parameters, no clock counts it). Returns 1 if the token was kept (travels
  * with the push). */
@@ -141,6 +195,16 @@ static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 	}
 	if (!assign)
 		atomic_fetch_add_explicit(&srv->n_push, 1, memory_order_relaxed);
+	/* a push for a far future clock would wait (BSP) or count for nothing */
+	if (!assign && p->clock > known_clock(srv, sc) + RPS_SRV_CLOCK_STEP + srv->opts.staleness) {
+		char why[160];
+
+		snprintf(why, sizeof(why),
+			 "PUSH at clock %u refused: worker %u is known here at clock %llu",
+			 p->clock, sc->rank, (unsigned long long)known_clock(srv, sc));
+		rps_srv_conn_fail(srv, sc, -ERANGE, why);
+		return 0;
+	}
 	if (p->shard >= (uint32_t)srv->nshards) {
 		rps_srv_send_small(srv, sc, RPS_OP_PUSH_ACK, ev->hdr.req_id, -EINVAL, NULL, 0);
 		return 0;
@@ -186,6 +250,7 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	struct rps_slice_meta *m = NULL;
 	struct rps_srv_req *req;
 	struct rps_shard *sh;
+	uint64_t known;
 	int rc;
 
 	atomic_fetch_add_explicit(&srv->n_pull, 1, memory_order_relaxed);
@@ -207,6 +272,25 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
 		return;
 	}
+	/* Bounded: parked pulls hold memory and cost every clock a scan. */
+	known = known_clock(srv, sc);
+	if ((uint64_t)p->min_clock > known + (uint64_t)srv->opts.staleness + RPS_SRV_PULL_AHEAD) {
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+				    "pull from worker %u at %s for clock %u refused: the worker is "
+				    "known here at clock %llu (at most %d ahead)",
+				    sc->rank, sc->conn->peer, p->min_clock, (unsigned long long)known,
+				    RPS_SRV_PULL_AHEAD + srv->opts.staleness);
+		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -ERANGE);
+		return;
+	}
+	if (atomic_load(&sc->nparked) >= srv->cfg->max_parked_pulls) {
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+				    "pull from worker %u at %s refused: %d pulls already wait for a "
+				    "clock (RDMAPS_MAX_PARKED_PULLS)",
+				    sc->rank, sc->conn->peer, atomic_load(&sc->nparked));
+		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -EBUSY);
+		return;
+	}
 	req = req_new(srv, sc, RPS_REQ_PULL, ev->hdr.req_id);
 	if (!req) {
 		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -ENOMEM);
@@ -214,7 +298,9 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	}
 	req->u.pull = *p;
 	req->meta = m;
+	atomic_fetch_add(&sc->nparked, 1);
 	if (rps_shard_pull_park(sh, req)) {
+		atomic_fetch_sub(&sc->nparked, 1);
 		/* the clock moved meanwhile */
 		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
 		rps_srv_free_reqs(srv, req);
@@ -235,6 +321,9 @@ static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const stru
 		rps_srv_conn_fail(srv, sc, -EPROTO, why);
 		return;
 	}
+	if (clock_check(srv, sc, "CLOCK", c->clock, (uint64_t)c->clock + 1,
+			RPS_SRV_CLOCK_STEP + (uint64_t)srv->opts.staleness))
+		return;
 	for (int s = lo; s < hi; s++) {
 		struct rps_ring_entry e;
 		uint32_t n;
@@ -257,6 +346,8 @@ static void on_sync(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	int lo = (int)sc->shard_lo, hi = (int)sc->shard_hi;
 
 	RPS_DEBUG("worker %u at %s: sync at clock %u", sc->rank, sc->conn->peer, y->clock);
+	if (clock_check(srv, sc, "SYNC", y->clock, y->clock, RPS_SRV_SYNC_JUMP))
+		return;
 	for (int s = lo; s < hi; s++) {
 		struct rps_ring_entry e;
 
@@ -316,7 +407,7 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 		/* the worker gives up on this connection and says why */
 		char text[RPS_LOG_ESC_BUF];
 
-		RPS_INFO("worker %u at %s: error %s: %s", sc->rank, sc->conn->peer,
+		RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "worker %u at %s: error %s: %s", sc->rank, sc->conn->peer,
 			 rps_strerror(ev->hdr.status),
 			 rps_log_escape(ev->data, ev->data_len, text, sizeof(text)));
 		rps_srv_conn_drop(srv, sc);
@@ -335,9 +426,22 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 		rps_tr_release(srv->tr, ev->token);
 }
 
+/* A live connection of the same worker rank for the same shards: the
+ * identity a connection authenticated as is held by one connection at a
+ * time. A worker that lost its connection reconnects once we saw it close. */
+static struct rps_srv_conn *live_twin(struct rps_server *srv, const struct rps_srv_conn *sc)
+{
+	for (struct rps_srv_conn *o = srv->conns; o; o = o->next)
+		if (o != sc && o->net_ref && !atomic_load(&o->closed) && o->rank == sc->rank &&
+		    o->shard_lo < sc->shard_hi && sc->shard_lo < o->shard_hi)
+			return o;
+	return NULL;
+}
+
 static void on_accepted(struct rps_server *srv, struct rps_conn *c)
 {
 	struct rps_srv_conn *sc = rps_calloc(1, sizeof(*sc));
+	struct rps_srv_conn *twin;
 
 	if (!sc) {
 		RPS_ERR("connection from %s: out of memory", c->peer);
@@ -354,13 +458,26 @@ static void on_accepted(struct rps_server *srv, struct rps_conn *c)
 	sc->shard_hi = srv->conn_per_shard ? c->hello.channel + 1 : (uint32_t)srv->nshards;
 	atomic_init(&sc->refs, 1);
 	atomic_init(&sc->closed, 0);
+	atomic_init(&sc->nparked, 0);
 	sc->net_ref = 1;
 	sc->next = srv->conns;
 	if (srv->conns)
 		srv->conns->prev = sc;
 	srv->conns = sc;
 	c->user = sc;
-	RPS_INFO("worker %u connected from %s (channel %u)", sc->rank, c->peer, c->hello.channel);
+	twin = live_twin(srv, sc);
+	if (twin) {
+		char why[160];
+
+		snprintf(why, sizeof(why),
+			 "worker rank %u is already connected from %s: a second connection for "
+			 "a live rank is refused",
+			 sc->rank, twin->conn->peer);
+		rps_srv_conn_fail(srv, sc, -EADDRINUSE, why);
+		return;
+	}
+	RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "worker %u connected from %s (channel %u)",
+			       sc->rank, c->peer, c->hello.channel);
 }
 
 static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
@@ -374,7 +491,7 @@ static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
 	if (!sc->net_ref)
 		return; /* we dropped it already; the last reference closes it */
 	/* the transport logged why */
-	RPS_INFO("worker %u at %s disconnected (%s)", sc->rank, ev->conn->peer,
+	RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "worker %u at %s disconnected (%s)", sc->rank, ev->conn->peer,
 		 rps_strerror(ev->status));
 	rps_srv_conn_drop(srv, sc);
 }

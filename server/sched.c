@@ -65,13 +65,13 @@ static void on_recv(struct rps_sched *s, struct sched_peer *p, const struct rps_
 		rps_sched_dash_report(s, p, ev);
 		break;
 	default:
-		RPS_WARN("%s: unexpected %s frame ignored", p->conn->peer,
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN, "%s: unexpected %s frame ignored", p->conn->peer,
 			 rps_proto_op_name(h->op));
 		break;
 	}
 	return;
 short_frame:
-	RPS_WARN("closing %s: short %s frame (%u bytes)", p->conn->peer, rps_proto_op_name(h->op),
+	RPS_LOG_RATELIMITED(RPS_LOG_WARN, "closing %s: short %s frame (%u bytes)", p->conn->peer, rps_proto_op_name(h->op),
 		 h->len);
 	p->closing = 1;
 	if (p->slot >= 0)
@@ -112,6 +112,7 @@ static void on_event(struct rps_sched *s, struct rps_tr_event *ev)
 		}
 		p->conn = ev->conn;
 		p->role = ev->conn->hello.role;
+		p->since_ns = p->last_rx_ns = rps_now_ns();
 		p->slot = -1;
 		p->tx_bytes = s->m.bytes[1];
 		p->tx_msgs = s->m.msgs[1];
@@ -123,8 +124,10 @@ static void on_event(struct rps_sched *s, struct rps_tr_event *ev)
 	case RPS_TR_EV_RECV:
 		rps_metric_add(met(s, s->m.bytes[0]), sizeof(ev->hdr) + ev->hdr.len);
 		rps_metric_inc(met(s, s->m.msgs[0]));
-		if (p)
+		if (p) {
+			p->last_rx_ns = rps_now_ns();
 			on_recv(s, p, ev);
+		}
 		if (ev->token)
 			rps_tr_release(s->tr, ev->token);
 		break;

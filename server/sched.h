@@ -30,7 +30,7 @@ struct rps_sched_opts {
 	int metrics_port;	      /* > 0: /metrics over HTTP on host:metrics_port */
 	const struct rps_config *cfg; /* copied at create; NULL = defaults and RDMAPS_* */
 	char host_buf[256];	      /* rps_sched_opts_init: storage for host */
-	char secret_buf[64];	      /* rps_sched_opts_init: storage for secret */
+	char secret_buf[256];	      /* rps_sched_opts_init: storage for secret */
 };
 
 /* From cfg (NULL = defaults and RDMAPS_* variables, rps_config_init): host

@@ -236,7 +236,7 @@ void rps_sched_on_creq(struct rps_sched *s, struct sched_peer *p, const struct r
 		return;
 	}
 	if (h->aux != RPS_CTLREQ_REQ || h->len != sizeof(r) || !ev->data) {
-		RPS_WARN("%s: malformed %s request (aux %u, %u bytes) ignored", p->conn->peer,
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN, "%s: malformed %s request (aux %u, %u bytes) ignored", p->conn->peer,
 			 rps_proto_op_name(h->op), h->aux, h->len);
 		answer_done(p, h->op, h->req_id, -EPROTO, "malformed request");
 		return;

@@ -196,9 +196,33 @@ void rps_sched_check_timers(struct rps_sched *s, uint64_t now)
 		}
 	}
 	rps_sched_creq_check(s, now);
-	for (struct sched_peer *p = s->peers; p; p = p->next)
+	for (struct sched_peer *p = s->peers; p; p = p->next) {
+		uint64_t limit_ns = (uint64_t)s->cfg.register_timeout_ms * 1000000ull;
+
 		if (p->refused && now - p->refused_ns > SCHED_REFUSED_LINGER_MS * 1000000ull)
 			p->closing = 1;
+		if (p->closing || p->refused)
+			continue;
+		/* A peer past its hello holds a descriptor and a peer entry: a node
+		 * must register within the timeout, an rdmaps-ctl keep asking (or
+		 * wait for its CHECKPOINT / EXPORT); registered nodes are watched
+		 * by their heartbeats (or wait for the map, which may take long). */
+		if (p->role != RPS_ROLE_CTL && !p->registered && now - p->since_ns > limit_ns) {
+			RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+					    "closing %s: a %s that did not register within %d ms "
+					    "(RDMAPS_REGISTER_TIMEOUT_MS)",
+					    p->conn->peer, rps_sched_role_name(p->role),
+					    s->cfg.register_timeout_ms);
+			p->closing = 1;
+		} else if (p->role == RPS_ROLE_CTL && now - p->last_rx_ns > limit_ns &&
+			   !(s->creq.active && s->creq.from == p)) {
+			RPS_LOG_RATELIMITED(RPS_LOG_INFO,
+					    "closing %s: rdmaps-ctl silent for %d ms "
+					    "(RDMAPS_REGISTER_TIMEOUT_MS)",
+					    p->conn->peer, s->cfg.register_timeout_ms);
+			p->closing = 1;
+		}
+	}
 	if (RPS_UNLIKELY(rps_fault_on) && s->state == SCHED_RUNNING) {
 		/* kill_at_clock: the scheduler's clock is the smallest clock the
 		 * live workers report in their heartbeats */

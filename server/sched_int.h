@@ -46,6 +46,8 @@ struct sched_peer {
 	int refused;	/* registration refused: ignore it, close soon */
 	uint64_t refused_ns;
 	uint64_t seq; /* registration order */
+	uint64_t since_ns;   /* accepted */
+	uint64_t last_rx_ns; /* its last frame */
 	struct rps_register reg;
 	struct sched_peer *next;
 	struct rps_metric *tx_bytes, *tx_msgs; /* the scheduler's counters (or NULL) */
@@ -113,7 +115,7 @@ struct rps_sched {
 	struct rps_config cfg; /* our copy of rps_sched_opts.cfg (or the defaults) */
 	struct rps_transport *tr;
 	char host[RPS_STR_MAX];
-	char secret[64];
+	char secret[256];
 	uint16_t port;
 	int num_servers;
 	int num_workers;

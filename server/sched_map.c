@@ -214,7 +214,7 @@ void rps_sched_on_register(struct rps_sched *s, struct sched_peer *p, const stru
 		return;
 	}
 	if (p->registered) {
-		RPS_WARN("%s: second REGISTER ignored", p->conn->peer);
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN, "%s: second REGISTER ignored", p->conn->peer);
 		return;
 	}
 	p->reg = *r;

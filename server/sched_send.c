@@ -59,7 +59,7 @@ void rps_sched_refuse(struct rps_sched *s, struct sched_peer *p, uint32_t req_id
 		n = 0;
 	if ((size_t)n >= sizeof(why))
 		n = sizeof(why) - 1;
-	RPS_WARN("refusing %s %s: %s", rps_sched_role_name(p->role), p->conn->peer, why);
+	RPS_LOG_RATELIMITED(RPS_LOG_WARN, "refusing %s %s: %s", rps_sched_role_name(p->role), p->conn->peer, why);
 	rps_sched_send_frame(p, RPS_OP_ERROR, req_id, status, 0, why, (size_t)n, NULL, 0);
 	p->refused = 1;
 	p->refused_ns = rps_now_ns();

@@ -29,7 +29,12 @@ void rps_sched_on_status(struct rps_sched *s, struct sched_peer *p, const struct
 		return;
 	}
 	n = rps_sched_status_text(s, buf, cap);
-	rps_sched_send_frame(p, RPS_OP_STATUS, h->req_id, 0, 0, buf, n, NULL, 0);
+	/* A peer we could not send to is gone (or was cut for not reading):
+	 * no more tables for its queued requests. Nodes go through on_closed. */
+	if (rps_sched_send_frame(p, RPS_OP_STATUS, h->req_id, 0, 0, buf, n, NULL, 0) ==
+		-ECONNRESET &&
+	    !p->registered && p->slot < 0)
+		p->closing = 1;
 	rps_free(buf);
 }
 

@@ -45,6 +45,9 @@ struct rps_srv_conn {
 	atomic_int closed;		  /* no more frames taken from it */
 	uint32_t rank;			  /* worker rank (hello) */
 	uint32_t shard_lo, shard_hi;	  /* the shards its CLOCK and SYNC count for */
+	uint64_t next_clock;		  /* the clock its next CLOCK ends (has_next) */
+	int has_next;			  /* a CLOCK or SYNC was taken from it */
+	atomic_int nparked;		  /* its pulls parked in the shards */
 	int net_ref;			  /* network thread: still holds its reference */
 	struct rps_srv_conn *prev, *next; /* network thread's list */
 	struct rps_srv_conn *close_next;  /* close stack */
@@ -52,6 +55,12 @@ struct rps_srv_conn {
 
 /* ---- the server (server.c, opts.c, conn.c, frame.c, cluster.c, metrics.c) ---- */
 #define RPS_SRV_POLL_MS 100
+/* A pull may wait for a clock at most this far beyond the last CLOCK or SYNC
+ * the server knows for its worker (+ the SSP staleness): a worker pulls for its own
+ * clock, a little ahead at most (an async pull before its CLOCK). A pull
+ * for a clock no worker will reach soon is refused (-ERANGE) instead of
+ * parked for ever. */
+#define RPS_SRV_PULL_AHEAD 64
 #define RPS_SRV_EVENTS	64
 
 /* /metrics (metrics.c). */
@@ -110,6 +119,7 @@ struct rps_server {
 	/* counters for heartbeats */
 	atomic_ullong n_push, n_pull, bytes_in, bytes_out;
 	atomic_ullong msgs_in, msgs_out;
+	atomic_ullong clock_hi; /* highest clock a worker reached here since start (frame.c) */
 	atomic_ullong faults_drop, faults_delay; /* RDMAPS_FAULT injections */
 
 	struct srv_metrics m; /* m.reg NULL: off */

@@ -172,6 +172,12 @@ void rps_ckpt_writer_abort(struct rps_ckpt_writer *w);
  * call while a writer for that shard is open (commit calls it). Returns the number
  * of files removed, or a negative errno (opendir). */
 int rps_ckpt_prune(const char *dir, uint32_t server_rank, uint32_t shard, int keep);
+/* The same, counting and removing only checkpoints of clocks <= upto (the
+ * one just written): a file of a later clock (a clock from the future, e.g.
+ * forged or of another timeline) never pushes the newest real ones out; it
+ * is left alone, with a warning. commit calls this. */
+int rps_ckpt_prune_upto(const char *dir, uint32_t server_rank, uint32_t shard, int keep,
+			uint64_t upto);
 
 /* ---- reading ------------------------------------------------------------ */
 

@@ -70,9 +70,15 @@ static int list_shard(const char *dir, uint32_t rank, uint32_t shard, struct ckp
 
 int rps_ckpt_prune(const char *dir, uint32_t server_rank, uint32_t shard, int keep)
 {
+	return rps_ckpt_prune_upto(dir, server_rank, shard, keep, UINT64_MAX);
+}
+
+int rps_ckpt_prune_upto(const char *dir, uint32_t server_rank, uint32_t shard, int keep,
+			uint64_t upto)
+{
 	struct ckpt_ent *ents;
 	size_t n;
-	int kept = 0, removed = 0;
+	int kept = 0, removed = 0, future = 0;
 	int rc = list_shard(dir, server_rank, shard, &ents, &n);
 
 	if (rc) {
@@ -84,6 +90,14 @@ int rps_ckpt_prune(const char *dir, uint32_t server_rank, uint32_t shard, int ke
 	for (size_t i = 0; i < n; i++) {
 		char path[RPS_CKPT_PATH_MAX];
 
+		if (ents[i].kind == 1 && ents[i].clock > upto) {
+			if (!future++)
+				RPS_WARN("checkpoint dir %s: server %u shard %u has a checkpoint of "
+					 "clock %" PRIu64 ", beyond the current %" PRIu64
+					 ": left alone, not counted as the newest",
+					 dir, server_rank, shard, ents[i].clock, upto);
+			continue;
+		}
 		if (ents[i].kind == 1 && kept < keep) {
 			kept++;
 			continue;

@@ -312,7 +312,7 @@ int rps_ckpt_writer_commit(struct rps_ckpt_writer *w, int keep, struct rps_ckpt_
 	if (!rc)
 		RPS_DEBUG("checkpoint %s: %" PRIu64 " slices, %" PRIu64 " bytes", w->final,
 			  w->hdr.nslices, w->hdr.payload_bytes + sizeof(w->hdr));
-	rps_ckpt_prune(w->dir, w->hdr.server_rank, w->hdr.shard, keep);
+	rps_ckpt_prune_upto(w->dir, w->hdr.server_rank, w->hdr.shard, keep, w->hdr.clock);
 	writer_free(w);
 	return rc;
 

@@ -35,7 +35,8 @@ struct rps_config {
 	char device[64];           /* RDMA device (rxe0, mlx5_0); empty = by local IP */
 	char host[RPS_STR_MAX];    /* address this node listens on / advertises */
 	int port;                  /* listen port; 0 = ephemeral */
-	char secret[64];           /* shared secret checked in every hello */
+	char secret[256];          /* the job's secret: the handshake's key (src/auth.h) */
+	int insecure;              /* 1: run without a secret (loud warning) */
 	int timeout_ms;            /* connect / rendezvous / request timeout */
 	char log_level[16];
 	/* server */
@@ -88,6 +89,16 @@ struct rps_config {
 	int metrics_port;          /* Prometheus /metrics; 0 = off */
 	char http_host[RPS_STR_MAX]; /* where /metrics and the dashboard listen; "*": every interface */
 	char fault[RPS_STR_MAX];   /* fault injection, see docs/options.md */
+	/* limits: what one peer may hold (docs/options.md, "Limits") */
+	uint64_t send_queue_bytes; /* output queued for one peer before it is cut */
+	int frame_timeout_ms;      /* a started frame must end within this (+ size / rate) */
+	uint64_t frame_min_rate;   /* bytes/s a big frame is granted on top; 0 = none */
+	int idle_timeout_ms;       /* close an established connection idle this long; 0 = off */
+	int max_conns;             /* connections one process accepts */
+	int max_conns_per_addr;    /* of them from one address */
+	int max_parked_pulls;      /* pulls one connection may have waiting for a clock */
+	int accept_backoff_ms;     /* stop accepting this long when out of descriptors */
+	int register_timeout_ms;   /* scheduler: REGISTER (nodes) or a request (ctl) within this */
 };
 
 enum rps_config_type {

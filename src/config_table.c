@@ -27,7 +27,8 @@ const struct rps_config_entry rps_config_table[] = {
 	ENTRY(device, "", RPS_CFG_STRING, "RDMA device (rxe0, mlx5_0); empty = the one of --host"),
 	ENTRY(host, "127.0.0.1", RPS_CFG_STRING, "address this node listens on and advertises"),
 	ENTRY(port, "0", RPS_CFG_INT, "listen port; 0 = ephemeral"),
-	ENTRY(secret, "", RPS_CFG_STRING, "shared secret checked in every hello (max 32 chars)"),
+	ENTRY(secret, "", RPS_CFG_STRING, "the job's secret (up to 255 chars): key of every connection's challenge-response; required unless --insecure"),
+	ENTRY(insecure, "0", RPS_CFG_BOOL, "run without a job secret: no authentication (a loud warning)"),
 	ENTRY(timeout_ms, "30000", RPS_CFG_INT, "connect / rendezvous / request timeout (ms)"),
 	ENTRY(log_level, "info", RPS_CFG_STRING, "error | warn | info | debug | trace"),
 	/* server */
@@ -84,6 +85,24 @@ const struct rps_config_entry rps_config_table[] = {
 	ENTRY(http_host, "127.0.0.1", RPS_CFG_STRING,
 	      "address of /metrics and the scheduler's dashboard; * = every interface"),
 	ENTRY(fault, "", RPS_CFG_STRING, "fault injection (tests), see docs/operations.md"),
+	/* limits */
+	ENTRY(send_queue_bytes, "256M", RPS_CFG_U64,
+	      "output queued for one peer that does not read; beyond it the peer is cut"),
+	ENTRY(frame_timeout_ms, "30000", RPS_CFG_INT,
+	      "a frame once started must arrive whole within this (plus its size / frame_min_rate); 0 = no deadline"),
+	ENTRY(frame_min_rate, "1M", RPS_CFG_U64,
+	      "bytes/s a big frame is granted on top of frame_timeout_ms"),
+	ENTRY(idle_timeout_ms, "0", RPS_CFG_INT,
+	      "close an established connection after this long without a byte; 0 = off (TCP keepalive finds dead peers)"),
+	ENTRY(max_conns, "4096", RPS_CFG_INT, "connections one process accepts; more are closed at once"),
+	ENTRY(max_conns_per_addr, "2048", RPS_CFG_INT,
+	      "of them from one address (count every phase)"),
+	ENTRY(max_parked_pulls, "16384", RPS_CFG_INT,
+	      "pulls one connection may have waiting for a clock; more are refused (-EBUSY)"),
+	ENTRY(accept_backoff_ms, "100", RPS_CFG_INT,
+	      "out of descriptors (EMFILE/ENFILE): stop accepting this long"),
+	ENTRY(register_timeout_ms, "30000", RPS_CFG_INT,
+	      "scheduler: a node past its hello must REGISTER within this, an rdmaps-ctl ask something"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -136,6 +155,14 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "heartbeat_ms", IRANGE(1, INT_MAX) },
 	{ "heartbeat_timeout_ms", IRANGE(1, INT_MAX) },
 	{ "metrics_port", IRANGE(0, 65535) },
+	{ "send_queue_bytes", URANGE(64 << 10, UINT64_MAX) },
+	{ "frame_timeout_ms", IRANGE(0, INT_MAX) },
+	{ "idle_timeout_ms", IRANGE(0, INT_MAX) },
+	{ "max_conns", IRANGE(1, 1 << 20) },
+	{ "max_conns_per_addr", IRANGE(1, 1 << 20) },
+	{ "max_parked_pulls", IRANGE(1, 1 << 24) },
+	{ "accept_backoff_ms", IRANGE(1, 60000) },
+	{ "register_timeout_ms", IRANGE(1, INT_MAX) },
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {

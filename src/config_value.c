@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "src/auth.h"
 #include "src/init.h"
 #include "src/log.h"
 #include "src/proto.h"
@@ -155,8 +156,8 @@ int rps_cfg_check_cores(const char *v, const char **why_p)
 
 int rps_cfg_check_secret(const char *v, const char **why_p)
 {
-	if (strlen(v) > RPS_SECRET_LEN) {
-		*why_p = "secret longer than 32 characters";
+	if (strlen(v) > RPS_SECRET_MAX) {
+		*why_p = "secret longer than 255 characters";
 		return -EINVAL;
 	}
 	return 0;

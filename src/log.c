@@ -54,6 +54,44 @@ void rps_log_emit(int level, const char *file, int line, const char *fmt, ...)
 	pthread_mutex_unlock(&log_lock);
 }
 
+static pthread_mutex_t rl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int rps_log_rl_check(struct rps_log_rl *rl, unsigned interval_ms, unsigned burst,
+		     unsigned *suppressed_p)
+{
+	struct timespec ts;
+	uint64_t now;
+	int show = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	pthread_mutex_lock(&rl_lock);
+	if (!rl->start_ns || now - rl->start_ns >= (uint64_t)interval_ms * 1000000ull) {
+		rl->start_ns = now ? now : 1;
+		rl->shown = 0;
+	}
+	if (rl->shown < (burst ? burst : 1)) {
+		rl->shown++;
+		*suppressed_p = rl->suppressed;
+		rl->suppressed = 0;
+		show = 1;
+	} else {
+		rl->suppressed++;
+	}
+	pthread_mutex_unlock(&rl_lock);
+	return show;
+}
+
+unsigned rps_log_rl_pending(struct rps_log_rl *rl)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&rl_lock);
+	n = rl->suppressed;
+	pthread_mutex_unlock(&rl_lock);
+	return n;
+}
+
 const char *rps_log_escape(const void *s, size_t n, char *buf, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";

@@ -221,6 +221,8 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 	[RPS_OP_SYNC] = { "SYNC", sizeof(struct rps_sync), .senders = BY(WORKER) },
 	[RPS_OP_ASSIGN] = { "ASSIGN", sizeof(struct rps_push), TAIL, .senders = BY(WORKER),
 			    .check = check_push },
+	[RPS_OP_CHALLENGE] = { "CHALLENGE", 2 * 32, .senders = ANY },
+	[RPS_OP_PROOF] = { "PROOF", 32, .senders = ANY },
 	[RPS_OP_REGISTER] = { "REGISTER", sizeof(struct rps_register), .control = 1,
 			      .senders = NODES | BY(CTL), .check = check_register },
 	[RPS_OP_MAP] = { "MAP", sizeof(struct rps_map), TAIL, .control = 1,
@@ -400,125 +402,41 @@ int rps_optim_wire_decode(const struct rps_optim_wire *w, struct rps_optim_opts 
 	return 0;
 }
 
-/* SHA-256 (FIPS 180-4), only to fold secrets longer than RPS_SECRET_LEN. */
-static const uint32_t sha256_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-static uint32_t ror32(uint32_t x, int n)
-{
-	return (x >> n) | (x << (32 - n));
-}
-
-static void sha256_block(uint32_t st[8], const uint8_t b[64])
-{
-	uint32_t w[64], a, bb, c, d, e, f, g, h;
-
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 |
-		       (uint32_t)b[4 * i + 2] << 8 | b[4 * i + 3];
-	for (int i = 16; i < 64; i++) {
-		uint32_t s0 = ror32(w[i - 15], 7) ^ ror32(w[i - 15], 18) ^ (w[i - 15] >> 3);
-		uint32_t s1 = ror32(w[i - 2], 17) ^ ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
-
-		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-	}
-	a = st[0], bb = st[1], c = st[2], d = st[3], e = st[4], f = st[5], g = st[6], h = st[7];
-	for (int i = 0; i < 64; i++) {
-		uint32_t t1 = h + (ror32(e, 6) ^ ror32(e, 11) ^ ror32(e, 25)) +
-			      ((e & f) ^ (~e & g)) + sha256_k[i] + w[i];
-		uint32_t t2 =
-		    (ror32(a, 2) ^ ror32(a, 13) ^ ror32(a, 22)) + ((a & bb) ^ (a & c) ^ (bb & c));
-
-		h = g, g = f, f = e, e = d + t1, d = c, c = bb, bb = a, a = t1 + t2;
-	}
-	st[0] += a, st[1] += bb, st[2] += c, st[3] += d;
-	st[4] += e, st[5] += f, st[6] += g, st[7] += h;
-}
-
-static void sha256(const void *msg, size_t len, uint8_t out[32])
-{
-	uint32_t st[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-			  0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-	const uint8_t *p = msg;
-	uint8_t blk[64];
-	size_t left = len, n;
-	uint64_t bits = (uint64_t)len * 8;
-
-	for (; left >= 64; left -= 64, p += 64)
-		sha256_block(st, p);
-	memset(blk, 0, sizeof(blk));
-	memcpy(blk, p, left);
-	blk[left] = 0x80;
-	if (left >= 56) {
-		sha256_block(st, blk);
-		memset(blk, 0, sizeof(blk));
-	}
-	for (n = 0; n < 8; n++)
-		blk[63 - n] = (uint8_t)(bits >> (8 * n));
-	sha256_block(st, blk);
-	for (n = 0; n < 8; n++) {
-		out[4 * n] = (uint8_t)(st[n] >> 24);
-		out[4 * n + 1] = (uint8_t)(st[n] >> 16);
-		out[4 * n + 2] = (uint8_t)(st[n] >> 8);
-		out[4 * n + 3] = (uint8_t)st[n];
-	}
-}
-
-/* The 32 secret bytes a hello carries for `secret` (see the top of the file). */
-static void secret_bytes(const char *secret, uint8_t out[RPS_SECRET_LEN])
-{
-	size_t n = secret ? strlen(secret) : 0;
-
-	memset(out, 0, RPS_SECRET_LEN);
-	if (n > RPS_SECRET_LEN)
-		sha256(secret, n, out);
-	else if (n)
-		memcpy(out, secret, n);
-}
-
-void rps_proto_hello_init(struct rps_hello *h, uint8_t role, uint32_t rank, const char *secret)
+void rps_proto_hello_init(struct rps_hello *h, uint8_t role, uint32_t rank)
 {
 	memset(h, 0, sizeof(*h));
 	h->magic = RPS_PROTO_MAGIC;
 	h->version = RPS_PROTO_VERSION;
 	h->role = role;
 	h->rank = rank;
-	secret_bytes(secret, h->secret);
 }
 
-int rps_proto_hello_check(const struct rps_hello *h, const char *secret, const char **why_p)
+int rps_proto_hello_decode(const void *buf, size_t len, struct rps_hello *h_p,
+			   const char **why_p)
 {
-	uint8_t want[RPS_SECRET_LEN];
-	volatile uint8_t diff = 0;
+	struct rps_hello h;
 
-	if (h->magic != RPS_PROTO_MAGIC) {
+	if (!buf || len != sizeof(h)) {
+		*why_p = "hello: wrong length";
+		return -EPROTO;
+	}
+	memcpy(&h, buf, sizeof(h));
+	if (h.magic != RPS_PROTO_MAGIC) {
 		*why_p = "hello: bad magic";
 		return -EPROTO;
 	}
-	if (h->version != RPS_PROTO_VERSION) {
+	if (h.version != RPS_PROTO_VERSION) {
 		*why_p = "hello: unsupported protocol version";
 		return -EPROTO;
 	}
-	if (h->role > RPS_ROLE_CTL) {
+	if (h.role > RPS_ROLE_CTL) {
 		*why_p = "hello: unknown role";
 		return -EPROTO;
 	}
-	secret_bytes(secret, want);
-	/* Constant time: always all 32 bytes, no early exit. */
-	for (int i = 0; i < RPS_SECRET_LEN; i++)
-		diff |= (uint8_t)(h->secret[i] ^ want[i]);
-	memset(want, 0, sizeof(want));
-	if (diff != 0) {
-		*why_p = "wrong secret";
-		return -EACCES;
+	if (h.flags) {
+		*why_p = "hello: unknown flags";
+		return -EPROTO;
 	}
+	*h_p = h;
 	return 0;
 }

@@ -31,6 +31,9 @@
  *      carries the node's CPU use (0: not known; older nodes send 0), and a
  *      server's rps_heartbeat_srv.shard_len says the size of its shard entries
  *      (0: 8 bytes, struct rps_hb_shard; 32: struct rps_hb_shard_ext).
+ *   1, later: the handshake is a challenge-response (src/auth.h): the hello
+ *      carries a nonce where it carried the secret, CHALLENGE and PROOF
+ *      follow it before HELLO_ACK. An older peer fails it ("wrong secret").
  */
 #ifndef RPS_PROTO_H
 #define RPS_PROTO_H
@@ -42,7 +45,8 @@
 
 #define RPS_PROTO_MAGIC 0x53504452u /* bytes "RDPS" on the wire */
 #define RPS_PROTO_VERSION 1
-#define RPS_SECRET_LEN 32
+#define RPS_NONCE_LEN 32 /* the handshake's nonces (src/auth.h) */
+#define RPS_MAC_LEN 32   /* HMAC-SHA256 */
 #define RPS_MAX_SHARDS 64      /* per server */
 #define RPS_MAX_WORKERS 1024
 #define RPS_MAX_NODES 1024
@@ -62,6 +66,9 @@ enum rps_op {
 	RPS_OP_ASSIGN = 12,      /* worker -> server: rps_push + float[count]: the values become
 				  * the parameters (no clock); answered by PUSH_ACK (version 1,
 				  * later) */
+	RPS_OP_CHALLENGE = 13,   /* listener -> client, TCP handshake: rps_auth_challenge */
+	RPS_OP_PROOF = 14,       /* client -> listener, handshake: rps_auth_proof (TCP, and
+				  * the first frame of an RDMA connection) */
 	/* control path (scheduler) */
 	RPS_OP_REGISTER = 16,    /* node -> sched: rps_register */
 	RPS_OP_MAP = 17,         /* sched -> node: rps_map + rps_node[num_nodes] */
@@ -105,7 +112,7 @@ struct rps_hello {
 	uint16_t flags;
 	uint32_t rank;    /* node rank within its role, or UINT32_MAX if none yet */
 	uint32_t channel; /* RDMA: the shard whose receive queue this connection feeds */
-	uint8_t secret[RPS_SECRET_LEN]; /* RDMAPS_SECRET, zero padded */
+	uint8_t nonce[RPS_NONCE_LEN]; /* the client's fresh nonce (src/auth.h) */
 };
 _Static_assert(sizeof(struct rps_hello) == 48, "rps_hello is 48 bytes");
 
@@ -448,9 +455,13 @@ int rps_proto_hdr_check(const struct rps_frame_hdr *h, uint64_t max_len, const c
  * a CLOCK's shard count matches len). 0 or -EPROTO with *why_p. */
 int rps_proto_payload_check(const struct rps_frame_hdr *h, const void *payload, const char **why_p);
 
-/* Hello: build from role/rank/secret; check magic, version and secret
- * (constant-time compare). 0, -EPROTO (magic/version) or -EACCES (secret). */
-void rps_proto_hello_init(struct rps_hello *h, uint8_t role, uint32_t rank, const char *secret);
-int rps_proto_hello_check(const struct rps_hello *h, const char *secret, const char **why_p);
+/* Hello: build from role/rank (channel 0, nonce 0: the transport draws the
+ * nonce when it connects). */
+void rps_proto_hello_init(struct rps_hello *h, uint8_t role, uint32_t rank);
+/* A hello as received (buf, len bytes): its length, magic, version, role and
+ * flags (0). Pure (fuzzed). 0 with *h_p, or -EPROTO with a static reason. The
+ * secret is checked by the challenge-response after it (src/auth.h). */
+int rps_proto_hello_decode(const void *buf, size_t len, struct rps_hello *h_p,
+			   const char **why_p);
 
 #endif

@@ -45,7 +45,7 @@ static const struct status_text status_texts[] = {
 	{ EFAULT, "bad address (buffer not registered)" },
 	{ EXDEV, "address on another RDMA device than RDMAPS_DEVICE" },
 	{ EOPNOTSUPP, "operation not supported by the RDMA device" },
-	{ EADDRINUSE, "address already in use (RDMAPS_PORT)" },
+	{ EADDRINUSE, "address already in use (RDMAPS_PORT), or that worker rank is connected already" },
 	{ EADDRNOTAVAIL, "address not available (RDMAPS_HOST)" },
 	{ EMFILE, "too many open files (ulimit -n)" },
 	{ EPERM, "not permitted (the peer refused the hello)" },
@@ -56,6 +56,7 @@ static const struct status_text status_texts[] = {
 	{ ENOTDIR, "not a directory (checkpoint directory)" },
 	{ EDESTADDRREQ, "bad scheduler address (expected host:port)" },
 	{ EAGAIN, "try again (ring full or no credits)" },
+	{ ERANGE, "clock out of range (far beyond what the server knows of this worker)" },
 };
 /* clang-format on */
 

@@ -10,9 +10,17 @@ void rps_tr_params_from_config(const struct rps_config *cfg, struct rps_tr_param
 {
 	memset(p_p, 0, sizeof(*p_p));
 	p_p->secret = cfg->secret;
+	p_p->insecure = cfg->insecure;
 	p_p->max_msg = cfg->max_msg;
 	p_p->timeout_ms = cfg->timeout_ms;
 	p_p->nchannels = 1;
+	p_p->sq_max = cfg->send_queue_bytes;
+	p_p->frame_timeout_ms = cfg->frame_timeout_ms;
+	p_p->frame_min_rate = cfg->frame_min_rate;
+	p_p->idle_timeout_ms = cfg->idle_timeout_ms;
+	p_p->max_conns = cfg->max_conns;
+	p_p->max_conns_per_addr = cfg->max_conns_per_addr;
+	p_p->accept_backoff_ms = cfg->accept_backoff_ms;
 	p_p->device = cfg->device[0] ? cfg->device : NULL;
 	p_p->rdma.buf_bytes = cfg->rdma_buf_bytes;
 	p_p->rdma.recv_bufs = (uint32_t)cfg->rdma_recv_bufs;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "src/auth.h"
 #include "src/log.h"
 
 #define NTRANSPORTS (sizeof(transports) / sizeof(transports[0]))
@@ -85,6 +86,10 @@ static int ops_complete(const struct rps_transport_ops *o)
 int rps_transport_create(const char *name, const struct rps_tr_params *p,
 			 struct rps_transport **t_p)
 {
+	int arc = rps_auth_secret_ok(p->secret, p->insecure);
+
+	if (arc)
+		return arc;
 	pthread_once(&filled_once, fill_tables);
 	for (size_t i = 0; i < NTRANSPORTS; i++) {
 		const struct rps_transport_ops *o = transports[i];

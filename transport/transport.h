@@ -12,7 +12,11 @@
  *   path, the control client makes its own TCP one).
  * - Connections carry frames (src/proto.h). connect() performs the hello
  *   handshake: the client sends struct rps_hello (TCP: HELLO frame; RDMA:
- *   rdma_cm private data); the listening side calls params.on_hello, which
+ *   rdma_cm private data) with a fresh nonce the transport draws, and both
+ *   sides prove they know params.secret by challenge-response (src/auth.h,
+ *   docs/protocol.md); only then does the listening side call
+ *   params.on_hello (RDMA: called at the request, its ack sent only after
+ *   the proof), which
  *   accepts (filling the HELLO_ACK payload) or refuses with -errno and a
  *   reason. connect() returns 0 with the ack payload, or the refusal status
  *   (-EACCES wrong secret, -EPROTO bad magic/version, ...).
@@ -137,12 +141,23 @@ struct rps_rdma_params {
  * A transport takes every value as given: it has no defaults of its own.
  * TCP uses only the common part. */
 struct rps_tr_params {
-	const char *secret;      /* checked against every incoming hello */
+	const char *secret;      /* the job's secret: the handshake's key (src/auth.h) */
+	int insecure;            /* an empty secret is allowed (rps_auth_secret_ok) */
 	uint64_t max_msg;        /* largest frame payload accepted */
 	int timeout_ms;          /* connect, handshake, send waits */
 	uint32_t nchannels;      /* listening side: receive queues (shards) */
 	const char *device;      /* RDMA device name or NULL (by local address) */
 	struct rps_rdma_params rdma;
+	/* Limits of the accepting side (TCP; 0 = none). An accepted connection
+	 * never makes a sender wait: a post_send that would queue more than
+	 * sq_max bytes for it cuts it instead (-ECONNRESET). */
+	uint64_t sq_max;          /* output queued for one accepted peer */
+	int frame_timeout_ms;     /* a started frame must end within this ... */
+	uint64_t frame_min_rate;  /* ... plus its length / this many bytes per second */
+	int idle_timeout_ms;      /* established, accepted: closed after this long silent */
+	int max_conns;            /* accepted connections at once */
+	int max_conns_per_addr;   /* of them from one address */
+	int accept_backoff_ms;    /* EMFILE / ENFILE: stop accepting this long */
 	void *arg;               /* passed to the callbacks */
 	/* Listening side: accept (return 0 and fill ack[0..*ack_len_p), at most
 	 * RPS_TR_ACK_MAX) or refuse (-errno, *why_p = reason). May be NULL:
@@ -228,7 +243,8 @@ struct rps_config;
 void rps_tr_params_from_config(const struct rps_config *cfg, struct rps_tr_params *p_p);
 
 /* By name ("tcp", "rdma"): checks the mandatory ops and creates it.
- * -ENOTSUP for an unknown or not-built transport, with a logged reason. */
+ * -ENOTSUP for an unknown or not-built transport, with a logged reason;
+ * -EACCES without a secret unless p->insecure (rps_auth_secret_ok). */
 int rps_transport_create(const char *name, const struct rps_tr_params *p,
 			 struct rps_transport **t_p);
 

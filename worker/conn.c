@@ -26,7 +26,7 @@ int rps_wconn_connect_one(struct rps_worker *w, struct rps_wserver *s, uint32_t 
 	int delay = 20;
 	int rc;
 
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, w->rank, w->secret);
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, w->rank);
 	h.channel = channel;
 	for (;;) {
 		uint64_t now = rps_now_ns();

@@ -163,7 +163,7 @@ struct rps_worker {
 	const struct rps_config *cfg; /* &own_cfg (NULL: offline worker) */
 	struct rps_config own_cfg;    /* from opts->config, or rps_config_init */
 	char transport_name[16];
-	char secret[64];
+	char secret[256];
 	char scheduler[RPS_STR_MAX];
 	int timeout_ms;
 

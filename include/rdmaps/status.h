@@ -68,7 +68,8 @@
  *   -EOPNOTSUPP      the RDMA device lacks a feature rdmaps needs (shared
  *                    receive queues)
  *   -EADDRINUSE      the listen port (RDMAPS_PORT, RDMAPS_METRICS_PORT) is
- *                    taken
+ *                    taken; a server has a live connection of this worker
+ *                    rank already (two processes with one rank)
  *   -EADDRNOTAVAIL   RDMAPS_HOST is not an address of this machine
  *   -EMFILE          out of file descriptors (ulimit -n)
  *   -EPERM           the peer's hello check refused the connection
@@ -84,6 +85,8 @@
  *   -EDESTADDRREQ    rps_ctl_status_print: the scheduler address is not host:port
  *   -EAGAIN          internal (ring full, no credits): never returned by a
  *                    public call
+ *   -ERANGE          a server refused a CLOCK, PUSH or SYNC far beyond what it
+ *                    knows of the worker's clock (docs/security.md)
  * A failure is logged once, where it is first seen; the caller gets the code.
  */
 #ifndef RDMAPS_STATUS_H

@@ -263,10 +263,27 @@ static int try_connect(struct side *cl, struct side *srv, uint32_t rank, const c
 	int rc;
 
 	*c_p = NULL;
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank, secret);
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank);
 	h.channel = 0;
 	if (spoil)
 		spoil(&h);
+	if (strcmp(secret, SECRET) != 0) {
+		/* a client of another secret (or none): a transport of its own,
+		 * refused in the handshake */
+		struct rps_transport *t;
+		struct rps_tr_params p;
+
+		params(&p, env.cli_dev);
+		p.secret = secret;
+		p.insecure = 1;
+		assert_int_equal(rps_transport_create(CONTRACT_TR, &p, &t), 0);
+		rc = rps_tr_connect(t, env.host, srv->port, &h, ack, sizeof(ack), &ack_len,
+				    WAIT_MS, c_p);
+		assert_int_not_equal(rc, 0);
+		*c_p = NULL;
+		rps_transport_destroy(t);
+		return rc;
+	}
 	rc = rps_tr_connect(cl->t, env.host, srv->port, &h, ack, sizeof(ack), &ack_len, WAIT_MS,
 			    c_p);
 	if (rc)

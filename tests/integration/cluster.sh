@@ -110,6 +110,10 @@ if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then
 	base=$((10000 + (RANDOM % 200) * 100))
 	ports=(--server-port-base "$base")
 	export ITEST_SERVER_PORTS="$base,$((base + 1))"
+	# rank 0 marks here when its raw frames are done (itest-worker errors_raw)
+	ITEST_ERRORS_MARK=$(mktemp -u /tmp/itest-errors-XXXXXX)
+	export ITEST_ERRORS_MARK
+	trap 'rm -f "$ITEST_ERRORS_MARK"' EXIT
 fi
 
 "$BIN/rdmaps-launch" --servers 2 --workers "$NW" --transport "$TRANSPORT" --timeout 240 \

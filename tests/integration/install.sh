@@ -7,6 +7,7 @@
 # RPS_CONSUMER_CFLAGS: flags the library was built with that its users need too
 # (-fsanitize=... in sanitizer builds).
 set -euo pipefail
+export RDMAPS_SECRET=${RDMAPS_SECRET:-install-test-secret}
 CFLAGS_EXTRA=${RPS_CONSUMER_CFLAGS:-}
 BUILD=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)

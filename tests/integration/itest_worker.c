@@ -88,6 +88,7 @@
 
 #include <rdmaps/rdmaps.h>
 
+#include "src/auth.h"
 #include "src/config.h"
 #include "src/fault.h"
 #include "src/keymap.h"
@@ -1250,16 +1251,21 @@ static int run_ssp(struct rps_worker *w)
 static int raw_connect(int port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fd = -1;
 
 	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-		CHECK(0, "raw connect to port %d: %s", port, strerror(errno));
+	/* the servers may not listen yet: this runs before our worker joins */
+	for (int tries = 0; tries < 300; tries++) {
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+			return fd;
 		if (fd >= 0)
 			close(fd);
-		return -1;
+		fd = -1;
+		usleep(100 * 1000);
 	}
-	return fd;
+	CHECK(0, "raw connect to port %d: %s", port, strerror(errno));
+	return -1;
 }
 
 static int read_full(int fd, void *buf, size_t len, int timeout_ms)
@@ -1319,12 +1325,19 @@ static void send_all(int fd, const void *buf, size_t len)
 		CHECK(0, "raw write: %s", strerror(errno));
 }
 
-static void send_hello(int fd, const char *secret, uint32_t magic, uint8_t version)
+/* The challenge-response by hand (src/auth.h): HELLO (as worker rank 0,
+ * with magic and version as given) and, when a CHALLENGE comes, a PROOF made
+ * with `secret`. Returns 0 once the proof is sent, or -errno. */
+static int send_hello(int fd, const char *secret, uint32_t magic, uint8_t version)
 {
 	struct rps_frame_hdr h;
 	struct rps_hello hello;
+	struct rps_auth_challenge ch;
+	struct rps_auth_proof pf;
+	int rc;
 
-	rps_proto_hello_init(&hello, RPS_ROLE_WORKER, 0, secret);
+	rps_proto_hello_init(&hello, RPS_ROLE_WORKER, 0);
+	rps_auth_nonce(&hello);
 	hello.magic = magic;
 	hello.version = version;
 	rps_proto_hdr_init(&h, RPS_OP_HELLO, sizeof(hello), 1);
@@ -1332,18 +1345,43 @@ static void send_hello(int fd, const char *secret, uint32_t magic, uint8_t versi
 	h.version = version;
 	send_all(fd, &h, sizeof(h));
 	send_all(fd, &hello, sizeof(hello));
+	rc = read_full(fd, &h, sizeof(h), 5000);
+	if (rc)
+		return rc;
+	if (h.op != RPS_OP_CHALLENGE || h.len != sizeof(ch)) {
+		/* an ERROR: skip its text, the caller expects the close */
+		char skip[512];
+
+		if (h.len <= sizeof(skip))
+			read_full(fd, skip, h.len, 5000);
+		return -EPROTO;
+	}
+	rc = read_full(fd, &ch, sizeof(ch), 5000);
+	if (rc)
+		return rc;
+	/* the server knows the secret (mutual), whatever we prove with */
+	if (rps_auth_challenge_answer(itest_cfg()->secret, &hello, &ch, &pf))
+		return -EACCES;
+	if (strcmp(secret, itest_cfg()->secret))
+		rps_auth_mac(secret, 'C', &hello, ch.nonce, pf.mac);
+	rps_proto_hdr_init(&h, RPS_OP_PROOF, sizeof(pf), 2);
+	send_all(fd, &h, sizeof(h));
+	send_all(fd, &pf, sizeof(pf));
+	return 0;
 }
 
-/* Connect and say a correct hello; returns fd after the HELLO_ACK. */
+/* Connect and do a correct handshake; returns fd after the HELLO_ACK. */
 static int good_conn(int port, const char *secret)
 {
 	struct rps_frame_hdr h;
 	int fd = raw_connect(port);
+	int rc;
 
 	if (fd < 0)
 		return -1;
-	send_hello(fd, secret, RPS_PROTO_MAGIC, RPS_PROTO_VERSION);
-	int rc = read_frame(fd, &h);
+	rc = send_hello(fd, secret, RPS_PROTO_MAGIC, RPS_PROTO_VERSION);
+	if (!rc)
+		rc = read_frame(fd, &h);
 	if (rc || h.op != RPS_OP_HELLO_ACK || h.status != 0) {
 		CHECK(0, "good hello to port %d refused (rc %d op %u status %d)", port, rc,
 		      rc ? 0 : h.op, rc ? 0 : h.status);
@@ -1463,18 +1501,24 @@ static int run_errors(struct rps_worker *w)
 	rps_worker_clock(w);
 	CHECK(rps_worker_barrier(w) == 0, "barrier 1");
 
-	const char *ports = getenv("ITEST_SERVER_PORTS");
-	if (rank == 0 && ports) {
-		const struct rps_config *cfg = itest_cfg();
-		struct rps_keymap km;
+	if (rank == 0 && getenv("ITEST_SERVER_PORTS")) {
+		/* a second connection of our own live rank is refused */
+		const char *p = getenv("ITEST_SERVER_PORTS");
+		int fd = raw_connect(atoi(p));
+		struct rps_frame_hdr h;
 
-		rps_keymap_init(&km, rps_keymap_mode_parse(cfg->key_map),
-				(uint32_t)rps_worker_num_servers(w), (uint32_t)cfg->shards,
-				cfg->key_range, cfg->slice_bytes / 4);
-		for (const char *p = ports; p && *p;) {
-			attack_server(atoi(p), cfg->secret, &km);
-			p = strchr(p, ',');
-			p = p ? p + 1 : NULL;
+		if (fd >= 0) {
+			rc = send_hello(fd, itest_cfg()->secret, RPS_PROTO_MAGIC,
+					RPS_PROTO_VERSION);
+			if (!rc)
+				rc = read_frame(fd, &h);
+			if (!rc && h.op == RPS_OP_HELLO_ACK)
+				rc = read_frame(fd, &h);
+			CHECK(!rc && h.op == RPS_OP_ERROR && h.status == -EADDRINUSE,
+			      "a second rank-0 connection: rc %d op %u status %d, want ERROR "
+			      "-EADDRINUSE",
+			      rc, rc ? 0 : h.op, rc ? 0 : h.status);
+			expect_closed(fd, "second rank-0 connection");
 		}
 	} else {
 		/* meanwhile keep the servers busy with reads */
@@ -1486,7 +1530,7 @@ static int run_errors(struct rps_worker *w)
 	/* Nothing changed, and the servers still serve. */
 	if (pull_all(w, v) == 0) {
 		expected(want, 1);
-		compare(v, want, "values after the bad frames");
+		compare(v, want, "values after the refused second connection");
 	}
 	/* ASP: nobody pushes the next round before every worker checked this one. */
 	CHECK(rps_worker_barrier(w) == 0, "barrier 2b");
@@ -1502,6 +1546,56 @@ static int run_errors(struct rps_worker *w)
 	free(g);
 	free(want);
 	return failures ? -1 : 0;
+}
+
+/* Bad frames over raw sockets, claiming worker rank 0: a rank held by one
+ * connection at a time, so rank 0 leaves first and attacks as itself; the
+ * others wait for its mark, then check that nothing changed and the
+ * servers still serve. */
+static void errors_raw(struct rps_worker **w_p)
+{
+	const char *ports = getenv("ITEST_SERVER_PORTS");
+	const char *mark = getenv("ITEST_ERRORS_MARK");
+
+	if (!mark) {
+		CHECK(0, "ITEST_ERRORS_MARK not set (cluster.sh sets it)");
+		return;
+	}
+	if (rank == 0) {
+		const struct rps_config *cfg = itest_cfg();
+		struct rps_keymap km;
+		FILE *f;
+
+		rps_keymap_init(&km, rps_keymap_mode_parse(cfg->key_map),
+				(uint32_t)rps_worker_num_servers(*w_p), (uint32_t)cfg->shards,
+				cfg->key_range, cfg->slice_bytes / 4);
+		rps_worker_destroy(*w_p);
+		*w_p = NULL;
+		usleep(300 * 1000); /* the servers see our connections close */
+		for (const char *p = ports; p && *p;) {
+			attack_server(atoi(p), cfg->secret, &km);
+			p = strchr(p, ',');
+			p = p ? p + 1 : NULL;
+		}
+		f = fopen(mark, "w");
+		if (f)
+			fclose(f);
+		return;
+	}
+	for (int i = 0; i < 1200 && access(mark, F_OK) != 0; i++)
+		usleep(100 * 1000);
+	CHECK(access(mark, F_OK) == 0, "rank 0 did not finish its bad frames");
+	{
+		size_t n = total_len();
+		float *v = calloc(n, sizeof(float)), *want = calloc(n, sizeof(float));
+
+		if (pull_all(*w_p, v) == 0) {
+			expected(want, 2);
+			compare(v, want, "values after the bad frames");
+		}
+		free(v);
+		free(want);
+	}
 }
 
 /* ---- pull buffers freed and allocated again at the same address ---- */
@@ -1719,6 +1813,8 @@ int main(int argc, char **argv)
 			CHECK(0, "unknown mode %s", argv[1]);
 	}
 	CHECK(rps_worker_barrier(w) == 0, "final barrier");
+	if (!strcmp(argv[1], "errors") && getenv("ITEST_SERVER_PORTS"))
+		errors_raw(&w);
 	rps_worker_destroy(w);
 	if (failures) {
 		fprintf(stderr, "itest-worker %d: %s: %d failure(s)\n", rank, argv[1], failures);

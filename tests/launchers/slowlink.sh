@@ -18,7 +18,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/netns.sh"
 netns_test_begin 2
 echo "hosts: ${NETNS_IP[*]:1} (bridge $NETNS_NET.254)"
-export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn} RDMAPS_TRANSPORT=tcp
+export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn} RDMAPS_TRANSPORT=tcp RDMAPS_SECRET=slowlink-test
 
 # bench NAME: one push_bw run, server side on host 1, client on host 2; prints
 # the MB/s (run in $(...): a failure exits that subshell, and set -e this script)

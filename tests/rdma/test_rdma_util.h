@@ -145,7 +145,7 @@ static inline struct rps_conn *tr_connect(struct rps_transport *t, const char *i
 	size_t alen = 0;
 	char dummy[RPS_TR_ACK_MAX];
 
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank, SECRET);
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank);
 	h.channel = channel;
 	*rc_p = rps_tr_connect(t, ip, port, &h, ack ? ack : dummy, ack ? ack_cap : sizeof(dummy),
 				&alen, 10000, &c);

@@ -58,7 +58,7 @@ static int client_open(struct client *cl, uint32_t rank, const char *secret)
 	p.timeout_ms = WAIT_MS;
 	rc = rps_transport_create("tcp", &p, &cl->t);
 	assert_int_equal(rc, 0);
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank, secret);
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank);
 	rc = rps_tr_connect(cl->t, "127.0.0.1", port, &h, cl->ack, sizeof(cl->ack), &cl->ack_len,
 			    WAIT_MS, &cl->c);
 	if (rc) {

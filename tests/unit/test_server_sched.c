@@ -394,7 +394,7 @@ static int query_status(const char *addr, char *out, size_t len)
 	tp.timeout_ms = 2000;
 	if (rps_transport_create("tcp", &tp, &tr))
 		return -ENOMEM;
-	rps_proto_hello_init(&hello, RPS_ROLE_CTL, UINT32_MAX, SECRET);
+	rps_proto_hello_init(&hello, RPS_ROLE_CTL, UINT32_MAX);
 	if (rps_tr_connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, 2000, &c)) {
 		rps_transport_destroy(tr);
 		return -ECONNREFUSED;
@@ -570,7 +570,7 @@ static void test_dead_on_close(void **state)
 	tp.max_msg = 1 << 20;
 	tp.timeout_ms = 2000;
 	assert_int_equal(rps_transport_create("tcp", &tp, &tr), 0);
-	rps_proto_hello_init(&hello, RPS_ROLE_WORKER, UINT32_MAX, SECRET);
+	rps_proto_hello_init(&hello, RPS_ROLE_WORKER, UINT32_MAX);
 	assert_int_equal(
 	    rps_tr_connect(tr, host, port, &hello, ack, sizeof(ack), &ack_len, 2000, &c), 0);
 	memset(&reg, 0, sizeof(reg));

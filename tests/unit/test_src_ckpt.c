@@ -490,6 +490,27 @@ static void test_none_valid(void **state)
 	assert_int_equal(file_count(), 3);
 }
 
+/* A checkpoint of a clock from the future (a forged clock, issue 20) never
+ * pushes the real newest ones out: commit counts only clocks up to its own. */
+static void test_future_clock_kept_apart(void **state)
+{
+	(void)state;
+	write_ckpt(0, 0, 2, 10, 2, NULL);
+	write_ckpt(0, 0, 2, 20, 2, NULL);
+	write_ckpt(0, 0, 2, 2000000000ull, 2, NULL); /* the future one */
+	write_ckpt(0, 0, 2, 30, 2, NULL);
+	write_ckpt(0, 0, 2, 40, 2, NULL);
+	/* the two newest real ones stay, the future one is left alone */
+	assert_true(exists(0, 0, 40, 0));
+	assert_true(exists(0, 0, 30, 0));
+	assert_false(exists(0, 0, 20, 0));
+	assert_false(exists(0, 0, 10, 0));
+	assert_true(exists(0, 0, 2000000000ull, 0));
+	assert_int_equal(rps_ckpt_prune_upto(tdir, 0, 0, 1, 40), 1);
+	assert_true(exists(0, 0, 40, 0));
+	assert_false(exists(0, 0, 30, 0));
+}
+
 static void test_large(void **state)
 {
 	/* more than the 1 MiB I/O buffer, in one slice */
@@ -538,6 +559,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_refuse_and_fall_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_none_valid, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_large, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_future_clock_kept_apart, setup, teardown),
 	};
 
 	const char *lvl = getenv("RDMAPS_LOG_LEVEL");

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -70,6 +71,32 @@ static void test_long_input_cut(void **state)
 	assert_int_equal(small[15], '#');
 }
 
+/* The rate limiter: burst lines per window, then silence; the first line of
+ * the next window carries the count of those left out. */
+static void test_ratelimit(void **state)
+{
+	struct rps_log_rl rl;
+	unsigned sup = 99;
+	int shown = 0;
+
+	(void)state;
+	memset(&rl, 0, sizeof(rl));
+	for (int i = 0; i < 1000; i++)
+		shown += rps_log_rl_check(&rl, 200, 3, &sup);
+	assert_int_equal(shown, 3);
+	assert_int_equal(rps_log_rl_pending(&rl), 997);
+	usleep(250 * 1000);
+	assert_int_equal(rps_log_rl_check(&rl, 200, 3, &sup), 1);
+	assert_int_equal(sup, 997);
+	assert_int_equal(rps_log_rl_pending(&rl), 0);
+	assert_int_equal(rps_log_rl_check(&rl, 200, 3, &sup), 1);
+	assert_int_equal(sup, 0);
+	/* the macro compiles with and without arguments, and drops past the burst */
+	for (int i = 0; i < 10; i++)
+		RPS_LOG_RATELIMITED_EX(RPS_LOG_ERROR, 60000, 1, "rate-limited line %d", i);
+	RPS_LOG_RATELIMITED(RPS_LOG_DEBUG, "no arguments");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -77,6 +104,7 @@ int main(void)
 	    cmocka_unit_test(test_control_bytes_escaped),
 	    cmocka_unit_test(test_nul),
 	    cmocka_unit_test(test_long_input_cut),
+	    cmocka_unit_test(test_ratelimit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

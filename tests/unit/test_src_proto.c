@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "src/auth.h"
 #include "src/optim.h"
 #include "src/proto.h"
 
@@ -28,6 +29,7 @@ static void test_fixed_lens(void **state)
 	    {RPS_OP_NODE_DEAD, 80},   {RPS_OP_SHUTDOWN, 0},	{RPS_OP_STATUS, 0},
 	    {RPS_OP_CHECKPOINT, 0},   {RPS_OP_EXPORT, 0},
 	    {RPS_OP_SYNC, 8},	      {RPS_OP_ASSIGN, 48},
+	    {RPS_OP_CHALLENGE, 64},   {RPS_OP_PROOF, 32},
 	};
 
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
@@ -35,7 +37,7 @@ static void test_fixed_lens(void **state)
 		assert_string_not_equal(rps_proto_op_name(want[i].op), "UNKNOWN");
 	}
 	assert_int_equal(rps_proto_fixed_len(0), -1);
-	assert_int_equal(rps_proto_fixed_len(13), -1); /* 11 is SYNC, 12 ASSIGN */
+	/* 11 is SYNC, 12 ASSIGN, 13 CHALLENGE, 14 PROOF */
 	assert_int_equal(rps_proto_fixed_len(15), -1);
 	assert_int_equal(rps_proto_fixed_len(RPS_OP_MAX), -1);
 	assert_int_equal(rps_proto_fixed_len(255), -1);
@@ -56,7 +58,7 @@ static void test_every_op_has_descriptor(void **state)
 	    OP(PUSH_ACK),  OP(PULL),	  OP(PULL_RESP), OP(CLOCK),	   OP(ERROR),
 	    OP(SYNC),	   OP(REGISTER),  OP(MAP),	 OP(BARRIER),	   OP(BARRIER_DONE),
 	    OP(HEARTBEAT), OP(NODE_DEAD), OP(SHUTDOWN),	 OP(STATUS),	   OP(CHECKPOINT),
-	    OP(EXPORT), OP(ASSIGN), OP(REPORT),
+	    OP(EXPORT), OP(ASSIGN), OP(REPORT), OP(CHALLENGE), OP(PROOF),
 	};
 #undef OP
 	size_t ndesc = 0;
@@ -410,76 +412,111 @@ static void test_hello(void **state)
 {
 	struct rps_hello h, back;
 	const char *why;
-	uint8_t zero[RPS_SECRET_LEN] = {0};
+	uint8_t zero[RPS_NONCE_LEN] = {0};
 
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 7, "s3cret");
-	memcpy(&back, &h, sizeof(h));
-	assert_int_equal(back.magic, RPS_PROTO_MAGIC);
-	assert_int_equal(back.version, RPS_PROTO_VERSION);
-	assert_int_equal(back.role, RPS_ROLE_WORKER);
-	assert_int_equal(back.rank, 7);
-	assert_int_equal(back.channel, 0);
-	assert_memory_equal(back.secret, "s3cret", 6);
-	assert_memory_equal(back.secret + 6, zero, RPS_SECRET_LEN - 6); /* zero padded */
-
-	why = NULL;
-	assert_int_equal(rps_proto_hello_check(&back, "s3cret", &why), 0);
+	(void)state;
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 7);
+	assert_int_equal(h.magic, RPS_PROTO_MAGIC);
+	assert_int_equal(h.version, RPS_PROTO_VERSION);
+	assert_int_equal(h.role, RPS_ROLE_WORKER);
+	assert_int_equal(h.rank, 7);
+	assert_int_equal(h.channel, 0);
+	assert_memory_equal(h.nonce, zero, RPS_NONCE_LEN); /* drawn by the transport */
 
 	why = NULL;
-	assert_int_equal(rps_proto_hello_check(&back, "s3creT", &why), -EACCES);
-	assert_non_null(why);
-	assert_int_equal(rps_proto_hello_check(&back, "s3cret2", &why), -EACCES);
-	assert_int_equal(rps_proto_hello_check(&back, "", &why), -EACCES);
-	assert_int_equal(rps_proto_hello_check(&back, NULL, &why), -EACCES);
-
-	/* a difference in the last byte counts too */
-	back.secret[RPS_SECRET_LEN - 1] = 1;
-	assert_int_equal(rps_proto_hello_check(&back, "s3cret", &why), -EACCES);
+	assert_int_equal(rps_proto_hello_decode(&h, sizeof(h), &back, &why), 0);
+	assert_memory_equal(&back, &h, sizeof(h));
+	assert_int_equal(rps_proto_hello_decode(&h, sizeof(h) - 1, &back, &why), -EPROTO);
+	assert_int_equal(rps_proto_hello_decode(NULL, sizeof(h), &back, &why), -EPROTO);
 
 	memcpy(&back, &h, sizeof(h));
 	back.magic = 0x41414141;
-	assert_int_equal(rps_proto_hello_check(&back, "s3cret", &why), -EPROTO);
+	assert_int_equal(rps_proto_hello_decode(&back, sizeof(back), &back, &why), -EPROTO);
 	memcpy(&back, &h, sizeof(h));
 	back.version = 9;
-	assert_int_equal(rps_proto_hello_check(&back, "s3cret", &why), -EPROTO);
+	assert_int_equal(rps_proto_hello_decode(&back, sizeof(back), &back, &why), -EPROTO);
 	memcpy(&back, &h, sizeof(h));
 	back.role = 42;
-	assert_int_equal(rps_proto_hello_check(&back, "s3cret", &why), -EPROTO);
-
-	/* empty secret on both ends */
-	rps_proto_hello_init(&h, RPS_ROLE_SERVER, UINT32_MAX, NULL);
-	assert_memory_equal(h.secret, zero, RPS_SECRET_LEN);
-	assert_int_equal(rps_proto_hello_check(&h, "", &why), 0);
-	assert_int_equal(rps_proto_hello_check(&h, "x", &why), -EACCES);
+	assert_int_equal(rps_proto_hello_decode(&back, sizeof(back), &back, &why), -EPROTO);
+	memcpy(&back, &h, sizeof(h));
+	back.flags = 1;
+	assert_int_equal(rps_proto_hello_decode(&back, sizeof(back), &back, &why), -EPROTO);
+	assert_non_null(why);
 }
 
-static void test_hello_long_secret(void **state)
+/* The challenge-response (src/auth.h): mutual, fresh, bound to the claim. */
+static void test_auth(void **state)
 {
-	/* 40 bytes: longer than RPS_SECRET_LEN, hashed (SHA-256) */
-	const char *a = "0123456789012345678901234567890123456789";
-	const char *b = "0123456789012345678901234567890123456788"; /* differs at byte 40 */
-	const char *exact = "01234567890123456789012345678901";	    /* exactly 32 */
-	/* SHA-256("abc...") known answer for the 56-byte FIPS 180-2 vector */
-	const char *fips = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-	static const uint8_t fips_digest[32] = {
-	    0x24, 0x8d, 0x6a, 0x61, 0xd2, 0x06, 0x38, 0xb8, 0xe5, 0xc0, 0x26,
-	    0x93, 0x0c, 0x3e, 0x60, 0x39, 0xa3, 0x3c, 0xe4, 0x59, 0x64, 0xff,
-	    0x21, 0x67, 0xf6, 0xec, 0xed, 0xd4, 0x19, 0xdb, 0x06, 0xc1,
-	};
-	struct rps_hello h;
-	const char *why;
+	const char *sec = "s3cret";
+	char longsec[RPS_SECRET_MAX + 1];
+	struct rps_hello h, h2;
+	struct rps_auth_challenge ch, ch2, refl;
+	struct rps_auth_proof pf, pf2, bad;
+	const char *why = NULL;
 
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0, a);
-	assert_int_equal(rps_proto_hello_check(&h, a, &why), 0);
-	assert_int_equal(rps_proto_hello_check(&h, b, &why), -EACCES);
-	assert_memory_not_equal(h.secret, a, RPS_SECRET_LEN); /* not truncated */
+	(void)state;
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 3);
+	assert_int_equal(rps_auth_nonce(&h), 0);
+	h2 = h;
+	assert_int_equal(rps_auth_nonce(&h2), 0);
+	assert_memory_not_equal(h.nonce, h2.nonce, RPS_NONCE_LEN); /* fresh */
 
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0, exact);
-	assert_memory_equal(h.secret, exact, RPS_SECRET_LEN); /* 32 bytes: sent as is */
-	assert_int_equal(rps_proto_hello_check(&h, exact, &why), 0);
+	/* the good path */
+	assert_int_equal(rps_auth_challenge_make(sec, &h, &ch), 0);
+	assert_int_equal(rps_auth_challenge_answer(sec, &h, &ch, &pf), 0);
+	assert_int_equal(rps_auth_proof_check(sec, &h, &ch, &pf), 0);
+	/* the secret is in neither message */
+	assert_null(memmem(&ch, sizeof(ch), sec, strlen(sec)));
+	assert_null(memmem(&pf, sizeof(pf), sec, strlen(sec)));
 
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0, fips);
-	assert_memory_equal(h.secret, fips_digest, 32);
+	/* a client with another secret refuses the server's challenge; a
+	 * server with another secret refuses the client's proof */
+	assert_int_equal(rps_auth_challenge_answer("other", &h, &ch, &bad), -EACCES);
+	assert_int_equal(rps_auth_proof_check("other", &h, &ch, &pf), -EACCES);
+	assert_int_equal(rps_auth_proof_check("", &h, &ch, &pf), -EACCES);
+
+	/* replay: the same hello and proof against a fresh challenge */
+	assert_int_equal(rps_auth_challenge_make(sec, &h, &ch2), 0);
+	assert_memory_not_equal(ch.nonce, ch2.nonce, RPS_NONCE_LEN);
+	assert_int_equal(rps_auth_proof_check(sec, &h, &ch2, &pf), -EACCES);
+
+	/* another claim (rank, role, channel) with the same proof */
+	h2 = h;
+	h2.rank = 4;
+	assert_int_equal(rps_auth_proof_check(sec, &h2, &ch, &pf), -EACCES);
+	h2 = h;
+	h2.role = RPS_ROLE_SERVER;
+	assert_int_equal(rps_auth_proof_check(sec, &h2, &ch, &pf), -EACCES);
+	h2 = h;
+	h2.channel = 1;
+	assert_int_equal(rps_auth_proof_check(sec, &h2, &ch, &pf), -EACCES);
+
+	/* reflection: the server's own MAC is no proof, the client's no challenge */
+	memcpy(bad.mac, ch.mac, sizeof(bad.mac));
+	assert_int_equal(rps_auth_proof_check(sec, &h, &ch, &bad), -EACCES);
+	refl = ch;
+	memcpy(refl.mac, pf.mac, sizeof(refl.mac));
+	assert_int_equal(rps_auth_challenge_answer(sec, &h, &refl, &pf2), -EACCES);
+
+	/* a long secret (up to 255 characters) works, and all of it counts */
+	memset(longsec, 'a', sizeof(longsec) - 1);
+	longsec[sizeof(longsec) - 1] = 0;
+	assert_int_equal(rps_auth_challenge_make(longsec, &h, &ch), 0);
+	assert_int_equal(rps_auth_challenge_answer(longsec, &h, &ch, &pf), 0);
+	longsec[RPS_SECRET_MAX - 1] = 'b';
+	assert_int_equal(rps_auth_proof_check(longsec, &h, &ch, &pf), -EACCES);
+
+	/* decoders */
+	assert_int_equal(rps_auth_challenge_decode(&ch, sizeof(ch), &ch2, &why), 0);
+	assert_int_equal(rps_auth_challenge_decode(&ch, sizeof(ch) - 1, &ch2, &why), -EPROTO);
+	assert_int_equal(rps_auth_proof_decode(&pf, sizeof(pf), &pf2, &why), 0);
+	assert_int_equal(rps_auth_proof_decode(&pf, sizeof(pf) + 1, &pf2, &why), -EPROTO);
+
+	/* no secret: refused unless insecure; too long: refused */
+	assert_int_equal(rps_auth_secret_ok("", 0), -EACCES);
+	assert_int_equal(rps_auth_secret_ok(NULL, 0), -EACCES);
+	assert_int_equal(rps_auth_secret_ok("", 1), 0);
+	assert_int_equal(rps_auth_secret_ok("x", 0), 0);
 }
 
 /* A refused hello is logged with what it claimed, in words. */
@@ -512,7 +549,7 @@ int main(void)
 	    cmocka_unit_test(test_hdr_rejects),	      cmocka_unit_test(test_push_payload),
 	    cmocka_unit_test(test_pull_payload),      cmocka_unit_test(test_clock_payload),
 	    cmocka_unit_test(test_ack_map_payload),   cmocka_unit_test(test_hello),
-	    cmocka_unit_test(test_hello_long_secret), cmocka_unit_test(test_declare_optim),
+	    cmocka_unit_test(test_auth), cmocka_unit_test(test_declare_optim),
 	    cmocka_unit_test(test_optim_wire),	      cmocka_unit_test(test_claim_text),
 	};
 

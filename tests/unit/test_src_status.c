@@ -23,6 +23,7 @@ static const struct {
     C(ECONNABORTED), C(EREMOTEIO), C(ENOBUFS), C(EFAULT), C(EXDEV), C(EOPNOTSUPP),
     C(EADDRINUSE), C(EADDRNOTAVAIL), C(EMFILE), C(EPERM), C(EPIPE), C(EBADMSG),
     C(EPROTONOSUPPORT), C(ENAMETOOLONG), C(ENOTDIR), C(EDESTADDRREQ), C(EAGAIN),
+    C(ERANGE),
 };
 
 static size_t read_file(const char *rel, char *buf, size_t len)

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "src/auth.h"
 #include "src/config.h"
 #include "src/proto.h"
 #include "transport/tcp/tcp_int.h"
@@ -192,11 +194,24 @@ static void tparams(struct rps_tr_params *p_p)
 	rps_tr_params_from_config(&cfg, p_p);
 }
 
+/* Limits the next side_start applies on top of the defaults (0: default). */
+static struct rps_tr_params side_limits;
+
 static void side_start(struct side *s, const char *secret, int timeout_ms, int listen)
 {
 	struct rps_tr_params p;
 
 	tparams(&p);
+	if (side_limits.sq_max)
+		p.sq_max = side_limits.sq_max;
+	if (side_limits.frame_timeout_ms)
+		p.frame_timeout_ms = side_limits.frame_timeout_ms;
+	if (side_limits.idle_timeout_ms)
+		p.idle_timeout_ms = side_limits.idle_timeout_ms;
+	if (side_limits.max_conns)
+		p.max_conns = side_limits.max_conns;
+	if (side_limits.max_conns_per_addr)
+		p.max_conns_per_addr = side_limits.max_conns_per_addr;
 	p.secret = secret;
 	p.max_msg = MAX_MSG;
 	p.timeout_ms = timeout_ms;
@@ -287,7 +302,7 @@ static struct rps_conn *client_connect(struct side *cl, struct side *srv, const 
 	size_t ack_len = 0;
 	struct rps_conn *c = NULL;
 
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank, secret);
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, rank);
 	*rc_p = rps_tr_connect(cl->t, "127.0.0.1", srv->port, &h, ack, sizeof(ack), &ack_len,
 				    2000, &c);
 	return c;
@@ -339,19 +354,33 @@ static void write_full(int fd, const void *buf, size_t len)
 	assert_int_equal(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
 }
 
-/* HELLO with SECRET, then the server's HELLO_ACK. */
+/* The handshake by hand with SECRET (HELLO, CHALLENGE, PROOF), then the
+ * server's HELLO_ACK. */
 static void raw_hello(int fd)
 {
 	struct {
 		struct rps_frame_hdr h;
 		struct rps_hello hello;
 	} f;
+	struct {
+		struct rps_frame_hdr h;
+		struct rps_auth_proof proof;
+	} pf;
+	struct rps_auth_challenge ch;
 	struct rps_frame_hdr a;
 	uint8_t ack[RPS_TR_ACK_MAX];
 
 	rps_proto_hdr_init(&f.h, RPS_OP_HELLO, sizeof(f.hello), 0);
-	rps_proto_hello_init(&f.hello, RPS_ROLE_WORKER, 1, SECRET);
+	rps_proto_hello_init(&f.hello, RPS_ROLE_WORKER, 1);
+	assert_int_equal(rps_auth_nonce(&f.hello), 0);
 	write_full(fd, &f, sizeof(f));
+	assert_int_equal(read_full(fd, &a, sizeof(a)), 1);
+	assert_int_equal(a.op, RPS_OP_CHALLENGE);
+	assert_int_equal(a.len, sizeof(ch));
+	assert_int_equal(read_full(fd, &ch, sizeof(ch)), 1);
+	rps_proto_hdr_init(&pf.h, RPS_OP_PROOF, sizeof(pf.proof), 0);
+	assert_int_equal(rps_auth_challenge_answer(SECRET, &f.hello, &ch, &pf.proof), 0);
+	write_full(fd, &pf, sizeof(pf));
 	assert_int_equal(read_full(fd, &a, sizeof(a)), 1);
 	assert_int_equal(a.magic, RPS_PROTO_MAGIC);
 	assert_int_equal(a.op, RPS_OP_HELLO_ACK);
@@ -398,7 +427,7 @@ static void test_handshake(void **state)
 	assert_int_equal(srv.t->max_frame, (uint64_t)MAX_MSG + 24);
 	assert_string_equal(srv.t->ops->name, "tcp");
 
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 5, SECRET);
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 5);
 	h.channel = 0;
 	assert_int_equal(rps_tr_connect(cl.t, "127.0.0.1", srv.port, &h, ack, sizeof(ack),
 					    &ack_len, 2000, &c),
@@ -925,10 +954,25 @@ static void *mute_main(void *arg)
 		struct rps_frame_hdr h;
 		struct rps_hello hello;
 	} f;
+	struct {
+		struct rps_frame_hdr h;
+		struct rps_auth_challenge ch;
+	} cf;
+	struct {
+		struct rps_frame_hdr h;
+		struct rps_auth_proof proof;
+	} pf;
 	struct rps_frame_hdr a;
 
 	m->fd = accept(m->lfd, NULL, NULL);
 	if (m->fd < 0 || read_full(m->fd, &f, sizeof(f)) != 1)
+		return (void *)1;
+	/* a listener that knows the secret: the challenge-response, then mute */
+	rps_proto_hdr_init(&cf.h, RPS_OP_CHALLENGE, sizeof(cf.ch), 0);
+	if (rps_auth_challenge_make(SECRET, &f.hello, &cf.ch) ||
+	    send(m->fd, &cf, sizeof(cf), MSG_NOSIGNAL) != sizeof(cf) ||
+	    read_full(m->fd, &pf, sizeof(pf)) != 1 ||
+	    rps_auth_proof_check(SECRET, &f.hello, &cf.ch, &pf.proof))
 		return (void *)1;
 	rps_proto_hdr_init(&a, RPS_OP_HELLO_ACK, 0, 0);
 	if (send(m->fd, &a, sizeof(a), MSG_NOSIGNAL) != sizeof(a))
@@ -962,7 +1006,7 @@ static void test_backpressure(void **state)
 	assert_int_equal(pthread_create(&th, NULL, mute_main, &m), 0);
 
 	side_start(&cl, SECRET, 300, 0); /* send timeout 300 ms */
-	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0, SECRET);
+	rps_proto_hello_init(&h, RPS_ROLE_WORKER, 0);
 	assert_int_equal(
 	    rps_tr_connect(cl.t, "127.0.0.1", m.port, &h, NULL, 0, &ack_len, 2000, &c), 0);
 	assert_int_equal(ack_len, 0);
@@ -1044,25 +1088,147 @@ static void test_fragmented(void **state)
 	side_stop(&srv);
 }
 
-/* post_send on the poller thread itself, to a peer that never reads:
- * it must flush in place and give up after the timeout, not deadlock. */
+/* post_send on the poller thread itself, to an accepted peer that never
+ * reads: the peer is cut once its queue would pass sq_max, at once (no
+ * wait: the poller serves everybody else), and its CLOSED event follows. */
 static void test_backpressure_on_poller(void **state)
 {
 	struct side srv;
 	uint64_t t0;
 	int fd;
 
-	side_start(&srv, SECRET, 300, 1);
+	memset(&side_limits, 0, sizeof(side_limits));
+	side_limits.sq_max = 64ull << 20;
+	side_start(&srv, SECRET, 5000, 1);
+	memset(&side_limits, 0, sizeof(side_limits));
 	srv.flood = 1;
 	fd = raw_connect(srv.port);
 	t0 = now_ms();
 	raw_hello(fd); /* then never read */
 	assert_true(wait_count(&srv, RPS_TR_EV_ACCEPTED, NULL, 1));
-	assert_int_equal(atomic_load(&srv.flood_rc), -ETIMEDOUT);
+	assert_true(wait_count(&srv, RPS_TR_EV_CLOSED, NULL, 1));
+	assert_int_equal(atomic_load(&srv.flood_rc), -ECONNRESET);
 	assert_true(atomic_load(&srv.flood_sent) >= 64);
 	assert_true(atomic_load(&srv.flood_sent) < 120);
-	assert_true(now_ms() - t0 >= 250);
+	assert_true(now_ms() - t0 < 4000); /* well before the 5 s timeout */
 	close(fd);
+	side_stop(&srv);
+}
+
+/* Has the server closed fd (EOF or reset) within ms? */
+static int raw_closed_within(int fd, int ms)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	uint64_t end = now_ms() + (uint64_t)ms;
+	char buf[4096];
+
+	while (now_ms() < end) {
+		ssize_t n;
+
+		if (poll(&pfd, 1, 20) <= 0)
+			continue;
+		n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+			return 1;
+	}
+	return 0;
+}
+
+/* A frame begun and never finished is cut after frame_timeout_ms (+ its size
+ * at frame_min_rate); a connection between frames is not. */
+static void test_frame_deadline(void **state)
+{
+	struct side srv;
+	struct {
+		struct rps_frame_hdr h;
+		struct rps_push p;
+	} f;
+	uint64_t t0;
+	int fd, quiet;
+
+	memset(&side_limits, 0, sizeof(side_limits));
+	side_limits.frame_timeout_ms = 300;
+	side_start(&srv, SECRET, 5000, 1);
+	memset(&side_limits, 0, sizeof(side_limits));
+	fd = raw_connect(srv.port);
+	quiet = raw_connect(srv.port);
+	raw_hello(fd);
+	raw_hello(quiet);
+	memset(&f, 0, sizeof(f));
+	f.p.count = 1000;
+	rps_proto_hdr_init(&f.h, RPS_OP_PUSH, sizeof(f.p) + 4000, 1);
+	t0 = now_ms();
+	write_full(fd, &f, sizeof(f));
+	write_full(fd, "0123456789", 10); /* 10 of 4000 bytes, then nothing */
+	assert_true(raw_closed_within(fd, 3000));
+	assert_true(now_ms() - t0 >= 250);
+	assert_true(wait_count(&srv, RPS_TR_EV_CLOSED, NULL, 1));
+	assert_int_equal(nth(&srv, RPS_TR_EV_CLOSED, NULL, 0)->status, -ETIMEDOUT);
+	assert_false(raw_closed_within(quiet, 300)); /* idle, between frames: kept */
+	close(fd);
+	close(quiet);
+	side_stop(&srv);
+}
+
+/* idle_timeout_ms closes an established connection that sends nothing. */
+static void test_idle_timeout(void **state)
+{
+	struct side srv;
+	uint64_t t0;
+	int fd;
+
+	memset(&side_limits, 0, sizeof(side_limits));
+	side_limits.idle_timeout_ms = 300;
+	side_start(&srv, SECRET, 5000, 1);
+	memset(&side_limits, 0, sizeof(side_limits));
+	fd = raw_connect(srv.port);
+	raw_hello(fd);
+	t0 = now_ms();
+	assert_true(raw_closed_within(fd, 3000));
+	assert_true(now_ms() - t0 >= 250);
+	assert_true(wait_count(&srv, RPS_TR_EV_CLOSED, NULL, 1));
+	close(fd);
+	side_stop(&srv);
+}
+
+/* max_conns_per_addr and max_conns: sockets beyond them are closed at once,
+ * the ones inside keep working, and a slot that frees is taken again. */
+static void test_conn_caps(void **state)
+{
+	struct side srv;
+	int fd[5];
+
+	memset(&side_limits, 0, sizeof(side_limits));
+	side_limits.max_conns_per_addr = 3;
+	side_start(&srv, SECRET, 5000, 1);
+	memset(&side_limits, 0, sizeof(side_limits));
+	for (int i = 0; i < 3; i++) {
+		fd[i] = raw_connect(srv.port);
+		raw_hello(fd[i]);
+	}
+	fd[3] = raw_connect(srv.port);
+	assert_true(raw_closed_within(fd[3], 2000));
+	close(fd[3]);
+	close(fd[0]);
+	usleep(100 * 1000); /* the server sees fd[0] go */
+	fd[3] = raw_connect(srv.port);
+	raw_hello(fd[3]);
+	assert_false(raw_closed_within(fd[3], 200));
+	for (int i = 1; i < 4; i++)
+		close(fd[i]);
+	side_stop(&srv);
+
+	side_limits.max_conns = 2;
+	side_start(&srv, SECRET, 5000, 1);
+	memset(&side_limits, 0, sizeof(side_limits));
+	fd[0] = raw_connect(srv.port);
+	fd[1] = raw_connect(srv.port); /* counted before its hello */
+	fd[2] = raw_connect(srv.port);
+	assert_true(raw_closed_within(fd[2], 2000));
+	raw_hello(fd[0]);
+	raw_hello(fd[1]);
+	for (int i = 0; i < 3; i++)
+		close(fd[i]);
 	side_stop(&srv);
 }
 
@@ -1101,6 +1267,9 @@ int main(void)
 	    cmocka_unit_test(test_send_done),
 	    cmocka_unit_test(test_backpressure),
 	    cmocka_unit_test(test_backpressure_on_poller),
+	    cmocka_unit_test(test_frame_deadline),
+	    cmocka_unit_test(test_idle_timeout),
+	    cmocka_unit_test(test_conn_caps),
 	    cmocka_unit_test(test_fragmented),
 	    cmocka_unit_test(test_reg_mem),
 	};

@@ -8,6 +8,10 @@
  * "worker0" is worker rank 0. Worker 0's output goes straight to the terminal
  * (so its progress bar works);
  * everything else is prefixed "[sched]", "[server1]", "[worker3]".
+ *
+ * The job's secret: RDMAPS_SECRET when set, else a random one made here
+ * (getrandom, 32 bytes as 64 hex digits), passed to every process through
+ * the environment, never on a command line (docs/security.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,12 +22,45 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_PROCS 256
+#define SECRET_BYTES 32
+
+/* A random job secret into the environment unless one is set. 0, or -1
+ * with a message. */
+static int ensure_secret(void)
+{
+	unsigned char r[SECRET_BYTES];
+	char hex[2 * SECRET_BYTES + 1];
+	const char *s = getenv("RDMAPS_SECRET");
+	size_t got = 0;
+
+	if (s && s[0])
+		return 0;
+	while (got < sizeof(r)) {
+		ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			fprintf(stderr, "rdmaps-launch: no random bytes for the job secret: %s\n",
+				strerror(errno));
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(hex + 2 * i, 3, "%02x", r[i]);
+	memset(r, 0, sizeof(r));
+	setenv("RDMAPS_SECRET", hex, 1);
+	memset(hex, 0, sizeof(hex));
+	return 0;
+}
 #define LINE_MAX_LEN 4096
 
 struct proc {
@@ -90,7 +127,8 @@ static void usage(FILE *out)
 		"  -h, --help\n\n"
 		"Every RDMAPS_* variable of the environment is passed on; the launcher sets\n"
 		"RDMAPS_SCHEDULER, RDMAPS_NUM_SERVERS, RDMAPS_NUM_WORKERS, RDMAPS_TRANSPORT,\n"
-		"RDMAPS_HOST, RDMAPS_ROLE and RDMAPS_RANK for each process.\n");
+		"RDMAPS_HOST, RDMAPS_ROLE and RDMAPS_RANK for each process, and\n"
+		"RDMAPS_SECRET to a random job secret when it is not set.\n");
 }
 
 /* Directory of this executable: rdmaps-sched and rdmaps-server live beside it. */
@@ -486,6 +524,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
+	if (ensure_secret())
+		return 2;
 	snprintf(buf, sizeof(buf), "%d", servers);
 	setenv("RDMAPS_NUM_SERVERS", buf, 1);
 	snprintf(buf, sizeof(buf), "%d", workers);

@@ -160,6 +160,8 @@ struct rps_perf_cluster_opts {
 	uint64_t shard_bytes; /* 0: RDMAPS_SHARD_BYTES or the default */
 	const char *bindir;   /* where rdmaps-sched / rdmaps-server are; NULL: beside us */
 	int quiet;	      /* servers' stdout and stderr to /dev/null */
+	int make_secret;      /* no RDMAPS_SECRET: make a random one (one machine only;
+			       * two hosts must share theirs) */
 };
 
 struct rps_perf_cluster {

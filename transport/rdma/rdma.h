@@ -28,7 +28,7 @@ void rps_rdma_get_stats(struct rps_transport *t, struct rps_rdma_stats *st_p);
 
 /* The private data of the connection handshake (docs/rdma.md). */
 #define RPS_RDMA_CM_MAGIC   0x4d435052u /* "RPCM" */
-#define RPS_RDMA_CM_VERSION 1
+#define RPS_RDMA_CM_VERSION 2 /* 2: the accept carries the challenge (src/auth.h) */
 
 /* Appended to struct rps_hello in the connect request: 48 + 8 = 56 bytes,
  * the most an IB/RoCE connect request carries through rdma_cm. */
@@ -50,8 +50,12 @@ struct rps_rdma_rep {
 	uint8_t rd_atomic;  /* RDMA READs the server takes in flight from this client */
 	uint32_t buf_bytes; /* the server's receive buffer */
 	uint32_t ack_len;   /* payload bytes of the HELLO_ACK frame that follows */
+	/* Ns and the server's MAC (src/auth.h): the client answers with a PROOF
+	 * frame, the first it sends; the HELLO_ACK comes only after it. */
+	uint8_t nonce[RPS_NONCE_LEN];
+	uint8_t mac[RPS_MAC_LEN];
 };
-_Static_assert(sizeof(struct rps_rdma_rep) == 20, "rps_rdma_rep is 20 bytes");
+_Static_assert(sizeof(struct rps_rdma_rep) == 84, "rps_rdma_rep is 84 bytes");
 
 /* Private data of a reject (IB limit 148 bytes). */
 struct rps_rdma_rej {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "src/alloc.h"
+#include "src/auth.h"
 #include "src/log.h"
 #include "src/util.h"
 #include "transport/rdma/rdma_int.h"
@@ -176,10 +177,9 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 		reject(id, peer, -EPROTO, "no hello in the connect request");
 		return 1;
 	}
-	memcpy(&h, cp->private_data, sizeof(h));
 	if (cp->private_data_len >= sizeof(h) + sizeof(ext))
 		memcpy(&ext, (const char *)cp->private_data + sizeof(h), sizeof(ext));
-	rc = rps_proto_hello_check(&h, t->secret, &why);
+	rc = rps_proto_hello_decode(cp->private_data, sizeof(h), &h, &why);
 	if (rc) {
 		reject(id, peer, rc, why);
 		return 1;
@@ -221,6 +221,10 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 	atomic_store(&c->state, C_ACCEPTING);
 	pthread_spin_init(&c->lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_mutex_init(&c->post_lock, NULL);
+	if (rps_auth_challenge_make(t->secret, &h, &c->chal)) {
+		reject(id, peer, -EIO, "server error: no random bytes");
+		goto err_conn;
+	}
 	c->grant = ext.credits;
 	c->peer_window = (uint32_t)ext.credits + 1;
 	c->peer_buf = ext.buf_bytes;
@@ -265,6 +269,8 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 	rep.rd_atomic = acp.responder_resources;
 	rep.buf_bytes = t->buf_bytes;
 	rep.ack_len = c->ack_len;
+	memcpy(rep.nonce, c->chal.nonce, sizeof(rep.nonce));
+	memcpy(rep.mac, c->chal.mac, sizeof(rep.mac));
 	acp.private_data = &rep;
 	acp.private_data_len = sizeof(rep);
 	acp.flow_control = 1;
@@ -297,14 +303,14 @@ err_conn:
 	return 1;
 }
 
-static void handle_established(struct rps_rdma_transport *t, struct rps_rdma_conn *c)
+/* Proven and established: the HELLO_ACK (shard addresses and keys) and the
+ * ACCEPTED event, only now. */
+static void accept_up(struct rps_rdma_transport *t, struct rps_rdma_conn *c)
 {
 	struct rps_frame_hdr hdr;
 	struct rps_tr_event ev;
 	int rc;
 
-	if (atomic_load(&c->state) != C_ACCEPTING)
-		return;
 	atomic_store(&c->state, C_UP);
 	rps_proto_hdr_init(&hdr, RPS_OP_HELLO_ACK, c->ack_len, 0);
 	rc = rps_rdma_send_frame(c, &hdr, c->ack, c->ack_len, 0);
@@ -320,6 +326,47 @@ static void handle_established(struct rps_rdma_transport *t, struct rps_rdma_con
 	ev.type = RPS_TR_EV_ACCEPTED;
 	ev.conn = &c->base;
 	rps_rdma_evq_push(t, &ev);
+}
+
+static void handle_established(struct rps_rdma_transport *t, struct rps_rdma_conn *c)
+{
+	if (atomic_load(&c->state) != C_ACCEPTING)
+		return;
+	if (c->proof_ok)
+		accept_up(t, c);
+	else
+		atomic_store(&c->state, C_PROVING);
+}
+
+void rps_rdma_proof_in(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
+		       const void *payload)
+{
+	struct rps_auth_proof proof;
+	const char *why = "expected the proof of the handshake";
+	char claim[64];
+	int rc = -EACCES;
+
+	if (hdr->magic == RPS_PROTO_MAGIC && hdr->op == RPS_OP_ERROR && hdr->len == 0)
+		why = "wrong secret: it says our challenge does not match its secret";
+	else if (hdr->magic == RPS_PROTO_MAGIC && hdr->version == RPS_PROTO_VERSION &&
+		 hdr->op == RPS_OP_PROOF &&
+		 !rps_auth_proof_decode(payload, hdr->len, &proof, &why)) {
+		rc = rps_auth_proof_check(c->t->secret, &c->base.hello, &c->chal, &proof);
+		why = "wrong secret: its proof does not match RDMAPS_SECRET (a different secret, "
+		      "a replayed handshake or not an rdmaps process of this job)";
+	}
+	if (rc) {
+		RPS_WARN("refusing %s, %s: %s", c->base.peer,
+			 rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim,
+					      sizeof(claim)),
+			 why);
+		rps_rdma_conn_fail(c, rc, NULL);
+		return;
+	}
+	if (atomic_load(&c->state) == C_PROVING)
+		accept_up(c->t, c);
+	else
+		c->proof_ok = 1;
 }
 
 /* The transport's CM channel: listener events and established connections

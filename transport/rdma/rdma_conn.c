@@ -356,6 +356,11 @@ void rps_rdma_conn_fail(struct rps_rdma_conn *c, int status, const char *why)
 	}
 	if (atomic_load(&c->drained))
 		conn_closed_event(c);
+	if (prev == C_PROVING) {
+		/* nobody knows it yet: freed once drained */
+		atomic_store(&c->user_closed, 1);
+		close_list_add(c->t, c);
+	}
 }
 
 void rps_rdma_close(struct rps_conn *conn)

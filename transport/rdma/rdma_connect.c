@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "src/alloc.h"
+#include "src/auth.h"
 #include "src/log.h"
 #include "src/util.h"
 #include "transport/rdma/rdma_int.h"
@@ -203,6 +204,10 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 	char pdata[sizeof(struct rps_hello) + sizeof(struct rps_rdma_req_ext)];
 	struct rps_rdma_req_ext ext = {0};
 	struct rps_rdma_rep rep;
+	struct rps_hello mine = *hello;
+	struct rps_auth_challenge chal;
+	struct rps_auth_proof proof;
+	struct rps_frame_hdr phdr;
 	uint64_t deadline;
 	uint32_t got;
 	char svc[8];
@@ -211,6 +216,9 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 	if (timeout_ms <= 0)
 		timeout_ms = t->timeout_ms;
 	deadline = rps_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	rc = rps_auth_nonce(&mine);
+	if (rc)
+		return rc;
 	ch = rdma_create_event_channel();
 	if (!ch) {
 		rc = rps_rdma_cm_err();
@@ -293,9 +301,9 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 	ext.credits = (uint16_t)RPS_MIN(c->window - 1, 65535u);
 	ext.version = RPS_RDMA_CM_VERSION;
 	ext.buf_bytes = t->buf_bytes;
-	memcpy(pdata, hello, sizeof(*hello));
-	memcpy(pdata + sizeof(*hello), &ext, sizeof(ext));
-	c->base.hello = *hello;
+	memcpy(pdata, &mine, sizeof(mine));
+	memcpy(pdata + sizeof(mine), &ext, sizeof(ext));
+	c->base.hello = mine;
 	cp.private_data = pdata;
 	cp.private_data_len = sizeof(pdata);
 	cp.responder_resources = (uint8_t)RPS_MIN(t->max_rd, d->attr.max_qp_rd_atom);
@@ -324,12 +332,34 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 		rc = -EPROTO;
 		goto err_undo;
 	}
+	memcpy(chal.nonce, rep.nonce, sizeof(chal.nonce));
+	memcpy(chal.mac, rep.mac, sizeof(chal.mac));
 	pthread_spin_lock(&c->lock);
 	c->grant = rep.credits;
 	c->peer_window = (uint32_t)rep.credits + 1;
 	c->peer_buf = rep.buf_bytes;
 	c->max_rd = rep.rd_atomic;
 	pthread_spin_unlock(&c->lock);
+	if (rps_auth_challenge_answer(t->secret, &mine, &chal, &proof)) {
+		/* say so (an ERROR without text), so that the listener logs us */
+		rps_proto_hdr_init(&phdr, RPS_OP_ERROR, 0, 0);
+		phdr.status = -EACCES;
+		rps_rdma_send_frame(c, &phdr, NULL, 0, RPS_MAX(ms_left(deadline), 1));
+		RPS_ERR("connect %s: wrong secret: the listener does not know our job secret "
+			"(another RDMAPS_SECRET, or not an rdmaps process of this job)",
+			c->base.peer);
+		rc = -EACCES;
+		goto err_undo;
+	}
+
+	/* our PROOF: the first frame; the server grants nothing before it */
+	rps_proto_hdr_init(&phdr, RPS_OP_PROOF, sizeof(proof), 0);
+	rc = rps_rdma_send_frame(c, &phdr, &proof, sizeof(proof), RPS_MAX(ms_left(deadline), 1));
+	if (rc) {
+		RPS_ERR("connect %s: cannot send the handshake's proof: %s", c->base.peer,
+			strerror(-rc));
+		goto err_undo;
+	}
 
 	/* the HELLO_ACK frame follows */
 	while (atomic_load(&c->ack_state) == 0) {

@@ -121,6 +121,20 @@ static void handle_recv(struct rps_rdma_transport *t, const struct ibv_wc *wc,
 		memset(&hdr, 0, sizeof(hdr));
 		if (wc->byte_len >= RDMA_HDR_LEN)
 			memcpy(&hdr, b->buf, RDMA_HDR_LEN);
+		if (hdr.magic == RPS_PROTO_MAGIC && hdr.version == RPS_PROTO_VERSION &&
+		    hdr.op == RPS_OP_ERROR && hdr.len <= 1024 &&
+		    (uint64_t)hdr.len + RDMA_HDR_LEN == wc->byte_len) {
+			char text[RPS_LOG_ESC_BUF];
+			int st_err = hdr.status < 0 ? hdr.status : -EPROTO;
+
+			RPS_ERR("connect %s: refused: %s (%s)", c->base.peer,
+				rps_log_escape(b->buf + RDMA_HDR_LEN, hdr.len, text, sizeof(text)),
+				strerror(-st_err));
+			recv_done_internal(c, b);
+			atomic_store(&c->ack_state, st_err);
+			rps_rdma_conn_fail(c, st_err, NULL);
+			return;
+		}
 		if (hdr.magic != RPS_PROTO_MAGIC || hdr.version != RPS_PROTO_VERSION ||
 		    hdr.op != RPS_OP_HELLO_ACK || hdr.len > RPS_TR_ACK_MAX ||
 		    (uint64_t)hdr.len + RDMA_HDR_LEN != wc->byte_len) {
@@ -137,6 +151,21 @@ static void handle_recv(struct rps_rdma_transport *t, const struct ibv_wc *wc,
 		atomic_store(&c->state, C_UP);
 		recv_done_internal(c, b);
 		atomic_store(&c->ack_state, 1);
+		return;
+	}
+	if (st == C_ACCEPTING || st == C_PROVING) {
+		/* the client's PROOF comes first: nothing else is taken before */
+		struct rps_auth_proof proof = {0};
+
+		memset(&hdr, 0, sizeof(hdr));
+		if (wc->byte_len == RDMA_HDR_LEN + sizeof(proof)) {
+			memcpy(&hdr, b->buf, RDMA_HDR_LEN);
+			memcpy(&proof, b->buf + RDMA_HDR_LEN, sizeof(proof));
+		} else if (wc->byte_len == RDMA_HDR_LEN) { /* an ERROR: no proof */
+			memcpy(&hdr, b->buf, RDMA_HDR_LEN);
+		}
+		recv_done_internal(c, b);
+		rps_rdma_proof_in(c, &hdr, &proof);
 		return;
 	}
 	maxp = RPS_MIN(t->max_msg, (uint64_t)t->buf_bytes - RDMA_HDR_LEN);

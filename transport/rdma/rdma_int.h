@@ -29,6 +29,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "src/auth.h"
 #include "transport/rdma/rdma.h"
 #include "transport/transport.h"
 
@@ -95,6 +96,7 @@ struct rps_rdma_slot {
 enum rps_rdma_conn_state {
 	C_CONNECTING = 1, /* client, until HELLO_ACK */
 	C_ACCEPTING,	  /* listener, until ESTABLISHED */
+	C_PROVING,	  /* listener, established, until the client's PROOF (src/auth.h) */
 	C_UP,
 	C_DEAD, /* QP flushed or being flushed */
 };
@@ -155,6 +157,8 @@ struct rps_rdma_conn {
 	char *ack; /* client: HELLO_ACK payload; listener: ack to send */
 	uint32_t ack_len;
 	_Atomic int ack_state; /* client: 0 waiting, 1 arrived, < 0 error */
+	struct rps_auth_challenge chal; /* listener: the challenge in the accept */
+	int proof_ok; /* listener: the PROOF came before ESTABLISHED (prog_lock) */
 
 	struct rps_rdma_conn *close_next;
 	struct rps_rdma_conn *all_next, *all_prev;
@@ -188,7 +192,7 @@ struct rps_rdma_evq {
 
 struct rps_rdma_transport {
 	struct rps_transport base;
-	char secret[128];
+	char secret[RPS_SECRET_MAX + 1];
 	char device[64];
 	/* settings, from params (rps_tr_params_from_config) */
 	uint32_t buf_bytes;
@@ -295,6 +299,10 @@ void rps_rdma_close(struct rps_conn *conn);
 /* rdma_cm.c */
 int rps_rdma_listen(struct rps_transport *tr, const char *host, uint16_t port, uint16_t *port_p);
 void rps_rdma_cm_events(struct rps_rdma_transport *t);
+/* Listener: the first frame of c (C_ACCEPTING or C_PROVING), which must be
+ * the client's PROOF; the buffer stays the caller's. prog_lock held. */
+void rps_rdma_proof_in(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
+		       const void *payload);
 /* -errno of a failed librdmacm call (-EIO if it set none). */
 int rps_rdma_cm_err(void);
 /* -ENETDOWN (logged) if the id's port is not ACTIVE. */

@@ -173,8 +173,10 @@ static int try_send(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 
 	pthread_mutex_lock(&c->post_lock);
 	pthread_spin_lock(&c->lock);
-	if (atomic_load(&c->state) != C_UP) {
-		/* dead: its drain marker may be posted already; nothing after it */
+	if (atomic_load(&c->state) != C_UP &&
+	    !(payload && atomic_load(&c->state) == C_CONNECTING)) {
+		/* dead: its drain marker may be posted already; nothing after it.
+		 * Connecting: only the transport's own PROOF */
 		pthread_spin_unlock(&c->lock);
 		rps_rdma_post_unlock(c);
 		return -ECONNRESET;
@@ -354,7 +356,7 @@ int rps_rdma_post_send(struct rps_conn *conn, const struct rps_frame_hdr *hdr,
 	return send_wait(c, hdr, iov, iovcnt, NULL, ctx, c->t->timeout_ms);
 }
 
-/* Transport-internal frames (HELLO_ACK). */
+/* Transport-internal frames (HELLO_ACK; PROOF while connecting). */
 int rps_rdma_send_frame(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 			const void *payload, uint32_t len, int timeout_ms)
 {

@@ -7,11 +7,11 @@
  *   then HELLO_ACK (the ack payload is returned) or ERROR (its status is
  *   returned, its text logged).
  * - Listening side: an accepted socket must send its HELLO within the
- *   timeout; the hello is checked against params.secret, then params.on_hello;
+ *   timeout; the handshake proves params.secret (tcp_listen.c), then params.on_hello;
  *   a refusal is answered with ERROR (status + reason) and the socket closed,
  *   an acceptance with HELLO_ACK and an ACCEPTED event.
  * - conn->hello: listening side, the peer's hello; connecting side, the hello
- *   we sent. The secret bytes are zeroed in both.
+ *   we sent (with its nonce). No secret is ever in it.
  * - close() may be called from any thread: the connection is shut down at
  *   once and freed by the poller (or destroy) once no sender is inside it.
  *   No event for it is returned after the poll() that follows close().
@@ -77,6 +77,7 @@ static int tcp_create(const struct rps_tr_params *p, struct rps_transport **t_p)
 	tt->base.max_frame = max_msg + sizeof(struct rps_frame_hdr);
 	tt->base.max_read_sge = 0;
 	tt->wake_kind = TCP_K_WAKE;
+	tt->reserve_fd = -1;
 	pthread_mutex_init(&tt->lock, NULL);
 	atomic_init(&tt->done_head, NULL);
 	atomic_init(&tt->close_head, NULL);
@@ -136,6 +137,8 @@ static void tcp_destroy(struct rps_transport *t)
 			tcp_pool_put(&tt->pool, q->ev[i].token);
 	rps_free(q->ev);
 	tcp_pool_fini(&tt->pool);
+	if (tt->reserve_fd >= 0)
+		close(tt->reserve_fd);
 	close(tt->wfd);
 	close(tt->ep);
 	pthread_mutex_destroy(&tt->lock);
@@ -188,10 +191,18 @@ static int evq_pop(struct tcp_transport *tt, struct rps_tr_event *ev, int max)
 
 static void housekeeping(struct tcp_transport *tt)
 {
+	uint64_t now = rps_now_ns();
+
 	tcp_process_closes(tt);
 	tcp_drain_done(tt);
 	if (tt->hello_head)
-		expire_hellos(tt, rps_now_ns());
+		expire_hellos(tt, now);
+	if (tt->naccepted || tt->accept_resume_ns)
+		tcp_limits_sweep(tt, now);
+	/* only once the owner took every event: so a peer never has more
+	 * than TCP_RX_FRAMES frames waiting in the event queue */
+	if (tt->again && tt->evq.head == tt->evq.tail)
+		tcp_again_run(tt);
 }
 
 static void handle(struct tcp_transport *tt, const struct epoll_event *e)
@@ -215,7 +226,12 @@ static void handle(struct tcp_transport *tt, const struct epoll_event *e)
 	if (c->failed)
 		return;
 	if (e->events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-		if (tcp_rx(c) < 0)
+		/* a peer that does not read its answers is not read from either
+		 * (its requests wait in the socket); errors are always taken */
+		int skip = c->accepted && !(e->events & (EPOLLERR | EPOLLHUP)) &&
+			   c->phase == TCP_PH_OPEN && tcp_rx_pause_check(c);
+
+		if (!skip && tcp_rx(c) < 0)
 			return; /* may be freed */
 	}
 	if ((e->events & EPOLLOUT) && !c->failed && tcp_out(c) < 0)
@@ -264,9 +280,15 @@ static int tcp_poll(struct rps_transport *t, struct rps_tr_event *ev, int max, i
 		}
 		if (tt->deferred && (wait < 0 || wait > 10))
 			wait = 10;
+		if (wait != 0) {
+			int lw = tcp_limits_wait_ms(tt, rps_now_ns());
+
+			if (lw >= 0 && (wait < 0 || lw < wait))
+				wait = lw;
+		}
 		atomic_store(&tt->sleeping, 1);
-		if (atomic_load(&tt->done_head) || atomic_load(&tt->close_head))
-			wait = 0;
+		if (atomic_load(&tt->done_head) || atomic_load(&tt->close_head) || tt->again)
+			wait = 0; /* (the event queue is empty here) */
 		n = epoll_wait(tt->ep, evs, (int)RPS_ARRAY_SIZE(evs), wait);
 		atomic_store(&tt->sleeping, 0);
 		if (n < 0) {

@@ -92,6 +92,15 @@ void tcp_conn_destroy(struct tcp_conn *c)
 	rps_free(c);
 }
 
+/* Poller: c's socket is closed; it leaves the admission counts. */
+void tcp_conn_uncount(struct tcp_conn *c)
+{
+	if (c->counted) {
+		c->counted = 0;
+		c->tt->naccepted--;
+	}
+}
+
 /* Take c off tt->conns (the list destroy frees). */
 static void conns_unlink(struct tcp_transport *tt, struct tcp_conn *c)
 {
@@ -167,9 +176,10 @@ void tcp_conn_free(struct tcp_conn *c)
 		c->fd = -1;
 	}
 	evq_purge(tt, c);
+	tcp_again_del(c);
 	if (c->rx_buf)
-		tcp_pool_put(&tt->pool, c->rx_buf);
-	if (c->phase == TCP_PH_HELLO)
+		tcp_pool_discard(&tt->pool, c->rx_buf);
+	if (c->phase != TCP_PH_OPEN)
 		tcp_hello_unlink(tt, c);
 	while ((r = c->sq_head)) {
 		c->sq_head = r->next;
@@ -177,6 +187,7 @@ void tcp_conn_free(struct tcp_conn *c)
 	}
 
 	conns_unlink(tt, c);
+	tcp_conn_uncount(c);
 	tcp_conn_destroy(c);
 }
 
@@ -200,10 +211,13 @@ void tcp_conn_fail(struct tcp_conn *c, int status, int send_error, const char *f
 	pthread_mutex_lock(&c->slock);
 	user_closed = c->user_closed;
 	if (fmt && !user_closed) {
+		/* a flood of bad peers must not flood the log */
 		if (send_error || status != -ECONNRESET)
-			RPS_WARN("closing %s: %s", c->base.peer, why);
+			RPS_LOG_RATELIMITED_EX(RPS_LOG_WARN, RPS_LOG_RL_MS, 20, "closing %s: %s",
+					       c->base.peer, why);
 		else
-			RPS_INFO("closing %s: %s", c->base.peer, why);
+			RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "closing %s: %s",
+					       c->base.peer, why);
 	}
 	tcp_send_end_locked(c, status, send_error ? why : NULL);
 	if (c->fd >= 0) {
@@ -211,14 +225,15 @@ void tcp_conn_fail(struct tcp_conn *c, int status, int send_error, const char *f
 		close(c->fd);
 		c->fd = -1;
 	}
+	tcp_conn_uncount(c); /* its descriptor is free: it no longer counts */
 	pthread_cond_broadcast(&c->scond);
 	pthread_mutex_unlock(&c->slock);
 
 	if (c->rx_buf) {
-		tcp_pool_put(&tt->pool, c->rx_buf);
+		tcp_pool_discard(&tt->pool, c->rx_buf);
 		c->rx_buf = NULL;
 	}
-	if (c->phase == TCP_PH_HELLO) {
+	if (c->phase != TCP_PH_OPEN) {
 		tcp_conn_free(c);
 		return;
 	}

@@ -1,6 +1,8 @@
 /* TCP transport, connecting side: connect() is a blocking TCP connect (with
- * the timeout), a HELLO frame, then HELLO_ACK (its payload is returned) or
- * ERROR (its status is returned, its text logged). Depends on tcp_conn.c.
+ * the timeout), a HELLO frame, the listener's CHALLENGE (checked: it must
+ * know the secret), our PROOF, then HELLO_ACK (its payload is returned) or
+ * ERROR at any step (its status is returned, its text logged). src/auth.h
+ * has the cryptography. Depends on tcp_conn.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "src/alloc.h"
+#include "src/auth.h"
 #include "src/log.h"
 #include "src/util.h"
 #include "transport/tcp/tcp_int.h"
@@ -107,6 +110,106 @@ struct tcp_hello_frame {
 
 _Static_assert(sizeof(struct tcp_hello_frame) == 72, "hello frame without padding");
 
+struct tcp_proof_frame {
+	struct rps_frame_hdr h;
+	struct rps_auth_proof proof;
+};
+
+_Static_assert(sizeof(struct tcp_proof_frame) == 56, "proof frame without padding");
+
+/* The listener's answer in the handshake: a frame of op `want` (at most cap
+ * bytes, into buf) or an ERROR (its status returned, its text logged). */
+static int read_answer(int fd, const char *peer, uint8_t want, void *buf, size_t cap,
+		       uint32_t *len_p, uint64_t deadline)
+{
+	struct rps_frame_hdr h;
+	int rc = io_full(fd, &h, sizeof(h), deadline, 0);
+
+	if (rc)
+		goto err_io;
+	if (h.magic != RPS_PROTO_MAGIC || h.version != RPS_PROTO_VERSION ||
+	    (h.op != want && h.op != RPS_OP_ERROR) || h.len > RPS_TR_ACK_MAX) {
+		RPS_ERR("connect %s: bad answer to the %s (magic 0x%08x version %u op %u len %u)",
+			peer, want == RPS_OP_CHALLENGE ? "hello" : "proof", h.magic, h.version, h.op,
+			h.len);
+		return -EPROTO;
+	}
+	if (h.op == RPS_OP_ERROR) {
+		char text[RPS_TR_ACK_MAX + 1], why[RPS_LOG_ESC_BUF];
+
+		rc = io_full(fd, text, h.len, deadline, 0);
+		if (rc)
+			goto err_io;
+		text[h.len] = 0;
+		rc = h.status < 0 ? h.status : -EPROTO;
+		RPS_ERR("connect %s: refused: %s (%s)", peer,
+			rps_log_escape(text, h.len, why, sizeof(why)), strerror(-rc));
+		return rc;
+	}
+	if (h.len > cap || (h.len && !buf)) {
+		RPS_ERR("connect %s: hello ack of %u bytes, room for %zu", peer, h.len, cap);
+		return -EMSGSIZE;
+	}
+	rc = io_full(fd, buf, h.len, deadline, 0);
+	if (rc)
+		goto err_io;
+	*len_p = h.len;
+	return 0;
+
+err_io:
+	RPS_ERR("connect %s: hello: %s", peer, strerror(-rc));
+	return rc;
+}
+
+/* Client side of the challenge-response (src/auth.h); then the HELLO_ACK. */
+static int handshake(struct tcp_transport *tt, int fd, const char *peer, struct rps_hello *hello,
+		     void *ack, size_t ack_cap, uint32_t *ack_len_p, uint64_t deadline)
+{
+	struct tcp_hello_frame req;
+	struct tcp_proof_frame pf;
+	struct rps_auth_challenge ch;
+	const char *why = NULL;
+	uint32_t len = 0;
+	int rc;
+
+	rc = rps_auth_nonce(hello);
+	if (rc)
+		return rc;
+	rps_proto_hdr_init(&req.h, RPS_OP_HELLO, sizeof(req.hello), 0);
+	req.hello = *hello;
+	rc = io_full(fd, &req, sizeof(req), deadline, 1);
+	if (rc)
+		goto err_io;
+	rc = read_answer(fd, peer, RPS_OP_CHALLENGE, &ch, sizeof(ch), &len, deadline);
+	if (rc)
+		return rc;
+	rc = rps_auth_challenge_decode(&ch, len, &ch, &why);
+	if (rc) {
+		RPS_ERR("connect %s: %s", peer, why);
+		return rc;
+	}
+	rps_proto_hdr_init(&pf.h, RPS_OP_PROOF, sizeof(pf.proof), 0);
+	rc = rps_auth_challenge_answer(tt->secret, hello, &ch, &pf.proof);
+	if (rc) {
+		/* say so (an ERROR without text), so that the listener logs us */
+		rps_proto_hdr_init(&pf.h, RPS_OP_ERROR, 0, 0);
+		pf.h.status = -EACCES;
+		io_full(fd, &pf.h, sizeof(pf.h), deadline, 1);
+		RPS_ERR("connect %s: wrong secret: the listener does not know our job secret "
+			"(another RDMAPS_SECRET, or not an rdmaps process of this job)",
+			peer);
+		return -EACCES;
+	}
+	rc = io_full(fd, &pf, sizeof(pf), deadline, 1);
+	if (rc)
+		goto err_io;
+	return read_answer(fd, peer, RPS_OP_HELLO_ACK, ack, ack_cap, ack_len_p, deadline);
+
+err_io:
+	RPS_ERR("connect %s: hello: %s", peer, strerror(-rc));
+	return rc;
+}
+
 int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 		const struct rps_hello *hello, void *ack, size_t ack_cap, size_t *ack_len_p,
 		int timeout_ms, struct rps_conn **conn_p)
@@ -115,11 +218,11 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 	struct addrinfo hints = {
 	    .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	struct addrinfo *res, *ai;
-	struct tcp_hello_frame req;
-	struct rps_frame_hdr h;
+	struct rps_hello mine;
 	struct tcp_conn *c;
 	char ports[8], peer[64];
 	uint64_t deadline;
+	uint32_t ack_len = 0;
 	int fd = -1, rc;
 
 	if (!host || !hello || !conn_p)
@@ -131,7 +234,9 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 	snprintf(peer, sizeof(peer), "%s:%u", host, port);
 	rc = getaddrinfo(host, ports, &hints, &res);
 	if (rc) {
-		RPS_ERR("connect %s: %s", peer, gai_strerror(rc));
+		/* once per 30 s: callers retry (rps_ctl_join sums up with a count) */
+		RPS_LOG_RATELIMITED_EX(RPS_LOG_ERROR, 30000, 1, "connect %s: %s", peer,
+				       gai_strerror(rc));
 		return -EHOSTUNREACH;
 	}
 	rc = -EHOSTUNREACH;
@@ -148,48 +253,17 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 		/* callers retry a peer that is not up yet: that is not an error */
 		if (rc == -ECONNREFUSED)
 			RPS_DEBUG("connect %s: %s", peer, strerror(-rc));
-		else
-			RPS_ERR("connect %s: %s", peer, strerror(-rc));
+		else /* a mistyped host: said once, callers retry and count */
+			RPS_LOG_RATELIMITED_EX(RPS_LOG_ERROR, 30000, 1, "connect %s: %s", peer,
+					       strerror(-rc));
 		return rc;
 	}
 	tcp_set_nodelay(fd);
 
-	rps_proto_hdr_init(&req.h, RPS_OP_HELLO, sizeof(req.hello), 0);
-	req.hello = *hello;
-	rc = io_full(fd, &req, sizeof(req), deadline, 1);
-	memset(&req.hello.secret, 0, sizeof(req.hello.secret));
+	mine = *hello;
+	rc = handshake(tt, fd, peer, &mine, ack, ack_cap, &ack_len, deadline);
 	if (rc)
-		goto err_io;
-	rc = io_full(fd, &h, sizeof(h), deadline, 0);
-	if (rc)
-		goto err_io;
-	if (h.magic != RPS_PROTO_MAGIC || h.version != RPS_PROTO_VERSION ||
-	    (h.op != RPS_OP_HELLO_ACK && h.op != RPS_OP_ERROR) || h.len > RPS_TR_ACK_MAX) {
-		RPS_ERR("connect %s: bad answer to hello (magic 0x%08x version %u op %u len %u)",
-			peer, h.magic, h.version, h.op, h.len);
-		rc = -EPROTO;
 		goto err_close;
-	}
-	if (h.op == RPS_OP_ERROR) {
-		char text[RPS_TR_ACK_MAX + 1], why[RPS_LOG_ESC_BUF];
-
-		rc = io_full(fd, text, h.len, deadline, 0);
-		if (rc)
-			goto err_io;
-		text[h.len] = 0;
-		rc = h.status < 0 ? h.status : -EPROTO;
-		RPS_ERR("connect %s: refused: %s (%s)", peer,
-			rps_log_escape(text, h.len, why, sizeof(why)), strerror(-rc));
-		goto err_close;
-	}
-	if (h.len > ack_cap || (h.len && !ack)) {
-		RPS_ERR("connect %s: hello ack of %u bytes, room for %zu", peer, h.len, ack_cap);
-		rc = -EMSGSIZE;
-		goto err_close;
-	}
-	rc = io_full(fd, ack, h.len, deadline, 0);
-	if (rc)
-		goto err_io;
 
 	c = tcp_conn_new(tt, fd, peer, TCP_PH_OPEN);
 	if (!c) {
@@ -197,8 +271,7 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 		RPS_ERR("connect %s: out of memory", peer);
 		goto err_close;
 	}
-	c->base.hello = *hello;
-	memset(c->base.hello.secret, 0, sizeof(c->base.hello.secret));
+	c->base.hello = mine;
 	rc = tcp_conn_add(tt, c);
 	if (rc) {
 		RPS_ERR("connect %s: epoll_ctl: %s", peer, strerror(-rc));
@@ -206,12 +279,10 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 		return rc;
 	}
 	if (ack_len_p)
-		*ack_len_p = h.len;
+		*ack_len_p = ack_len;
 	*conn_p = &c->base;
 	return 0;
 
-err_io:
-	RPS_ERR("connect %s: hello: %s", peer, strerror(-rc));
 err_close:
 	close(fd);
 	return rc;

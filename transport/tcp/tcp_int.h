@@ -5,7 +5,7 @@
  *   tcp_recv.c     receive state machine        tcp_connect.c  connect()
  *   tcp_listen.c   listen(), accept, the peer's HELLO
  *   tcp_conn.c     connection objects, failure, close()
- *   tcp_send.c     send path, event queue
+ *   tcp_send.c     send path, event queue      tcp_limits.c   caps, deadlines, accept back-off
  *   tcp_pool.c     receive buffer pool
  *
  * Threads
@@ -30,15 +30,20 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "src/auth.h"
 #include "src/util.h"
-
 #include "transport/transport.h"
 
 #define TCP_FIXED_MAX	  80		/* largest fixed part of any op */
 #define TCP_STAGE_BYTES	  (64u * 1024)	/* per-connection receive staging buffer */
 #define TCP_DIRECT_MIN	  4096u		/* data at least this big is read in place */
 #define TCP_RX_BUDGET	  (4u << 20)	/* bytes read from one connection per wake-up */
+#define TCP_RX_FRAMES	  128		/* frames of one accepted peer per wake-up */
 #define TCP_SQ_MAX	  (64ull << 20) /* queued send bytes before post_send waits */
+/* An accepted peer whose answers pile up (this many bytes queued) is not read
+ * from until it has taken half of them: it cannot make us queue more
+ * than about one read budget of answers beyond this. */
+#define TCP_RX_PAUSE_BYTES (1ull << 20)
 #define TCP_IOV_MAX	  1024		/* iovecs in one post_send (header included) */
 #define TCP_IOV_BATCH	  64		/* iovecs gathered per flush syscall */
 #define TCP_ERR_TEXT_MAX  256		/* reason text in ERROR frames we send */
@@ -91,6 +96,7 @@ struct tcp_sreq {
 
 enum tcp_phase {
 	TCP_PH_HELLO = 1, /* accepted, waiting for the peer's HELLO */
+	TCP_PH_PROOF,     /* CHALLENGE sent, waiting for the peer's PROOF */
 	TCP_PH_OPEN,
 };
 
@@ -118,8 +124,17 @@ struct tcp_conn {
 	_Alignas(16) uint8_t rx_fixed[TCP_FIXED_MAX];
 	uint8_t *stage;
 	size_t stage_pos, stage_len;
-	uint64_t hello_deadline; /* ns, TCP_PH_HELLO */
+	uint64_t hello_deadline; /* ns, TCP_PH_HELLO and TCP_PH_PROOF */
+	struct rps_auth_challenge chal; /* TCP_PH_PROOF: what we sent */
 	struct tcp_conn *hnext, *hprev;
+	int accepted;	     /* listening side (immutable): limits apply, senders never wait */
+	int counted;	     /* in tt->naccepted (until its socket is closed) */
+	char ip[48];	     /* accepted: the peer's address without the port */
+	uint64_t rx_deadline; /* ns: the frame being received must be whole by then; 0 none */
+	uint64_t last_rx_ns;  /* the last byte read */
+	uint32_t rx_frames;   /* frames taken in this tcp_rx call */
+	int again_listed;     /* on tt->again: whole frames wait in the staging buffer */
+	struct tcp_conn *again_next;
 
 	/* Under slock. */
 	pthread_mutex_t slock;
@@ -129,9 +144,11 @@ struct tcp_conn {
 	int user_closed;      /* close() was called: no more events */
 	int wr_err;	      /* a write failed; the poller will see the reset */
 	int out_armed;	      /* EPOLLOUT requested */
+	int rx_paused;	      /* EPOLLIN off: our answers to it pile up unread */
 	int nsenders;	      /* threads waiting inside post_send */
 	struct tcp_sreq *sq_head, *sq_tail;
 	uint64_t sq_bytes;
+	uint64_t last_tx_ns; /* the queue last moved (or became non-empty) */
 	struct tcp_done *done;
 	uint32_t done_n, done_cap;
 	int done_listed; /* on tt->done_head */
@@ -178,13 +195,25 @@ struct tcp_transport {
 	struct tcp_evq evq;
 	uint8_t ack[RPS_TR_ACK_MAX];
 	struct tcp_pool pool;
+	int naccepted;		   /* accepted connections whose socket is open */
+	struct tcp_conn *again;	   /* to parse again: they used up their frames per wake-up */
+	int reserve_fd;		   /* /dev/null, given up to shed a connection on EMFILE; -1 */
+	uint64_t accept_resume_ns; /* listeners off until then (out of descriptors); 0 on */
+	uint64_t next_sweep_ns;	   /* deadlines of accepted connections checked then */
 };
+
+#define TCP_SWEEP_MS 100 /* how often frame, idle and send deadlines are checked */
 
 /* tcp_pool.c */
 void tcp_pool_init(struct tcp_pool *p);
 void tcp_pool_fini(struct tcp_pool *p);
 struct tcp_buf *tcp_pool_get(struct tcp_pool *p, size_t size); /* poller only */
 void tcp_pool_put(struct tcp_pool *p, struct tcp_buf *b);      /* any thread */
+/* Poller: the buffer of a frame that never completed (its connection died):
+ * a big one is freed, not cached, so a peer that starts big frames and
+ * stalls leaves nothing behind. */
+void tcp_pool_discard(struct tcp_pool *p, struct tcp_buf *b);
+#define TCP_POOL_KEEP_MAX (1u << 20)
 
 static inline struct tcp_transport *tcp_tt(struct rps_transport *t)
 {
@@ -204,6 +233,9 @@ int tcp_send_internal(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const
 		      int iovcnt);
 /* ERROR frame (status, reason text), best effort, only if nothing is queued. */
 void tcp_send_error(struct tcp_conn *c, int status, const char *why);
+/* Poller, accepted connection: stop reading while too much output waits
+ * (TCP_RX_PAUSE_BYTES; tcp_out resumes). 1 if paused. */
+int tcp_rx_pause_check(struct tcp_conn *c);
 /* Poller: the socket is writable. -ECONNRESET: the connection broke. */
 int tcp_out(struct tcp_conn *c);
 /* Poller, slock held: sending is over. An ERROR frame (status, why) first
@@ -229,17 +261,34 @@ void tcp_conn_free(struct tcp_conn *c);
 void tcp_conn_fail(struct tcp_conn *c, int status, int send_error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void tcp_hello_unlink(struct tcp_transport *tt, struct tcp_conn *c);
+void tcp_conn_uncount(struct tcp_conn *c);
 void tcp_close(struct rps_conn *bc);
 /* Poller: free the connections closed by their owner. */
 void tcp_process_closes(struct tcp_transport *tt);
+
+/* tcp_limits.c: what one accepted peer may hold, and the accept back-off */
+/* Poller: check deadlines (frame, idle, stalled output) and resume accepting. */
+void tcp_limits_sweep(struct tcp_transport *tt, uint64_t now);
+/* Poller: the longest poll() may sleep before tcp_limits_sweep has work (ms, -1 none). */
+int tcp_limits_wait_ms(struct tcp_transport *tt, uint64_t now);
+/* Poller: accept4 failed with err: shed and back off. */
+void tcp_accept_failed(struct tcp_transport *tt, struct tcp_listener *l, int err);
+/* Poller: may an accepted socket from ip stay? 0, or -EMFILE with a log line. */
+int tcp_admit(struct tcp_transport *tt, const char *ip, const char *peer);
+/* A cut peer: close() resets the connection and drops its kernel buffers. */
+void tcp_abort_on_close(struct tcp_conn *c);
+/* Poller: frame bookkeeping after a read (the frame deadline). */
+void tcp_rx_mark(struct tcp_conn *c, uint64_t now);
 
 /* tcp_listen.c */
 int tcp_listen(struct rps_transport *t, const char *host, uint16_t port, uint16_t *port_p);
 /* Poller: a listening socket is readable. */
 void tcp_accept(struct tcp_transport *tt, struct tcp_listener *l);
-/* Poller: the peer's HELLO arrived (c->rx_fixed). 0 accepted, <0 refused
- * (the connection is freed). */
+/* Poller: the peer's HELLO arrived (c->rx_fixed): answered with a
+ * CHALLENGE. Then its PROOF: checked, then on_hello, HELLO_ACK and ACCEPTED.
+ * 0 going on, <0 refused (the connection is freed). */
 int tcp_hello_in(struct tcp_conn *c);
+int tcp_proof_in(struct tcp_conn *c);
 
 /* tcp_connect.c */
 int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
@@ -248,7 +297,14 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 
 /* tcp_recv.c */
 /* Poller: the socket is readable. <0: the connection failed (and, in the hello
- * phase, is freed: do not touch it again). */
+ * phase, is freed: do not touch it again). An accepted peer gives at most
+ * TCP_RX_FRAMES frames per call (what it may have outstanding in one poll
+ * round); the rest waits staged, and the connection goes on tt->again. */
 int tcp_rx(struct tcp_conn *c);
+/* Poller: put c on tt->again / take it off. */
+void tcp_again_add(struct tcp_conn *c);
+void tcp_again_del(struct tcp_conn *c);
+/* Poller: run tcp_rx for the connections on tt->again. */
+void tcp_again_run(struct tcp_transport *tt);
 
 #endif

@@ -1,8 +1,10 @@
 /* TCP transport, listening side: listen(), accepting sockets, and the
- * peer's HELLO (checked against params.secret, then params.on_hello; a
- * refusal is answered with ERROR and the socket closed, an acceptance with
- * HELLO_ACK and an ACCEPTED event). An accepted socket must send its HELLO
- * within the timeout. Depends on tcp_conn.c and tcp_send.c.
+ * handshake: the peer's HELLO (its form checked) is answered with a
+ * CHALLENGE, its PROOF is checked against params.secret (src/auth.h), then
+ * params.on_hello; a refusal is answered with ERROR and the socket closed,
+ * an acceptance with HELLO_ACK and an ACCEPTED event. An accepted socket
+ * must finish the handshake within the timeout. Nothing else is read
+ * before. Depends on tcp_conn.c and tcp_send.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -91,6 +93,10 @@ int tcp_listen(struct rps_transport *t, const char *host, uint16_t port, uint16_
 	}
 	tt->listeners[tt->nlisteners++] = l;
 	pthread_mutex_unlock(&tt->lock);
+	/* given up when out of descriptors, to accept and close the newest
+	 * connection instead of leaving the listener readable (tcp_limits.c) */
+	if (tt->reserve_fd < 0)
+		tt->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	e.data.ptr = &l->kind;
 	if (epoll_ctl(tt->ep, EPOLL_CTL_ADD, fd, &e) < 0) {
 		rc = -errno;
@@ -121,27 +127,50 @@ void tcp_accept(struct tcp_transport *tt, struct tcp_listener *l)
 		char peer[64];
 		int fd;
 
+		char ip[48];
+		int one = 1;
+
 		fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				RPS_WARN("tcp: accept on port %u: %m", l->port);
+				tcp_accept_failed(tt, l, errno);
 			return;
 		}
-		tcp_set_nodelay(fd);
 		tcp_sockaddr_str((struct sockaddr *)&ss, peer, sizeof(peer));
+		snprintf(ip, sizeof(ip), "%s", peer);
+		if (strrchr(ip, ':'))
+			*strrchr(ip, ':') = '\0'; /* "[::1]" or "10.0.0.1" */
+		if (tcp_admit(tt, ip, peer) < 0) {
+			close(fd);
+			continue;
+		}
+		tcp_set_nodelay(fd);
+		/* a vanished peer is found even when nothing is sent (docs/options.md) */
+		if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) == 0) {
+			int idle = 60, intvl = 10, cnt = 6;
+
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+		}
 		c = tcp_conn_new(tt, fd, peer, TCP_PH_HELLO);
 		if (!c) {
 			RPS_ERR("tcp: accept %s: out of memory", peer);
 			close(fd);
 			continue;
 		}
+		c->accepted = 1;
+		snprintf(c->ip, sizeof(c->ip), "%s", ip);
+		c->last_rx_ns = rps_now_ns();
 		if (tcp_conn_add(tt, c) < 0) {
 			RPS_ERR("tcp: accept %s: epoll_ctl: %m", peer);
 			tcp_conn_destroy(c);
 			continue;
 		}
+		tt->naccepted++;
+		c->counted = 1;
 		c->hello_deadline = rps_now_ns() + (uint64_t)tt->timeout_ms * 1000000ull;
 		c->hprev = tt->hello_tail;
 		if (tt->hello_tail)
@@ -153,23 +182,77 @@ void tcp_accept(struct tcp_transport *tt, struct tcp_listener *l)
 	}
 }
 
+/* Refuse a connection in its handshake: log the peer and its claim in
+ * words, answer ERROR, free it. */
+static int refuse(struct tcp_conn *c, int rc, const char *why)
+{
+	char claim[64];
+
+	if (!why)
+		why = "refused";
+	/* a flood of bad handshakes must not flood the log */
+	RPS_LOG_RATELIMITED_EX(RPS_LOG_WARN, RPS_LOG_RL_MS, 20, "refusing %s, %s: %s", c->base.peer,
+			       rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim,
+						    sizeof(claim)),
+			       why);
+	tcp_send_error(c, rc, why);
+	tcp_conn_fail(c, rc, 0, NULL);
+	return rc;
+}
+
 int tcp_hello_in(struct tcp_conn *c)
 {
 	struct tcp_transport *tt = c->tt;
-	const struct rps_tr_params *p = &tt->base.params;
 	struct rps_frame_hdr h;
 	struct rps_hello hello;
+	const char *why = NULL;
+	struct iovec v;
+	int rc;
+
+	rc = rps_proto_hello_decode(c->rx_fixed, sizeof(hello), &hello, &why);
+	if (rc) {
+		memcpy(&c->base.hello, c->rx_fixed, sizeof(c->base.hello));
+		return refuse(c, rc, why);
+	}
+	c->base.hello = hello;
+	rc = rps_auth_challenge_make(tt->secret, &hello, &c->chal);
+	if (rc)
+		return refuse(c, rc, "server error: no random bytes");
+	c->phase = TCP_PH_PROOF;
+	rps_proto_hdr_init(&h, RPS_OP_CHALLENGE, sizeof(c->chal), 0);
+	v.iov_base = &c->chal;
+	v.iov_len = sizeof(c->chal);
+	rc = tcp_send_internal(c, &h, &v, 1);
+	if (rc) {
+		tcp_conn_fail(c, rc, 0, "challenge: %s", strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+int tcp_proof_in(struct tcp_conn *c)
+{
+	struct tcp_transport *tt = c->tt;
+	const struct rps_tr_params *p = &tt->base.params;
+	struct rps_auth_proof proof;
+	struct rps_frame_hdr h;
 	const char *why = NULL;
 	size_t ack_len = 0;
 	struct iovec v;
 	int rc;
 
-	memcpy(&hello, c->rx_fixed, sizeof(hello));
-	rc = rps_proto_hello_check(&hello, tt->secret, &why);
-	c->base.hello = hello;
-	memset(c->base.hello.secret, 0, sizeof(c->base.hello.secret));
-	if (!rc && p->on_hello) {
-		rc = p->on_hello(p->arg, &c->base, &hello, tt->ack, &ack_len, &why);
+	if (c->rx_hdr.op == RPS_OP_ERROR) /* it refused our challenge */
+		return refuse(c, -EACCES,
+			      "wrong secret: it says our challenge does not match its secret");
+	rc = rps_auth_proof_decode(c->rx_fixed, sizeof(proof), &proof, &why);
+	if (rc)
+		return refuse(c, rc, why);
+	if (rps_auth_proof_check(tt->secret, &c->base.hello, &c->chal, &proof))
+		return refuse(c, -EACCES,
+			      "wrong secret: its proof does not match RDMAPS_SECRET (a different "
+			      "secret, a replayed handshake or not an rdmaps process of this job)");
+	if (p->on_hello) {
+		rc = p->on_hello(p->arg, &c->base, &c->base.hello, tt->ack, &ack_len, &why);
 		if (rc > 0)
 			rc = -EPERM;
 		if (!rc && ack_len > RPS_TR_ACK_MAX) {
@@ -178,20 +261,8 @@ int tcp_hello_in(struct tcp_conn *c)
 			rc = -EMSGSIZE;
 			why = "server error: ack too large";
 		}
-	}
-	memset(&hello, 0, sizeof(hello));
-	if (rc) {
-		char claim[64];
-
-		if (!why)
-			why = "refused";
-		RPS_WARN("refusing %s, %s: %s", c->base.peer,
-			 rps_proto_claim_text(c->base.hello.role, c->base.hello.rank, claim,
-					      sizeof(claim)),
-			 why);
-		tcp_send_error(c, rc, why);
-		tcp_conn_fail(c, rc, 0, NULL);
-		return rc;
+		if (rc)
+			return refuse(c, rc, why);
 	}
 	tcp_hello_unlink(tt, c);
 	c->phase = TCP_PH_OPEN;
@@ -203,7 +274,7 @@ int tcp_hello_in(struct tcp_conn *c)
 		tcp_conn_fail(c, rc, 0, "hello ack: %s", strerror(-rc));
 		return rc;
 	}
-	RPS_DEBUG("tcp: %s said hello (role %u rank %u)", c->base.peer, c->base.hello.role,
+	RPS_DEBUG("tcp: %s authenticated (role %u rank %u)", c->base.peer, c->base.hello.role,
 		  c->base.hello.rank);
 	{
 		struct rps_tr_event ev = {.type = RPS_TR_EV_ACCEPTED, .conn = &c->base};

@@ -133,6 +133,15 @@ struct tcp_buf *tcp_pool_get(struct tcp_pool *p, size_t size)
 	return buf_new(p, class_cap(cls), cls);
 }
 
+void tcp_pool_discard(struct tcp_pool *p, struct tcp_buf *b)
+{
+	if (b->cap >= TCP_POOL_KEEP_MAX) {
+		buf_free(b); /* its pages go back now, not to the cache */
+		return;
+	}
+	tcp_pool_put(p, b);
+}
+
 void tcp_pool_put(struct tcp_pool *p, struct tcp_buf *b)
 {
 	struct tcp_buf *head;

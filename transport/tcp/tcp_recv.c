@@ -58,26 +58,43 @@ static int rx_emit(struct tcp_conn *c)
 	}
 	c->rx_buf = NULL;
 	c->rx_dst = NULL;
+	c->rx_frames++;
 	c->rx_state = TCP_RX_HDR;
+	c->rx_deadline = 0; /* the next frame has a deadline of its own */
 	return 0;
 }
 
 static int rx_hdr_in(struct tcp_conn *c)
 {
-	uint64_t max = c->phase == TCP_PH_HELLO ? sizeof(struct rps_hello) : c->tt->max_msg;
+	uint64_t max = c->phase == TCP_PH_HELLO	  ? sizeof(struct rps_hello)
+		       : c->phase == TCP_PH_PROOF ? sizeof(struct rps_auth_proof)
+						  : c->tt->max_msg;
 	const char *why = NULL;
-	int rc = rps_proto_hdr_check(&c->rx_hdr, max, &why);
+	int rc;
 
+	/* nothing but the proof after our challenge: said before any length */
+	if (c->phase == TCP_PH_PROOF && c->rx_hdr.magic == RPS_PROTO_MAGIC &&
+	    c->rx_hdr.op != RPS_OP_PROOF && !(c->rx_hdr.op == RPS_OP_ERROR && c->rx_hdr.len == 0))
+		return rx_bad(c, -EACCES, "expected the proof of the handshake");
+	rc = rps_proto_hdr_check(&c->rx_hdr, max, &why);
 	if (rc)
 		return rx_bad(c, rc, why);
 	if (c->phase == TCP_PH_HELLO && c->rx_hdr.op != RPS_OP_HELLO)
 		return rx_bad(c, -EPROTO, "expected a hello");
-	if (c->phase == TCP_PH_OPEN && c->rx_hdr.op == RPS_OP_HELLO)
-		return rx_bad(c, -EPROTO, "unexpected hello");
+	if (c->phase == TCP_PH_PROOF && c->rx_hdr.op != RPS_OP_PROOF &&
+	    !(c->rx_hdr.op == RPS_OP_ERROR && c->rx_hdr.len == 0))
+		return rx_bad(c, -EACCES, "expected the proof of the handshake");
+	if (c->phase == TCP_PH_OPEN &&
+	    (c->rx_hdr.op == RPS_OP_HELLO || c->rx_hdr.op == RPS_OP_PROOF ||
+	     c->rx_hdr.op == RPS_OP_CHALLENGE))
+		return rx_bad(c, -EPROTO, "unexpected handshake frame");
 	c->rx_fixed_len = (uint32_t)rps_proto_fixed_len(c->rx_hdr.op);
 	c->rx_data_len = c->rx_hdr.len - c->rx_fixed_len;
 	c->rx_got = 0;
 	c->rx_state = TCP_RX_FIXED;
+	if (c->rx_deadline && c->tt->base.params.frame_min_rate)
+		c->rx_deadline += (uint64_t)c->rx_hdr.len * 1000000000ull /
+				  c->tt->base.params.frame_min_rate;
 	return 0;
 }
 
@@ -94,8 +111,8 @@ static int rx_fixed_in(struct tcp_conn *c)
 		if (rc)
 			return rx_bad(c, rc, why);
 	}
-	if (c->phase == TCP_PH_HELLO) {
-		rc = tcp_hello_in(c);
+	if (c->phase != TCP_PH_OPEN) {
+		rc = c->phase == TCP_PH_HELLO ? tcp_hello_in(c) : tcp_proof_in(c);
 		if (rc == 0)
 			c->rx_state = TCP_RX_HDR;
 		return rc;
@@ -116,7 +133,8 @@ static int rx_fixed_in(struct tcp_conn *c)
 	return 0;
 }
 
-/* Consume the staged bytes. <0: the connection failed. */
+/* Consume the staged bytes. <0: the connection failed; 1: the peer had its
+ * frames for this call (the rest stays staged). */
 static int rx_parse(struct tcp_conn *c)
 {
 	for (;;) {
@@ -129,6 +147,8 @@ static int rx_parse(struct tcp_conn *c)
 		case TCP_RX_HDR:
 			if (avail < sizeof(c->rx_hdr))
 				return 0;
+			if (c->accepted && c->rx_frames >= TCP_RX_FRAMES)
+				return 1;
 			memcpy(&c->rx_hdr, p, sizeof(c->rx_hdr));
 			c->stage_pos += sizeof(c->rx_hdr);
 			rc = rx_hdr_in(c);
@@ -157,10 +177,57 @@ static int rx_parse(struct tcp_conn *c)
 	}
 }
 
+void tcp_again_add(struct tcp_conn *c)
+{
+	if (c->again_listed)
+		return;
+	c->again_listed = 1;
+	c->again_next = c->tt->again;
+	c->tt->again = c;
+}
+
+void tcp_again_del(struct tcp_conn *c)
+{
+	struct tcp_conn **pp = &c->tt->again;
+
+	if (!c->again_listed)
+		return;
+	while (*pp && *pp != c)
+		pp = &(*pp)->again_next;
+	if (*pp)
+		*pp = c->again_next;
+	c->again_listed = 0;
+}
+
+void tcp_again_run(struct tcp_transport *tt)
+{
+	struct tcp_conn *c = tt->again;
+
+	tt->again = NULL;
+	while (c) {
+		struct tcp_conn *next = c->again_next;
+
+		c->again_listed = 0;
+		/* open connections only: no one frees them here (tcp_conn_free unlists) */
+		if (!c->failed && c->fd >= 0 && !tcp_rx_pause_check(c))
+			tcp_rx(c);
+		c = next;
+	}
+}
+
+/* The peer had its frames for this call: come back to it next round. */
+static int rx_budget_out(struct tcp_conn *c)
+{
+	tcp_again_add(c);
+	tcp_rx_mark(c, c->last_rx_ns);
+	return 0;
+}
+
 int tcp_rx(struct tcp_conn *c)
 {
 	uint64_t total = 0;
 
+	c->rx_frames = 0;
 	for (;;) {
 		struct iovec v[2];
 		size_t direct = 0, want;
@@ -168,10 +235,15 @@ int tcp_rx(struct tcp_conn *c)
 		int cnt = 0, rc, short_read;
 
 		rc = rx_parse(c);
+		if (rc > 0)
+			return rx_budget_out(c);
 		if (rc)
 			return rc;
-		if (total >= TCP_RX_BUDGET)
+		if (total >= TCP_RX_BUDGET) {
+			if (c->accepted)
+				tcp_rx_mark(c, c->last_rx_ns);
 			return 0; /* level-triggered: epoll reports the rest */
+		}
 		if (c->stage_pos) {
 			memmove(c->stage, c->stage + c->stage_pos, c->stage_len - c->stage_pos);
 			c->stage_len -= c->stage_pos;
@@ -190,15 +262,20 @@ int tcp_rx(struct tcp_conn *c)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (c->accepted)
+					tcp_rx_mark(c, c->last_rx_ns);
 				return 0;
+			}
 			tcp_conn_fail(c, -ECONNRESET, 0, "read: %m");
 			return -ECONNRESET;
 		}
+		if (n > 0 && c->accepted)
+			c->last_rx_ns = rps_now_ns();
 		if (n == 0) {
 			int mid = c->rx_state != TCP_RX_HDR || c->stage_len;
 
-			if (c->phase == TCP_PH_HELLO)
+			if (c->phase != TCP_PH_OPEN)
 				tcp_conn_fail(c, -ECONNRESET, 0, "peer closed before its hello");
 			else
 				tcp_conn_fail(c, -ECONNRESET, 0, "peer closed%s",
@@ -222,6 +299,10 @@ int tcp_rx(struct tcp_conn *c)
 		if (short_read) {
 			/* the socket is drained: parse what came and stop */
 			rc = rx_parse(c);
+			if (rc > 0)
+				return rx_budget_out(c);
+			if (rc == 0 && c->accepted)
+				tcp_rx_mark(c, c->last_rx_ns);
 			return rc < 0 ? rc : 0;
 		}
 	}

@@ -3,9 +3,12 @@
  * post_send writes header + iov at once when nothing is queued; what the
  * socket does not take is queued (copied for ctx == 0, referenced for
  * ctx != 0) and EPOLLOUT is armed; the poller flushes the queue, gathering
- * several queued frames per sendmsg. More than TCP_SQ_MAX queued bytes make
- * post_send wait (up to the timeout; on the poller thread itself it flushes
- * in place instead, since nobody else would). Completions found outside the
+ * several queued frames per sendmsg. On a connection we opened, more than
+ * TCP_SQ_MAX queued bytes make post_send wait (up to the timeout; on the
+ * poller thread itself it flushes in place instead, since nobody else
+ * would). On an accepted connection nobody waits: past params.sq_max the
+ * peer is cut (cut_locked), and tcp_limits.c cuts one whose queue does not
+ * move for the timeout. Completions found outside the
  * poller are kept per connection and handed over through tt->done_head.
  * Depends on tcp_pool.c only.
  */
@@ -131,17 +134,38 @@ void tcp_drain_done(struct tcp_transport *tt)
 }
 
 /* slock held. */
-static void set_out(struct tcp_conn *c, int on)
+static int set_events(struct tcp_conn *c, int out, int rx_paused)
 {
-	struct epoll_event e = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = &c->kind};
+	struct epoll_event e = {.events = (rx_paused ? 0 : EPOLLIN) | (out ? EPOLLOUT : 0),
+				.data.ptr = &c->kind};
 
-	if (c->out_armed == on || c->fd < 0)
-		return;
+	if (c->fd < 0)
+		return -EBADF;
 	if (epoll_ctl(c->tt->ep, EPOLL_CTL_MOD, c->fd, &e) < 0) {
 		RPS_ERR("send to %s: epoll_ctl: %m", c->base.peer);
-		return;
+		return -errno;
 	}
-	c->out_armed = on;
+	c->out_armed = out;
+	c->rx_paused = rx_paused;
+	return 0;
+}
+
+static void set_out(struct tcp_conn *c, int on)
+{
+	if (c->out_armed != on)
+		set_events(c, on, c->rx_paused);
+}
+
+int tcp_rx_pause_check(struct tcp_conn *c)
+{
+	int paused;
+
+	pthread_mutex_lock(&c->slock);
+	if (!c->rx_paused && c->sq_bytes >= TCP_RX_PAUSE_BYTES)
+		set_events(c, c->out_armed, 1);
+	paused = c->rx_paused;
+	pthread_mutex_unlock(&c->slock);
+	return paused;
 }
 
 /* slock held: a write failed. The poller sees the reset and reports it. */
@@ -197,6 +221,8 @@ static int flush_locked(struct tcp_conn *c)
 		if (n < 0)
 			return (int)n;
 		c->sq_bytes -= (uint64_t)n;
+		if (n > 0)
+			c->last_tx_ns = rps_now_ns();
 		while (n > 0) {
 			r = c->sq_head;
 			while (n > 0 && r->idx < r->iovcnt) {
@@ -274,6 +300,8 @@ static int enqueue(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const st
 	r->ctx = ctx;
 	r->left = left;
 	r->idx = 0;
+	if (!c->sq_head)
+		c->last_tx_ns = rps_now_ns(); /* the stall clock starts */
 	if (c->sq_tail)
 		c->sq_tail->next = r;
 	else
@@ -332,6 +360,23 @@ static int wait_room(struct tcp_conn *c, uint64_t frame)
 	return rc;
 }
 
+/* slock held: an accepted peer would hold more than its share of queued
+ * output. It is cut, never waited on: the poller (or an update thread) must
+ * not stop for one peer that does not read. */
+static int cut_locked(struct tcp_conn *c, uint64_t frame, uint64_t cap)
+{
+	RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+			    "closing %s: peer not reading: %llu bytes queued, %llu more would pass "
+			    "the limit of %llu (RDMAPS_SEND_QUEUE_BYTES)",
+			    c->base.peer, (unsigned long long)c->sq_bytes,
+			    (unsigned long long)frame, (unsigned long long)cap);
+	c->wr_err = -ECONNRESET;
+	tcp_abort_on_close(c);
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR); /* the poller (tcp_limits.c) fails it */
+	return -ECONNRESET;
+}
+
 static int send_frame(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const struct iovec *iov,
 		      int iovcnt, uint64_t ctx, uint64_t limit)
 {
@@ -363,7 +408,15 @@ static int send_frame(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const
 		rc = -ECONNRESET;
 		goto out_unlock;
 	}
-	if (c->sq_head && c->sq_bytes + total > TCP_SQ_MAX) {
+	if (c->accepted) {
+		uint64_t cap = c->tt->base.params.sq_max ? c->tt->base.params.sq_max : TCP_SQ_MAX;
+
+		/* one frame always fits an empty queue, whatever its size */
+		if (c->sq_head && c->sq_bytes + total > cap) {
+			rc = cut_locked(c, total, cap);
+			goto out_unlock;
+		}
+	} else if (c->sq_head && c->sq_bytes + total > TCP_SQ_MAX) {
 		rc = wait_room(c, total);
 		if (rc)
 			goto out_unlock;
@@ -442,6 +495,11 @@ int tcp_out(struct tcp_conn *c)
 	pthread_mutex_lock(&c->slock);
 	if (!c->dead && !c->wr_err)
 		rc = flush_locked(c);
+	if (rc == 0 && c->rx_paused && c->sq_bytes < TCP_RX_PAUSE_BYTES / 2) {
+		set_events(c, c->out_armed, 0); /* the peer reads again: so do we */
+		c->rx_deadline = 0;		 /* its frame's clock starts again */
+		tcp_again_add(c);		 /* whole frames may wait staged */
+	}
 	pthread_mutex_unlock(&c->slock);
 	return rc < 0 ? -ECONNRESET : 0;
 }
