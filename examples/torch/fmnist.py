@@ -193,6 +193,40 @@ def accuracy(model, x, y):
     return correct / len(x)
 
 
+class Reporter:
+    """The dashboard's curves (docs/dashboard.md), as fmnist-train reports
+    them: every REPORT_S seconds the mean loss of the steps since the last
+    report, this worker's samples/s and the staleness its pulls saw; rank 0's
+    test accuracy after each evaluation (Worker.report). Training goes on if
+    the scheduler cannot be told (said once)."""
+    REPORT_S = 0.25
+
+    def __init__(self, w, per_step):
+        self.w, self.per_step, self.warned = w, per_step, False
+        self.t, self.loss, self.steps = time.monotonic(), 0.0, 0
+
+    def report(self, name, value):
+        try:
+            self.w.report(name, value)  # False: over the 100/s bound, dropped
+        except OSError as e:  # rdmaps.Error
+            if not self.warned:
+                print(f"fmnist.py: reporting {name} to the scheduler: {e} (training goes on)",
+                      file=sys.stderr, flush=True)
+                self.warned = True
+
+    def step(self, loss, force):
+        now = time.monotonic()
+        dt = now - self.t
+        self.loss += loss
+        self.steps += 1
+        if not force and dt < self.REPORT_S:
+            return
+        self.report("loss", self.loss / self.steps)
+        self.report("samples_s", self.steps * self.per_step / dt if dt > 0 else 0.0)
+        self.report("staleness", self.w.max_staleness)
+        self.t, self.loss, self.steps = now, 0.0, 0
+
+
 def progress(epoch, epochs, done, total, loss, sps, acc):
     fill = int(30 * done / total)
     print(f"\repoch {epoch}/{epochs} [{'#' * fill}{'.' * (30 - fill)}] {100 * done // total:3d}% "
@@ -241,6 +275,7 @@ def main():
               f" {len(xtr)} training images", flush=True)
         print(f"fmnist.py: optimizer {describe(spec)}", flush=True)
 
+    reporter = None if a.local else Reporter(w, per_step)  # rdmaps: the dashboard's curves
     order = np.arange(first, first + nlocal)
     acc, loss_epoch, train_time, sps = -1.0, 0.0, 0.0, 0.0
     for e in range(1, a.epochs + 1):
@@ -264,7 +299,10 @@ def main():
             else:
                 loss.backward()     # rdmaps: pushes each gradient when ready
                 train_model.step()  # rdmaps: ends the clock, pulls the next values
-            loss_sum += loss.item()
+            lv = loss.item()
+            loss_sum += lv
+            if reporter:  # rdmaps
+                reporter.step(lv, s + 1 == steps)
             now = time.monotonic()
             if bar and (now - last_draw > 0.2 or s + 1 == steps):
                 el = now - t0
@@ -280,6 +318,8 @@ def main():
         if rank == 0 and (e % a.eval_every == 0 or e == a.epochs):
             train_model.eval()
             acc = accuracy(train_model, xte, yte)
+            if reporter:  # rdmaps
+                reporter.report("test_accuracy", acc)
             if bar:
                 progress(e, a.epochs, steps, steps, loss_epoch, sps, acc)
                 print()

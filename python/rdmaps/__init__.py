@@ -73,7 +73,8 @@ class Worker(_core.Worker):
     reads them, pull writes them, with no copy. :meth:`push`, :meth:`pull`
     and :meth:`pushpull` are asynchronous and return a :class:`Request`
     (``wait(timeout=None)``, ``done()``), which keeps the buffers alive
-    until the library is done with them.
+    until the library is done with them. :meth:`report` sends a figure
+    (loss, accuracy, ...) to the scheduler's dashboard.
 
     Properties: rank, num_workers, num_servers, transport, consistency
     ('bsp' | 'ssp' | 'asp'), staleness_bound, max_staleness, clock_value,

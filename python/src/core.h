@@ -10,7 +10,7 @@
  *   reg.c      the Registration type (rps_worker_register)
  *   barrier.c  barrier() run by a thread, so that Ctrl-C can interrupt the wait
  *   join.c     Worker(): rps_worker_create from a thread, so Ctrl-C interrupts it
- *   bench.c    Worker._c_bench: the same op through the C API, timed in C
+ *   report.c   Worker.report: a figure for the dashboard (rps_worker_report)
  *   spec.c     initialiser and optimizer specs from Python values
  *   server.c   InProcessServer: an rdmaps server run by a thread of this process
  *
@@ -28,6 +28,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include <rdmaps/rdmaps.h>
 
@@ -67,6 +68,7 @@ struct pyworker {
 	int background;		   /* barrier threads still running (pw->mu) */
 	struct pybarrier *barrier; /* a barrier left by Ctrl-C, still running */
 	int closed;
+	uint64_t spin_ns;   /* Request.wait spins this long before sleeping (RDMA) */
 	PyObject *declared; /* dict: key -> declared length */
 	PyObject *regs;	    /* list of Registration objects */
 	PyObject *weakrefs;
@@ -103,6 +105,10 @@ int rps_py_buf_get(PyObject *obj, int writable, const char *key_desc, struct pyb
 void rps_py_buf_release(struct pybuf *b);
 
 /* request.c */
+#define RPS_PY_WAIT_SLICE_MS 50 /* waits check signals (Ctrl-C) this often */
+/* The spin of Request.wait: RDMAPS_WAIT_SPIN_US of the configuration (the
+ * library's default 200 us when it cannot be read), at most one slice. */
+uint64_t rps_py_wait_spin_ns(void);
 struct pyreq *rps_py_pyreq_new(struct pyworker *pw, int nbufs, size_t nkeys, const char *what);
 /* Free a pyreq that never went to the library (no sub-request). */
 void rps_py_pyreq_discard(struct pyreq *r);
@@ -119,8 +125,9 @@ void rps_py_reap_orphans(struct pyworker *pw);
 /* Under the GIL, after rps_worker_destroy: every pyreq completes
  * (-ECANCELED if the library never called back); orphans freed. */
 void rps_py_requests_closed(struct pyworker *pw);
-/* Wait (GIL released, in slices, signals checked) until r is done or the
- * deadline passes. 0 done, 1 deadline, -1 exception (KeyboardInterrupt). */
+/* Wait (GIL released: first spinning for pw->spin_ns, then sleeping in
+ * slices, signals checked) until r is done or the deadline passes. 0 done,
+ * 1 deadline, -1 exception (KeyboardInterrupt). */
 int rps_py_pyreq_wait(struct pyreq *r, double timeout_s);
 
 /* ops.c */
@@ -140,8 +147,8 @@ void rps_py_barriers_closed(struct pyworker *pw);
  * the thread destroys the worker it gets). Called with the GIL. */
 int rps_py_join(const struct rps_worker_opts *o, struct rps_worker **w_p);
 
-/* bench.c */
-PyObject *rps_py_c_bench(PyObject *self, PyObject *args);
+/* report.c */
+PyObject *rps_py_report(PyObject *self, PyObject *args, PyObject *kw);
 
 /* reg.c */
 PyObject *rps_py_register(PyObject *self, PyObject *arg);

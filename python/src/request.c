@@ -14,9 +14,28 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <time.h>
 
-#define WAIT_SLICE_MS 50 /* signals (Ctrl-C) are checked this often */
+#define WAIT_SLICE_MS RPS_PY_WAIT_SLICE_MS
+#define DEFAULT_SPIN_US 200 /* RDMAPS_WAIT_SPIN_US's default (docs/options.md) */
+
+uint64_t rps_py_wait_spin_ns(void)
+{
+	struct rps_config *cfg = NULL;
+	int us = DEFAULT_SPIN_US;
+
+	/* the same settings the worker reads: defaults, then RDMAPS_* (a bad
+	 * one failed the worker's own create already) */
+	if (rps_config_create(&cfg) == 0 && rps_config_get_int(cfg, "wait_spin_us", &us) != 0)
+		us = DEFAULT_SPIN_US;
+	rps_config_destroy(cfg);
+	if (us < 0)
+		us = 0;
+	if (us > WAIT_SLICE_MS * 1000)
+		us = WAIT_SLICE_MS * 1000;
+	return (uint64_t)us * 1000u;
+}
 
 struct pyrequest {
 	PyObject_HEAD struct pyworker *pw; /* strong reference */
@@ -165,11 +184,54 @@ static double mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
+/* Without the GIL: watch r->done for up to limit_ns (the completion
+ * callback sets it last). A short request then costs no condition-variable
+ * wake-up of this thread, as rps_req_wait's spin saves the C caller one. */
+static void spin(struct pyreq *r, uint64_t limit_ns)
+{
+	uint64_t start = mono_ns();
+
+	do {
+		for (int i = 0; i < 32; i++) {
+			if (is_done(r))
+				return;
+			cpu_relax();
+		}
+	} while (mono_ns() - start < limit_ns);
+}
+
 int rps_py_pyreq_wait(struct pyreq *r, double timeout_s)
 {
 	struct pyworker *pw = r->pw;
 	double deadline = timeout_s >= 0 ? mono_s() + timeout_s : 0;
+	uint64_t spin_ns = pw->spin_ns;
 
+	if (spin_ns && !is_done(r)) {
+		/* spin first (GIL released, so other threads run), then sleep in
+		 * slices; spin_ns is at most one slice: Ctrl-C stays prompt */
+		if (timeout_s >= 0 && timeout_s * 1e9 < (double)spin_ns)
+			spin_ns = (uint64_t)(timeout_s * 1e9);
+		Py_BEGIN_ALLOW_THREADS
+			spin(r, spin_ns);
+		Py_END_ALLOW_THREADS
+	}
 	while (!is_done(r)) {
 		double slice = WAIT_SLICE_MS * 1e-3;
 		struct timespec ts;
@@ -356,10 +418,11 @@ static PyObject *req_repr(struct pyrequest *q)
 static PyMethodDef req_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))req_wait, METH_VARARGS | METH_KEYWORDS,
      "wait($self, /, timeout=None)\n--\n\n"
-     "Wait until the request completed. Releases the GIL while waiting, and\n"
-     "checks for signals every 50 ms, so Ctrl-C raises KeyboardInterrupt at\n"
-     "once (the request stays in flight; wait again, or drop it: its buffers\n"
-     "are kept until the library is done with them).\n\n"
+     "Wait until the request completed. Releases the GIL while waiting (over\n"
+     "RDMA it first spins RDMAPS_WAIT_SPIN_US, 200 us, as rps_req_wait does;\n"
+     "then it sleeps), and checks for signals every 50 ms, so Ctrl-C raises\n"
+     "KeyboardInterrupt at once (the request stays in flight; wait again, or\n"
+     "drop it: its buffers are kept until the library is done with them).\n\n"
      "timeout: seconds, None = until complete. Raises rdmaps.TimeoutError\n"
      "when it passes (the request goes on: wait again). Raises the request's\n"
      "error when it failed: rdmaps.ConnectionError (a server connection broke\n"

@@ -133,6 +133,10 @@ static int worker_init(PyObject *self, PyObject *args, PyObject *kw)
 		return -1;
 	}
 	pw->w = w;
+	/* as the library: its waiters spin only where they can reap (RDMA);
+	 * over TCP both sleep until the progress thread completes the request
+	 * (a spin there measured slower: docs/python.md) */
+	pw->spin_ns = strcmp(rps_worker_transport(w), "rdma") == 0 ? rps_py_wait_spin_ns() : 0;
 	pw->closed = 0;
 	return 0;
 }
@@ -566,6 +570,28 @@ static PyObject *get_transport(PyObject *self, void *c)
 	return PyUnicode_FromString(rps_worker_transport(W(self)->w));
 }
 
+/* For tests: the spin of Request.wait (RDMAPS_WAIT_SPIN_US over RDMA, 0
+ * over TCP), settable to exercise it on any transport. */
+static PyObject *get_wait_spin_us(PyObject *self, void *c)
+{
+	return PyLong_FromUnsignedLongLong(W(self)->spin_ns / 1000u);
+}
+
+static int set_wait_spin_us(PyObject *self, PyObject *v, void *c)
+{
+	long us = v ? PyLong_AsLong(v) : -1;
+
+	if (us == -1 && PyErr_Occurred())
+		return -1;
+	if (us < 0 || us > RPS_PY_WAIT_SLICE_MS * 1000L) {
+		PyErr_Format(PyExc_ValueError, "_wait_spin_us: 0 .. %d microseconds",
+			     RPS_PY_WAIT_SLICE_MS * 1000);
+		return -1;
+	}
+	W(self)->spin_ns = (uint64_t)us * 1000u;
+	return 0;
+}
+
 static PyObject *get_consistency(PyObject *self, void *c)
 {
 	if (open_or_raise(W(self)))
@@ -595,6 +621,8 @@ static PyGetSetDef worker_getset[] = {
     {"num_workers", get_num_workers, NULL, "Workers in the job.", NULL},
     {"num_servers", get_num_servers, NULL, "Servers in the job.", NULL},
     {"transport", get_transport, NULL, "'tcp' or 'rdma'.", NULL},
+    {"_wait_spin_us", get_wait_spin_us, set_wait_spin_us,
+     "For tests: how long Request.wait spins before it sleeps (microseconds).", NULL},
     {"clock_value", get_clock_value, NULL, "The current clock (iteration): clock() calls so far.",
      NULL},
     {"consistency", get_consistency, NULL,
@@ -708,12 +736,22 @@ static PyMethodDef worker_methods[] = {
      "Every shard of every live server writes a checkpoint (needs\n"
      "RDMAPS_CHECKPOINT_DIR on the servers). Under BSP with clock=c the files\n"
      "hold exactly the parameters after clocks < c."},
-    {"_c_bench", rps_py_c_bench, METH_VARARGS,
-     "_c_bench($self, kind, key, buf, out_ns, /)\n--\n\n"
-     "For benchmarks of the binding: len(out_ns) times the same 'pull' or\n"
-     "'push' of one declared key through the C API (rps_worker_pull/push +\n"
-     "rps_req_wait), timed in C; out_ns (numpy int64) receives each one's\n"
-     "nanoseconds. Compare with the same op through push()/pull() + wait()."},
+    {"report", (PyCFunction)(void (*)(void))rps_py_report, METH_VARARGS | METH_KEYWORDS,
+     "report($self, /, name, value)\n--\n\n-> bool. "
+     "Report a figure of the job (loss, test accuracy, samples/s, ...) to\n"
+     "the scheduler, which keeps it as a curve of the dashboard (one curve\n"
+     "per name and worker, points tagged with this worker's clock; the page\n"
+     "of RDMAPS_METRICS_PORT, /api/state; docs/dashboard.md). One small\n"
+     "message, no answer awaited: it does not wait for the scheduler.\n\n"
+     "name: 1 to 23 characters of [A-Za-z0-9_.-] (\"loss\", \"test_accuracy\").\n"
+     "value: a number (float, int, numpy scalar, one-element tensor); a\n"
+     "  value that is not finite shows as a gap.\n\n"
+     "Returns True when sent, False when dropped: at most 100 reports per\n"
+     "second per worker are sent (RPS_WORKER_REPORT_RATE), further ones in\n"
+     "the same second are dropped (report a few figures every ~0.25 s, as\n"
+     "fmnist-train does). Raises ValueError for a bad name, TypeError for a\n"
+     "value that is not a number, rdmaps.ConnectionError when the worker\n"
+     "has no scheduler connection."},
     {"stats", worker_stats, METH_NOARGS,
      "stats($self, /)\n--\n\nThis worker's counters (pulls, pushes, bytes_out, bytes_in, ...)."},
     {"declared_size", worker_declared_len, METH_O,

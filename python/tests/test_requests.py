@@ -1,10 +1,12 @@
 """Requests hold their buffers; threads share a worker; the GIL is released."""
 import gc
+import os
 import threading
 import time
 import weakref
 
 import numpy as np
+import pytest
 
 import rdmaps
 from conftest import worker, workers, together, SLOW
@@ -133,10 +135,52 @@ def test_two_threads_one_worker(cluster):
         assert np.all(v == -200)
 
 
-def test_wait_releases_the_gil(cluster):
+SPINS = [None, 50000]  # the default (RDMAPS_WAIT_SPIN_US over RDMA, none over TCP); 50 ms
+
+
+def test_wait_spin_default(cluster):
+    c = cluster()
+    with worker(c) as w:
+        want = 0 if w.transport == "tcp" else int(os.environ.get("RDMAPS_WAIT_SPIN_US", 200))
+        assert w._wait_spin_us == min(want, 50000)
+        w._wait_spin_us = 7
+        assert w._wait_spin_us == 7
+        with pytest.raises(ValueError, match="microseconds"):
+            w._wait_spin_us = 50001
+
+
+@pytest.mark.parametrize("spin", SPINS)
+def test_wait_timeout_while_spinning(cluster, spin):
     c = cluster(servers=1, workers=2, consistency="bsp")
     a, b = workers(c, 2)
     try:
+        if spin is not None:
+            a._wait_spin_us = spin
+        together(lambda w: (w.declare(1, 4, init="zeros"), w.barrier()), [a, b])
+        a.push(1, np.ones(4, np.float32)).wait()
+        a.clock()
+        out = np.zeros(4, np.float32)
+        r = a.pull(1, out)  # clock 1: waits for b's push
+        t0 = time.monotonic()
+        with pytest.raises(rdmaps.TimeoutError):
+            r.wait(timeout=0.001)  # the spin is cut to the timeout
+        assert time.monotonic() - t0 < 0.5 * SLOW and not r.done()
+        b.push(1, np.ones(4, np.float32)).wait()
+        b.clock()
+        r.wait(timeout=10 * SLOW)
+        assert out.tolist() == [-2.0] * 4
+        together(lambda w: w.barrier(), [a, b])
+    finally:
+        together(lambda w: w.close(), [a, b])
+
+
+@pytest.mark.parametrize("spin", SPINS)
+def test_wait_releases_the_gil(cluster, spin):
+    c = cluster(servers=1, workers=2, consistency="bsp")
+    a, b = workers(c, 2)
+    try:
+        if spin is not None:
+            a._wait_spin_us = spin
         together(lambda w: (w.declare(1, 4, init="zeros"), w.barrier()), [a, b])
         a.push(1, np.ones(4, np.float32)).wait()
         a.clock()
@@ -156,10 +200,13 @@ def test_wait_releases_the_gil(cluster):
         together(lambda w: w.close(), [a, b])
 
 
-def test_two_threads_wait_one_request(cluster):
+@pytest.mark.parametrize("spin", SPINS)
+def test_two_threads_wait_one_request(cluster, spin):
     c = cluster(servers=1, workers=2, consistency="bsp")
     a, b = workers(c, 2)
     try:
+        if spin is not None:
+            a._wait_spin_us = spin
         together(lambda w: (w.declare(1, 4, init="zeros"), w.barrier()), [a, b])
         a.push(1, np.ones(4, np.float32)).wait()
         a.clock()

@@ -211,21 +211,6 @@ def test_assign(cluster):
         together(lambda w: w.close(), [a, b])
 
 
-def test_c_bench(cluster):
-    c = cluster(servers=1, workers=1)
-    with worker(c) as w:
-        w.declare(1, 1024, init=1.0)
-        a = np.zeros(1024, np.float32)
-        ns = np.zeros(20, np.int64)
-        w._c_bench("pull", 1, a, ns)
-        assert np.all(ns > 0) and np.all(a == 1.0)
-        w._c_bench("push", 1, np.ones(1024, np.float32), ns)
-        with pytest.raises(TypeError, match="int64"):
-            w._c_bench("pull", 1, a, np.zeros(3, np.float32))
-        with pytest.raises(ValueError, match="not declared"):
-            w._c_bench("pull", 9, a, ns)
-
-
 def test_random_inits_are_deterministic(cluster):
     c = cluster(servers=2, workers=2)
     a, b = workers(c, 2)
