@@ -9,8 +9,6 @@
 #include <errno.h>
 #include <time.h>
 
-#define SLICE_MS 50
-
 struct pybarrier {
 	struct pyworker *pw;
 	pthread_t thread;
@@ -31,36 +29,6 @@ static void *barrier_thread(void *arg)
 	pthread_cond_broadcast(&pw->cv);
 	pthread_mutex_unlock(&pw->mu);
 	return NULL;
-}
-
-/* Wait for b in slices; 0 done, -1 exception. */
-static int wait_barrier(struct pyworker *pw, struct pybarrier *b)
-{
-	int done = 0;
-
-	for (;;) {
-		Py_BEGIN_ALLOW_THREADS
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += SLICE_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-			pthread_mutex_lock(&pw->mu);
-			while (!b->done) {
-				if (pthread_cond_timedwait(&pw->cv, &pw->mu, &ts) == ETIMEDOUT)
-					break;
-			}
-			done = b->done;
-			pthread_mutex_unlock(&pw->mu);
-		Py_END_ALLOW_THREADS
-		if (done)
-			return 0;
-		if (PyErr_CheckSignals() < 0)
-			return -1;
-	}
 }
 
 /* b is done: join its thread and free it. */
@@ -109,7 +77,7 @@ PyObject *rps_py_barrier(PyObject *self, PyObject *unused)
 		pw->background++;
 	}
 	b->waiting = 1;
-	rc = wait_barrier(pw, b);
+	rc = rps_py_wait_flag(&pw->mu, &pw->cv, &b->done);
 	b->waiting = 0;
 	if (rc < 0) {
 		rps_py_leave(pw);

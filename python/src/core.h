@@ -104,8 +104,14 @@ Py_ssize_t rps_py_declared_len(struct pyworker *pw, rps_key_t key);
 int rps_py_buf_get(PyObject *obj, int writable, const char *key_desc, struct pybuf *b);
 void rps_py_buf_release(struct pybuf *b);
 
-/* request.c */
+/* wait.c */
 #define RPS_PY_WAIT_SLICE_MS 50 /* waits check signals (Ctrl-C) this often */
+/* Wait until *flag (guarded by mu, signalled on cv) is set, in slices of
+ * RPS_PY_WAIT_SLICE_MS with the GIL released, checking signals between
+ * them. 0: set; -1: a signal handler raised (KeyboardInterrupt). */
+int rps_py_wait_flag(pthread_mutex_t *mu, pthread_cond_t *cv, const int *flag);
+
+/* request.c */
 /* The spin of Request.wait: RDMAPS_WAIT_SPIN_US of the configuration (the
  * library's default 200 us when it cannot be read), at most one slice. */
 uint64_t rps_py_wait_spin_ns(void);

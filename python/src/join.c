@@ -10,8 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#define SLICE_MS 50
-
 struct join {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -81,41 +79,20 @@ int rps_py_join(const struct rps_worker_opts *o, struct rps_worker **w_p)
 		return -1;
 	}
 	pthread_detach(t);
-	for (;;) {
-		Py_BEGIN_ALLOW_THREADS
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += SLICE_MS * 1000000L;
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
+	if (rps_py_wait_flag(&j->mu, &j->cv, &j->done) < 0) {
+		pthread_mutex_lock(&j->mu);
+		done = j->done;
+		j->abandoned = !done;
+		pthread_mutex_unlock(&j->mu);
+		if (done) { /* it just finished: undo it here */
+			if (!j->rc) {
+				Py_BEGIN_ALLOW_THREADS
+					rps_worker_destroy(j->w);
+				Py_END_ALLOW_THREADS
 			}
-			pthread_mutex_lock(&j->mu);
-			while (!j->done) {
-				if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT)
-					break;
-			}
-			done = j->done;
-			pthread_mutex_unlock(&j->mu);
-		Py_END_ALLOW_THREADS
-		if (done)
-			break;
-		if (PyErr_CheckSignals() < 0) {
-			pthread_mutex_lock(&j->mu);
-			done = j->done;
-			j->abandoned = !done;
-			pthread_mutex_unlock(&j->mu);
-			if (done) { /* it just finished: undo it here */
-				if (!j->rc) {
-					Py_BEGIN_ALLOW_THREADS
-						rps_worker_destroy(j->w);
-					Py_END_ALLOW_THREADS
-				}
-				join_free(j);
-			}
-			return -1;
+			join_free(j);
 		}
+		return -1;
 	}
 	/* done: the thread touches j no more */
 	rc = j->rc;
