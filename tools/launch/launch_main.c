@@ -22,45 +22,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/job_secret.h"
+
 #define MAX_PROCS 256
-#define SECRET_BYTES 32
 
-/* A random job secret into the environment unless one is set. 0, or -1
- * with a message. */
-static int ensure_secret(void)
-{
-	unsigned char r[SECRET_BYTES];
-	char hex[2 * SECRET_BYTES + 1];
-	const char *s = getenv("RDMAPS_SECRET");
-	size_t got = 0;
-
-	if (s && s[0])
-		return 0;
-	while (got < sizeof(r)) {
-		ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			fprintf(stderr, "rdmaps-launch: no random bytes for the job secret: %s\n",
-				strerror(errno));
-			return -1;
-		}
-		got += (size_t)n;
-	}
-	for (size_t i = 0; i < sizeof(r); i++)
-		snprintf(hex + 2 * i, 3, "%02x", r[i]);
-	memset(r, 0, sizeof(r));
-	setenv("RDMAPS_SECRET", hex, 1);
-	memset(hex, 0, sizeof(hex));
-	return 0;
-}
 #define LINE_MAX_LEN 4096
 
 struct proc {
@@ -524,7 +494,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
-	if (ensure_secret())
+	if (rps_tool_ensure_secret("rdmaps-launch"))
 		return 2;
 	snprintf(buf, sizeof(buf), "%d", servers);
 	setenv("RDMAPS_NUM_SERVERS", buf, 1);

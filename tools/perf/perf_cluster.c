@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/job_secret.h"
 #include "perflib.h"
 
 #define MSG_START  1
@@ -75,36 +75,6 @@ static void set_default_env(const char *name, const char *value)
 		setenv(name, value, 1);
 }
 
-/* A random job secret into the environment unless RDMAPS_SECRET is set (as
- * rdmaps-launch does): 32 bytes from getrandom as hex. 0 or -errno. */
-static int ensure_secret(void)
-{
-	unsigned char r[32];
-	char hex[2 * sizeof(r) + 1];
-	const char *s = getenv("RDMAPS_SECRET");
-	size_t got = 0;
-
-	if (s && s[0])
-		return 0;
-	while (got < sizeof(r)) {
-		ssize_t n = getrandom(r + got, sizeof(r) - got, 0);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			fprintf(stderr, "rdmaps-perf: no random bytes for the job secret: %s\n",
-				strerror(errno));
-			return -errno;
-		}
-		got += (size_t)n;
-	}
-	for (size_t i = 0; i < sizeof(r); i++)
-		snprintf(hex + 2 * i, 3, "%02x", r[i]);
-	setenv("RDMAPS_SECRET", hex, 1);
-	memset(r, 0, sizeof(r));
-	memset(hex, 0, sizeof(hex));
-	return 0;
-}
 
 /* fork + exec bin with the environment plus role/host/port; the child dies
  * with us (PR_SET_PDEATHSIG) and never writes to our stdout. */
@@ -194,7 +164,7 @@ int rps_perf_cluster_start(const struct rps_perf_cluster_opts *o, struct rps_per
 	}
 
 	/* what the scheduler and the servers (and our workers) read */
-	if (o->make_secret && ensure_secret())
+	if (o->make_secret && rps_tool_ensure_secret("rdmaps-perf"))
 		return -EIO;
 	snprintf(buf, sizeof(buf), "%d", o->servers);
 	setenv("RDMAPS_NUM_SERVERS", buf, 1);
