@@ -20,14 +20,22 @@
 
 #define FAULT_SPEC_MAX	   1024
 #define FAULT_DEFAULT_SEED 1
+#define FAULT_MAX_SLOW	   100.0
+#define FAULT_SPEC_DEFAULTS                                                                        \
+	{.delay_p = 1,                                                                             \
+	 .stall_p = 1,                                                                             \
+	 .kill_rank = -1,                                                                          \
+	 .slow_rank = -1,                                                                          \
+	 .slow_factor = 1,                                                                         \
+	 .seed = FAULT_DEFAULT_SEED}
 
 int rps_fault_on;
 
-static struct rps_fault_spec fault_cur = {
-    .delay_p = 1, .stall_p = 1, .kill_rank = -1, .seed = FAULT_DEFAULT_SEED};
+static struct rps_fault_spec fault_cur = FAULT_SPEC_DEFAULTS;
 static atomic_uint fault_gen = 1;   /* bumped by init / reset: threads reseed */
 static atomic_ullong fault_streams; /* next unpinned stream */
 static atomic_int fault_kill_fired;
+static _Atomic uint64_t fault_slow_last_ns; /* end of the straggler's previous clock */
 
 static _Thread_local struct {
 	unsigned int gen;
@@ -48,12 +56,14 @@ enum {
 	K_KILL_ROLE,
 	K_KILL_RANK,
 	K_SEED,
+	K_SLOW_RANK,
+	K_SLOW_FACTOR,
 	K_COUNT,
 };
 
 static const char *const key_names[K_COUNT] = {
     "drop",	 "delay_ms",  "delay_p", "stall_update_ms", "stall_p", "kill_at_clock",
-    "kill_role", "kill_rank", "seed",
+    "kill_role", "kill_rank", "seed",	 "slow_rank", "slow_factor",
 };
 
 __attribute__((format(printf, 2, 3))) static int bad_spec(const char *spec, const char *fmt, ...)
@@ -125,7 +135,8 @@ static int parse_item(const char *spec, char *key, char *val, struct rps_fault_s
 		return bad_spec(
 		    spec,
 		    "unknown switch '%s' (known: drop, delay_ms, delay_p, "
-		    "stall_update_ms, stall_p, kill_at_clock, kill_role, kill_rank, seed)",
+		    "stall_update_ms, stall_p, kill_at_clock, kill_role, kill_rank, seed, "
+		    "slow_rank, slow_factor)",
 		    key);
 	if (*seen & (1u << k))
 		return bad_spec(spec, "'%s' given twice", key);
@@ -176,6 +187,17 @@ static int parse_item(const char *spec, char *key, char *val, struct rps_fault_s
 			return bad_spec(spec, "%s=%s: want a rank >= 0, -1 or any", key, val);
 		f->kill_rank = (int)u;
 		break;
+	case K_SLOW_RANK:
+		if (parse_u64(val, &u) || u > INT_MAX)
+			return bad_spec(spec, "%s=%s: want a worker rank >= 0", key, val);
+		f->slow_rank = (int)u;
+		break;
+	case K_SLOW_FACTOR:
+		if (parse_double(val, 1, FAULT_MAX_SLOW, &d))
+			return bad_spec(spec, "%s=%s: want a factor in [1, %.0f]", key, val,
+					FAULT_MAX_SLOW);
+		f->slow_factor = d;
+		break;
 	case K_SEED:
 		if (parse_u64(val, &u))
 			return bad_spec(spec, "%s=%s: want an unsigned integer", key, val);
@@ -187,8 +209,7 @@ static int parse_item(const char *spec, char *key, char *val, struct rps_fault_s
 
 int rps_fault_parse(const char *s, struct rps_fault_spec *spec_p)
 {
-	struct rps_fault_spec f = {
-	    .delay_p = 1, .stall_p = 1, .kill_rank = -1, .seed = FAULT_DEFAULT_SEED};
+	struct rps_fault_spec f = FAULT_SPEC_DEFAULTS;
 	char buf[FAULT_SPEC_MAX], *save = NULL, *item;
 	unsigned int seen = 0;
 	size_t len = s ? strlen(s) : 0;
@@ -228,6 +249,8 @@ int rps_fault_parse(const char *s, struct rps_fault_spec *spec_p)
 		return bad_spec(s, "stall_p needs stall_update_ms");
 	if ((seen & ((1u << K_KILL_ROLE) | (1u << K_KILL_RANK))) && !f.kill)
 		return bad_spec(s, "kill_role and kill_rank need kill_at_clock");
+	if (!(seen & (1u << K_SLOW_RANK)) != !(seen & (1u << K_SLOW_FACTOR)))
+		return bad_spec(s, "slow_rank and slow_factor go together");
 	*spec_p = f;
 	return 0;
 }
@@ -253,6 +276,8 @@ int rps_fault_describe(const struct rps_fault_spec *f, char *buf, size_t len)
 		else
 			ADD(",kill_rank=any");
 	}
+	if (f->slow_rank >= 0 && f->slow_factor > 1)
+		ADD(",slow_rank=%d,slow_factor=%g", f->slow_rank, f->slow_factor);
 	if (n)
 		ADD(",seed=%" PRIu64, f->seed);
 #undef ADD
@@ -262,7 +287,8 @@ int rps_fault_describe(const struct rps_fault_spec *f, char *buf, size_t len)
 static int spec_active(const struct rps_fault_spec *f)
 {
 	return f->drop_p > 0 || (f->delay_ns && f->delay_p > 0) ||
-	       (f->stall_ns && f->stall_p > 0) || f->kill;
+	       (f->stall_ns && f->stall_p > 0) || f->kill ||
+	       (f->slow_rank >= 0 && f->slow_factor > 1);
 }
 
 static void install(const struct rps_fault_spec *f)
@@ -270,6 +296,7 @@ static void install(const struct rps_fault_spec *f)
 	fault_cur = *f;
 	atomic_store(&fault_streams, 0);
 	atomic_store(&fault_kill_fired, 0);
+	atomic_store(&fault_slow_last_ns, 0);
 	atomic_fetch_add(&fault_gen, 1);
 	rps_fault_on = spec_active(f);
 }
@@ -292,8 +319,7 @@ int rps_fault_init(const char *s)
 
 void rps_fault_reset(void)
 {
-	struct rps_fault_spec f = {
-	    .delay_p = 1, .stall_p = 1, .kill_rank = -1, .seed = FAULT_DEFAULT_SEED};
+	struct rps_fault_spec f = FAULT_SPEC_DEFAULTS;
 
 	install(&f);
 }
@@ -366,6 +392,25 @@ int rps_fault_should_kill(const char *role, int rank, uint64_t clock)
 	if (f->kill_rank >= 0 && rank != f->kill_rank)
 		return 0;
 	return atomic_exchange(&fault_kill_fired, 1) == 0;
+}
+
+void rps_fault_slow_down(const char *role, int rank)
+{
+	const struct rps_fault_spec *f = &fault_cur;
+	uint64_t now, last, extra = 0;
+
+	if (f->slow_rank < 0 || f->slow_factor <= 1 || !role || strcmp(role, "worker") ||
+	    rank != f->slow_rank)
+		return;
+	now = rps_now_ns();
+	last = atomic_load(&fault_slow_last_ns);
+	if (last && now > last)
+		extra = (uint64_t)((double)(now - last) * (f->slow_factor - 1));
+	if (extra > (uint64_t)(RPS_FAULT_MAX_MS * 1e6))
+		extra = (uint64_t)(RPS_FAULT_MAX_MS * 1e6);
+	if (extra)
+		rps_fault_sleep_ns(extra);
+	atomic_store(&fault_slow_last_ns, rps_now_ns());
 }
 
 void rps_fault_sleep_ns(uint64_t ns)

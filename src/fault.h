@@ -16,6 +16,10 @@
  *   kill_role=ROLE     scheduler | server | worker | any (default any; needs kill_at_clock)
  *   kill_rank=N        rank N >= 0, or -1 / any (default any; needs kill_at_clock)
  *   seed=N             PRNG seed, decimal or 0x hex (default 1)
+ *   slow_rank=N        worker N is a straggler: ...
+ *   slow_factor=F      ... each of its clocks takes F times as long (F in [1, 100]): it
+ *                      sleeps (F - 1) x the time since its previous clock ended, before
+ *                      ending the clock (both or neither)
  * A bad spec is refused with -EINVAL and one logged line naming the item and why.
  *
  * Decisions use a per-thread PRNG (splitmix64) seeded from (seed, stream): a
@@ -48,6 +52,8 @@ struct rps_fault_spec {
 	uint64_t kill_clock;
 	char kill_role[16]; /* "" = any role */
 	int kill_rank;	    /* -1 = any rank */
+	int slow_rank;	    /* -1 = no straggler */
+	double slow_factor; /* >= 1 */
 	uint64_t seed;
 };
 
@@ -80,6 +86,11 @@ uint64_t rps_fault_stall_ns(void); /* ns to stall before this update, 0 = none *
  * clock >= kill_at_clock. role is "scheduler" | "server" | "worker". */
 int rps_fault_should_kill(const char *role, int rank, uint64_t clock);
 
+/* Worker `rank` is the straggler (slow_rank): sleep (slow_factor - 1) x the
+ * time since the previous call returned (nothing on the first call). Role is
+ * "worker" for a match. */
+void rps_fault_slow_down(const char *role, int rank);
+
 /* Helpers for the injection points. */
 void rps_fault_sleep_ns(uint64_t ns);
 /* Log (error level) why, then SIGKILL the process: a crash, no clean-up. */
@@ -93,16 +104,23 @@ _Noreturn void rps_fault_kill(const char *why);
 #undef RPS_FAULT_DELAY_NS
 #undef RPS_FAULT_STALL_NS
 #undef RPS_FAULT_SHOULD_KILL
+#undef RPS_FAULT_SLOW_DOWN
 #ifdef RPS_NO_FAULTS
 #define RPS_FAULT_DROP()     0
 #define RPS_FAULT_DELAY_NS() ((uint64_t)0)
 #define RPS_FAULT_STALL_NS() ((uint64_t)0)
 #define RPS_FAULT_SHOULD_KILL(role, rank, clock)                                                   \
 	((void)sizeof(role), (void)sizeof(rank), (void)sizeof(clock), 0)
+#define RPS_FAULT_SLOW_DOWN(role, rank) ((void)sizeof(role), (void)sizeof(rank))
 #else
 #define RPS_FAULT_DROP()     (RPS_UNLIKELY(rps_fault_on) && rps_fault_drop())
 #define RPS_FAULT_DELAY_NS() (RPS_UNLIKELY(rps_fault_on) ? rps_fault_delay_ns() : (uint64_t)0)
 #define RPS_FAULT_STALL_NS() (RPS_UNLIKELY(rps_fault_on) ? rps_fault_stall_ns() : (uint64_t)0)
 #define RPS_FAULT_SHOULD_KILL(role, rank, clock)                                                   \
 	(RPS_UNLIKELY(rps_fault_on) && rps_fault_should_kill((role), (rank), (clock)))
+#define RPS_FAULT_SLOW_DOWN(role, rank)                                                            \
+	do {                                                                                       \
+		if (RPS_UNLIKELY(rps_fault_on))                                                    \
+			rps_fault_slow_down((role), (rank));                                       \
+	} while (0)
 #endif

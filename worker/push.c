@@ -300,6 +300,7 @@ int rps_worker_clock(struct rps_worker *w)
 	rc = rps_wready(w);
 	if (rc)
 		return rc;
+	RPS_FAULT_SLOW_DOWN("worker", (int)w->rank); /* slow_rank: a straggler, for tests */
 	return rps_wclock_send(w, NULL);
 }
 

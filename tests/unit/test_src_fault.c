@@ -257,6 +257,43 @@ static void test_macros_compiled_out(void **state)
 	assert_int_equal(rps_fault_should_kill("server", rank, clock), 1);
 }
 
+/* slow_rank/slow_factor: parsed, refused alone or out of range, and the
+ * straggler really sleeps (factor - 1) x the time between its clocks while
+ * another rank or role does not. */
+static void test_slow(void **state)
+{
+	struct rps_fault_spec f;
+	char text[256];
+	uint64_t t0, t1;
+
+	(void)state;
+	assert_int_equal(rps_fault_parse("slow_rank=2,slow_factor=5", &f), 0);
+	assert_int_equal(f.slow_rank, 2);
+	assert_true(f.slow_factor == 5);
+	rps_fault_describe(&f, text, sizeof(text));
+	assert_string_equal(text, "slow_rank=2,slow_factor=5,seed=1");
+	assert_int_equal(rps_fault_parse("slow_rank=2", &f), -EINVAL);
+	assert_int_equal(rps_fault_parse("slow_factor=2", &f), -EINVAL);
+	assert_int_equal(rps_fault_parse("slow_rank=1,slow_factor=0.5", &f), -EINVAL);
+	assert_int_equal(rps_fault_parse("slow_rank=1,slow_factor=101", &f), -EINVAL);
+	assert_int_equal(rps_fault_parse("slow_rank=-1,slow_factor=2", &f), -EINVAL);
+
+	assert_int_equal(rps_fault_init("slow_rank=1,slow_factor=3"), 0);
+	assert_int_equal(rps_fault_on, 1);
+	rps_fault_slow_down("worker", 1); /* the first clock: nothing to scale */
+	rps_fault_sleep_ns(20000000);	  /* a 20 ms "step" */
+	t0 = rps_now_ns();
+	rps_fault_slow_down("worker", 1); /* sleeps ~2 x 20 ms */
+	t1 = rps_now_ns();
+	assert_true(t1 - t0 >= 38000000);
+	assert_true(t1 - t0 < 2000000000);
+	t0 = rps_now_ns();
+	rps_fault_slow_down("worker", 0);
+	rps_fault_slow_down("server", 1);
+	t1 = rps_now_ns();
+	assert_true(t1 - t0 < 5000000);
+}
+
 static void test_sleep(void **state)
 {
 	uint64_t t0 = rps_now_ns();
@@ -275,6 +312,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_kill, teardown),
 	    cmocka_unit_test_teardown(test_macros_on, teardown),
 	    cmocka_unit_test_teardown(test_macros_compiled_out, teardown),
+	    cmocka_unit_test_teardown(test_slow, teardown),
 	    cmocka_unit_test(test_sleep),
 	};
 
