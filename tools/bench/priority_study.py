@@ -72,7 +72,7 @@ def run_one(a, policy, factor, seed, busy):
         "OMP_NUM_THREADS": "1",
     })
     cmd = [os.path.join(a.bin, "rdmaps-launch"), "--servers", str(a.servers), "--workers",
-           str(a.workers), "--consistency", "asp", "--quiet-servers", "--timeout",
+           str(a.workers), "--consistency", "asp", "--timeout",
            str(a.run_timeout), "--", os.path.join(a.bin, "fmnist-train"), "--epochs",
            str(a.epochs), "--seed", str(seed), "--no-progress"] + a.train_args
     stop, deepest = threading.Event(), []
