@@ -47,8 +47,8 @@ float rps_codec_f16_widen(uint16_t h)
 		f = (float)m * 0x1p-24f; /* exact */
 		memcpy(&x, &f, 4);
 		x |= sign;
-	} else if (e == 31) {
-		x = sign | 0x7f800000u | (m << 13);
+	} else if (e == 31) { /* inf; a NaN comes out quiet (as F16C makes it) */
+		x = sign | 0x7f800000u | (m ? 0x400000u : 0) | (m << 13);
 	} else {
 		x = sign | ((e + 112u) << 23) | (m << 13);
 	}
