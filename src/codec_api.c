@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/alloc.h"
 #include "src/codec.h"
 #include "src/log.h"
 
@@ -106,4 +107,56 @@ int rps_compress_parse(const char *text, struct rps_compress_opts *o)
 	RPS_ERR("compression '%s': unknown (none, fp16, bf16, sign, topk:RATIO, randk:RATIO)",
 		text);
 	return -EINVAL;
+}
+
+size_t rps_compress_bytes(const struct rps_compress_opts *o, size_t n)
+{
+	return o ? rps_codec_bytes(o->kind, n, o->ratio) : 0;
+}
+
+int rps_compress_encode(const struct rps_compress_opts *o, const float *g, size_t n,
+			float *residual, void *out, size_t *len_p)
+{
+	struct rps_codec_enc e;
+	uint64_t rng;
+	int rc = rps_compress_opts_validate(o);
+
+	if (rc)
+		return rc;
+	if ((n && (!g || !out)) || !len_p) {
+		RPS_ERR("compress_encode: NULL %s", !len_p ? "len_p" : !g ? "gradient" : "out");
+		return -EINVAL;
+	}
+	rng = o->seed ? o->seed : 1;
+	e.kind = o->kind;
+	e.ratio = o->ratio;
+	e.residual = o->error_feedback ? residual : NULL;
+	e.rng = &rng;
+	e.scratch = NULL;
+	if (o->kind == RPS_CODEC_TOPK) {
+		e.scratch = rps_malloc((n ? n : 1) * sizeof(float));
+		if (!e.scratch)
+			return -ENOMEM;
+	}
+	*len_p = rps_codec_encode(&e, g, n, out);
+	rps_free(e.scratch);
+	return 0;
+}
+
+int rps_compress_decode(enum rps_codec kind, const void *in, size_t len, size_t n, float *out)
+{
+	char why[200];
+	int rc;
+
+	if ((n || len) && (!in || !out)) {
+		RPS_ERR("compress_decode: NULL %s", !in ? "input" : "out");
+		return -EINVAL;
+	}
+	rc = rps_codec_check((unsigned)kind, in, len, n, why, sizeof(why));
+	if (rc) {
+		RPS_ERR("compress_decode: %s", why);
+		return rc;
+	}
+	rps_codec_decode((unsigned)kind, in, len, n, out);
+	return 0;
 }

@@ -59,6 +59,25 @@ RPS_API int rps_compress_parse(const char *text, struct rps_compress_opts *opts_
 /* "fp16"; "?" for an unknown kind. */
 RPS_API const char *rps_compress_name(enum rps_codec kind);
 
+/* The codecs on the caller's arrays, as a worker runs them on one PUSH
+ * frame (the wire formats: docs/protocol.md): for benchmarks, tests, and
+ * jobs that move gradients themselves.
+ * rps_compress_bytes: the exact bytes of n elements encoded (a sparse
+ * codec's k = ceil(ratio * n), at least 1 when n > 0).
+ * rps_compress_encode: g[0..n) into out (rps_compress_bytes bytes, 4-byte
+ * aligned); residual: NULL, or n floats of error feedback, added to g first
+ * and left holding what was not sent. randk draws from opts->seed (the same
+ * draw for the same seed). *len_p gets the bytes. 0, -EINVAL (bad opts,
+ * NULL), -ENOMEM.
+ * rps_compress_decode: len bytes of codec kind holding n elements into
+ * out[0..n) as float32, after the receiver's exact check: 0, or -EPROTO
+ * (wrong size, an index out of range or not increasing; logged), -EINVAL. */
+RPS_API size_t rps_compress_bytes(const struct rps_compress_opts *opts, size_t n);
+RPS_API int rps_compress_encode(const struct rps_compress_opts *opts, const float *g, size_t n,
+				float *residual, void *out, size_t *len_p);
+RPS_API int rps_compress_decode(enum rps_codec kind, const void *in, size_t len, size_t n,
+				float *out);
+
 /* Push keys (declared through this worker) compressed as opts says from
  * the next push on. Local: nothing is sent. 0, -EINVAL (NULL, n 0, bad opts:
  * nothing changed), -ENOENT (a key not declared through this worker: nothing
