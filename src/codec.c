@@ -141,17 +141,33 @@ static size_t enc_sign(const struct rps_codec_enc *e, const float *g, uint64_t n
 	size_t nb = (size_t)((n + 7) / 8);
 	double l1 = 0;
 	float scale;
+	uint64_t i = 0;
 
-	for (uint64_t i = 0; i < n; i++)
-		l1 += fabsf(v[i]);
+	/* the mean |v|: float partial sums of 8 lanes per block, a double total */
+	while (i < n) {
+		uint64_t end = n - i < BLOCK ? n : i + BLOCK;
+		float p[8] = {0};
+
+		for (; i + 8 <= end; i += 8)
+			for (int j = 0; j < 8; j++)
+				p[j] += fabsf(v[i + j]);
+		for (; i < end; i++)
+			p[0] += fabsf(v[i]);
+		l1 += ((double)p[0] + p[1] + p[2] + p[3]) + ((double)p[4] + p[5] + p[6] + p[7]);
+	}
 	scale = n ? (float)(l1 / (double)n) : 0.0f;
 	memcpy(out, &scale, 4);
-	memset(out + 4, 0, nb);
-	for (uint64_t i = 0; i < n; i++)
-		if (v[i] >= 0.0f)
-			out[4 + i / 8] |= (uint8_t)(1u << (i % 8));
+	for (size_t b = 0; b < nb; b++) {
+		uint64_t base = (uint64_t)b * 8;
+		unsigned m = n - base < 8 ? (unsigned)(n - base) : 8;
+		unsigned bits = 0;
+
+		for (unsigned j = 0; j < m; j++)
+			bits |= (unsigned)(v[base + j] >= 0.0f) << j;
+		out[4 + b] = (uint8_t)bits;
+	}
 	if (e->residual)
-		for (uint64_t i = 0; i < n; i++)
+		for (i = 0; i < n; i++)
 			e->residual[i] -= v[i] >= 0.0f ? scale : -scale;
 	return 4 + nb;
 }
@@ -272,8 +288,13 @@ void rps_codec_decode(unsigned id, const void *data, size_t len, uint64_t count,
 		float s;
 
 		memcpy(&s, b, 4);
-		for (uint64_t i = 0; i < count; i++)
-			out[i] = (b[4 + i / 8] >> (i % 8)) & 1 ? s : -s;
+		for (uint64_t i = 0; i < count; i += 8) {
+			unsigned bits = b[4 + i / 8];
+			unsigned m = count - i < 8 ? (unsigned)(count - i) : 8;
+
+			for (unsigned j = 0; j < m; j++)
+				out[i + j] = (bits >> j) & 1 ? s : -s;
+		}
 		break;
 	}
 	default:

@@ -201,6 +201,66 @@ static void test_topk_known(void **state)
 	assert_memory_equal(out, g, sizeof(g));
 }
 
+struct mi {
+	float m;
+	uint32_t i;
+};
+
+static int mi_cmp(const void *a, const void *b)
+{
+	const struct mi *x = a, *y = b;
+
+	if (x->m != y->m)
+		return x->m > y->m ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Top-k on large frames (the sampled threshold's fast path, and many ties)
+ * picks exactly what sorting picks: largest magnitudes, lower index first. */
+static void test_topk_matches_sort(void **state)
+{
+	enum { N = 100000 };
+	static float g[N];
+	static struct mi ref[N];
+	static uint32_t want[N];
+	static uint8_t buf[N * 8 + 8];
+	const float ratios[3] = {0.01f, 0.001f, 0.05f};
+	uint64_t s = 99;
+
+	(void)state;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < N; i++) {
+			s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+			/* pass 1: 16 distinct magnitudes, ties everywhere */
+			g[i] = pass ? (float)((int)(s % 33) - 16) : (float)((double)(s >> 11) / 9e15 - 0.5);
+		}
+		for (int r = 0; r < 3; r++) {
+			uint64_t k = rps_codec_sparse_k(N, ratios[r]);
+			uint32_t got_k;
+
+			for (int i = 0; i < N; i++) {
+				ref[i].m = fabsf(g[i]);
+				ref[i].i = (uint32_t)i;
+			}
+			qsort(ref, N, sizeof(ref[0]), mi_cmp);
+			for (uint64_t j = 0; j < k; j++)
+				want[j] = ref[j].i;
+			qsort(want, k, sizeof(want[0]), u32_cmp);
+			enc(RPS_CODEC_TOPK, ratios[r], NULL, g, N, buf);
+			memcpy(&got_k, buf, 4);
+			assert_int_equal(got_k, k);
+			assert_memory_equal(buf + 4, want, k * 4);
+		}
+	}
+}
+
 static void test_sign_known(void **state)
 {
 	const float g[4] = {1.0f, -2.0f, 3.0f, -4.0f};
@@ -408,6 +468,7 @@ int main(void)
 	    cmocka_unit_test(test_bf16_exact_and_rne),
 	    cmocka_unit_test(test_simd_matches_portable),
 	    cmocka_unit_test(test_topk_known),
+	    cmocka_unit_test(test_topk_matches_sort),
 	    cmocka_unit_test(test_sign_known),
 	    cmocka_unit_test(test_error_feedback_conserves_sum),
 	    cmocka_unit_test(test_randk_draws_k_distinct),
