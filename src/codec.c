@@ -287,13 +287,20 @@ void rps_codec_decode(unsigned id, const void *data, size_t len, uint64_t count,
 	case RPS_CODEC_SIGN: {
 		float s;
 
+		uint32_t sb;
+
 		memcpy(&s, b, 4);
+		memcpy(&sb, &s, 4);
+		/* +s or -s: the sign bit flipped where the bit is clear */
 		for (uint64_t i = 0; i < count; i += 8) {
-			unsigned bits = b[4 + i / 8];
+			uint32_t nbits = ~(uint32_t)b[4 + i / 8];
 			unsigned m = count - i < 8 ? (unsigned)(count - i) : 8;
 
-			for (unsigned j = 0; j < m; j++)
-				out[i + j] = (bits >> j) & 1 ? s : -s;
+			for (unsigned j = 0; j < m; j++) {
+				uint32_t x = sb ^ (((nbits >> j) & 1u) << 31);
+
+				memcpy(out + i + j, &x, 4);
+			}
 		}
 		break;
 	}
