@@ -10,6 +10,9 @@
 #
 #   tools/bench/shaped-link.sh BIN_DIR [options] [-- extra fmnist-train args]
 #     --rate R        tc rate of the link (default 1gbit; "none": no shaping)
+#     --shape both|up both directions shaped (default), or only the workers'
+#                     egress (pushes; pulls at full speed): what compressed
+#                     pushes alone can win
 #     --codecs LIST   comma-separated --compress values (default
 #                     none,fp16,bf16,topk:0.01,sign)
 #     --workers N     fmnist-train processes (default 4)
@@ -29,6 +32,7 @@ set -euo pipefail
 BIN=$(cd "${1:?usage: shaped-link.sh BIN_DIR [options] [-- fmnist-train args]}" && pwd)
 shift
 RATE=1gbit
+SHAPE=both
 CODECS=none,fp16,bf16,topk:0.01,sign
 NW=4
 NS=1
@@ -40,6 +44,7 @@ EXTRA=()
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rate) RATE=$2; shift 2 ;;
+	--shape) SHAPE=$2; shift 2 ;;
 	--codecs) CODECS=$2; shift 2 ;;
 	--workers) NW=$2; shift 2 ;;
 	--servers) NS=$2; shift 2 ;;
@@ -96,12 +101,14 @@ ip -n "$NSA" link set "$TAG-a" up
 ip -n "$NSB" link set "$TAG-b" up
 if [ "$RATE" != none ]; then
 	# a token bucket on each end's egress: both directions at RATE
-	tc -n "$NSA" qdisc add dev "$TAG-a" root tbf rate "$RATE" burst 256kb latency 50ms
+	[ "$SHAPE" = up ] ||
+		tc -n "$NSA" qdisc add dev "$TAG-a" root tbf rate "$RATE" burst 256kb latency 50ms
 	tc -n "$NSB" qdisc add dev "$TAG-b" root tbf rate "$RATE" burst 256kb latency 50ms
 fi
 echo "shaped-link: namespaces $NSA ($IPA: scheduler, $NS server(s)) and $NSB ($IPB: $NW" \
-	"workers), veth pair, tbf rate $RATE each way"
-tc -n "$NSA" qdisc show dev "$TAG-a" | sed 's/^/shaped-link:   /'
+	"workers), veth pair, tbf rate $RATE, shaped: $SHAPE"
+tc -n "$NSA" qdisc show dev "$TAG-a" | sed 's/^/shaped-link:   servers egress: /'
+tc -n "$NSB" qdisc show dev "$TAG-b" | sed 's/^/shaped-link:   workers egress: /'
 ip netns exec "$NSB" ping -c 1 -W 2 "$IPA" >/dev/null || { echo "shaped-link: no route" >&2; exit 1; }
 
 export RDMAPS_SECRET=shaped-link-$$ RDMAPS_TRANSPORT=tcp RDMAPS_CONSISTENCY=bsp
