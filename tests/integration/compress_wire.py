@@ -15,6 +15,7 @@ the sum of what was applied).
   above the count, an unknown codec, a compressed ASSIGN. Each is refused
   with an ERROR -EPROTO naming what was wrong, its connection closed, the
   refusal logged, and the first worker's parameters are unchanged.
+- The server's /metrics count the frames and bytes per codec exactly.
 """
 import os
 import shutil
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'attack'))
@@ -135,6 +137,9 @@ def main():
     bin_dir = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix='rdmaps-compress-')
     sched_port = free_port()
+    metrics_base = free_port()
+    while metrics_base > 65000:
+        metrics_base = free_port()
     env = dict(os.environ)
     for k in list(env):
         if k.startswith('RDMAPS_'):
@@ -143,7 +148,8 @@ def main():
                RDMAPS_NUM_WORKERS='2', RDMAPS_SECRET=SECRET, RDMAPS_SHARDS='1',
                RDMAPS_OPTIMIZER='sgd', RDMAPS_LR='1', RDMAPS_INIT='zeros',
                RDMAPS_CONSISTENCY='asp', RDMAPS_HEARTBEAT_TIMEOUT_MS='120000',
-               RDMAPS_LOG_LEVEL='info', RDMAPS_TIMEOUT_MS='20000')
+               RDMAPS_LOG_LEVEL='info', RDMAPS_TIMEOUT_MS='20000',
+               RDMAPS_METRICS_PORT=str(metrics_base), RDMAPS_HTTP_HOST='127.0.0.1')
     sched_log = os.path.join(tmp, 'sched.log')
     server_log = os.path.join(tmp, 'server.log')
     procs = []
@@ -218,6 +224,22 @@ def main():
             st, v = wire.pull(legit.conn, key, N)
             check(st == 0 and v == want[key],
                   'key %d unchanged by the refused pushes (%s)' % (key, v))
+        # /metrics of server rank 0 (port base + 1): frames and bytes per codec
+        text = urllib.request.urlopen('http://127.0.0.1:%d/metrics' % (metrics_base + 1),
+                                      timeout=10).read().decode()
+        metric = {}
+        for line in text.splitlines():
+            if line.startswith('rdmaps_push_'):
+                name, val = line.rsplit(' ', 1)
+                metric[name] = float(val)
+        want_m = {}
+        for key, codec, count, data, dec in frames():
+            cname = ['none', 'fp16', 'bf16', 'topk', 'randk', 'sign'][codec]
+            want_m['rdmaps_push_frames_total{codec="%s"}' % cname] = rounds
+            want_m['rdmaps_push_data_bytes_total{codec="%s"}' % cname] = rounds * len(data)
+            want_m['rdmaps_push_raw_bytes_total{codec="%s"}' % cname] = rounds * 4 * N
+        bad_m = {k: (metric.get(k), v) for k, v in want_m.items() if metric.get(k) != v}
+        check(not bad_m, '/metrics: push frames and bytes per codec exact (wrong: %s)' % bad_m)
         check(all(p.poll() is None for p in procs), 'scheduler and server still running')
         legit.ctl.send(wire.frame(wire.OP['SHUTDOWN']))
         bad.ctl.send(wire.frame(wire.OP['SHUTDOWN']))
