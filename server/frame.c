@@ -3,6 +3,7 @@
  * (the update thread is the only writer of its shard); PULLs are answered
  * from here when their consistency condition holds and parked otherwise. */
 #include "server/server_int.h"
+#include "server/codec_push.h"
 
 #include <errno.h>
 #include <math.h>
@@ -189,9 +190,18 @@ static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 	struct rps_shard *sh;
 	int kept = 0;
 
-	if (ev->data_len != (size_t)p->count * sizeof(float)) {
+	if (ev->hdr.flags & RPS_CODEC_MASK) {
+		/* compressed (src/codec.h): exactly the codec's bytes, else nothing
+		 * is applied and the connection ends with the reason */
+		if (rps_srv_push_codec_check(srv, sc, ev))
+			return 0;
+	} else if (ev->data_len != (size_t)p->count * sizeof(float)) {
 		rps_srv_conn_fail(srv, sc, -EPROTO, "push data length disagrees with its count");
 		return 0;
+	} else if (!assign) {
+		atomic_fetch_add_explicit(&srv->codec_frames[0], 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&srv->codec_bytes[0], ev->data_len, memory_order_relaxed);
+		atomic_fetch_add_explicit(&srv->codec_raw[0], ev->data_len, memory_order_relaxed);
 	}
 	if (!assign)
 		atomic_fetch_add_explicit(&srv->n_push, 1, memory_order_relaxed);
@@ -229,6 +239,8 @@ static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 		/* the gradient stays in the transport's buffer until applied */
 		req->token = ev->token;
 		req->data = ev->data;
+		req->codec = ev->hdr.flags & RPS_CODEC_MASK;
+		req->data_len = (uint32_t)ev->data_len;
 		kept = 1;
 	} else {
 		/* refused now, but the worker counted it: the update thread counts

@@ -103,6 +103,11 @@ static int metrics_handler(const char *path, void *arg, char **body_p, size_t *l
 			st += atomic_load(&srv->shards[s].faults_stall);
 		rps_metric_set_count(m->faults[2], st);
 	}
+	for (int c = 0; c < RPS_CODEC_COUNT; c++) {
+		rps_metric_set_count(m->codec[c][0], atomic_load(&srv->codec_frames[c]));
+		rps_metric_set_count(m->codec[c][1], atomic_load(&srv->codec_bytes[c]));
+		rps_metric_set_count(m->codec[c][2], atomic_load(&srv->codec_raw[c]));
+	}
 	pthread_mutex_unlock(&m->lock);
 	return rps_http_metrics_handler(path, m->reg, body_p, len_p, ctype_p);
 }
@@ -156,6 +161,19 @@ static int metrics_register(struct rps_server *srv)
 		snprintf(lab, sizeof(lab), "kind=\"%s\"", kinds[k]);
 		rc = rps_metrics_counter(m->reg, "rdmaps_faults_injected_total",
 					 "faults injected (RDMAPS_FAULT)", lab, &m->faults[k]);
+	}
+	for (int c = 0; c < RPS_CODEC_COUNT && !rc; c++) { /* docs/compression.md */
+		snprintf(lab, sizeof(lab), "codec=\"%s\"", rps_codec_name((unsigned)c));
+		rc = rps_metrics_counter(m->reg, "rdmaps_push_frames_total",
+					 "PUSH frames received, by codec", lab, &m->codec[c][0]);
+		if (!rc)
+			rc = rps_metrics_counter(m->reg, "rdmaps_push_data_bytes_total",
+						 "PUSH data bytes received as sent, by codec", lab,
+						 &m->codec[c][1]);
+		if (!rc)
+			rc = rps_metrics_counter(m->reg, "rdmaps_push_raw_bytes_total",
+						 "PUSH data as float32 (before the codec), by codec",
+						 lab, &m->codec[c][2]);
 	}
 	return rc;
 }

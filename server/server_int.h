@@ -31,6 +31,7 @@
 #include "server/pull.h"
 #include "server/shard.h"
 #include "server/update.h"
+#include "src/codec.h"
 #include "src/config.h"
 #include "transport/transport.h"
 
@@ -74,6 +75,8 @@ struct srv_metrics {
 	struct rps_metric *ckpt_age[RPS_MAX_SHARDS];
 	struct rps_metric *bytes[2], *msgs[2]; /* rx, tx */
 	struct rps_metric *faults[3];	       /* drop, delay, stall */
+	/* per codec (src/codec.h): push frames, data bytes, float32 bytes */
+	struct rps_metric *codec[RPS_CODEC_COUNT][3];
 };
 
 struct rps_server {
@@ -121,6 +124,10 @@ struct rps_server {
 	atomic_ullong msgs_in, msgs_out;
 	atomic_ullong clock_hi; /* highest clock a worker reached here since start (frame.c) */
 	atomic_ullong faults_drop, faults_delay; /* RDMAPS_FAULT injections */
+	/* PUSH frames per codec (codec_push.c; 0: float32), their data bytes
+	 * and what they were as float32 */
+	atomic_ullong codec_frames[RPS_CODEC_COUNT], codec_bytes[RPS_CODEC_COUNT],
+	    codec_raw[RPS_CODEC_COUNT];
 
 	struct srv_metrics m; /* m.reg NULL: off */
 

@@ -430,6 +430,8 @@ void rps_shard_fini(struct rps_shard *sh)
 	rps_ring_destroy(sh->ring);
 	sh->ring = NULL;
 	rps_store_fini(&sh->store);
+	rps_free(sh->codec_buf);
+	sh->codec_buf = NULL;
 	rps_free(sh->wclock);
 	rps_free(sh->live);
 	rps_free(sh->nwarn);

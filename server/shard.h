@@ -43,6 +43,10 @@ struct rps_srv_req {
 	uint32_t req_id;
 	uint32_t worker; /* requester's rank */
 	int32_t status;	 /* PUSH refused at validation: only counted */
+	/* a compressed PUSH (src/codec.h): the codec id, data holds data_len
+	 * bytes of it until the update thread widens it (server/codec_push.c) */
+	uint16_t codec;
+	uint32_t data_len;
 	union {
 		struct {
 			struct rps_declare decl;
@@ -162,6 +166,8 @@ struct rps_shard {
 	int changed;				      /* a clock moved: parked pulls may be ready */
 	uint64_t ckpt_last_clock;		      /* clock of the last checkpoint written */
 	uint64_t ckpt_last_ns;			      /* rps_now_ns() of it (or of the start) */
+	float *codec_buf;			      /* compressed pushes widened (codec_push.c) */
+	size_t codec_cap;			      /* ... its floats */
 
 	/* parked pulls: network thread adds, update thread answers */
 	pthread_mutex_t park_lock;

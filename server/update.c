@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "server/bsp_sum.h"
+#include "server/codec_push.h"
 #include "server/ckpt.h"
 #include "server/pull.h"
 #include "server/snap.h"
@@ -354,6 +355,8 @@ static void handle_push(struct rps_shard *sh, struct rps_srv_req *req)
 		sh->deferred_tail = req;
 		return;
 	}
+	if (!status && req->codec)
+		status = req->status = rps_srv_push_widen(sh, req); /* codec_push.c */
 	if (!status) {
 		if (sh->p.consistency == RPS_BSP && p->clock < sh->clock && w < sh->p.nworkers &&
 		    sh->nwarn[w] < RPS_STALE_WARNINGS)

@@ -10,6 +10,7 @@
  * both ends derive the same bytes. A NULL secret is the empty secret.
  */
 #include "src/proto.h"
+#include "src/codec.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -69,8 +70,16 @@ static int check_push(const struct rps_frame_hdr *h, const void *payload, const 
 	struct rps_push p;
 
 	memcpy(&p, payload, sizeof(p));
-	if (!len_is(h->len, sizeof(p), sizeof(float), p.count))
+	if (h->flags & RPS_CODEC_MASK) {
+		/* compressed (src/codec.h): the receiver checks the data's exact
+		 * size for the codec with the data in hand (rps_codec_check) */
+		if (h->op != RPS_OP_PUSH)
+			return bad(why_p, "assign: compressed data (only a PUSH may be)");
+		if ((h->flags & RPS_CODEC_MASK) >= RPS_CODEC_COUNT)
+			return bad(why_p, "push: unknown codec in flags");
+	} else if (!len_is(h->len, sizeof(p), sizeof(float), p.count)) {
 		return bad(why_p, "push: length does not match count");
+	}
 	if (p.shard >= RPS_MAX_SHARDS)
 		return bad(why_p, "push: shard out of range");
 	if (p.offset > UINT64_MAX - p.count)

@@ -52,15 +52,18 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 	case RPS_PK_PUSH:
 		/* zero copy: the piece (header, fixed part) and the caller's data
 		 * stay put until SEND_DONE */
-		rps_proto_hdr_init(&p->u.push.hdr, p->u.push.assign ? RPS_OP_ASSIGN : RPS_OP_PUSH,
-				   (uint32_t)(sizeof(p->u.push.fixed) +
-					      (uint64_t)p->u.push.fixed.count * sizeof(float)),
-				   id);
 		iov[0].iov_base = &p->u.push.fixed;
 		iov[0].iov_len = sizeof(p->u.push.fixed);
 		iov[1].iov_base = (void *)p->u.push.data;
 		iov[1].iov_len = (size_t)p->u.push.fixed.count * sizeof(float);
-		cnt = p->u.push.fixed.count ? 2 : 1;
+		if (p->u.push.codec) { /* compressed (worker/compress.h) */
+			iov[1].iov_base = (void *)p->u.push.cdata;
+			iov[1].iov_len = p->u.push.clen;
+		}
+		rps_proto_hdr_init(&p->u.push.hdr, p->u.push.assign ? RPS_OP_ASSIGN : RPS_OP_PUSH,
+				   (uint32_t)(sizeof(p->u.push.fixed) + iov[1].iov_len), id);
+		p->u.push.hdr.flags = p->u.push.codec;
+		cnt = iov[1].iov_len ? 2 : 1;
 		ctx = rps_piece_ctx(p, 0);
 		hp = &p->u.push.hdr;
 		break;

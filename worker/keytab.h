@@ -38,11 +38,16 @@ struct rps_wkey {
 	/* the job's optimizer spec the servers accepted for it (interned by
 	 * rps_keytab_spec); NULL: the servers' default. Sent again on re-declare. */
 	_Atomic(const struct rps_optim_opts *) optim;
+	/* its codec (worker/compress.h); NULL: float32 pushes */
+	_Atomic(struct rps_wcomp *) comp;
+	/* what its pushes put on the wire (rps_worker_key_wire_stats) */
+	_Atomic uint64_t wire_pushes, wire_raw, wire_data, wire_bytes;
 	uint32_t nslices;
 	struct rps_wslice slices[];
 };
 
 struct rps_keytab_arr;
+struct rps_wcomp;
 
 struct rps_wspec; /* an interned optimizer spec (keytab.c) */
 

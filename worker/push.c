@@ -9,6 +9,7 @@
 #include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
+#include "worker/compress.h"
 #include "worker/worker_int.h"
 
 #define PIECE_BATCH 64 /* pieces built under one lock acquisition */
@@ -26,9 +27,7 @@ static void push_flush(struct rps_worker *w, struct rps_piece **batch, int nb)
 			if (p->u.push.fixed.norm == 0.0f && count)
 				p->u.push.fixed.norm = cblas_snrm2((int)count, p->u.push.data, 1);
 			atomic_fetch_add_explicit(&w->stat_pushes, 1, memory_order_relaxed);
-			atomic_fetch_add_explicit(&w->stat_bytes_out,
-						  (uint64_t)count * sizeof(float),
-						  memory_order_relaxed);
+			rps_wstat_push_wire(w, p);
 		}
 		rps_wpost_piece(w, p);
 	}
@@ -46,6 +45,7 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 	const struct rps_wslice *sl;
 	struct rps_wslices it;
 	float tnorm = 0.0f; /* of the whole tensor: the server clips by it (docs/protocol.md) */
+	struct rps_cblob *blob = NULL; /* the key's compressed frames (worker/compress.h) */
 	int nb = 0;
 	int rc = 0;
 
@@ -62,7 +62,11 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 					     * caller's gradient, which needs no lock */
 			pthread_mutex_unlock(&w->core.lock);
 			tnorm = len ? cblas_snrm2((int)len, grads + it.base, 1) : 0.0f;
+			rps_cblob_put(blob); /* the previous key's: its pieces hold theirs */
+			rc = rps_wcomp_encode(w, it.k, grads + it.base, &blob);
 			pthread_mutex_lock(&w->core.lock);
+			if (rc)
+				break;
 		}
 		for (uint64_t f = 0; f < nfr; f++) {
 			struct rps_piece *p;
@@ -96,6 +100,21 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 				p->u.push.fixed.norm = tnorm;
 			p->u.push.data = grads + it.base + sl->offset + off;
 			p->u.push.assign = (uint8_t)assign;
+			p->u.push.wkey = (struct rps_wkey *)it.k;
+			p->u.push.codec = 0;
+			p->u.push.blob = NULL;
+			if (blob) {
+				const void *cd;
+				uint32_t cl;
+
+				rc = rps_cblob_next(blob, cnt, &cd, &cl);
+				if (!rc) {
+					p->u.push.codec = (uint8_t)blob->codec;
+					p->u.push.cdata = cd;
+					p->u.push.clen = cl;
+					p->u.push.blob = blob;
+				}
+			}
 			if (!assign)
 				sh->pushes++;
 			batch[nb++] = p;
@@ -105,6 +124,7 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 		rps_wreq_fail_locked(req, rc);
 	pthread_mutex_unlock(&w->core.lock);
 	push_flush(w, batch, nb);
+	rps_cblob_put(blob);
 	return rc;
 }
 
@@ -271,6 +291,7 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 	}
 	rps_wsubmit_leave(w);
 	atomic_store(&w->clock, c + 1);
+	rps_wstat_push_step(w);
 	pthread_rwlock_unlock(&w->clock_rw);
 	if (w->ctl) {
 		counters[0] = atomic_load(&w->stat_pushes);

@@ -91,6 +91,9 @@ struct rps_rpull {
 	struct rps_rd rd[RPS_RD_WINDOW];
 };
 
+struct rps_cblob;
+struct rps_wkey;
+
 struct rps_piece {
 	uint32_t slot;
 	_Atomic uint32_t gen;  /* bumped on every allocation */
@@ -108,6 +111,14 @@ struct rps_piece {
 			struct rps_push fixed;
 			const float *data;
 			uint8_t assign; /* sent as ASSIGN, not counted in a CLOCK */
+			/* compressed (worker/compress.h): codec 0 sends data as
+			 * float32; otherwise cdata[clen] with hdr.flags = codec,
+			 * from blob (a reference, dropped when the piece ends) */
+			uint8_t codec;
+			uint32_t clen;
+			const void *cdata;
+			struct rps_cblob *blob;
+			struct rps_wkey *wkey; /* its per-key wire counters */
 		} push;
 		struct {
 			struct rps_pull fixed;

@@ -9,6 +9,7 @@
 #include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
+#include "worker/compress.h"
 #include "worker/worker_int.h"
 
 #define RPS_WORKER_DEFAULT_TIMEOUT_MS 30000
@@ -42,6 +43,10 @@ static void core_piece_fini(void *arg, struct rps_piece *p)
 {
 	struct rps_worker *w = arg;
 
+	if (p->kind == RPS_PK_PUSH && p->u.push.blob) {
+		rps_cblob_put(p->u.push.blob); /* compressed data (worker/compress.h) */
+		p->u.push.blob = NULL;
+	}
 	w->pull->piece_fini_locked(w, p);
 }
 
@@ -555,6 +560,9 @@ int rps_worker_stats(const struct rps_worker *cw, struct rps_worker_stats *st)
 	STAT(RPS_WORKER_STAT_DIRECT_PULLS, direct_pulls, w->stat_direct);
 	STAT(RPS_WORKER_STAT_DIRECT_SLEEPS, direct_sleeps, w->core.stat_direct_sleeps);
 	STAT(RPS_WORKER_STAT_DIRECT_NAPS, direct_naps, w->core.stat_direct_naps);
+	STAT(RPS_WORKER_STAT_PUSH_RAW_BYTES, push_raw_bytes, w->stat_push_raw);
+	STAT(RPS_WORKER_STAT_PUSH_WIRE_BYTES, push_wire_bytes, w->stat_push_wire);
+	STAT(RPS_WORKER_STAT_LAST_STEP_PUSH_BYTES, last_step_push_bytes, w->stat_last_step);
 	return 0;
 }
 #undef STAT

@@ -218,6 +218,9 @@ struct rps_worker {
 	_Atomic uint64_t stat_pushes, stat_pulls, stat_bytes_out, stat_bytes_in;
 	_Atomic uint64_t stat_torn, stat_direct;
 	_Atomic uint32_t stat_max_stale; /* largest clock lag a data pull saw */
+	/* pushes on the wire (worker/compress.c): float32 bytes before any
+	 * codec, whole PUSH frames, and the frames' bytes of the last clock */
+	_Atomic uint64_t stat_push_raw, stat_push_wire, stat_step_mark, stat_last_step;
 };
 
 /* ---- connections (conn.c; losing them: reconnect.c) ---- */
@@ -313,6 +316,11 @@ int rps_wpush_post(struct rps_worker *w, const rps_key_t *keys, const float *gra
  * CLOCK (push.c). */
 int rps_wassign_post(struct rps_worker *w, const rps_key_t *keys, const float *vals,
 		     const size_t *lens, size_t n, struct rps_req **req_p);
+/* A push piece is sent: count its bytes (worker, key) (compress.c). */
+void rps_wstat_push_wire(struct rps_worker *w, const struct rps_piece *p);
+/* A clock ends: the push bytes of the clock that ended (compress.c). */
+void rps_wstat_push_step(struct rps_worker *w);
+
 /* Send CLOCK to every server and advance the clock; *new_clock_p (may be
  * NULL) receives the new clock. First send error, the clock advances anyway. */
 int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p);

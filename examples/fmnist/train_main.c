@@ -41,6 +41,7 @@
 #include <rdmaps/rdmaps.h>
 
 #include "comm.h"
+#include "compress_opt.h"
 #include "curves.h"
 #include "idx.h"
 #include "mlp.h"
@@ -61,6 +62,7 @@ struct args {
 	int eval_every, ckpt_after_eval; /* --eval-every, --checkpoint-after-eval */
 	const char *save_model, *init_model; /* .npz files (model.h) */
 	const char *curves;		     /* --curves FILE.svg / FILE.png */
+	const char *compress;		     /* --compress (compress_opt.h) */
 };
 
 /* Every REPORT_S seconds each worker reports its figures to the scheduler
@@ -143,6 +145,7 @@ static void usage(FILE *out)
 		"                   concatenated: W1 784 x 256)\n"
 		"  \"4\" b1 256   \"5\" W2 256 x 128   \"6\" b2 128   \"7\" W3 128 x 10   \"8\" b3 10\n"
 		"Written arrays are 1-D; any shape with the right element count is read.\n");
+	fputs(COMPRESS_USAGE, out);
 	recipe_usage(out);
 	fprintf(out, "The consistency model is the servers' (rdmaps-launch --consistency, "
 		     "RDMAPS_CONSISTENCY).\n");
@@ -165,6 +168,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "save-model", required_argument, NULL, 'S' },
 		{ "init-model", required_argument, NULL, 'I' },
 		{ "curves", required_argument, NULL, 'v' },
+		{ "compress", required_argument, NULL, 'Z' },
 		{ "help", no_argument, NULL, 'h' },
 	};
 	enum { NBASE = sizeof(base) / sizeof(base[0]) };
@@ -195,6 +199,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'S': a->save_model = optarg; break;
 		case 'I': a->init_model = optarg; break;
 		case 'v': a->curves = optarg; break;
+		case 'Z': a->compress = optarg; break;
 		case 'h': usage(stdout); exit(0);
 		default:
 			if (c >= RECIPE_OPT_BASE) {
@@ -210,6 +215,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		fprintf(stderr, "fmnist-train: --epochs must be >= 0, --batch and --eval-every >= 1\n");
 		return -EINVAL;
 	}
+	if (compress_check(a->compress, a->local))
+		return -EINVAL;
 	if (a->ckpt_after_eval && a->local) {
 		fprintf(stderr, "fmnist-train: --checkpoint-after-eval needs servers (not --local)\n");
 		return -EINVAL;
@@ -309,6 +316,8 @@ static int setup_distributed(struct job *j)
 			return rc;
 		}
 	}
+	if ((rc = compress_apply(j->w, j->keys, MLP_NTENSORS, j->a.compress)))
+		return rc;
 	/* worker 0 assigns the file's values; the barrier orders every first pull
 	 * after it */
 	if (j->a.init_model && j->rank == 0 &&
@@ -514,6 +523,8 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 		json_object_set_new(doc, "checkpoint_clock", json_integer(j->ckpt_clock));
 		json_object_set_new(doc, "checkpoint_accuracy", jreal(dec(j->ckpt_acc, 4)));
 	}
+	if (doc && j->w)
+		compress_report(j->w, j->a.compress, j->steps * (size_t)j->a.epochs, doc);
 	if (!doc) {
 		fprintf(stderr, "fmnist-train: %s not written: out of memory\n", j->a.summary);
 		return;
@@ -680,6 +691,8 @@ int main(int argc, char **argv)
 	if (j.rank == 0) {
 		printf("fmnist-train: done: test accuracy %.4f, train loss %.4f, %.0f samples/s\n",
 		       acc, loss_epoch, sps_all);
+		if (j.w)
+			compress_report(j.w, j.a.compress, steps * (size_t)j.a.epochs, NULL);
 		if (j.a.summary)
 			write_summary(&j, acc, loss_epoch, sps_all);
 	}

@@ -7,6 +7,7 @@
 #include <rdmaps/config.h>
 #include <rdmaps/keys.h>
 #include <rdmaps/optim.h>
+#include <rdmaps/compress.h>
 #include <rdmaps/model.h>
 #include <rdmaps/worker.h>
 #include <rdmaps/server.h>

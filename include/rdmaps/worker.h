@@ -169,7 +169,10 @@ RPS_API int rps_worker_unregister(struct rps_worker *worker, void *buf);
 #define RPS_WORKER_STAT_DIRECT_PULLS  (1ull << 5)
 #define RPS_WORKER_STAT_DIRECT_SLEEPS (1ull << 6)
 #define RPS_WORKER_STAT_DIRECT_NAPS   (1ull << 7)
-#define RPS_WORKER_STAT_ALL	      ((1ull << 8) - 1)
+#define RPS_WORKER_STAT_PUSH_RAW_BYTES	     (1ull << 8)
+#define RPS_WORKER_STAT_PUSH_WIRE_BYTES	     (1ull << 9)
+#define RPS_WORKER_STAT_LAST_STEP_PUSH_BYTES (1ull << 10)
+#define RPS_WORKER_STAT_ALL	      ((1ull << 11) - 1)
 
 struct rps_worker_stats {
 	uint64_t field_mask;	/* RPS_WORKER_STAT_*: the members wanted */
@@ -182,6 +185,12 @@ struct rps_worker_stats {
 	uint64_t direct_pulls;	/* one-chunk pulls read straight into the destination */
 	uint64_t direct_sleeps; /* waits for a direct pull that went to sleep */
 	uint64_t direct_naps;	/* of those, woken by their 10 ms nap, not the read */
+	/* compression (<rdmaps/compress.h>): what the pushes were as float32,
+	 * and what they put on the wire (whole PUSH frames: header, fixed part,
+	 * data as sent); bytes_out above counts the data as sent */
+	uint64_t push_raw_bytes;
+	uint64_t push_wire_bytes;
+	uint64_t last_step_push_bytes; /* push_wire_bytes of the last clock that ended */
 };
 
 /* 0, or -EINVAL (worker or stats_p NULL). */

@@ -18,6 +18,7 @@
 #include "src/auth.h"
 #include "src/ckpt.h"
 #include "src/ckpt_int.h"
+#include "src/codec.h"
 #include "src/config.h"
 #include "src/npz.h"
 #include "src/optim.h"
@@ -107,6 +108,23 @@ static void f_push(struct buf *b, uint8_t op, uint64_t key, uint32_t shard, uint
 			     .norm = 1.0f};
 
 	frame(b, op, 0, 0, 0, &p, sizeof(p), vals, count * sizeof(float));
+}
+
+/* A compressed PUSH of vals[0..count) (src/codec.h) */
+static void f_cpush(struct buf *b, enum rps_codec kind, uint64_t key, uint32_t shard,
+		    uint32_t clock, uint32_t count)
+{
+	struct rps_push p = {.key = key, .shard = shard, .count = count, .clock = clock,
+			     .norm = 1.0f};
+	struct rps_compress_opts o;
+	unsigned char data[16 * 8 + 8];
+	size_t len = 0;
+
+	rps_compress_opts_kind(&o, kind);
+	o.ratio = 0.25f;
+	o.error_feedback = 0;
+	rps_compress_encode(&o, vals, count, NULL, data, &len);
+	frame(b, RPS_OP_PUSH, (uint16_t)kind, 0, 0, &p, sizeof(p), data, len);
 }
 
 static void f_pull(struct buf *b, uint64_t key, uint32_t shard, uint32_t count,
@@ -254,6 +272,14 @@ static void gen_frame(void)
 	b.n = 0;
 	f_push(&b, RPS_OP_PUSH, 1, 0, 0, 4);
 	save("frame", "push", b.b, b.n);
+	for (int k = RPS_CODEC_FP16; k < RPS_CODEC_COUNT; k++) {
+		char name[32];
+
+		b.n = 0;
+		f_cpush(&b, (enum rps_codec)k, 1, 0, 0, 16);
+		snprintf(name, sizeof(name), "push_%s", rps_compress_name((enum rps_codec)k));
+		save("frame", name, b.b, b.n);
+	}
 	b.n = 0;
 	f_push(&b, RPS_OP_ASSIGN, 1, 0, 0, 16);
 	save("frame", "assign", b.b, b.n);
@@ -432,6 +458,16 @@ static void gen_server(void)
 	b.n = 0;
 	seg(&b, 0, &w0);
 	save("server", "declare_push_clock_pull", b.b, b.n);
+	/* compressed pushes of every codec (src/codec.h), then a pull */
+	w0.n = 0;
+	f_declare(&w0, 1, 0, 16, 0);
+	for (int k = RPS_CODEC_FP16; k < RPS_CODEC_COUNT; k++)
+		f_cpush(&w0, (enum rps_codec)k, 1, 0, 0, 16);
+	f_clock(&w0, 0, RPS_CODEC_COUNT - 1, 0);
+	f_pull(&w0, 1, 0, 16, 0);
+	b.n = 0;
+	seg(&b, 0, &w0);
+	save("server", "compressed_pushes", b.b, b.n);
 	/* a key with its own optimizer on shard 1, assigned, then pulled */
 	w0.n = 0;
 	f_declare(&w0, 2, 1, 8, 1);

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Fashion-MNIST accuracy and push bytes per codec (docs/compression.md):
+# BSP, 4 workers, 2 servers, TCP on loopback, one run per codec, in turn.
+#   tools/bench/codec-accuracy.sh BIN_DIR EPOCHS OUT_DIR CODEC... [-- fmnist-train args]
+# e.g. tools/bench/codec-accuracy.sh build/bin 10 /tmp/acc none fp16 bf16 topk:0.01 sign
+# Each run: OUT_DIR/<codec>.json (--summary-json) and .log; then one table:
+# accuracy, its difference from "none", push bytes per step on the wire.
+set -u
+BIN=$1; EPOCHS=$2; OUT=$3; shift 3
+codecs=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do codecs+=("$1"); shift; done
+[ "${1:-}" = -- ] && shift
+mkdir -p "$OUT"
+for c in "${codecs[@]}"; do
+	n=$(echo "$c" | tr ':' '_')
+	start=$(date +%s)
+	RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn} "$BIN/rdmaps-launch" --servers 2 --workers 4 \
+		--consistency bsp --transport tcp --timeout 3000 -- "$BIN/fmnist-train" \
+		--epochs "$EPOCHS" --no-progress --compress "$c" --summary-json "$OUT/$n.json" "$@" \
+		> "$OUT/$n.log" 2>&1
+	echo "run: $c exit $? $(($(date +%s) - start)) s"
+done
+/usr/bin/python3 - "$OUT" "${codecs[@]}" <<'PY'
+import json, os, sys
+d, codecs = sys.argv[1], sys.argv[2:]
+runs = {}
+for c in codecs:
+    try:
+        runs[c] = json.load(open(os.path.join(d, c.replace(':', '_') + '.json')))
+    except (OSError, ValueError):
+        print('%s: no summary (see its .log)' % c)
+base = runs.get('none')
+print('| codec | test accuracy | vs none | train loss | push bytes/step | float32 bytes/step | less |')
+print('| --- | --- | --- | --- | --- | --- | --- |')
+for c, s in runs.items():
+    print('| %s | %.4f | %s | %.4f | %.0f | %.0f | %.1fx |' % (
+        c, s['test_accuracy'], '%+.4f' % (s['test_accuracy'] - base['test_accuracy']) if base else '-',
+        s['train_loss'], s['push_wire_bytes_per_step'], s['push_raw_bytes_per_step'],
+        s['push_raw_bytes_per_step'] / s['push_wire_bytes_per_step']))
+PY
