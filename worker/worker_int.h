@@ -37,6 +37,7 @@
 #include "worker/req.h"
 
 struct rps_wserver;
+struct rps_wring;
 
 struct rps_wconn {
 	struct rps_conn *c;       /* NULL: never connected (offline worker) */
@@ -218,6 +219,8 @@ struct rps_worker {
 	_Atomic uint64_t stat_pushes, stat_pulls, stat_bytes_out, stat_bytes_in;
 	_Atomic uint64_t stat_torn, stat_direct;
 	_Atomic uint32_t stat_max_stale; /* largest clock lag a data pull saw */
+
+	struct rps_wring *ring; /* ring all-reduce (worker/ring.h); NULL offline */
 };
 
 /* ---- connections (conn.c; losing them: reconnect.c) ---- */
