@@ -148,8 +148,12 @@ int rps_wring_create(struct rps_worker *w, const struct rps_tr_params *base, con
 	tp.on_hello = ring_on_hello;
 	tp.recv_dest = NULL;
 	tp.nchannels = 1;
-	/* worker <-> worker frames go over TCP (docs/allreduce.md: RDMA is not done) */
-	rc = rps_transport_create("tcp", &tp, &r->tr);
+	/* RDMAPS_RING_TRANSPORT: tcp (default) or rdma, the transport layer's
+	 * frames (RDMA SENDs) either way; one peer each way */
+	tp.rdma.expect_peers = 1;
+	tp.rdma.expect_out = 1;
+	rc = rps_transport_create(w->cfg->ring_transport[0] ? w->cfg->ring_transport : "tcp", &tp,
+				  &r->tr);
 	if (rc)
 		goto err_free;
 	rc = rps_tr_listen(r->tr, host, 0, &r->port);

@@ -229,8 +229,9 @@ RPS_API int rps_worker_load_model(struct rps_worker *worker, const rps_key_t *ke
  * 2(W-1)/W of the tensor. No server takes part; keys need not be declared.
  * Blocking; one call at a time per worker (others wait); the first call
  * connects to the ring neighbours (same handshake and secret as every other
- * connection). Worker <-> worker frames go over TCP, whatever the worker's
- * transport. Returns 0, or:
+ * connection). Worker <-> worker frames go over RDMAPS_RING_TRANSPORT (tcp,
+ * the default, or rdma: RDMA SENDs), whatever the servers' transport.
+ * Returns 0, or:
  *   -EINVAL   NULL argument, n 0, a length 0, or the workers passed
  *             different keys or lengths (logged, naming both ranks);
  *   -EHOSTDOWN a ring neighbour died or its connection was lost (logged,
