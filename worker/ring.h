@@ -79,6 +79,9 @@ int rps_wring_connect_right(struct rps_wring *r, uint64_t deadline_ns);
 /* Wait until every frame posted to the right left this process (its memory
  * is free again), the connection was lost or deadline_ns: 0, -errno. */
 int rps_wring_flush(struct rps_wring *r, uint64_t deadline_ns);
+/* " (the scheduler reports worker rank 2 dead)" into buf when its map has
+ * dead workers, else "". */
+void rps_wring_dead_text(struct rps_wring *r, char *buf, size_t cap);
 /* 0, or -errno once the right connection was lost. */
 int rps_wring_right_status(struct rps_wring *r);
 

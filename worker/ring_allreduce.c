@@ -352,6 +352,12 @@ int rps_worker_allreduce(struct rps_worker *w, const rps_key_t *keys, float *val
 	}
 	why[0] = '\0';
 	rc = ring_run(&a, why, sizeof(why), &origin);
+	if (rc == -EHOSTDOWN && origin == a.rank) {
+		char dead[160];
+
+		rps_wring_dead_text(r, dead, sizeof(dead));
+		strncat(why, dead, sizeof(why) - strlen(why) - 1);
+	}
 	if (rc) {
 		if (origin != a.rank)
 			RPS_ERR("allreduce (call %" PRIu64 ", %" PRIu64

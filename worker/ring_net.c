@@ -303,6 +303,29 @@ int rps_wring_right_status(struct rps_wring *r)
 	return rc;
 }
 
+void rps_wring_dead_text(struct rps_wring *r, char *buf, size_t cap)
+{
+	struct rps_node *nodes;
+	struct rps_map map;
+	size_t k = 0;
+	int n, ndead = 0;
+
+	buf[0] = '\0';
+	if (!r->w->ctl || !(nodes = rps_calloc(RPS_MAX_NODES, sizeof(*nodes))))
+		return;
+	n = rps_ctl_map(r->w->ctl, &map, nodes, RPS_MAX_NODES);
+	for (int i = 0; i < n && k + 16 < cap; i++) {
+		if (nodes[i].role != RPS_ROLE_WORKER || nodes[i].alive)
+			continue;
+		k += (size_t)snprintf(buf + k, cap - k, "%s%u",
+				      ndead++ ? ", " : " (the scheduler reports worker rank ",
+				      nodes[i].rank);
+	}
+	if (ndead && k + 7 < cap)
+		snprintf(buf + k, cap - k, " dead)");
+	rps_free(nodes);
+}
+
 /* The right neighbour's address from the scheduler's map. */
 static int right_addr(struct rps_wring *r, char *host, size_t cap, uint16_t *port_p)
 {
