@@ -11,7 +11,7 @@
  *         clock, pull the sum of every worker's push) and its wait;
  *   ring  rps_worker_allreduce of the same SIZE bytes.
  * A round's time is the slowest worker's. Every round is printed, then the
- * medians side by side. */
+ * medians side by side. PERF_RING_VERBOSE=1: the servers' and scheduler's output too. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -147,7 +147,7 @@ static double median(double *v, int n)
 static int run_w(const struct ring_opts *o, int W, double (*t)[2][RING_MAX_ROUND])
 {
 	struct rps_perf_cluster_opts co = { .transport = o->transport, .consistency = "bsp",
-					    .servers = o->servers, .workers = W, .quiet = 1,
+					    .servers = o->servers, .workers = W, .quiet = !getenv("PERF_RING_VERBOSE"),
 					    .make_secret = 1 };
 	struct rps_perf_cluster cl;
 	pid_t kids[RING_MAX_W];
