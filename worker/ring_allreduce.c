@@ -214,11 +214,37 @@ static int recv_piece(const struct ar_call *a, int phase, uint32_t step, uint64_
 	return 0;
 }
 
+/* A send failed: the right neighbour left or died. When it left because the
+ * call failed elsewhere (a length mismatch, a death further on), that rank's
+ * RING_ABORT comes round from the left: take its reason, waiting up to 1 s.
+ * 0 when none came (the caller reports the lost neighbour). */
+static int abort_from_left(struct ar_call *a, char *why, size_t wcap, uint32_t *origin_p)
+{
+	uint64_t deadline =
+	    rps_now_ns() + RPS_MIN((uint64_t)a->timeout_ms, 1000u) * 1000000ull;
+	struct rps_wring_frame *f;
+
+	while (rps_wring_next(a->r, deadline, &f) == 0) {
+		if (f->hdr.op == RPS_OP_RING_ABORT && f->d.seq == a->seq) {
+			int rc = f->hdr.status < 0 ? f->hdr.status : -ECANCELED;
+
+			*origin_p = f->d.origin;
+			snprintf(why, wcap, "%.*s", (int)f->data_len, (const char *)f->data);
+			rps_wring_frame_done(a->r, f);
+			return rc;
+		}
+		rps_wring_frame_done(a->r, f); /* data of the failed call */
+	}
+	return 0;
+}
+
 /* Every piece of segment seg: (offset, count) in order. */
 #define FOR_PIECES(a, seg, off, cnt)                                                        \
 	for (uint64_t off = seg_lo(a, seg), end_ = seg_lo(a, (seg) + 1), cnt = 0;           \
 	     off < end_ && ((cnt = RPS_MIN(end_ - off, (uint64_t)(a)->piece)), 1); off += cnt)
 
+/* The call: 0, 1 (complete, but the right neighbour left before it took every
+ * send back: the ring is not used again), or -errno with why and the origin. */
 static int ring_run(struct ar_call *a, char *why, size_t wcap, uint32_t *origin_p)
 {
 	const uint32_t W = a->W, last = W - 2;
@@ -264,11 +290,19 @@ static int ring_run(struct ar_call *a, char *why, size_t wcap, uint32_t *origin_
 		}
 	}
 	rc = rps_wring_flush(a->r, rps_now_ns() + (uint64_t)a->timeout_ms * 1000000ull);
-	if (rc)
+	if (rc == -ETIMEDOUT)
 		goto sent_failed;
-	return 0;
+	/* the right neighbour left (or died) once it had what it needed or
+	 * not: our result is complete either way, the next call will tell */
+	return rc ? 1 : 0;
 
 sent_failed:
+	{
+		int arc = abort_from_left(a, why, wcap, origin_p);
+
+		if (arc)
+			return arc;
+	}
 	*origin_p = a->rank;
 	snprintf(why, wcap, "lost worker rank %u (right ring neighbour, %s): %s", a->r->right_rank,
 		 a->r->right_peer, rps_strerror(rc));
@@ -357,6 +391,19 @@ int rps_worker_allreduce(struct rps_worker *w, const rps_key_t *keys, float *val
 
 		rps_wring_dead_text(r, dead, sizeof(dead));
 		strncat(why, dead, sizeof(why) - strlen(why) - 1);
+	}
+	if (rc == 1) {
+		struct rps_conn *c = r->right;
+
+		RPS_WARN("allreduce: worker rank %u (right ring neighbour, %s) left at the end of "
+			 "call %" PRIu64 "; this call is complete, the ring is not used again",
+			 r->right_rank, r->right_peer, a.seq);
+		pthread_mutex_lock(&r->lock);
+		r->right = NULL;
+		pthread_mutex_unlock(&r->lock);
+		rps_tr_close(c); /* nothing reads vals or a.fx any more */
+		r->broken = -EHOSTDOWN;
+		rc = 0;
 	}
 	if (rc) {
 		if (origin != a.rank)
