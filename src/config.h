@@ -99,6 +99,8 @@ struct rps_config {
 	int max_parked_pulls;      /* pulls one connection may have waiting for a clock */
 	int accept_backoff_ms;     /* stop accepting this long when out of descriptors */
 	int register_timeout_ms;   /* scheduler: REGISTER (nodes) or a request (ctl) within this */
+	/* ring all-reduce */
+	char ring_transport[16];   /* tcp | rdma: frames between workers */
 };
 
 enum rps_config_type {

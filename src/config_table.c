@@ -103,6 +103,9 @@ const struct rps_config_entry rps_config_table[] = {
 	      "out of descriptors (EMFILE/ENFILE): stop accepting this long"),
 	ENTRY(register_timeout_ms, "30000", RPS_CFG_INT,
 	      "scheduler: a node past its hello must REGISTER within this, an rdmaps-ctl ask something"),
+	/* ring all-reduce (worker/ring*.c, docs/allreduce.md) */
+	ENTRY(ring_transport, "tcp", RPS_CFG_STRING,
+	      "workers' ring all-reduce: tcp | rdma (frames between workers; rdma needs a device on --host)"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -119,6 +122,7 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "num_workers", IRANGE(1, RPS_MAX_WORKERS) },
 	{ "rank", IRANGE(-1, RPS_MAX_NODES - 1) },
 	{ "transport", .choices = "tcp|rdma" },
+	{ "ring_transport", .choices = "tcp|rdma" },
 	{ "port", IRANGE(0, 65535) },
 	{ "secret", .check = rps_cfg_check_secret },
 	{ "timeout_ms", IRANGE(1, INT_MAX) },

@@ -183,6 +183,20 @@ static int check_report(const struct rps_frame_hdr *h, const void *payload, cons
 	return rps_proto_report_check(&r, why_p) ? -EPROTO : 0;
 }
 
+static int check_ring(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	struct rps_ring_data d;
+
+	memcpy(&d, payload, sizeof(d));
+	if (!len_is(h->len, sizeof(d), sizeof(float), d.count))
+		return bad(why_p, "ring data: length does not match count");
+	if (d.offset > d.total || d.count > d.total - d.offset)
+		return bad(why_p, "ring data: piece outside the tensor");
+	if (d.phase > 1)
+		return bad(why_p, "ring data: unknown phase");
+	return 0;
+}
+
 static int check_node(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
 {
 	const struct rps_node *n = payload;
@@ -201,7 +215,7 @@ static int check_node(const struct rps_frame_hdr *h, const void *payload, const 
 #define TAIL .has_data = 1
 
 /* A new op needs a descriptor here: adjust this count with it. */
-_Static_assert(RPS_OP_MAX == 27, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+_Static_assert(RPS_OP_MAX == 44, "a new op in enum rps_op needs a descriptor in rps_op_descs");
 
 /* clang-format off */
 static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
@@ -254,6 +268,11 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 	[RPS_OP_EXPORT] = { "EXPORT", 0, TAIL, .control = 1, .senders = ANY },
 	[RPS_OP_REPORT] = { "REPORT", sizeof(struct rps_report), .control = 1,
 			    .senders = BY(WORKER), .check = check_report },
+	/* ring all-reduce between workers */
+	[RPS_OP_RING_DATA] = { "RING_DATA", sizeof(struct rps_ring_data), TAIL,
+			       .senders = BY(WORKER), .check = check_ring },
+	[RPS_OP_RING_ABORT] = { "RING_ABORT", sizeof(struct rps_ring_data), TAIL,
+				.senders = BY(WORKER), .max_len = sizeof(struct rps_ring_data) + 256 },
 };
 /* clang-format on */
 

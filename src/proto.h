@@ -81,6 +81,9 @@ enum rps_op {
 	RPS_OP_CHECKPOINT = 24,  /* control request (struct rps_ctlreq), see below */
 	RPS_OP_EXPORT = 25,      /* control request (struct rps_ctlreq), see below */
 	RPS_OP_REPORT = 26,      /* worker -> sched: struct rps_report; no answer */
+	/* ring all-reduce, worker -> worker (its right neighbour) */
+	RPS_OP_RING_DATA = 42,   /* rps_ring_data + float[count] */
+	RPS_OP_RING_ABORT = 43,  /* rps_ring_data (count 0) + char reason[]; hdr.status */
 	RPS_OP_MAX
 };
 
@@ -353,6 +356,23 @@ struct rps_report {
 _Static_assert(sizeof(struct rps_report) == 40, "rps_report is 40 bytes");
 /* 0 if r->name is a well-formed report name, else -EINVAL with *why_p. */
 int rps_proto_report_check(const struct rps_report *r, const char **why_p);
+
+/* Ring all-reduce (worker/ring*.c, docs/allreduce.md): a piece of the
+ * flattened tensor, elements [offset, offset + count) of `total`, in phase
+ * (0 reduce-scatter, 1 all-gather) and step of call `seq`. `keysum` is a hash
+ * of the caller's keys and lengths: every rank must pass the same. */
+struct rps_ring_data {
+	uint64_t seq;	 /* the sender's allreduce call, from 1 */
+	uint64_t total;	 /* elements of the whole call */
+	uint64_t offset; /* first element of this piece */
+	uint64_t keysum; /* FNV-1a of keys and lengths */
+	uint32_t count;	 /* float32 elements that follow */
+	uint16_t phase;	 /* 0 reduce-scatter, 1 all-gather */
+	uint16_t step;	 /* 0 .. W-2 */
+	uint32_t nkeys;
+	uint32_t origin; /* ABORT: the rank that failed first */
+};
+_Static_assert(sizeof(struct rps_ring_data) == 48, "rps_ring_data is 48 bytes");
 
 /* Control requests: CHECKPOINT and EXPORT (added in version 1, later).
  *

@@ -10,6 +10,7 @@
 #include "src/log.h"
 #include "src/util.h"
 #include "worker/compress.h"
+#include "worker/ring.h"
 #include "worker/worker_int.h"
 
 #define RPS_WORKER_DEFAULT_TIMEOUT_MS 30000
@@ -219,6 +220,8 @@ static void worker_free(struct rps_worker *w)
 static void worker_teardown(struct rps_worker *w)
 {
 	rps_wreconnector_stop(w);
+	rps_wring_destroy(w->ring); /* before the map goes */
+	w->ring = NULL;
 	if (w->ctl) {
 		rps_ctl_leave(w->ctl);
 		w->ctl = NULL;
@@ -366,6 +369,10 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	jo.timeout_ms = w->timeout_ms;
 	jo.events = &worker_ctl_events;
 	jo.arg = w;
+	/* the ring all-reduce's port, in the map for the other workers */
+	rc = rps_wring_create(w, &tp, jo.host, &w->ring, &jo.port);
+	if (rc)
+		goto err;
 	rc = rps_ctl_join(&jo, &w->ctl);
 	if (rc) {
 		RPS_ERR("worker: join %s: %s", w->scheduler, rps_strerror(rc));
@@ -385,6 +392,7 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	w->num_workers = map.num_workers;
 	w->num_servers = map.num_servers;
 	rps_log_set_ident("worker", (int)w->rank);
+	rps_wring_set_rank(w->ring, w->rank, w->num_workers);
 	if (!w->num_servers) {
 		RPS_ERR("worker: the cluster has no server");
 		rc = -EINVAL;

@@ -37,6 +37,7 @@
 #include "worker/req.h"
 
 struct rps_wserver;
+struct rps_wring;
 
 struct rps_wconn {
 	struct rps_conn *c;       /* NULL: never connected (offline worker) */
@@ -221,6 +222,8 @@ struct rps_worker {
 	/* pushes on the wire (worker/compress.c): float32 bytes before any
 	 * codec, whole PUSH frames, and the frames' bytes of the last clock */
 	_Atomic uint64_t stat_push_raw, stat_push_wire, stat_step_mark, stat_last_step;
+
+	struct rps_wring *ring; /* ring all-reduce (worker/ring.h); NULL offline */
 };
 
 /* ---- connections (conn.c; losing them: reconnect.c) ---- */

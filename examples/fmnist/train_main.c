@@ -46,6 +46,7 @@
 #include "idx.h"
 #include "mlp.h"
 #include "recipe.h"
+#include "sync.h"
 
 extern void openblas_set_num_threads(int);
 
@@ -63,6 +64,7 @@ struct args {
 	const char *save_model, *init_model; /* .npz files (model.h) */
 	const char *curves;		     /* --curves FILE.svg / FILE.png */
 	const char *compress;		     /* --compress (compress_opt.h) */
+	enum sync_mode sync;		     /* --sync ps|ring (sync.h) */
 };
 
 /* Every REPORT_S seconds each worker reports its figures to the scheduler
@@ -139,6 +141,9 @@ static void usage(FILE *out)
 		"  --save-model FILE     write the trained model to FILE (.npz, worker 0,\n"
 		"                        the parameters of the final evaluation)\n"
 		"  --epochs 0            no training: evaluate (and save) the initial model\n"
+		"  --sync ps|ring        ps: the servers apply the optimizer (default); ring:\n"
+		"                        the workers all-reduce the gradients and each applies\n"
+		"                        it locally (same init from --seed or --init-model)\n"
 		"Model files: one float32 array per key, named by the key; weights are\n"
 		"row-major [in x out], h = relu(x @ W + b), x = (pixel / 255 - 0.2860) / 0.3530:\n"
 		"  \"0\" \"1\" \"2\" \"3\"  W1 rows 0-195, 196-391, 392-587, 588-783 (196 x 256 each;\n"
@@ -169,6 +174,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "init-model", required_argument, NULL, 'I' },
 		{ "curves", required_argument, NULL, 'v' },
 		{ "compress", required_argument, NULL, 'Z' },
+		{ "sync", required_argument, NULL, 'Y' },
 		{ "help", no_argument, NULL, 'h' },
 	};
 	enum { NBASE = sizeof(base) / sizeof(base[0]) };
@@ -200,6 +206,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'I': a->init_model = optarg; break;
 		case 'v': a->curves = optarg; break;
 		case 'Z': a->compress = optarg; break;
+		case 'Y':
+			if (sync_parse(optarg, &a->sync))
+				return -EINVAL;
+			break;
 		case 'h': usage(stdout); exit(0);
 		default:
 			if (c >= RECIPE_OPT_BASE) {
@@ -278,6 +288,24 @@ static int read_init_model(struct job *j)
 	return rc;
 }
 
+/* --sync ring: the same start on every worker (as --local), the optimizer
+ * here; the servers are not used (sync.h). */
+static int setup_ring(struct job *j)
+{
+	int rc;
+
+	j->consistency = "ring";
+	if ((rc = plan(j, RPS_BSP)))
+		return rc;
+	mlp_init_params(j->params, j->a.seed);
+	if (j->a.init_model && read_init_model(j))
+		return -EINVAL;
+	rc = rps_optimizer_create(&j->spec, mlp_nparams(), &j->opt);
+	if (rc)
+		fprintf(stderr, "fmnist-train: optimizer: %s\n", rps_strerror(rc));
+	return rc;
+}
+
 static int setup_distributed(struct job *j)
 {
 	int rc = rps_worker_create(NULL, &j->w);
@@ -296,6 +324,8 @@ static int setup_distributed(struct job *j)
 	case RPS_SSP: j->consistency = "ssp"; break;
 	default: j->consistency = "asp"; break;
 	}
+	if (j->a.sync == SYNC_RING)
+		return setup_ring(j);
 	if ((rc = plan(j, rps_worker_consistency(j->w))))
 		return rc;
 	/* every worker checks the file: a bad one stops them all before training */
@@ -430,6 +460,13 @@ static int step(struct job *j, const size_t *idx, size_t n, float *loss_p)
 		rc = mlp_grad(j->params, j->xb, j->yb, n, 1.0f, j->grad, &j->ws, NULL, loss_p);
 		rps_optimizer_step(j->opt, j->params, j->grad);
 		return rc;
+	}
+	if (j->a.sync == SYNC_RING) {
+		rc = mlp_grad(j->params, j->xb, j->yb, n, 1.0f / (float)j->nworkers, j->grad,
+			      &j->ws, NULL, loss_p);
+		return rc ? rc
+			  : sync_ring_step(j->w, j->opt, j->keys, mlp_lens, MLP_NTENSORS,
+					   j->params, j->grad);
 	}
 	/* this step's gradient buffer was pushed two steps ago: wait for that */
 	int buf = (int)(j->nstep & 1);
@@ -666,7 +703,7 @@ int main(int argc, char **argv)
 		train_time += el;
 		loss_epoch = loss_sum / (double)steps;
 		sps = (double)(steps * per_step * (size_t)j.nworkers) / el;
-		if (!j.a.local && drain_pulls(&j))
+		if (!j.a.local && j.comm && drain_pulls(&j))
 			return 1;
 		if (j.rank == 0 && (e % j.a.eval_every == 0 || e == j.a.epochs)) {
 			acc = mlp_accuracy(j.params, j.test.x, j.test.y, j.test.n, &j.ws);
@@ -716,8 +753,10 @@ int main(int argc, char **argv)
 		failed = 1;
 	}
 	if (j.w) {
-		if ((rc = comm_stop(j.comm)))
+		if (j.comm && (rc = comm_stop(j.comm)))
 			return 1;
+		if (j.opt) /* --sync ring */
+			rps_optimizer_destroy(j.opt);
 		rc = rps_worker_barrier(j.w);
 		if (rc)
 			fprintf(stderr, "fmnist-train: final barrier: %s\n", rps_strerror(rc));

@@ -229,6 +229,29 @@ RPS_API int rps_worker_save_model(struct rps_worker *worker, const rps_key_t *ke
 RPS_API int rps_worker_load_model(struct rps_worker *worker, const rps_key_t *keys,
 				  const size_t *lens, size_t n, const char *path);
 
+/* Ring all-reduce among the job's workers, beside the parameter server
+ * (docs/allreduce.md): every worker calls it with the same keys and lengths
+ * (n tensors back to back in vals, as a push's gradients); when it returns 0,
+ * vals holds on every worker the element-wise SUM over all workers (divide by
+ * rps_worker_num_workers() for the mean), the same bits on every worker. A
+ * chunked ring reduce-scatter + all-gather: each worker sends and receives
+ * 2(W-1)/W of the tensor. No server takes part; keys need not be declared.
+ * Blocking; one call at a time per worker (others wait); the first call
+ * connects to the ring neighbours (same handshake and secret as every other
+ * connection). Worker <-> worker frames go over RDMAPS_RING_TRANSPORT (tcp,
+ * the default, or rdma: RDMA SENDs), whatever the servers' transport.
+ * Returns 0, or:
+ *   -EINVAL   NULL argument, n 0, a length 0, or the workers passed
+ *             different keys or lengths (logged, naming both ranks);
+ *   -EHOSTDOWN a ring neighbour died or its connection was lost (logged,
+ *             naming the rank); the others get it too, not a hang;
+ *   -ETIMEDOUT nothing from the left neighbour for the worker's timeout;
+ *   -ENOTCONN an offline worker.
+ * After a failure the ring is not used again: later calls return the same
+ * error (a job whose worker died restarts). One worker: 0, vals unchanged. */
+RPS_API int rps_worker_allreduce(struct rps_worker *worker, const rps_key_t *keys, float *vals,
+				 const size_t *lens, size_t n);
+
 /* End the current clock: every push of this clock has been sent before. */
 RPS_API int rps_worker_clock(struct rps_worker *worker);
 /* Wait until every live worker reaches the barrier. */

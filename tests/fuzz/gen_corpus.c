@@ -297,6 +297,20 @@ static void gen_frame(void)
 	f_clock(&b, 0, 1, 0);
 	save("frame", "clock", b.b, b.n);
 	{
+		/* ring all-reduce (worker/ring*.c) */
+		struct rps_ring_data d = {.seq = 1, .total = 10, .offset = 6, .keysum = 7,
+					  .count = 4, .phase = 1, .step = 0, .nkeys = 2};
+		static const char why[] = "lost worker rank 2 (left ring neighbour)";
+
+		b.n = 0;
+		frame(&b, RPS_OP_RING_DATA, 0, 0, 0, &d, sizeof(d), vals, 4 * sizeof(float));
+		save("frame", "ring_data", b.b, b.n);
+		d.count = 0;
+		b.n = 0;
+		frame(&b, RPS_OP_RING_ABORT, 0, -EHOSTDOWN, 0, &d, sizeof(d), why, sizeof(why) - 1);
+		save("frame", "ring_abort", b.b, b.n);
+	}
+	{
 		static const char why[] = "giving up: timed out";
 
 		b.n = 0;

@@ -59,6 +59,7 @@ static void test_every_op_has_descriptor(void **state)
 	    OP(SYNC),	   OP(REGISTER),  OP(MAP),	 OP(BARRIER),	   OP(BARRIER_DONE),
 	    OP(HEARTBEAT), OP(NODE_DEAD), OP(SHUTDOWN),	 OP(STATUS),	   OP(CHECKPOINT),
 	    OP(EXPORT), OP(ASSIGN), OP(REPORT), OP(CHALLENGE), OP(PROOF),
+	    OP(RING_DATA), OP(RING_ABORT),
 	};
 #undef OP
 	size_t ndesc = 0;
@@ -73,8 +74,10 @@ static void test_every_op_has_descriptor(void **state)
 		assert_true(d->senders != 0); /* someone may send it */
 		assert_true(d->max_len == 0 || d->max_len >= d->fixed_len);
 		assert_true(d->has_data || d->max_len == 0);
-		/* data ops are < 16, control ops from 16 on (src/proto.h) */
-		assert_int_equal(d->control, ops[i].op >= RPS_OP_REGISTER);
+		/* data ops are < 16, control ops 16..29 (src/proto.h); the
+		 * features' ranges from 30 on (ring: 42, 43) are data ops */
+		assert_int_equal(d->control,
+				 ops[i].op >= RPS_OP_REGISTER && ops[i].op < 30);
 	}
 	for (unsigned op = 0; op < 256; op++)
 		ndesc += rps_proto_op((uint8_t)op) != NULL;
@@ -83,6 +86,37 @@ static void test_every_op_has_descriptor(void **state)
 	assert_true(rps_proto_op(RPS_OP_PUSH)->senders == 1u << RPS_ROLE_WORKER);
 	assert_true(rps_proto_op(RPS_OP_MAP)->senders == 1u << RPS_ROLE_SCHEDULER);
 	assert_true(rps_proto_op(RPS_OP_ERROR)->senders & (1u << RPS_ROLE_SERVER));
+}
+
+/* RING_DATA: count against the length, the piece inside the tensor. */
+static void test_ring_data_check(void **state)
+{
+	uint8_t buf[sizeof(struct rps_ring_data) + 4 * sizeof(float)];
+	struct rps_ring_data d = { .seq = 1, .total = 10, .offset = 6, .count = 4, .phase = 1 };
+	struct rps_frame_hdr h;
+	const char *why = NULL;
+
+	(void)state;
+	rps_proto_hdr_init(&h, RPS_OP_RING_DATA, sizeof(buf), 0);
+	memset(buf, 0, sizeof(buf));
+	memcpy(buf, &d, sizeof(d));
+	assert_int_equal(rps_proto_payload_check(&h, buf, &why), 0);
+	d.offset = 7; /* 7 + 4 > 10 */
+	memcpy(buf, &d, sizeof(d));
+	assert_int_equal(rps_proto_payload_check(&h, buf, &why), -EPROTO);
+	assert_non_null(strstr(why, "outside"));
+	d.offset = 6;
+	d.count = 3; /* the length says 4 */
+	memcpy(buf, &d, sizeof(d));
+	assert_int_equal(rps_proto_payload_check(&h, buf, &why), -EPROTO);
+	d.count = 4;
+	d.phase = 2;
+	memcpy(buf, &d, sizeof(d));
+	assert_int_equal(rps_proto_payload_check(&h, buf, &why), -EPROTO);
+	d.phase = 0;
+	d.offset = UINT64_MAX - 1; /* no wrap-around */
+	memcpy(buf, &d, sizeof(d));
+	assert_int_equal(rps_proto_payload_check(&h, buf, &why), -EPROTO);
 }
 
 static void test_hdr_round_trip(void **state)
@@ -546,6 +580,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_every_op_has_descriptor),
 	    cmocka_unit_test(test_fixed_lens),	      cmocka_unit_test(test_hdr_round_trip),
+	    cmocka_unit_test(test_ring_data_check),
 	    cmocka_unit_test(test_hdr_rejects),	      cmocka_unit_test(test_push_payload),
 	    cmocka_unit_test(test_pull_payload),      cmocka_unit_test(test_clock_payload),
 	    cmocka_unit_test(test_ack_map_payload),   cmocka_unit_test(test_hello),

@@ -24,7 +24,8 @@ static void usage(FILE *out)
 	    "against a real cluster. Like perftest: without HOST it is the server side\n"
 	    "(starts rdmaps-sched on PORT+1 and the servers, waits for one client on\n"
 	    "PORT); with HOST it is the client. --local-cluster runs it all here.\n\n"
-	    "MODE: pull_lat (default) | push_lat | pull_bw | push_bw | pushpull\n\n"
+	    "MODE: pull_lat (default) | push_lat | pull_bw | push_bw | pushpull\n"
+	    "      ring_vs_ps: PS push+pull against ring all-reduce (rdmaps-perf ring_vs_ps --help)\n\n"
 	    "  -m, --mode MODE          the same as the MODE argument\n"
 	    "  -t, --transport T        tcp | rdma (default: RDMAPS_TRANSPORT or tcp)\n"
 	    "  -s, --size BYTES         bytes per key (K/M suffixes; default 4096)\n"
@@ -162,6 +163,10 @@ int main(int argc, char **argv)
 	int servers_given = 0, c, rc;
 	char *end;
 
+	/* ring all-reduce against push + pull: a mode with its own options */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "ring_vs_ps"))
+			return rps_perf_ring_main(argc, argv);
 	rps_perf_params_init(&p);
 	p.nsizes = 0;
 	while ((c = getopt_long(argc, argv, "m:t:s:an:D:k:w:d:c:Lp:qh", longopts, NULL)) != -1) {

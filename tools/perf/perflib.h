@@ -215,6 +215,10 @@ int rps_perf_remote_server(const struct rps_perf_remote_opts *o, FILE *out);
 int rps_perf_remote_client(const struct rps_perf_remote_opts *o, const struct rps_perf_params *p,
 			   struct rps_perf_result *results);
 
+/* ---- ring all-reduce against push + pull (perf_ring.c) ----
+ * `rdmaps-perf ring_vs_ps [OPTIONS]`: its own command line (--help). */
+int rps_perf_ring_main(int argc, char **argv);
+
 /* ---- output (perf_report.c) ---- */
 struct rps_perf_report {
 	const struct rps_perf_params *params;
