@@ -119,7 +119,7 @@ int rps_wtable_get(struct rps_worker *w, rps_table_t table, struct rps_table_spe
 	return rc;
 }
 
-static int table_add(struct rps_worker *w, rps_table_t table, const struct rps_table_spec *spec)
+int rps_wtable_add(struct rps_worker *w, rps_table_t table, const struct rps_table_spec *spec)
 {
 	struct rps_wtables *ts = tables_of(w);
 	int rc = 0;
@@ -175,33 +175,22 @@ static int same_spec(const struct rps_table_spec *a, const struct rps_table_spec
 	       rps_optim_opts_same(&a->optim, &b->optim);
 }
 
-int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
-			     const struct rps_table_spec *spec)
+/* TABLE_DECLARE of s on every shard of every server; rows_p (NULL: none)
+ * receives the sum of the shards' row counts. */
+static int declare_send(struct rps_worker *w, rps_table_t table, const struct rps_table_spec *sp,
+			uint64_t *rows_p)
 {
-	struct rps_table_spec s, old;
+	struct rps_table_spec s = *sp;
 	struct rps_table_decl *decls;
 	struct rps_req *req;
 	uint32_t total = 0, k = 0;
 	int rc;
 
-	if (!w || !spec) {
-		RPS_ERR("declare table %u: %s is NULL", table, w ? "spec" : "worker");
-		return -EINVAL;
-	}
-	rc = rps_wtable_resolve(spec, &s);
-	if (rc)
-		return rc;
-	if (!rps_wtable_get(w, table, &old)) {
-		if (same_spec(&old, &s))
-			return 0;
-		RPS_ERR("declare table %u: declared through this worker already with dim %u "
-			"and another spec (now dim %u)",
-			table, old.dim, s.dim);
-		return -EEXIST;
-	}
 	rc = rps_wready(w);
 	if (rc)
 		return rc;
+	if (rows_p)
+		*rows_p = 0;
 	for (uint32_t i = 0; i < w->num_servers; i++)
 		total += w->servers[i].nshards;
 	decls = rps_calloc(total ? total : 1, sizeof(*decls));
@@ -242,6 +231,7 @@ int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
 			p->u.rows.op = RPS_OP_TABLE_DECLARE;
 			p->u.rows.decl = d;
 			p->u.rows.optim = &s.optim;
+			p->u.rows.rows_out = rows_p;
 			pthread_mutex_unlock(&w->core.lock);
 			rps_wtable_post(w, p);
 		}
@@ -250,10 +240,50 @@ int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
 	rps_wreq_seal(req);
 	rc = rps_req_wait(req, -1);
 	rps_free(decls);
-	if (rc) {
+	if (rc)
 		RPS_ERR("declare table %u (dim %u) on the servers: %s", table, s.dim,
 			rps_strerror(rc));
-		return rc;
+	return rc;
+}
+
+int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
+			     const struct rps_table_spec *spec)
+{
+	struct rps_table_spec s, old;
+	int rc;
+
+	if (!w || !spec) {
+		RPS_ERR("declare table %u: %s is NULL", table, w ? "spec" : "worker");
+		return -EINVAL;
 	}
-	return table_add(w, table, &s);
+	rc = rps_wtable_resolve(spec, &s);
+	if (rc)
+		return rc;
+	if (!rps_wtable_get(w, table, &old)) {
+		if (same_spec(&old, &s))
+			return 0;
+		RPS_ERR("declare table %u: declared through this worker already with dim %u "
+			"and another spec (now dim %u)",
+			table, old.dim, s.dim);
+		return -EEXIST;
+	}
+	rc = declare_send(w, table, &s, NULL);
+	if (rc)
+		return rc;
+	return rps_wtable_add(w, table, &s);
+}
+
+int rps_worker_table_rows(struct rps_worker *w, rps_table_t table, uint64_t *rows_p)
+{
+	struct rps_table_spec s;
+
+	if (!w || !rows_p) {
+		RPS_ERR("table_rows: %s is NULL", w ? "rows_p" : "worker");
+		return -EINVAL;
+	}
+	if (rps_wtable_get(w, table, &s)) {
+		RPS_ERR("table_rows: table %u is not declared through this worker", table);
+		return -ENOENT;
+	}
+	return declare_send(w, table, &s, rows_p);
 }

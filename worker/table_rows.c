@@ -295,7 +295,11 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 			  rps_proto_op_name(h->op), h->req_id);
 		return;
 	}
-	if (h->op == RPS_OP_TABLE_DECLARE_ACK && st && ev->data_len && ev->data) {
+	if (h->op == RPS_OP_TABLE_DECLARE_ACK && !st && ev->fixed && p->u.rows.rows_out) {
+		const struct rps_table_ack *a = ev->fixed;
+
+		*p->u.rows.rows_out += a->rows;
+	} else if (h->op == RPS_OP_TABLE_DECLARE_ACK && st && ev->data_len && ev->data) {
 		char why[RPS_LOG_ESC_BUF];
 
 		RPS_ERR("server %u: table %u refused (%s): %s", wc->srv->rank,
@@ -334,14 +338,14 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 /* ---- the public calls ---- */
 
 static int rows_call(struct rps_worker *w, rps_table_t table, const uint64_t *ids, size_t n,
-		     float *out, const float *grads, rps_done_cb cb, void *arg)
+		     float *out, const float *grads, int push, rps_done_cb cb, void *arg)
 {
-	const char *what = grads ? "push_rows" : "pull_rows";
+	const char *what = push ? "push_rows" : "pull_rows";
 	struct batch *b;
 	struct rps_req *req;
 	uint32_t dim, clock;
-	int rc = rows_check(w, what, table, ids, n, grads ? (const void *)grads : out,
-			    grads ? "grads" : "out", &dim);
+	int rc = rows_check(w, what, table, ids, n, push ? (const void *)grads : out,
+			    push ? "grads" : "out", &dim);
 
 	if (rc)
 		return rc;
@@ -382,13 +386,13 @@ static int rows_call(struct rps_worker *w, rps_table_t table, const uint64_t *id
 int rps_worker_pull_rows(struct rps_worker *w, rps_table_t table, const uint64_t *ids, size_t n,
 			 float *out)
 {
-	return rows_call(w, table, ids, n, out, NULL, NULL, NULL);
+	return rows_call(w, table, ids, n, out, NULL, 0, NULL, NULL);
 }
 
 int rps_worker_push_rows(struct rps_worker *w, rps_table_t table, const uint64_t *ids, size_t n,
 			 const float *grads)
 {
-	return rows_call(w, table, ids, n, NULL, grads, NULL, NULL);
+	return rows_call(w, table, ids, n, NULL, grads, 1, NULL, NULL);
 }
 
 int rps_worker_pull_rows_cb(struct rps_worker *w, rps_table_t table, const uint64_t *ids,
@@ -398,7 +402,7 @@ int rps_worker_pull_rows_cb(struct rps_worker *w, rps_table_t table, const uint6
 		RPS_ERR("pull_rows_cb: table %u: cb is NULL", table);
 		return -EINVAL;
 	}
-	return rows_call(w, table, ids, n, out, NULL, cb, arg);
+	return rows_call(w, table, ids, n, out, NULL, 0, cb, arg);
 }
 
 int rps_worker_push_rows_cb(struct rps_worker *w, rps_table_t table, const uint64_t *ids,
@@ -408,5 +412,5 @@ int rps_worker_push_rows_cb(struct rps_worker *w, rps_table_t table, const uint6
 		RPS_ERR("push_rows_cb: table %u: cb is NULL", table);
 		return -EINVAL;
 	}
-	return rows_call(w, table, ids, n, NULL, grads, cb, arg);
+	return rows_call(w, table, ids, n, NULL, grads, 1, cb, arg);
 }
