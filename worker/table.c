@@ -24,8 +24,9 @@ void rps_table_spec_init(struct rps_table_spec *spec)
 	rps_optim_opts_init(&spec->optim);
 }
 
-int rps_wtable_resolve(const struct rps_table_spec *in, struct rps_table_spec *out)
+int rps_wtable_resolve(const struct rps_table_spec *in_p, struct rps_table_spec *out)
 {
+	const struct rps_table_spec copy = *in_p, *in = &copy; /* out may be in_p */
 	uint64_t m = in->field_mask;
 
 	rps_table_spec_init(out);
