@@ -176,10 +176,10 @@ static int same_spec(const struct rps_table_spec *a, const struct rps_table_spec
 	       rps_optim_opts_same(&a->optim, &b->optim);
 }
 
-/* TABLE_DECLARE of s on every shard of every server; rows_p (NULL: none)
- * receives the sum of the shards' row counts. */
+/* TABLE_DECLARE of s on every shard of server `only` (UINT32_MAX: of every
+ * server); rows_p (NULL: none) receives the sum of the shards' row counts. */
 static int declare_send(struct rps_worker *w, rps_table_t table, const struct rps_table_spec *sp,
-			uint64_t *rows_p)
+			uint64_t *rows_p, uint32_t only)
 {
 	struct rps_table_spec s = *sp;
 	struct rps_table_decl *decls;
@@ -187,9 +187,6 @@ static int declare_send(struct rps_worker *w, rps_table_t table, const struct rp
 	uint32_t total = 0, k = 0;
 	int rc;
 
-	rc = rps_wready(w);
-	if (rc)
-		return rc;
 	if (rows_p)
 		*rows_p = 0;
 	for (uint32_t i = 0; i < w->num_servers; i++)
@@ -210,6 +207,8 @@ static int declare_send(struct rps_worker *w, rps_table_t table, const struct rp
 			struct rps_table_decl *d = &decls[k];
 			struct rps_piece *p;
 
+			if (only != UINT32_MAX && i != only)
+				continue;
 			d->table = table;
 			d->shard = j;
 			d->dim = s.dim;
@@ -268,7 +267,9 @@ int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
 			table, old.dim, s.dim);
 		return -EEXIST;
 	}
-	rc = declare_send(w, table, &s, NULL);
+	rc = rps_wready(w);
+	if (!rc)
+		rc = declare_send(w, table, &s, NULL, UINT32_MAX);
 	if (rc)
 		return rc;
 	return rps_wtable_add(w, table, &s);
@@ -277,6 +278,7 @@ int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
 int rps_worker_table_rows(struct rps_worker *w, rps_table_t table, uint64_t *rows_p)
 {
 	struct rps_table_spec s;
+	int rc;
 
 	if (!w || !rows_p) {
 		RPS_ERR("table_rows: %s is NULL", w ? "rows_p" : "worker");
@@ -286,5 +288,31 @@ int rps_worker_table_rows(struct rps_worker *w, rps_table_t table, uint64_t *row
 		RPS_ERR("table_rows: table %u is not declared through this worker", table);
 		return -ENOENT;
 	}
-	return declare_send(w, table, &s, rows_p);
+	rc = rps_wready(w);
+	if (rc)
+		return rc;
+	return declare_send(w, table, &s, rows_p, UINT32_MAX);
+}
+
+int rps_wtables_redeclare(struct rps_worker *w, uint32_t server)
+{
+	struct rps_wtables *ts = w->tables;
+	struct rps_wtable *copy;
+	uint32_t n;
+	int rc = 0;
+
+	if (!ts)
+		return 0;
+	pthread_mutex_lock(&ts->lock);
+	n = ts->n;
+	copy = n ? rps_malloc(n * sizeof(*copy)) : NULL;
+	if (copy)
+		memcpy(copy, ts->t, n * sizeof(*copy));
+	pthread_mutex_unlock(&ts->lock);
+	if (n && !copy)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = declare_send(w, copy[i].table, &copy[i].spec, NULL, server);
+	rps_free(copy);
+	return rc;
 }

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdmaps/optim.h>
 #include <rdmaps/table.h>
@@ -99,7 +100,8 @@ static void make_spec(struct rps_table_spec *s, int kind, int zero_init)
 static const int kinds[NT] = {RPS_OPT_SGD, RPS_OPT_ADAGRAD, RPS_OPT_ADAM};
 
 /* Local math of table t (kind) for the touched pool rows: exp[POOL][DIM]. */
-static void expected(int kind, int nworkers, int bsp, float exp[POOL][DIM], int touched[POOL])
+static void expected(int kind, int nworkers, int bsp, int nclocks, float exp[POOL][DIM],
+		     int touched[POOL])
 {
 	struct rps_optim_opts o;
 	static float m[POOL][DIM], v[POOL][DIM];
@@ -113,7 +115,7 @@ static void expected(int kind, int nworkers, int bsp, float exp[POOL][DIM], int 
 	memset(touched, 0, POOL * sizeof(int));
 	for (int j = 0; j < POOL; j++)
 		rps_row_init(s.init, s.init_scale, s.seed, pool_id(j), DIM, exp[j]);
-	for (int c = 0; c < K; c++) {
+	for (int c = 0; c < nclocks; c++) {
 		float sum[POOL][DIM];
 		int hit[POOL] = {0};
 
@@ -154,9 +156,9 @@ static int check_rows(const char *what, const float *got, const float exp[POOL][
 	return bad;
 }
 
-static void push_clocks(struct rps_worker *w, int rank, int ntables)
+static void push_clocks(struct rps_worker *w, int rank, int ntables, int c0, int c1)
 {
-	for (int c = 0; c < K; c++) {
+	for (int c = c0; c < c1; c++) {
 		uint64_t ids[BATCH];
 		float g[BATCH * DIM];
 
@@ -207,6 +209,76 @@ static void bad_input(struct rps_worker *w)
 		FAIL("bad input changed rows of table 1");
 }
 
+/* Pull the whole pool of table t and compare with nclocks of local math. */
+static int check_table(struct rps_worker *w, int t, int nclocks, const char *when)
+{
+	static float exp[POOL][DIM];
+	static float out[POOL * DIM];
+	int touched[POOL], which[POOL], n = 0;
+	uint64_t ids[POOL];
+	char what[96];
+
+	expected(kinds[t - 1], 1, 1, nclocks, exp, touched);
+	for (int p = 0; p < POOL; p++)
+		if (touched[p]) {
+			ids[n] = pool_id(p);
+			which[n++] = p;
+		}
+	EXPECT(rps_worker_pull_rows(w, (rps_table_t)t, ids, (size_t)n, out), 0);
+	snprintf(what, sizeof(what), "table %d %s", t, when);
+	if (check_rows(what, out, exp, which, n))
+		return -1;
+	printf("itest-table: table %d %s: %d rows exact after %d clocks\n", t, when, n, nclocks);
+	return n;
+}
+
+static void wait_file(const char *path)
+{
+	struct timespec ts = {0, 20000000};
+
+	for (int i = 0; i < 3000 && access(path, F_OK); i++)
+		nanosleep(&ts, NULL);
+	if (access(path, F_OK))
+		FAIL("%s never appeared", path);
+}
+
+/* 1 worker, BSP, checkpoints every KC clocks: KC clocks, the server is
+ * killed and restored (table.sh ckpt), KC more clocks: every row equals 2 KC
+ * clocks of local math, rows (and Adam's per-row steps and moments) came
+ * back from the file. */
+#define KC 4
+static void run_ckpt(struct rps_worker *w)
+{
+	const char *ready = getenv("ITEST_READY"), *go = getenv("ITEST_GO");
+	struct rps_table_spec s;
+	uint64_t rows = 0;
+	int n = 0;
+	FILE *f;
+
+	if (!ready || !go) {
+		FAIL("ITEST_READY and ITEST_GO must be set");
+		return;
+	}
+	for (int t = 1; t <= NT; t++) {
+		make_spec(&s, kinds[t - 1], 0);
+		EXPECT(rps_worker_declare_table(w, (rps_table_t)t, &s), 0);
+	}
+	push_clocks(w, 0, NT, 0, KC);
+	for (int t = 1; t <= NT; t++)
+		n = check_table(w, t, KC, "before the restart");
+	f = fopen(ready, "w");
+	if (f)
+		fclose(f);
+	wait_file(go);
+	push_clocks(w, 0, NT, KC, 2 * KC);
+	for (int t = 1; t <= NT; t++)
+		check_table(w, t, 2 * KC, "after the restore");
+	EXPECT(rps_worker_table_rows(w, 3, &rows), 0);
+	if (n > 0 && rows != (uint64_t)n)
+		FAIL("table 3 holds %llu rows after the restore, %d touched",
+		     (unsigned long long)rows, n);
+}
+
 int main(int argc, char **argv)
 {
 	int bsp = argc > 1 && !strcmp(argv[1], "bsp");
@@ -220,14 +292,23 @@ int main(int argc, char **argv)
 	int which[2 * POOL], n = 0, ntouched = 0;
 	float out[2 * POOL * DIM];
 
-	if (argc < 2 || (!bsp && strcmp(argv[1], "asp"))) {
-		fprintf(stderr, "usage: itest-table bsp|asp\n");
+	if (argc < 2 || (!bsp && strcmp(argv[1], "asp") && strcmp(argv[1], "ckpt"))) {
+		fprintf(stderr, "usage: itest-table bsp|asp|ckpt\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
 	if (rc) {
 		fprintf(stderr, "itest-table: worker: %s\n", rps_strerror(rc));
 		return 1;
+	}
+	if (!strcmp(argv[1], "ckpt")) {
+		run_ckpt(w);
+		rps_worker_destroy(w);
+		if (failures)
+			fprintf(stderr, "itest-table ckpt: %d failures\n", failures);
+		else
+			printf("itest-table ckpt: ok\n");
+		return failures ? 1 : 0;
 	}
 	rank = rps_worker_rank(w);
 	nw = rps_worker_num_workers(w);
@@ -237,13 +318,13 @@ int main(int argc, char **argv)
 		EXPECT(rps_worker_declare_table(w, (rps_table_t)t, &s), 0); /* idempotent */
 	}
 	EXPECT(rps_worker_barrier(w), 0);
-	push_clocks(w, rank, ntables);
+	push_clocks(w, rank, ntables, 0, K);
 	if (!bsp)
 		EXPECT(rps_worker_barrier(w), 0); /* ASP: every worker's pushes are in */
 	for (int t = 1; t <= ntables; t++) {
 		char what[64];
 
-		expected(bsp ? kinds[t - 1] : RPS_OPT_SGD, nw, bsp, exp, touched);
+		expected(bsp ? kinds[t - 1] : RPS_OPT_SGD, nw, bsp, K, exp, touched);
 		n = 0;
 		ntouched = 0;
 		for (int p = 0; p < POOL; p++)
