@@ -167,11 +167,13 @@ static void batch_post(struct rps_worker *w, struct rps_req *req, rps_table_t ta
 		uint32_t g = group_of(w, table, b->uid[u]);
 		uint32_t si = g / RPS_MAX_SHARDS, shi = g % RPS_MAX_SHARDS;
 		struct rps_wserver *srv = &w->servers[si];
-		uint64_t room = srv->max_msg > sizeof(struct rps_rows) + 64
-					? srv->max_msg - sizeof(struct rps_rows) - 64
-					: 64;
-		uint64_t per = push ? 8ull + 4ull * dim : 4ull * dim;
-		uint64_t fmax = room / per;
+		/* what one frame may carry each way (server's max_msg, the transport's
+		 * frame, our receive limit): the dense planner's element counts */
+		uint64_t push_bytes = srv->push_elems * 4 + sizeof(struct rps_push) -
+				      sizeof(struct rps_rows);
+		uint64_t pull_bytes = srv->pull_elems * 4;
+		uint64_t fmax = push ? push_bytes / (8ull + 4ull * dim)
+				     : RPS_MIN(pull_bytes / (4ull * dim), push_bytes / 8ull);
 		size_t end = u, cnt;
 		struct rps_piece *p;
 

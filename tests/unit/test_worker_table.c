@@ -155,6 +155,20 @@ static void test_fanout(void **state)
 	assert_int_equal(rps_worker_push_rows(w, 1, many, 1000, out), -ENOTCONN);
 	assert_int_equal(pieces_total() - before, (uint64_t)nshards);
 	assert_int_equal(nshards, 4);
+	/* small frames: 64 floats an answer (16 rows of dim 4), 100 a push
+	 * (408 bytes: 17 rows of id + 4 floats) */
+	for (uint32_t i = 0; i < w->num_servers; i++) {
+		w->servers[i].push_elems = 100;
+		w->servers[i].pull_elems = 64;
+	}
+	before = pieces_total();
+	assert_int_equal(rps_worker_pull_rows(w, 1, many, 1000, out), -ENOTCONN);
+	assert_true(pieces_total() - before >= 1000 / 16);
+	assert_true(pieces_total() - before <= 1000 / 16 + 4);
+	before = pieces_total();
+	assert_int_equal(rps_worker_push_rows(w, 1, many, 1000, out), -ENOTCONN);
+	assert_true(pieces_total() - before >= 1000 / 17);
+	assert_true(pieces_total() - before <= 1000 / 17 + 4);
 }
 
 int main(void)
