@@ -328,7 +328,8 @@ static void post_read(struct rps_worker *w, struct rps_piece *p)
 int rps_wtable_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 {
 	struct rps_piece *p;
-	uint64_t b, e, id;
+	uint32_t b, e;
+	uint64_t id;
 	const char *s;
 	int again = 0;
 
@@ -348,9 +349,9 @@ int rps_wtable_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 		return 1;
 	}
 	s = p->u.rows.local;
-	memcpy(&b, s, 8);
-	memcpy(&id, s + 8, 8);
-	memcpy(&e, s + p->u.rows.slot_bytes - 8, 8);
+	memcpy(&id, s, 8); /* the slot layout: server/rowtab.h, docs/protocol.md */
+	memcpy(&b, s + 8, 4);
+	memcpy(&e, s + p->u.rows.slot_bytes - 4, 4);
 	if (b != e || (b & 1)) {
 		atomic_fetch_add_explicit(&w->stat_torn, 1, memory_order_relaxed);
 		if (++p->u.rows.tries > TORN_MAX)
@@ -363,7 +364,7 @@ int rps_wtable_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 		uint32_t dim = p->u.rows.r.dim;
 
 		for (uint32_t k = p->u.rows.ustart[0]; k < p->u.rows.uend[0]; k++)
-			memcpy(p->u.rows.out + (size_t)p->u.rows.pos[k] * dim, s + 16,
+			memcpy(p->u.rows.out + (size_t)p->u.rows.pos[k] * dim, s + 12,
 			       (size_t)dim * 4);
 		atomic_fetch_add_explicit(&w->stat_bytes_in, (uint64_t)dim * 4,
 					  memory_order_relaxed);
