@@ -331,8 +331,12 @@ static double now_s(void)
 /* 2 workers, ASP: worker 0 pushes 64 rows of 256 floats for TORN_S seconds
  * (sgd lr 1 on gradient -1 everywhere: every element of a row always equals
  * its update count); worker 1 pulls them meanwhile and checks that each row
- * it gets is whole (all elements equal, never below what it saw before). Then
- * a pull-only phase: the servers' CPU time is measured around it. */
+ * it gets is whole (all elements equal, never below what it saw before).
+ * Meanwhile both create new rows (64 a step, up to TORN_GROW): the table
+ * grows new arena chunks and its index rehashes under the readers; worker 1
+ * reads the new rows again (one-sided once seen) and checks them whole too.
+ * Then a pull-only phase: the servers' CPU time is measured around it. */
+#define TORN_GROW 60000
 #define TORN_S	 8.0
 #define TORN_DIM 256
 #define TORN_N	 64
@@ -359,13 +363,30 @@ static void run_torn(struct rps_worker *w, int rank)
 		long steps = 0;
 
 		while (now_s() - t0 < TORN_S) {
+			uint64_t nid[TORN_N];
+
 			EXPECT(rps_worker_push_rows(w, 9, ids, TORN_N, g), 0);
+			for (int i = 0; i < TORN_N; i++)
+				nid[i] = pool_id(1000 + (int)((steps * TORN_N + i) % TORN_GROW));
+			EXPECT(rps_worker_pull_rows(w, 9, nid, TORN_N, rows), 0); /* grow */
 			EXPECT(rps_worker_clock(w), 0);
 			steps++;
 		}
 		printf("itest-table torn: worker 0 pushed %ld steps of %d rows\n", steps, TORN_N);
 	} else if (rank == 1) {
 		while (now_s() - t0 < TORN_S) {
+			uint64_t nid[TORN_N];
+			static float nrows[TORN_N * TORN_DIM];
+
+			/* new rows (created by either worker), then again: read
+			 * one-sided from the chunks the table grew */
+			for (int i = 0; i < TORN_N; i++)
+				nid[i] = pool_id(1000 + (int)(((pulls / 2) * TORN_N + i) % TORN_GROW));
+			EXPECT(rps_worker_pull_rows(w, 9, nid, TORN_N, nrows), 0);
+			for (int i = 0; i < TORN_N * TORN_DIM; i++)
+				if (nrows[i] != 0.0f && torn++ < 5)
+					FAIL("new row %d element %d: %g, not its initial 0", i / TORN_DIM,
+					     i % TORN_DIM, (double)nrows[i]);
 			EXPECT(rps_worker_pull_rows(w, 9, ids, TORN_N, rows), 0);
 			pulls++;
 			for (int i = 0; i < TORN_N; i++) {
@@ -395,6 +416,13 @@ static void run_torn(struct rps_worker *w, int rank)
 		       "returned, %llu torn re-reads, %llu pull messages/reads (%s)\n",
 		       pulls, TORN_N, torn, (unsigned long long)st.torn_retries,
 		       (unsigned long long)st.pulls, rps_worker_transport(w));
+		{
+			uint64_t nrows_srv = 0;
+
+			EXPECT(rps_worker_table_rows(w, 9, &nrows_srv), 0);
+			printf("itest-table torn: the table grew to %llu rows meanwhile\n",
+			       (unsigned long long)nrows_srv);
+		}
 		if (!strcmp(rps_worker_transport(w), "rdma") &&
 		    st.pulls < (uint64_t)pulls * TORN_N / 2)
 			FAIL("rdma: %llu reads for %ld pulls of %d rows: rows were not read "
