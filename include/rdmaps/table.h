@@ -10,10 +10,11 @@
  * state, e.g. Adam's per-row step count) change.
  *
  * Over tcp, pulls and pushes travel as batched sparse frames; over rdma a
- * worker reads rows it has seen before with one-sided READs of the server's
- * registered row arena (no server CPU), rows unseen before cost one more READ
- * of the index or a SEND. See docs/tables.md (guide, semantics) and
- * docs/protocol.md (wire and memory layout).
+ * blocking pull reads the rows this worker has seen before with one-sided
+ * READs of the server's registered row arena (no server CPU), and asks for
+ * the others with a frame (SEND). The async forms use frames. See
+ * docs/tables.md (guide, semantics) and docs/protocol.md (wire and memory
+ * layout).
  */
 #ifndef RDMAPS_TABLE_H
 #define RDMAPS_TABLE_H
