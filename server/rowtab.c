@@ -13,8 +13,8 @@
 #include "src/util.h"
 
 #define CHUNK_TARGET (2u << 20) /* arena bytes per chunk, about */
-#define LOAD_NUM 4		/* the index doubles past 4/5 full */
-#define LOAD_DEN 5
+#define LOAD_NUM     4		/* the index doubles past 4/5 full */
+#define LOAD_DEN     5
 
 static uint64_t pow2_at_least(uint64_t x)
 {
@@ -303,7 +303,8 @@ uint64_t rps_rowtab_bytes(const struct rps_rowtab *rt)
 {
 	uint64_t per = 1ull << rt->chunk_shift, b;
 
-	b = (uint64_t)rt->nchunks * per * (rt->slot_bytes + 4ull + 4ull * rt->dim * rt->state_floats);
+	b = (uint64_t)rt->nchunks * per *
+	    (rt->slot_bytes + 4ull + 4ull * rt->dim * rt->state_floats);
 	b += rt->nbuckets * RPS_ROWTAB_BUCKET * 4;
 	for (uint32_t i = 0; i < rt->nretired; i++)
 		b += (rt->nbuckets >> (rt->nretired - i)) * RPS_ROWTAB_BUCKET * 4;

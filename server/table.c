@@ -96,8 +96,8 @@ int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d
 		snprintf(why, len, "table %u: out of memory", d->table);
 		return -ENOMEM;
 	}
-	rc = rps_rowtab_init(&t->rt, d->table, d->dim, d->init, d->init_scale, d->seed,
-			     optim->kind, d->capacity_hint);
+	rc = rps_rowtab_init(&t->rt, d->table, d->dim, d->init, d->init_scale, d->seed, optim->kind,
+			     d->capacity_hint);
 	if (!rc && !ts->scratch) {
 		ts->scratch = rps_aligned_alloc(64, RPS_TABLE_MAX_DIM * sizeof(float));
 		if (!ts->scratch)
@@ -171,8 +171,8 @@ static void handle_declare(struct rps_shard *sh, struct rps_srv_req *req)
 	struct rps_table_ack ack = {.table = req->u.tdecl.td.table, .shard = sh->p.idx};
 	char why[RPS_DECLARE_REASON_MAX];
 	struct rps_shard_table *t;
-	int rc = rps_shard_table_declare(sh, &req->u.tdecl.td, req->u.tdecl.optim, why,
-					 sizeof(why));
+	int rc =
+	    rps_shard_table_declare(sh, &req->u.tdecl.td, req->u.tdecl.optim, why, sizeof(why));
 
 	t = rps_shard_table_find(sh, ack.table);
 	ack.rows = t ? t->rt.nrows : 0;
@@ -227,8 +227,8 @@ static int row_step(struct rps_shard_table *t, uint64_t id, float *g, uint32_t s
 }
 
 /* BSP: keep the frame's gradients for the clock's end. */
-static int pend_add(struct rps_shard_table *t, uint32_t worker, const char *ids,
-		    const char *grads, uint32_t n)
+static int pend_add(struct rps_shard_table *t, uint32_t worker, const char *ids, const char *grads,
+		    uint32_t n)
 {
 	size_t row = (size_t)t->decl.dim * sizeof(float);
 
@@ -262,7 +262,8 @@ static int pend_add(struct rps_shard_table *t, uint32_t worker, const char *ids,
 		memcpy(&p->id, ids + (size_t)i * 8, 8);
 		p->worker = worker;
 		p->seq = (uint32_t)t->npend;
-		memcpy(t->pend_grads + (size_t)t->npend * t->decl.dim, grads + (size_t)i * row, row);
+		memcpy(t->pend_grads + (size_t)t->npend * t->decl.dim, grads + (size_t)i * row,
+		       row);
 		t->npend++;
 	}
 	return 0;
@@ -297,7 +298,8 @@ void rps_shard_tables_apply_clock(struct rps_shard *sh, uint64_t c)
 			float *g = ts->scratch;
 			int rc;
 
-			memcpy(g, t->pend_grads + (size_t)t->pend[i].seq * dim, dim * sizeof(float));
+			memcpy(g, t->pend_grads + (size_t)t->pend[i].seq * dim,
+			       dim * sizeof(float));
 			for (; j < t->npend && t->pend[j].id == t->pend[i].id; j++) {
 				const float *x = t->pend_grads + (size_t)t->pend[j].seq * dim;
 
@@ -307,10 +309,10 @@ void rps_shard_tables_apply_clock(struct rps_shard *sh, uint64_t c)
 			rc = row_step(t, t->pend[i].id, g, 0);
 			reg_chunks(sh, t);
 			if (rc)
-				RPS_LOG_RATELIMITED(RPS_LOG_ERROR,
-						    "shard %u table %u: row %llu not updated: %s",
-						    sh->p.idx, t->decl.table,
-						    (unsigned long long)t->pend[i].id, strerror(-rc));
+				RPS_LOG_RATELIMITED(
+				    RPS_LOG_ERROR, "shard %u table %u: row %llu not updated: %s",
+				    sh->p.idx, t->decl.table, (unsigned long long)t->pend[i].id,
+				    strerror(-rc));
 			i = j;
 		}
 		t->npend = 0;
@@ -347,7 +349,8 @@ static void handle_push(struct rps_shard *sh, struct rps_srv_req *req)
 		if (sh->p.consistency == RPS_BSP) {
 			status = pend_add(t, w, ids, grads, r->count);
 		} else {
-			uint32_t stale = sh->clock > r->clock ? (uint32_t)(sh->clock - r->clock) : 0;
+			uint32_t stale =
+			    sh->clock > r->clock ? (uint32_t)(sh->clock - r->clock) : 0;
 
 			for (uint32_t i = 0; i < r->count && !status; i++) {
 				uint64_t id;
@@ -584,8 +587,8 @@ void rps_shard_tables_stop(struct rps_shard *sh)
 	while (r) {
 		struct rps_srv_req *n = r->next;
 
-		done(sh, r, RPS_OP_ROWS_PULL_RESP, -ECANCELED, 0, &r->u.rows.r,
-		     sizeof(r->u.rows.r), NULL, 0);
+		done(sh, r, RPS_OP_ROWS_PULL_RESP, -ECANCELED, 0, &r->u.rows.r, sizeof(r->u.rows.r),
+		     NULL, 0);
 		r = n;
 	}
 }

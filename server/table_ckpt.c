@@ -29,7 +29,7 @@
 #include "src/log.h"
 #include "src/optim.h"
 
-#define TABLE_MAGIC "RDPSTABL"
+#define TABLE_MAGIC   "RDPSTABL"
 #define TABLE_VERSION 1u
 
 struct table_file_hdr {
@@ -235,8 +235,8 @@ static int read_table(struct rps_shard *sh, const char *path, uint32_t rank, uin
 		goto out;
 	}
 	if (h.version != TABLE_VERSION) {
-		RPS_ERR("restore: %s: table file version %u, this build reads %u", path,
-			h.version, TABLE_VERSION);
+		RPS_ERR("restore: %s: table file version %u, this build reads %u", path, h.version,
+			TABLE_VERSION);
 		rc = -EPROTONOSUPPORT;
 		goto out;
 	}

@@ -74,12 +74,12 @@ static void refuse(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 		rps_srv_send_small(srv, sc, RPS_OP_ROWS_PUSH_ACK, ev->hdr.req_id, status, NULL, 0);
 		break;
 	case RPS_OP_TABLE_MAP:
-		rps_srv_send_small(srv, sc, RPS_OP_TABLE_MAP_RESP, ev->hdr.req_id, status, ev->fixed,
-				   sizeof(struct rps_table_map));
+		rps_srv_send_small(srv, sc, RPS_OP_TABLE_MAP_RESP, ev->hdr.req_id, status,
+				   ev->fixed, sizeof(struct rps_table_map));
 		break;
 	default:
-		rps_srv_send_small(srv, sc, RPS_OP_ROWS_PULL_RESP, ev->hdr.req_id, status, ev->fixed,
-				   sizeof(struct rps_rows));
+		rps_srv_send_small(srv, sc, RPS_OP_ROWS_PULL_RESP, ev->hdr.req_id, status,
+				   ev->fixed, sizeof(struct rps_rows));
 		break;
 	}
 }
@@ -205,14 +205,14 @@ static int on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 		refuse(srv, sc, ev, -EINVAL);
 		return 0;
 	}
-	if (sizeof(*r) + (uint64_t)r->count * (r->dim * sizeof(float) +
-					       (r->flags & RPS_ROWS_FLAG_SLOTS ? 4u : 0u)) >
+	if (sizeof(*r) + (uint64_t)r->count *
+			     (r->dim * sizeof(float) + (r->flags & RPS_ROWS_FLAG_SLOTS ? 4u : 0u)) >
 	    srv->max_msg) {
 		refuse(srv, sc, ev, -EMSGSIZE);
 		return 0;
 	}
-	if ((uint64_t)r->clock > rps_srv_known_clock(srv, sc) + (uint64_t)srv->opts.staleness +
-					 RPS_SRV_PULL_AHEAD) {
+	if ((uint64_t)r->clock >
+	    rps_srv_known_clock(srv, sc) + (uint64_t)srv->opts.staleness + RPS_SRV_PULL_AHEAD) {
 		refuse(srv, sc, ev, -ERANGE);
 		return 0;
 	}

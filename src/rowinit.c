@@ -28,7 +28,8 @@ void rps_row_init(uint32_t init, float scale, uint64_t seed, uint64_t id, uint32
 
 			if (u1 < 1e-300)
 				u1 = 1e-300;
-			out[e] = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2) * scale);
+			out[e] =
+			    (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2) * scale);
 			break;
 		}
 		case RPS_TABLE_INIT_ZERO:

@@ -39,7 +39,6 @@ static inline void rps_row_route(uint32_t table, uint64_t id, uint32_t nservers,
  * scale, seed, id) only. init: enum rps_table_init (zero, uniform in
  * [-scale, scale], normal(0, scale)); element e uses the counter
  * rps_mix64(seed ^ rps_mix64(id)) + e of splitmix64. */
-void rps_row_init(uint32_t init, float scale, uint64_t seed, uint64_t id, uint32_t dim,
-		  float *out);
+void rps_row_init(uint32_t init, float scale, uint64_t seed, uint64_t id, uint32_t dim, float *out);
 
 #endif

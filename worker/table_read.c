@@ -456,8 +456,8 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 				continue;
 			pthread_mutex_lock(&w->core.lock);
 			slot[u] = cache_get(cs[u], b->uid[u]);
-			if (slot[u] >= 0 && (uint64_t)slot[u] >> cs[u]->chunk_shift >=
-						cs[u]->nchunks) {
+			if (slot[u] >= 0 &&
+			    (uint64_t)slot[u] >> cs[u]->chunk_shift >= cs[u]->nchunks) {
 				if (pass == 0)
 					need_map = 1;
 				slot[u] = -1;
@@ -469,9 +469,10 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 			break;
 		for (size_t u = 0; u < b->nu && !rc; u++)
 			if ((!u || cs[u] != cs[u - 1]) && cs[u] && map_fetch(w, cs[u]))
-				RPS_DEBUG("table %u: no chunk map from server %u shard %u: its rows "
-					  "go by frames",
-					  table, cs[u]->server, cs[u]->shard);
+				RPS_DEBUG(
+				    "table %u: no chunk map from server %u shard %u: its rows "
+				    "go by frames",
+				    table, cs[u]->server, cs[u]->shard);
 	}
 	if (rc)
 		goto out;
@@ -551,8 +552,9 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 		p->u.rows.out = out;
 		p->u.rows.cache = c;
 		p->u.rows.slot_bytes = c->slot_bytes;
-		p->u.rows.raddr = c->caddr[(uint64_t)slot[u] >> c->chunk_shift] +
-				  ((uint64_t)slot[u] & ((1ull << c->chunk_shift) - 1)) * c->slot_bytes;
+		p->u.rows.raddr =
+		    c->caddr[(uint64_t)slot[u] >> c->chunk_shift] +
+		    ((uint64_t)slot[u] & ((1ull << c->chunk_shift) - 1)) * c->slot_bytes;
 		p->u.rows.rkey = c->ckey[(uint64_t)slot[u] >> c->chunk_shift];
 		p->u.rows.local = rd->scratch + off;
 		p->u.rows.lhandle = rd->mr.handle;

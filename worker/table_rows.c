@@ -175,8 +175,8 @@ void rps_wtable_post_frames(struct rps_worker *w, struct rps_req *req, rps_table
 		struct rps_wserver *srv = &w->servers[si];
 		/* what one frame may carry each way (server's max_msg, the transport's
 		 * frame, our receive limit): the dense planner's element counts */
-		uint64_t push_bytes = srv->push_elems * 4 + sizeof(struct rps_push) -
-				      sizeof(struct rps_rows);
+		uint64_t push_bytes =
+		    srv->push_elems * 4 + sizeof(struct rps_push) - sizeof(struct rps_rows);
 		uint64_t pull_bytes = srv->pull_elems * 4;
 		uint64_t fmax = push ? push_bytes / (8ull + 4ull * dim)
 				     : RPS_MIN(pull_bytes / (4ull * dim), push_bytes / 8ull);
@@ -187,7 +187,8 @@ void rps_wtable_post_frames(struct rps_worker *w, struct rps_req *req, rps_table
 			fmax = 1;
 		if (fmax > RPS_ROWS_FRAME_MAX)
 			fmax = RPS_ROWS_FRAME_MAX;
-		while (end < b->nu && end - u < fmax && rps_wtable_group(w, table, b->uid[end]) == g)
+		while (end < b->nu && end - u < fmax &&
+		       rps_wtable_group(w, table, b->uid[end]) == g)
 			end++;
 		cnt = end - u;
 		pthread_mutex_lock(&w->core.lock);
@@ -315,9 +316,9 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 	struct rps_piece *p = rps_piece_by_reqid(&w->core, h->req_id);
 	int st = h->status > 0 ? -EPROTO : h->status;
 	uint8_t want = h->op == RPS_OP_TABLE_DECLARE_ACK ? RPS_OP_TABLE_DECLARE
-		       : h->op == RPS_OP_ROWS_PUSH_ACK	  ? RPS_OP_ROWS_PUSH
-		       : h->op == RPS_OP_TABLE_MAP_RESP	  ? RPS_OP_TABLE_MAP
-							  : RPS_OP_ROWS_PULL;
+		       : h->op == RPS_OP_ROWS_PUSH_ACK	 ? RPS_OP_ROWS_PUSH
+		       : h->op == RPS_OP_TABLE_MAP_RESP	 ? RPS_OP_TABLE_MAP
+							 : RPS_OP_ROWS_PULL;
 
 	if (!p || p->kind != RPS_PK_ROWS || p->conn != wc || !(p->waits & RPS_PW_RESP) ||
 	    p->u.rows.op != want) {
@@ -337,8 +338,8 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 
 		RPS_ERR("server %u: table %u refused (%s): %s", wc->srv->rank,
 			p->u.rows.decl->table, rps_strerror(st),
-			rps_log_escape(ev->data, RPS_MIN(ev->data_len, RPS_DECLARE_REASON_MAX),
-				       why, sizeof(why)));
+			rps_log_escape(ev->data, RPS_MIN(ev->data_len, RPS_DECLARE_REASON_MAX), why,
+				       sizeof(why)));
 	} else if (h->op == RPS_OP_ROWS_PULL_RESP && !st) {
 		const struct rps_rows *f = ev->fixed;
 		const struct rps_rows *mine = &p->u.rows.r;
@@ -443,8 +444,8 @@ int rps_worker_push_rows(struct rps_worker *w, rps_table_t table, const uint64_t
 	return rows_call(w, table, ids, n, NULL, grads, 1, NULL, NULL);
 }
 
-int rps_worker_pull_rows_cb(struct rps_worker *w, rps_table_t table, const uint64_t *ids,
-			    size_t n, float *out, rps_done_cb cb, void *arg)
+int rps_worker_pull_rows_cb(struct rps_worker *w, rps_table_t table, const uint64_t *ids, size_t n,
+			    float *out, rps_done_cb cb, void *arg)
 {
 	if (!cb) {
 		RPS_ERR("pull_rows_cb: table %u: cb is NULL", table);
@@ -453,8 +454,8 @@ int rps_worker_pull_rows_cb(struct rps_worker *w, rps_table_t table, const uint6
 	return rows_call(w, table, ids, n, out, NULL, 0, cb, arg);
 }
 
-int rps_worker_push_rows_cb(struct rps_worker *w, rps_table_t table, const uint64_t *ids,
-			    size_t n, const float *grads, rps_done_cb cb, void *arg)
+int rps_worker_push_rows_cb(struct rps_worker *w, rps_table_t table, const uint64_t *ids, size_t n,
+			    const float *grads, rps_done_cb cb, void *arg)
 {
 	if (!cb) {
 		RPS_ERR("push_rows_cb: table %u: cb is NULL", table);

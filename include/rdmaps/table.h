@@ -32,7 +32,11 @@ extern "C" {
 typedef uint32_t rps_table_t;
 
 enum rps_table_precision { RPS_TABLE_FP32 = 0, RPS_TABLE_FP16 = 1, RPS_TABLE_BF16 = 2 };
-enum rps_table_init { RPS_TABLE_INIT_ZERO = 0, RPS_TABLE_INIT_UNIFORM = 1, RPS_TABLE_INIT_NORMAL = 2 };
+enum rps_table_init {
+	RPS_TABLE_INIT_ZERO = 0,
+	RPS_TABLE_INIT_UNIFORM = 1,
+	RPS_TABLE_INIT_NORMAL = 2
+};
 
 /* Largest row dimension and largest batch (ids per call). */
 #define RPS_TABLE_MAX_DIM   4096u
@@ -51,14 +55,15 @@ enum rps_table_init { RPS_TABLE_INIT_ZERO = 0, RPS_TABLE_INIT_UNIFORM = 1, RPS_T
 #define RPS_TABLE_SPEC_ALL	     ((1ull << 7) - 1)
 
 struct rps_table_spec {
-	uint64_t field_mask;	     /* RPS_TABLE_SPEC_* bits, as other option structs here */
-	uint32_t dim;		     /* floats per row, 1..4096 */
-	uint32_t precision;	     /* enum rps_table_precision; fp32 default (fp16/bf16 optional) */
-	uint32_t init;		     /* enum rps_table_init */
-	float init_scale;	     /* uniform in [-s, s] or normal(0, s) */
-	uint64_t seed;		     /* row value at creation = f(seed, id) only */
-	struct rps_optim_opts optim; /* the job's optimizer (SGD, AdaGrad, Adam at least), lazy per row */
-	uint64_t capacity_hint;	     /* rows expected (0 = grow from small) */
+	uint64_t field_mask; /* RPS_TABLE_SPEC_* bits, as other option structs here */
+	uint32_t dim;	     /* floats per row, 1..4096 */
+	uint32_t precision;  /* enum rps_table_precision; fp32 default (fp16/bf16 optional) */
+	uint32_t init;	     /* enum rps_table_init */
+	float init_scale;    /* uniform in [-s, s] or normal(0, s) */
+	uint64_t seed;	     /* row value at creation = f(seed, id) only */
+	struct rps_optim_opts
+	    optim; /* the job's optimizer (SGD, AdaGrad, Adam at least), lazy per row */
+	uint64_t capacity_hint; /* rows expected (0 = grow from small) */
 };
 
 /* Defaults, field_mask 0: dim 0 (must be set), fp32, uniform init with

@@ -311,7 +311,8 @@ static double servers_cpu(void)
 		if (!f)
 			continue;
 		if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) &&
-		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+			   &st) == 2)
 			sum += (double)(ut + st) / (double)hz;
 		fclose(f);
 	}
@@ -337,9 +338,9 @@ static double now_s(void)
  * reads the new rows again (one-sided once seen) and checks them whole too.
  * Then a pull-only phase: the servers' CPU time is measured around it. */
 #define TORN_GROW 60000
-#define TORN_S	 8.0
-#define TORN_DIM 256
-#define TORN_N	 64
+#define TORN_S	  8.0
+#define TORN_DIM  256
+#define TORN_N	  64
 static void run_torn(struct rps_worker *w, int rank)
 {
 	struct rps_table_spec s;
@@ -381,12 +382,13 @@ static void run_torn(struct rps_worker *w, int rank)
 			/* new rows (created by either worker), then again: read
 			 * one-sided from the chunks the table grew */
 			for (int i = 0; i < TORN_N; i++)
-				nid[i] = pool_id(1000 + (int)(((pulls / 2) * TORN_N + i) % TORN_GROW));
+				nid[i] =
+				    pool_id(1000 + (int)(((pulls / 2) * TORN_N + i) % TORN_GROW));
 			EXPECT(rps_worker_pull_rows(w, 9, nid, TORN_N, nrows), 0);
 			for (int i = 0; i < TORN_N * TORN_DIM; i++)
 				if (nrows[i] != 0.0f && torn++ < 5)
-					FAIL("new row %d element %d: %g, not its initial 0", i / TORN_DIM,
-					     i % TORN_DIM, (double)nrows[i]);
+					FAIL("new row %d element %d: %g, not its initial 0",
+					     i / TORN_DIM, i % TORN_DIM, (double)nrows[i]);
 			EXPECT(rps_worker_pull_rows(w, 9, ids, TORN_N, rows), 0);
 			pulls++;
 			for (int i = 0; i < TORN_N; i++) {
@@ -397,7 +399,8 @@ static void run_torn(struct rps_worker *w, int rank)
 					bad |= r[e] != r[0];
 				if (bad || r[0] < last[i]) {
 					if (torn++ < 5)
-						FAIL("pull %ld: row %d torn or older (%g .. %g, saw %g)",
+						FAIL("pull %ld: row %d torn or older (%g .. %g, "
+						     "saw %g)",
 						     pulls, i, (double)r[0],
 						     (double)r[TORN_DIM - 1], (double)last[i]);
 				}
@@ -519,9 +522,11 @@ int main(int argc, char **argv)
 				struct timespec ts = {0, 20000000};
 				int same = 1;
 
-				EXPECT(rps_worker_pull_rows(w, (rps_table_t)t, ids, (size_t)n, out), 0);
+				EXPECT(rps_worker_pull_rows(w, (rps_table_t)t, ids, (size_t)n, out),
+				       0);
 				for (int i = 0; i < n && same; i++)
-					same = !memcmp(out + i * DIM, exp[which[i]], sizeof(float) * DIM);
+					same = !memcmp(out + i * DIM, exp[which[i]],
+						       sizeof(float) * DIM);
 				if (same)
 					break;
 				nanosleep(&ts, NULL);
@@ -530,8 +535,8 @@ int main(int argc, char **argv)
 		EXPECT(rps_worker_pull_rows(w, (rps_table_t)t, ids, (size_t)n, out), 0);
 		snprintf(what, sizeof(what), "worker %d table %d", rank, t);
 		if (!check_rows(what, out, exp, which, n))
-			printf("itest-table: worker %d table %d: %d rows (%d pulls) exact\n", rank, t,
-			       ntouched, n);
+			printf("itest-table: worker %d table %d: %d rows (%d pulls) exact\n", rank,
+			       t, ntouched, n);
 	}
 	EXPECT(rps_worker_barrier(w), 0);
 	if (rank == 0) {
@@ -539,8 +544,8 @@ int main(int argc, char **argv)
 
 		EXPECT(rps_worker_table_rows(w, 1, &rows), 0);
 		if (rows != (uint64_t)ntouched)
-			FAIL("table 1 holds %llu rows, %d were touched",
-			     (unsigned long long)rows, ntouched);
+			FAIL("table 1 holds %llu rows, %d were touched", (unsigned long long)rows,
+			     ntouched);
 		else
 			printf("itest-table: untouched rows never created (%llu rows)\n",
 			       (unsigned long long)rows);

@@ -24,9 +24,8 @@ static void test_lazy_rows(void **state)
 
 	(void)state;
 	assert_int_equal(rps_rowtab_init(&rt, 3, 0, 0, 0, 0, RPS_OPT_SGD, 0), -EINVAL);
-	assert_int_equal(rps_rowtab_init(&rt, 3, 16, RPS_TABLE_INIT_NORMAL, 0.5f, 77, RPS_OPT_ADAM,
-					 0),
-			 0);
+	assert_int_equal(
+	    rps_rowtab_init(&rt, 3, 16, RPS_TABLE_INIT_NORMAL, 0.5f, 77, RPS_OPT_ADAM, 0), 0);
 	assert_int_equal(rps_rowtab_find(&rt, 42), -1);
 	s = rps_rowtab_get(&rt, 42, &created);
 	assert_true(s >= 0);
@@ -102,9 +101,9 @@ static void test_versions(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lazy_rows),
-		cmocka_unit_test(test_growth),
-		cmocka_unit_test(test_versions),
+	    cmocka_unit_test(test_lazy_rows),
+	    cmocka_unit_test(test_growth),
+	    cmocka_unit_test(test_versions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -117,8 +117,7 @@ static void test_bad_calls(void **state)
 	assert_int_equal(rps_worker_pull_rows_cb(w, 2, ids, 3, out, cb, NULL), -ENOENT);
 	assert_int_equal(rps_worker_pull_rows(w, 1, ids, 0, out), -EINVAL);
 	assert_int_equal(rps_worker_push_rows(w, 1, ids, 0, out), -EINVAL);
-	assert_int_equal(rps_worker_pull_rows(w, 1, ids, RPS_TABLE_MAX_BATCH + 1ull, out),
-			 -EINVAL);
+	assert_int_equal(rps_worker_pull_rows(w, 1, ids, RPS_TABLE_MAX_BATCH + 1ull, out), -EINVAL);
 	assert_int_equal(rps_worker_pull_rows(w, 1, NULL, 3, out), -EINVAL);
 	assert_int_equal(rps_worker_pull_rows(w, 1, ids, 3, NULL), -EINVAL);
 	assert_int_equal(rps_worker_push_rows(w, 1, ids, 3, NULL), -EINVAL);
@@ -174,9 +173,9 @@ static void test_fanout(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_spec, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_bad_calls, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_fanout, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_spec, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_calls, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fanout, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
