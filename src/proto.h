@@ -81,6 +81,16 @@ enum rps_op {
 	RPS_OP_CHECKPOINT = 24,  /* control request (struct rps_ctlreq), see below */
 	RPS_OP_EXPORT = 25,      /* control request (struct rps_ctlreq), see below */
 	RPS_OP_REPORT = 26,      /* worker -> sched: struct rps_report; no answer */
+	/* sparse tables (docs/protocol.md, Tables), ops 30-37 */
+	RPS_OP_TABLE_DECLARE = 30,     /* worker -> server: rps_table_decl + rps_optim_wire */
+	RPS_OP_TABLE_DECLARE_ACK = 31, /* server -> worker: rps_table_ack [+ reason on refusal] */
+	RPS_OP_ROWS_PULL = 32,         /* worker -> server: rps_rows + u64 ids[count] */
+	RPS_OP_ROWS_PULL_RESP = 33,    /* server -> worker: rps_rows + float[count * dim] */
+	RPS_OP_ROWS_PUSH = 34,         /* worker -> server: rps_rows + u64 ids[count] +
+					* float[count * dim] */
+	RPS_OP_ROWS_PUSH_ACK = 35,     /* server -> worker: no payload; hdr.status */
+	RPS_OP_TABLE_MAP = 36,	       /* worker -> server: rps_table_map (RDMA reads) */
+	RPS_OP_TABLE_MAP_RESP = 37,    /* server -> worker: rps_table_map + rps_table_chunk[count] */
 	/* ring all-reduce, worker -> worker (its right neighbour) */
 	RPS_OP_RING_DATA = 42,   /* rps_ring_data + float[count] */
 	RPS_OP_RING_ABORT = 43,  /* rps_ring_data (count 0) + char reason[]; hdr.status */
@@ -267,6 +277,74 @@ struct rps_sync {
 	uint32_t flags;       /* 0 */
 };
 _Static_assert(sizeof(struct rps_sync) == 8, "rps_sync is 8 bytes");
+
+/* ---- sparse tables (ops 30-35) ----
+ * A table's rows live on the shard (server, shard) chosen by
+ * rps_row_route(table, id) (src/rowinit.h); every frame carries the rows of
+ * one shard. */
+
+/* TABLE_DECLARE: create table `table` on shard `shard` (idempotent), followed
+ * by the table's optimizer (struct rps_optim_wire, always present). */
+struct rps_table_decl {
+	uint32_t table;
+	uint32_t shard;
+	uint32_t dim;	    /* 1..RPS_TABLE_MAX_DIM */
+	uint32_t precision; /* enum rps_table_precision; only fp32 (0) is served */
+	uint32_t init;	    /* enum rps_table_init */
+	float init_scale;
+	uint64_t seed;
+	uint64_t capacity_hint; /* rows expected on this shard */
+};
+_Static_assert(sizeof(struct rps_table_decl) == 40, "rps_table_decl is 40 bytes");
+
+/* TABLE_DECLARE_ACK; a refusal may end in a text reason (at most
+ * RPS_DECLARE_REASON_MAX bytes, not NUL-terminated). */
+struct rps_table_ack {
+	uint32_t table;
+	uint32_t shard;
+	uint64_t rows; /* rows the shard holds of the table now */
+};
+_Static_assert(sizeof(struct rps_table_ack) == 16, "rps_table_ack is 16 bytes");
+
+/* ROWS_PULL, ROWS_PULL_RESP (echoed, data = the rows in the order of the
+ * ids asked, hdr.aux = the shard's clock), ROWS_PUSH. */
+struct rps_rows {
+	uint32_t table;
+	uint32_t shard;
+	uint32_t count;	      /* ids that follow */
+	uint32_t dim;	      /* floats per row (the table's, checked by the server) */
+	uint32_t clock;	      /* PULL: min_clock (as rps_pull); PUSH: the worker's clock */
+	uint32_t flags;	      /* 0 */
+	uint64_t timestamp_ns; /* PUSH: the worker's CLOCK_REALTIME; PULL: 0 */
+};
+_Static_assert(sizeof(struct rps_rows) == 32, "rps_rows is 32 bytes");
+/* Largest count of one frame (the batch is split by the worker). */
+#define RPS_ROWS_FRAME_MAX (1u << 20)
+/* rps_rows.flags of a ROWS_PULL (and its answer): after the rows the answer
+ * carries u32 slot[count], each row's slot in the shard's arena (one-sided
+ * readers cache it). */
+#define RPS_ROWS_FLAG_SLOTS 0x1u
+
+/* TABLE_MAP: where a table's arena chunks are registered, from chunk `first`
+ * on. The answer echoes it with count, geometry and count chunk entries. */
+struct rps_table_map {
+	uint32_t table;
+	uint32_t shard;
+	uint32_t first;	      /* first chunk wanted / given */
+	uint32_t count;	      /* answer: entries that follow */
+	uint32_t nchunks;     /* answer: chunks registered in all */
+	uint32_t chunk_shift; /* answer: slots per chunk = 1 << chunk_shift */
+	uint32_t slot_bytes;  /* answer */
+	uint32_t dim;	      /* answer */
+};
+_Static_assert(sizeof(struct rps_table_map) == 32, "rps_table_map is 32 bytes");
+struct rps_table_chunk {
+	uint64_t addr; /* remote address of the chunk's slot 0 */
+	uint32_t remote_key;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct rps_table_chunk) == 16, "rps_table_chunk is 16 bytes");
+#define RPS_TABLE_MAP_MAX 4096u /* entries per answer */
 
 /* Control path. */
 struct rps_register {

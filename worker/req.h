@@ -45,6 +45,7 @@ enum rps_piece_kind {
 	RPS_PK_PULL,        /* PULL -> PULL_RESP (count 0: clock wait) */
 	RPS_PK_RPULL,       /* RDMA: clock reads, then chunk reads of one slice */
 	RPS_PK_RHDR,        /* RDMA: read a shard's store header */
+	RPS_PK_ROWS,        /* tables: TABLE_DECLARE, ROWS_PULL or ROWS_PUSH (worker/table.h) */
 };
 
 /* What a piece still waits for. */
@@ -132,6 +133,29 @@ struct rps_piece {
 			const struct rps_optim_opts *optim; /* sent with it; NULL: none */
 		} decl;
 		struct rps_rpull rp;
+		struct { /* RPS_PK_ROWS: everything points into the call's batch */
+			uint8_t op;		   /* the frame sent */
+			struct rps_rows r;	   /* ROWS_*: the fixed part */
+			const uint64_t *ids;	   /* r.count distinct ids */
+			const float *grads;	   /* PUSH: r.count * r.dim summed gradients */
+			const uint32_t *ustart;	   /* PULL: id j fills out rows pos[ustart[j] ..
+						    * uend[j]) */
+			const uint32_t *uend;
+			const uint32_t *pos;
+			float *out;
+			const struct rps_table_decl *decl; /* TABLE_DECLARE */
+			const struct rps_optim_opts *optim;
+			uint64_t *rows_out; /* TABLE_DECLARE: += the shard's row count */
+			/* one-sided reads (table_read.c): the shard's cache, and for a
+			 * READ piece (op RPS_WT_OP_READ) the slot and where it lands */
+			struct rps_wtshard *cache;
+			uint64_t raddr;
+			uint32_t rkey;
+			uint32_t slot_bytes;
+			char *local;
+			uint32_t lhandle;
+			uint32_t tries;
+		} rows;
 	} u;
 };
 

@@ -11,6 +11,7 @@
 #include "src/util.h"
 #include "worker/compress.h"
 #include "worker/ring.h"
+#include "worker/table.h"
 #include "worker/worker_int.h"
 
 #define RPS_WORKER_DEFAULT_TIMEOUT_MS 30000
@@ -209,6 +210,7 @@ static void worker_free(struct rps_worker *w)
 		rps_free(w->servers);
 	}
 	rps_keytab_fini(&w->keys);
+	rps_wtables_free(w);
 	rps_wcore_fini(&w->core);
 	pthread_rwlock_destroy(&w->clock_rw);
 	pthread_mutex_destroy(&w->reconn_lock);
@@ -243,6 +245,7 @@ static void worker_teardown(struct rps_worker *w)
 	rps_wcore_drain(&w->core);
 	w->pull->fini(w);
 	rps_wregs_fini(w);
+	rps_wtread_free(w); /* table reads' scratch, before the transport */
 	if (w->tr) {
 		rps_transport_destroy(w->tr);
 		w->tr = NULL;

@@ -81,6 +81,7 @@ struct rps_wserver {
 
 struct rps_worker;
 struct rps_wread; /* the read strategy's state (worker/read.h) */
+struct rps_wtables; /* declared tables (worker/table.h) */
 
 /* ---- registered pull buffers (reg.c) ---- */
 #define RPS_WREG_MAX 64
@@ -224,6 +225,9 @@ struct rps_worker {
 	_Atomic uint64_t stat_push_raw, stat_push_wire, stat_step_mark, stat_last_step;
 
 	struct rps_wring *ring; /* ring all-reduce (worker/ring.h); NULL offline */
+
+	/* sparse tables declared through this worker (worker/table.h) */
+	struct rps_wtables *tables;
 };
 
 /* ---- connections (conn.c; losing them: reconnect.c) ---- */

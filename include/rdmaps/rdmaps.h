@@ -10,6 +10,7 @@
 #include <rdmaps/compress.h>
 #include <rdmaps/model.h>
 #include <rdmaps/worker.h>
+#include <rdmaps/table.h>
 #include <rdmaps/server.h>
 #include <rdmaps/ctl.h>
 
