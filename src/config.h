@@ -99,6 +99,8 @@ struct rps_config {
 	int max_parked_pulls;      /* pulls one connection may have waiting for a clock */
 	int accept_backoff_ms;     /* stop accepting this long when out of descriptors */
 	int register_timeout_ms;   /* scheduler: REGISTER (nodes) or a request (ctl) within this */
+	/* aggregation on the host (worker/local_agg.c) */
+	char local_agg[8];         /* auto | off */
 };
 
 enum rps_config_type {

@@ -9,6 +9,7 @@
 #include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
+#include "worker/local_agg.h"
 #include "worker/worker_int.h"
 
 #define RPS_WORKER_DEFAULT_TIMEOUT_MS 30000
@@ -446,6 +447,7 @@ void rps_worker_destroy(struct rps_worker *w)
 		RPS_WARN("worker: requests still in flight after %d ms; failing them",
 			 w->timeout_ms);
 	atomic_store(&w->leaving, 1);
+	rps_wlocal_fini(w);
 	worker_teardown(w);
 }
 

@@ -218,6 +218,10 @@ struct rps_worker {
 	_Atomic uint64_t stat_pushes, stat_pulls, stat_bytes_out, stat_bytes_in;
 	_Atomic uint64_t stat_torn, stat_direct;
 	_Atomic uint32_t stat_max_stale; /* largest clock lag a data pull saw */
+
+	/* aggregation on the host (local_agg.c): set up by the first
+	 * rps_worker_local_pushpull, freed at destroy */
+	struct rps_wlocal *local;
 };
 
 /* ---- connections (conn.c; losing them: reconnect.c) ---- */

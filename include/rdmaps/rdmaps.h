@@ -9,6 +9,7 @@
 #include <rdmaps/optim.h>
 #include <rdmaps/model.h>
 #include <rdmaps/worker.h>
+#include <rdmaps/local.h>
 #include <rdmaps/server.h>
 #include <rdmaps/ctl.h>
 

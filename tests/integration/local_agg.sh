@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Aggregation on the host before the network (docs/local-aggregation.md), 2
+# servers and 4 workers on this host, BSP, over TRANSPORT:
+#   local_agg.sh BIN_DIR exact|kill|stale [TRANSPORT]
+# exact: integer gradients summed exactly at every step with aggregation on
+#        (one group of 4) and off (groups of 1); both runs end with the same
+#        values (the same FNV-1a of the last pull).
+# kill:  worker 2 (a follower) kills itself before step 5: the other three get
+#        an error from that step within 20 s (no hang), and the job leaves no
+#        segment in /dev/shm.
+# stale: files a dead job left in /dev/shm (old, named like ours) do not
+#        change the next job's exact sums, and that job removes them.
+set -euo pipefail
+BIN=$1
+MODE=$2
+TRANSPORT=${3:-tcp}
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+export RDMAPS_CONSISTENCY=bsp RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-info}
+export RDMAPS_TIMEOUT_MS=${RDMAPS_TIMEOUT_MS:-20000}
+hosts=()
+if [ "$TRANSPORT" = rdma ]; then
+	hosts=(--server-host "${RDMAPS_RXE_IP0:-10.9.0.1}" --worker-host "${RDMAPS_RXE_IP1:-10.9.0.2}")
+fi
+
+ours() { # segments of this user named like ours, one per line
+	find /dev/shm -maxdepth 1 -name 'rdmaps-agg-*' -user "$(id -u)" 2>/dev/null | sort
+}
+
+run() { # run NAME [launch options] -- itest-local MODE: output in $OUT/NAME.log
+	local name=$1
+	shift
+	local rc=0
+	"$BIN/rdmaps-launch" --servers 2 --workers 4 --transport "$TRANSPORT" --timeout 100 \
+		"${hosts[@]}" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
+	return $rc
+}
+
+fnv_of() { sed -n 's/.*final fnv1a \([0-9a-f]*\).*/\1/p' "$OUT/$1.log"; }
+
+case "$MODE" in
+exact)
+	before=$(ours)
+	RDMAPS_LOCAL_AGG=auto ITEST_LOCAL_SIZE=4 run on -- "$BIN/itest-local" exact ||
+		{ cat "$OUT/on.log"; echo "FAIL: aggregation on"; exit 1; }
+	RDMAPS_LOCAL_AGG=off ITEST_LOCAL_SIZE=1 run off -- "$BIN/itest-local" exact ||
+		{ cat "$OUT/off.log"; echo "FAIL: aggregation off"; exit 1; }
+	grep -h "steps exact\|local aggregation:" "$OUT/on.log" "$OUT/off.log" | sed 's/^/  /'
+	a=$(fnv_of on) b=$(fnv_of off)
+	echo "final values: on $a, off $b"
+	[ -n "$a" ] && [ "$a" = "$b" ] || { echo "FAIL: final values differ"; exit 1; }
+	[ "$(ours)" = "$before" ] || { echo "FAIL: segments left: $(ours)"; exit 1; }
+	echo "PASS"
+	;;
+kill)
+	before=$(ours)
+	rc=0
+	RDMAPS_LOCAL_AGG=auto ITEST_KILL_RANK=2 ITEST_KILL_STEP=5 ITEST_KILL_MAX_S=20 \
+		run kill --expect-killed 1 -- "$BIN/itest-local" kill || rc=$?
+	cat "$OUT/kill.log" | grep -E "itest-local|failed as expected|local aggregation" | sed 's/^/  /'
+	[ "$rc" = 0 ] || { cat "$OUT/kill.log"; echo "FAIL: launch exited $rc"; exit 1; }
+	n=$(grep -c "failed as expected" "$OUT/kill.log" || true)
+	[ "$n" = 3 ] || { echo "FAIL: $n of 3 surviving workers reported the loss"; exit 1; }
+	grep -q "worker 2 of this host" "$OUT/kill.log" ||
+		{ echo "FAIL: the error does not name worker 2"; exit 1; }
+	[ "$(ours)" = "$before" ] || { echo "FAIL: segments left: $(ours)"; exit 1; }
+	echo "PASS"
+	;;
+stale)
+	# what a job killed during its first step leaves: a control segment and a
+	# data segment, an hour old (and a fresh one, which must be left alone)
+	old="/dev/shm/rdmaps-agg-00000000deadbeef"
+	fresh="/dev/shm/rdmaps-agg-00000000feedf00d"
+	head -c 70000 /dev/urandom >"$old"
+	head -c 4096 /dev/urandom >"$old-d"
+	head -c 4096 /dev/urandom >"$fresh-d"
+	touch -d '1 hour ago' "$old" "$old-d"
+	trap 'rm -rf "$OUT"; rm -f "$old" "$old-d" "$fresh-d"' EXIT
+	RDMAPS_LOCAL_AGG=auto ITEST_LOCAL_SIZE=4 run stale -- "$BIN/itest-local" exact ||
+		{ cat "$OUT/stale.log"; echo "FAIL: job after a stale segment"; exit 1; }
+	grep -h "steps exact\|removed" "$OUT/stale.log" | sed 's/^/  /'
+	[ ! -e "$old" ] && [ ! -e "$old-d" ] || { echo "FAIL: stale files not removed"; exit 1; }
+	[ -e "$fresh-d" ] || { echo "FAIL: a fresh file was removed"; exit 1; }
+	echo "PASS"
+	;;
+*)
+	echo "usage: local_agg.sh BIN_DIR exact|kill|stale [TRANSPORT]" >&2
+	exit 2
+	;;
+esac
