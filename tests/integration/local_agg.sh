@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Aggregation on the host before the network (docs/local-aggregation.md), 2
 # servers and 4 workers on this host, BSP, over TRANSPORT:
-#   local_agg.sh BIN_DIR exact|kill|stale [TRANSPORT]
+#   local_agg.sh BIN_DIR exact|kill|stale|fmnist [TRANSPORT]
 # exact: integer gradients summed exactly at every step with aggregation on
 #        (one group of 4) and off (groups of 1); both runs end with the same
 #        values (the same FNV-1a of the last pull).
 # kill:  worker 2 (a follower) kills itself before step 5: the other three get
 #        an error from that step within 20 s (no hang), and the job leaves no
 #        segment in /dev/shm.
+# fmnist: Fashion-MNIST (1 epoch of 20000 images, BSP, sums in rank order)
+#        with fmnist-train --local-agg on and off: the same final parameters
+#        bit for bit (params_fnv1a), the same loss to 17 digits.
 # stale: files a dead job left in /dev/shm (old, named like ours) do not
 #        change the next job's exact sums, and that job removes them.
 set -euo pipefail
@@ -84,8 +87,27 @@ stale)
 	[ -e "$fresh-d" ] || { echo "FAIL: a fresh file was removed"; exit 1; }
 	echo "PASS"
 	;;
+fmnist)
+	export RDMAPS_BSP_SUM=ordered RDMAPS_OPTIMIZER=momentum RDMAPS_LR=0.1 RDMAPS_MOMENTUM=0.9
+	for m in on off; do
+		run "fmnist-$m" -- "$BIN/fmnist-train" --epochs 1 --train-limit 20000 --no-progress \
+			--local-agg "$m" --summary-json "$OUT/$m.json" ||
+			{ cat "$OUT/fmnist-$m.log"; echo "FAIL: fmnist-train --local-agg $m"; exit 1; }
+	done
+	/usr/bin/python3 - "$OUT/on.json" "$OUT/off.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ok = a["local_agg_group"] == 4 and b["local_agg_group"] == 1
+for k in ("test_accuracy", "train_loss_exact", "params_fnv1a", "samples_per_sec"):
+    print(f"  {k}: on {a[k]}, off {b[k]}")
+    if k != "samples_per_sec":
+        ok = ok and a[k] == b[k]
+print("PASS" if ok else "FAIL: --local-agg on and off differ")
+sys.exit(0 if ok else 1)
+PY
+	;;
 *)
-	echo "usage: local_agg.sh BIN_DIR exact|kill|stale [TRANSPORT]" >&2
+	echo "usage: local_agg.sh BIN_DIR exact|kill|stale|fmnist [TRANSPORT]" >&2
 	exit 2
 	;;
 esac
