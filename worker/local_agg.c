@@ -416,7 +416,10 @@ int rps_worker_local_pushpull(struct rps_worker *w, const rps_key_t *keys, const
 		l->elems = elems;
 		l->layout = layout_hash(keys, lens, n);
 		l->size = 1;
-		if (!w->ctl || w->num_workers <= 1 || !strcmp(w->cfg->local_agg, "off")) {
+		/* a worker that replaced a dead one: its host's group broke
+		 * when that one died, and the others are past their first step */
+		if (!w->ctl || w->num_workers <= 1 || !strcmp(w->cfg->local_agg, "off") ||
+		    w->joined_running) {
 			l->mode = LOCAL_ALONE;
 		} else {
 			rc = discover(w, l);

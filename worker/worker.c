@@ -119,6 +119,7 @@ static int join_clock(struct rps_worker *w)
 			return rc;
 	}
 	if (c) {
+		w->joined_running = 1;
 		atomic_store(&w->clock, c);
 		if (w->ctl)
 			rps_ctl_set_heartbeat(w->ctl, c, NULL);

@@ -222,6 +222,7 @@ struct rps_worker {
 	/* aggregation on the host (local_agg.c): set up by the first
 	 * rps_worker_local_pushpull, freed at destroy */
 	struct rps_wlocal *local;
+	int joined_running; /* joined a running job (join_clock): it aggregates alone */
 };
 
 /* ---- connections (conn.c; losing them: reconnect.c) ---- */
