@@ -243,8 +243,21 @@ static int discover(struct rps_worker *w, struct rps_wlocal *l)
 	snprintf(dname, sizeof(dname), "%s-d", l->name);
 	rps_lagg_sweep(RPS_MAX(60, 2 * w->timeout_ms / 1000));
 	rc = rps_lagg_ctl_open(l->name, &l->ctl);
-	if (rc)
-		return rc;
+	if (rc) {
+		/* no shared memory here (no /dev/shm, full, ...): this worker
+		 * aggregates alone; it still joins the barrier the others of
+		 * the job are in */
+		RPS_WARN("local aggregation: no shared memory segment (%s): worker %u pushes "
+			 "and pulls for itself", rps_strerror(rc), w->rank);
+		rc = rps_ctl_barrier(w->ctl, 0, -1);
+		if (rc) {
+			RPS_ERR("local aggregation: barrier of the job's workers: %s",
+				rps_strerror(rc));
+			return rc;
+		}
+		l->mode = LOCAL_ALONE;
+		return 0;
+	}
 	ctl = l->ctl;
 	me = &ctl->slot[w->rank];
 	if (atomic_load(&me->state) != RPS_LAGG_EMPTY) {

@@ -33,7 +33,9 @@ struct rps_worker;
  * default when the host has several workers of the job) the gradients are
  * summed on the host first, as above. A collective: every worker of the job
  * calls it, step after step, with the same keys and lengths; the first call
- * is a barrier of all the job's workers. Returns 0, or -EINVAL (bad
+ * is a barrier of all the job's workers. One thread of a worker at a time.
+ * Where no shared memory segment can be made (no /dev/shm) the worker steps
+ * alone, with a warning. Returns 0, or -EINVAL (bad
  * arguments, or keys or lengths other than the first call's or another local
  * worker's), -EHOSTDOWN (a worker of this host died: the message names its
  * rank; the group stays broken), -ETIMEDOUT (a worker of this host did not
