@@ -148,6 +148,7 @@ static int group_fail(struct rps_wlocal *l, uint32_t why_rank, int rc)
 		atomic_compare_exchange_strong(&l->ctl->failed, &zero, why_rank + 1);
 		if (l->index == 0) {
 			atomic_store(&l->ctl->status, rc);
+			atomic_store(&l->ctl->status_step, l->steps);
 			atomic_store_explicit(&l->ctl->done, l->steps, memory_order_release);
 			rps_lagg_wake(&l->ctl->done);
 		}
@@ -366,6 +367,7 @@ static int leader_step(struct rps_worker *w, struct rps_wlocal *l, const rps_key
 	if (!rc)
 		memcpy(vals, v, l->elems * sizeof(float));
 	atomic_store(&ctl->status, rc);
+	atomic_store(&ctl->status_step, s);
 	atomic_store_explicit(&ctl->done, s, memory_order_release);
 	rps_lagg_wake(&ctl->done);
 	return rc;
@@ -388,7 +390,15 @@ static int follower_step(struct rps_worker *w, struct rps_wlocal *l, const float
 	/* the leader may wait long for other hosts (BSP): bounded by its life */
 	rc = rps_lagg_wait(ctl, &ctl->done, s, &ctl->slot[lead], 0);
 	why = atomic_load(&ctl->failed);
-	if (rc || why) {
+	/* done >= s: step s ended, well or not (status of step s); a loss
+	 * noticed after it is the next step's business */
+	if (!rc && atomic_load(&ctl->status_step) != s) {
+		why = 0;
+		st = 0;
+	} else {
+		st = atomic_load(&ctl->status);
+	}
+	if (rc) {
 		if (why)
 			RPS_ERR("local aggregation: clock %u failed: worker %u of this host is gone "
 				"or failed", c, why - 1);
@@ -397,7 +407,11 @@ static int follower_step(struct rps_worker *w, struct rps_wlocal *l, const float
 				"during clock %u", lead, ctl->slot[lead].pid, c);
 		return group_fail(l, why ? why - 1 : lead, -EHOSTDOWN);
 	}
-	st = atomic_load(&ctl->status);
+	if (st && why) {
+		RPS_ERR("local aggregation: clock %u failed: worker %u of this host is gone or "
+			"failed", c, why - 1);
+		return group_fail(l, why - 1, st);
+	}
 	if (st) {
 		RPS_ERR("local aggregation: the host's leader (worker %u) failed clock %u: %s", lead,
 			c, rps_strerror(st));
@@ -454,6 +468,13 @@ int rps_worker_local_pushpull(struct rps_worker *w, const rps_key_t *keys, const
 			"(%llu elements, first %llu): the host's workers sum slot by slot",
 			(unsigned long long)elems, (unsigned long long)l->elems);
 		return -EINVAL;
+	}
+	if (atomic_load(&l->ctl->failed)) { /* noticed by another worker of the host */
+		uint32_t why = atomic_load(&l->ctl->failed) - 1;
+
+		RPS_ERR("local aggregation: worker %u of this host is gone or failed: no more steps",
+			why);
+		return group_fail(l, why, -EHOSTDOWN);
 	}
 	if (l->index == 0)
 		return leader_step(w, l, keys, grads, vals, lens, n);

@@ -51,7 +51,7 @@ struct rps_lagg_ctl {
 	_Atomic uint32_t done;	     /* steps the leader finished (futex word) */
 	_Atomic int32_t status;	     /* their result: 0 or -errno */
 	_Atomic uint32_t failed;     /* 0, or 1 + rank of the member whose loss broke the group */
-	uint32_t pad;
+	_Atomic uint32_t status_step; /* the step status belongs to */
 	struct rps_lagg_slot slot[RPS_MAX_WORKERS];
 };
 

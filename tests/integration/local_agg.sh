@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Aggregation on the host before the network (docs/local-aggregation.md), 2
 # servers and 4 workers on this host, BSP, over TRANSPORT:
-#   local_agg.sh BIN_DIR exact|kill|stale|fmnist [TRANSPORT]
+#   local_agg.sh BIN_DIR exact|kill|kill_leader|stale|fmnist [TRANSPORT]
 # exact: integer gradients summed exactly at every step with aggregation on
 #        (one group of 4) and off (groups of 1); both runs end with the same
 #        values (the same FNV-1a of the last pull).
-# kill:  worker 2 (a follower) kills itself before step 5: the other three get
-#        an error from that step within 20 s (no hang), and the job leaves no
-#        segment in /dev/shm.
+# kill:  worker 2 (a follower) kills itself before step 3: the other three get
+#        an error naming it from that step within 20 s (no hang), and the job
+#        leaves no segment in /dev/shm.
+# kill_leader: the same with worker 0, the host's leader.
 # fmnist: Fashion-MNIST (1 epoch of 20000 images, BSP, sums in rank order)
 #        with fmnist-train --local-agg on and off: the same final parameters
 #        bit for bit (params_fnv1a), the same loss to 17 digits.
@@ -58,17 +59,19 @@ exact)
 	[ "$(ours)" = "$before" ] || { echo "FAIL: segments left: $(ours)"; exit 1; }
 	echo "PASS"
 	;;
-kill)
+kill | kill_leader)
+	victim=2
+	[ "$MODE" = kill_leader ] && victim=0
 	before=$(ours)
 	rc=0
-	RDMAPS_LOCAL_AGG=auto ITEST_KILL_RANK=2 ITEST_KILL_STEP=5 ITEST_KILL_MAX_S=20 \
+	RDMAPS_LOCAL_AGG=auto ITEST_KILL_RANK=$victim ITEST_KILL_STEP=3 ITEST_KILL_MAX_S=20 \
 		run kill --expect-killed 1 -- "$BIN/itest-local" kill || rc=$?
 	cat "$OUT/kill.log" | grep -E "itest-local|failed as expected|local aggregation" | sed 's/^/  /'
 	[ "$rc" = 0 ] || { cat "$OUT/kill.log"; echo "FAIL: launch exited $rc"; exit 1; }
 	n=$(grep -c "failed as expected" "$OUT/kill.log" || true)
 	[ "$n" = 3 ] || { echo "FAIL: $n of 3 surviving workers reported the loss"; exit 1; }
-	grep -q "worker 2 of this host" "$OUT/kill.log" ||
-		{ echo "FAIL: the error does not name worker 2"; exit 1; }
+	grep -Eq "worker $victim of this host|leader \(worker $victim," "$OUT/kill.log" ||
+		{ echo "FAIL: the error does not name worker $victim"; exit 1; }
 	[ "$(ours)" = "$before" ] || { echo "FAIL: segments left: $(ours)"; exit 1; }
 	echo "PASS"
 	;;
@@ -109,7 +112,7 @@ sys.exit(0 if ok else 1)
 PY
 	;;
 *)
-	echo "usage: local_agg.sh BIN_DIR exact|kill|stale|fmnist [TRANSPORT]" >&2
+	echo "usage: local_agg.sh BIN_DIR exact|kill|kill_leader|stale|fmnist [TRANSPORT]" >&2
 	exit 2
 	;;
 esac
