@@ -310,8 +310,9 @@ static int discover(struct rps_worker *w, struct rps_wlocal *l)
 		return rc;
 	l->mode = LOCAL_GROUP;
 	RPS_INFO("local aggregation: %u workers of the job on this host (ranks %u..%u), worker "
-		 "%u pushes and pulls for them (%zu bytes of shared memory)",
-		 l->size, l->members[0], l->members[l->size - 1], l->members[0], l->data_bytes);
+		 "%u pushes and pulls for them (%zu bytes of shared memory, segment %s)",
+		 l->size, l->members[0], l->members[l->size - 1], l->members[0], l->data_bytes,
+		 l->name);
 	return 0;
 }
 
