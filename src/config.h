@@ -101,6 +101,8 @@ struct rps_config {
 	int register_timeout_ms;   /* scheduler: REGISTER (nodes) or a request (ctl) within this */
 	/* ring all-reduce */
 	char ring_transport[16];   /* tcp | rdma: frames between workers */
+	/* aggregation on the host (worker/local_agg.c) */
+	char local_agg[8];         /* auto | off */
 };
 
 enum rps_config_type {

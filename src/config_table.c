@@ -106,6 +106,9 @@ const struct rps_config_entry rps_config_table[] = {
 	/* ring all-reduce (worker/ring*.c, docs/allreduce.md) */
 	ENTRY(ring_transport, "tcp", RPS_CFG_STRING,
 	      "workers' ring all-reduce: tcp | rdma (frames between workers; rdma needs a device on --host)"),
+	/* aggregation on the host before the network (worker/local_agg.c) */
+	ENTRY(local_agg, "auto", RPS_CFG_STRING,
+	      "workers on one host sum their gradients in shared memory, one pushes (rps_worker_local_pushpull): auto | off"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -167,6 +170,7 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "max_parked_pulls", IRANGE(1, 1 << 24) },
 	{ "accept_backoff_ms", IRANGE(1, 60000) },
 	{ "register_timeout_ms", IRANGE(1, INT_MAX) },
+	{ "local_agg", .choices = "auto|off" },
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {

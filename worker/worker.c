@@ -12,6 +12,7 @@
 #include "worker/compress.h"
 #include "worker/ring.h"
 #include "worker/table.h"
+#include "worker/local_agg.h"
 #include "worker/worker_int.h"
 
 #define RPS_WORKER_DEFAULT_TIMEOUT_MS 30000
@@ -125,6 +126,7 @@ static int join_clock(struct rps_worker *w)
 			return rc;
 	}
 	if (c) {
+		w->joined_running = 1;
 		atomic_store(&w->clock, c);
 		if (w->ctl)
 			rps_ctl_set_heartbeat(w->ctl, c, NULL);
@@ -462,6 +464,7 @@ void rps_worker_destroy(struct rps_worker *w)
 		RPS_WARN("worker: requests still in flight after %d ms; failing them",
 			 w->timeout_ms);
 	atomic_store(&w->leaving, 1);
+	rps_wlocal_fini(w);
 	worker_teardown(w);
 }
 

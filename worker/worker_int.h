@@ -228,6 +228,11 @@ struct rps_worker {
 
 	/* sparse tables declared through this worker (worker/table.h) */
 	struct rps_wtables *tables;
+
+	/* aggregation on the host (local_agg.c): set up by the first
+	 * rps_worker_local_pushpull, freed at destroy */
+	struct rps_wlocal *local;
+	int joined_running; /* joined a running job (join_clock): it aggregates alone */
 };
 
 /* ---- connections (conn.c; losing them: reconnect.c) ---- */

@@ -65,6 +65,7 @@ struct args {
 	const char *curves;		     /* --curves FILE.svg / FILE.png */
 	const char *compress;		     /* --compress (compress_opt.h) */
 	enum sync_mode sync;		     /* --sync ps|ring (sync.h) */
+	int local_agg; /* --local-agg on: synchronous steps summed on the host first */
 };
 
 /* Every REPORT_S seconds each worker reports its figures to the scheduler
@@ -144,6 +145,11 @@ static void usage(FILE *out)
 		"  --sync ps|ring        ps: the servers apply the optimizer (default); ring:\n"
 		"                        the workers all-reduce the gradients and each applies\n"
 		"                        it locally (same init from --seed or --init-model)\n"
+		"  --local-agg on|off    on: each step is one rps_worker_local_pushpull: the\n"
+		"                        workers of one host sum their gradients in shared\n"
+		"                        memory and one pushes and pulls for them (RDMAPS_LOCAL_AGG\n"
+		"                        =off keeps the step but not the sum); off (default):\n"
+		"                        pushes and pulls overlap the computation\n"
 		"Model files: one float32 array per key, named by the key; weights are\n"
 		"row-major [in x out], h = relu(x @ W + b), x = (pixel / 255 - 0.2860) / 0.3530:\n"
 		"  \"0\" \"1\" \"2\" \"3\"  W1 rows 0-195, 196-391, 392-587, 588-783 (196 x 256 each;\n"
@@ -175,6 +181,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "curves", required_argument, NULL, 'v' },
 		{ "compress", required_argument, NULL, 'Z' },
 		{ "sync", required_argument, NULL, 'Y' },
+		{ "local-agg", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 	};
 	enum { NBASE = sizeof(base) / sizeof(base[0]) };
@@ -210,6 +217,14 @@ static int parse_args(int argc, char **argv, struct args *a)
 			if (sync_parse(optarg, &a->sync))
 				return -EINVAL;
 			break;
+		case 'A':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+				fprintf(stderr, "fmnist-train: --local-agg %s: expected on or off\n",
+					optarg);
+				return -EINVAL;
+			}
+			a->local_agg = !strcmp(optarg, "on");
+			break;
 		case 'h': usage(stdout); exit(0);
 		default:
 			if (c >= RECIPE_OPT_BASE) {
@@ -227,6 +242,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 	}
 	if (compress_check(a->compress, a->local))
 		return -EINVAL;
+	if (a->local_agg && a->local) {
+		fprintf(stderr, "fmnist-train: --local-agg on needs servers (not --local)\n");
+		return -EINVAL;
+	}
 	if (a->ckpt_after_eval && a->local) {
 		fprintf(stderr, "fmnist-train: --checkpoint-after-eval needs servers (not --local)\n");
 		return -EINVAL;
@@ -468,6 +487,15 @@ static int step(struct job *j, const size_t *idx, size_t n, float *loss_p)
 			  : sync_ring_step(j->w, j->opt, j->keys, mlp_lens, MLP_NTENSORS,
 					   j->params, j->grad);
 	}
+	if (j->a.local_agg) { /* one synchronous step, summed on the host first */
+		rc = mlp_grad(j->params, j->xb, j->yb, n, 1.0f / (float)j->nworkers, j->grad,
+			      &j->ws, NULL, loss_p);
+		if (!rc)
+			rc = rps_worker_local_pushpull(j->w, j->keys, j->grad, j->params, mlp_lens,
+						       MLP_NTENSORS);
+		j->nstep++;
+		return rc;
+	}
 	/* this step's gradient buffer was pushed two steps ago: wait for that */
 	int buf = (int)(j->nstep & 1);
 	if ((rc = comm_wait_pushes(j->comm, buf)))
@@ -556,6 +584,10 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 	    recipe_schedule_name(j->spec.schedule), "total_steps", (json_int_t)j->spec.total_steps,
 	    "warmup_steps", (json_int_t)j->spec.warmup_steps, "steps_per_epoch",
 	    (json_int_t)j->steps, "train_loss_exact", exact, "params_fnv1a", fnv);
+	if (doc && j->w) {
+		json_object_set_new(doc, "local_agg", json_string(j->a.local_agg ? "on" : "off"));
+		json_object_set_new(doc, "local_agg_group", json_integer(rps_worker_local_size(j->w)));
+	}
 	if (doc && j->ckpt_clock >= 0) {
 		json_object_set_new(doc, "checkpoint_clock", json_integer(j->ckpt_clock));
 		json_object_set_new(doc, "checkpoint_accuracy", jreal(dec(j->ckpt_acc, 4)));

@@ -11,6 +11,7 @@
 #include <rdmaps/model.h>
 #include <rdmaps/worker.h>
 #include <rdmaps/table.h>
+#include <rdmaps/local.h>
 #include <rdmaps/server.h>
 #include <rdmaps/ctl.h>
 
