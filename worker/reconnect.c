@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "src/alloc.h"
 #include "src/log.h"
@@ -293,7 +294,7 @@ out:
 
 int rps_wsync_send(struct rps_worker *w, uint32_t server, uint32_t c)
 {
-	struct rps_sync y = { .clock = c, .flags = 0 };
+	struct rps_sync y = { .clock = c, .pid = (uint32_t)getpid() };
 	int first = 0;
 
 	rps_wsubmit_enter(w);
