@@ -131,6 +131,35 @@ void rps_sched_on_barrier(struct rps_sched *s, struct sched_peer *p, const struc
 	barrier_eval(s, g);
 }
 
+void rps_sched_waiting_gone(struct rps_sched *s, uint8_t role)
+{
+	if (role == RPS_ROLE_WORKER && s->state == SCHED_WAITING &&
+	    !s->nwaiting[RPS_ROLE_WORKER])
+		s->workers_gone_ns = rps_now_ns();
+}
+
+void rps_sched_check_abandoned(struct rps_sched *s, uint64_t now)
+{
+	int n = 0;
+
+	if (s->state != SCHED_WAITING || s->stopping || !s->workers_seen ||
+	    s->nwaiting[RPS_ROLE_WORKER] || !s->workers_gone_ns ||
+	    now - s->workers_gone_ns < (uint64_t)s->cfg.register_timeout_ms * 1000000ull)
+		return;
+	for (struct sched_peer *p = s->peers; p; p = p->next) {
+		if (!p->registered || p->closing)
+			continue;
+		send_shutdown(p);
+		n++;
+	}
+	RPS_ERR("job over before it began: every worker that registered (%d) went away before "
+		"the cluster was complete (%d needed) and none came within %d ms "
+		"(RDMAPS_REGISTER_TIMEOUT_MS); shutting down %d waiting node(s) and exiting",
+		s->workers_seen, s->num_workers, s->cfg.register_timeout_ms, n);
+	s->abandoned = 1;
+	begin_end(s, s->grace_ms);
+}
+
 void rps_sched_begin_stop(struct rps_sched *s)
 {
 	int n = 0;
