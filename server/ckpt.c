@@ -293,7 +293,8 @@ int rps_srv_restore_find(const char *dir, uint32_t rank, uint32_t nshards,
 		if (rc) {
 			RPS_ERR(
 			    "cannot restore server %u: no valid checkpoint of shard %d in %s (%s)",
-			    rank, s, dir, rps_strerror(rc));
+			    rank, s, dir,
+			    rc == -ENOENT ? "every file refused, or none: see above" : rps_strerror(rc));
 			return rc;
 		}
 		snprintf(r[s].path, sizeof(r[s].path), "%s", info.path);
