@@ -48,6 +48,7 @@ struct rps_ctl {
 	int barrier_done[2];
 	int barrier_status[2];
 	uint32_t barrier_req[2];
+	uint32_t barrier_seq[2]; /* barriers entered per group (sent in hdr.aux) */
 
 	/* rps_ctl_request: the one control request this node waits for */
 	int creq_waiting;

@@ -74,7 +74,14 @@ int rps_ctl_barrier(struct rps_ctl *ctl, uint32_t group, int timeout_ms)
 	ctl->barrier_waiting[group] = 1;
 	ctl->barrier_done[group] = 0;
 	ctl->barrier_req[group] = ++ctl->next_req;
-	rc = rps_ctl_send_locked(ctl, RPS_OP_BARRIER, ctl->barrier_req[group], group, NULL, 0);
+	/* hdr.aux: the group, and above it this node's count of barriers of the
+	 * group (1 = its first): the scheduler releases at once a barrier the
+	 * job completed before this node joined (docs/scheduler.md) */
+	ctl->barrier_seq[group] = (ctl->barrier_seq[group] + 1) & RPS_BARRIER_SEQ_MAX;
+	if (!ctl->barrier_seq[group])
+		ctl->barrier_seq[group] = 1;
+	rc = rps_ctl_send_locked(ctl, RPS_OP_BARRIER, ctl->barrier_req[group],
+				 group | (ctl->barrier_seq[group] << RPS_BARRIER_SEQ_SHIFT), NULL, 0);
 	if (rc) {
 		RPS_ERR("barrier %u: sending to scheduler %s: %s", group, ctl->sched,
 			rps_strerror(rc));

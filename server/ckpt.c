@@ -312,7 +312,8 @@ int rps_srv_restore_find(const char *dir, uint32_t rank, uint32_t nshards,
 		if (rc) {
 			RPS_ERR(
 			    "cannot restore server %u: no valid checkpoint of shard %d in %s (%s)",
-			    rank, s, dir, rps_strerror(rc));
+			    rank, s, dir,
+			    rc == -ENOENT ? "every file refused, or none: see above" : rps_strerror(rc));
 			return rc;
 		}
 		snprintf(r[s].path, sizeof(r[s].path), "%s", info.path);
@@ -363,7 +364,7 @@ int rps_srv_restore_wait(const char *dir, uint32_t nshards, struct rps_shard_res
 		lo = RPS_MIN(lo, r[s].clock);
 		hi = RPS_MAX(hi, r[s].clock);
 	}
-	RPS_INFO("restored from %s: %d shards at clock %llu (up to %llu), %llu slices; workers go "
+	RPS_WARN("restored from %s: %d shards at clock %llu (up to %llu), %llu slices; workers go "
 		 "on from their own clocks (updates after the checkpoint are lost)",
 		 dir, (int)nshards, (unsigned long long)lo, (unsigned long long)hi,
 		 (unsigned long long)nslices);

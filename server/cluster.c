@@ -29,7 +29,7 @@ static void on_dead(void *arg, const struct rps_node *node)
 		 "remaining workers",
 		 node->rank, node->id, node->host, node->pid);
 	srv->wgone[node->rank] = 1;
-	rps_srv_queue_worker(srv, RPS_ENT_DEAD, node->rank);
+	rps_srv_queue_worker_pid(srv, RPS_ENT_DEAD, node->rank, node->pid);
 }
 
 /* A new map: a worker that took the rank of a dead one is waited for again. */
@@ -45,7 +45,7 @@ static void on_map(void *arg, const struct rps_map *map, const struct rps_node *
 			continue;
 		srv->wgone[n->rank] = 0;
 		RPS_INFO("worker %u rejoined from %.64s", n->rank, n->host);
-		rps_srv_queue_worker(srv, RPS_ENT_REVIVE, n->rank);
+		rps_srv_queue_worker_pid(srv, RPS_ENT_REVIVE, n->rank, n->pid);
 	}
 }
 

@@ -370,6 +370,7 @@ static void on_sync(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 
 		rps_srv_ctl_entry(&e, RPS_ENT_SYNC, (uint32_t)s, sc->rank);
 		e.info.clock = y->clock;
+		e.u64 = y->pid;
 		if (rps_srv_enqueue(srv, &srv->shards[s], &e))
 			return;
 	}

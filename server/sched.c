@@ -92,6 +92,7 @@ static void on_closed(struct rps_sched *s, struct sched_peer *p, int status)
 		RPS_LOG(s->stopping ? RPS_LOG_INFO : RPS_LOG_WARN,
 			"%s %s (pid %u) went away before the cluster was complete",
 			rps_sched_role_name(p->reg.role), p->conn->peer, p->reg.pid);
+		rps_sched_waiting_gone(s, p->reg.role);
 		if (s->state == SCHED_WAITING)
 			rps_sched_send_progress(s);
 	}
@@ -202,7 +203,7 @@ int rps_sched_run(struct rps_sched *s)
 			break;
 		}
 	}
-	return 0;
+	return s->abandoned ? -ECANCELED : 0;
 }
 
 void rps_sched_stop(struct rps_sched *s)

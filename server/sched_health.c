@@ -174,6 +174,7 @@ void rps_sched_on_shutdown(struct rps_sched *s, struct sched_peer *p)
 		p->registered = 0;
 		RPS_INFO("%s %s left before the cluster was complete",
 			 rps_sched_role_name(p->reg.role), p->conn->peer);
+		rps_sched_waiting_gone(s, p->reg.role);
 		if (s->state == SCHED_WAITING)
 			rps_sched_send_progress(s);
 	}
@@ -196,6 +197,7 @@ void rps_sched_check_timers(struct rps_sched *s, uint64_t now)
 		}
 	}
 	rps_sched_creq_check(s, now);
+	rps_sched_check_abandoned(s, now);
 	for (struct sched_peer *p = s->peers; p; p = p->next) {
 		uint64_t limit_ns = (uint64_t)s->cfg.register_timeout_ms * 1000000ull;
 

@@ -136,6 +136,10 @@ struct rps_sched {
 	size_t mapbuf_len;
 	struct sched_creq creq;
 	uint32_t creq_seq;
+	uint32_t barrier_gen[2]; /* barriers of each group released so far */
+	int workers_seen;	 /* workers that registered while waiting */
+	int abandoned;		 /* ended that way: rps_sched_run returns -ECANCELED */
+	uint64_t workers_gone_ns; /* the last waiting worker went away (0: some wait) */
 	struct sched_metrics m;	 /* reg NULL: no /metrics */
 	struct sched_dash *dash; /* the dashboard (with /metrics), NULL: none */
 	struct rps_metric dummy; /* where metric updates go without a registry */
@@ -157,6 +161,12 @@ void rps_sched_send_progress(struct rps_sched *s);
 
 /* sched_job.c: barriers and the end of the job */
 void rps_sched_barriers_eval(struct rps_sched *s);
+/* Waiting for the cluster: a registered node went away (before the map). */
+void rps_sched_waiting_gone(struct rps_sched *s, uint8_t role);
+/* Waiting, every worker that registered went away and none came back within
+ * RDMAPS_REGISTER_TIMEOUT_MS: end the job with a message. */
+void rps_sched_check_abandoned(struct rps_sched *s, uint64_t now);
+int rps_sched_barrier_passed(uint32_t gen, uint32_t seq);
 void rps_sched_check_end(struct rps_sched *s);
 void rps_sched_on_barrier(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h);
 void rps_sched_begin_stop(struct rps_sched *s);

@@ -4,6 +4,7 @@
  *   RDMAPS_SCHEDULER=10.0.0.1:9090 RDMAPS_NUM_SERVERS=2 RDMAPS_NUM_WORKERS=4 rdmaps-sched
  *   rdmaps-sched --scheduler 0.0.0.0:9090 --num-servers 2 --num-workers 4
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -94,6 +95,8 @@ int main(int argc, char **argv)
 	rc = rps_sched_run(sched);
 	the_sched = NULL;
 	rps_sched_destroy(sched);
+	if (rc == -ECANCELED)
+		return 1; /* the job ended without running: said why above */
 	if (rc) {
 		RPS_ERR("scheduler failed: %s", rps_strerror(rc));
 		return 1;

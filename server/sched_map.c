@@ -263,6 +263,10 @@ void rps_sched_on_register(struct rps_sched *s, struct sched_peer *p, const stru
 	p->registered = 1;
 	p->seq = ++s->reg_seq;
 	s->nwaiting[r->role]++;
+	if (r->role == RPS_ROLE_WORKER) {
+		s->workers_seen++;
+		s->workers_gone_ns = 0;
+	}
 	RPS_INFO("%s %s:%u (pid %u%s) registered: %d/%d servers, %d/%d workers",
 		 rps_sched_role_name(r->role), p->reg.host, p->reg.port, p->reg.pid,
 		 r->want_rank != UINT32_MAX ? ", wants a rank" : "", s->nwaiting[RPS_ROLE_SERVER],

@@ -44,7 +44,7 @@ void rps_srv_ctl_entry(struct rps_ring_entry *e, uint32_t type, uint32_t shard, 
 /* One control entry into every shard's ring: about worker w, with ptr r[s]
  * (r NULL: none). Stops at the first failure (the server stops). */
 static int queue_each(struct rps_server *srv, uint32_t type, uint32_t w,
-		      struct rps_shard_restore *r)
+		      struct rps_shard_restore *r, uint32_t pid)
 {
 	for (int s = 0; s < srv->nshards; s++) {
 		struct rps_ring_entry e;
@@ -52,6 +52,7 @@ static int queue_each(struct rps_server *srv, uint32_t type, uint32_t w,
 
 		rps_srv_ctl_entry(&e, type, (uint32_t)s, w);
 		e.ptr = r ? &r[s] : NULL;
+		e.u64 = pid;
 		rc = rps_srv_enqueue(srv, &srv->shards[s], &e);
 		if (rc)
 			return rc;
@@ -61,12 +62,17 @@ static int queue_each(struct rps_server *srv, uint32_t type, uint32_t w,
 
 void rps_srv_queue_worker(struct rps_server *srv, uint32_t type, uint32_t w)
 {
-	queue_each(srv, type, w, NULL);
+	queue_each(srv, type, w, NULL, 0);
+}
+
+void rps_srv_queue_worker_pid(struct rps_server *srv, uint32_t type, uint32_t w, uint32_t pid)
+{
+	queue_each(srv, type, w, NULL, pid);
 }
 
 int rps_srv_queue_all(struct rps_server *srv, uint32_t type, struct rps_shard_restore *r)
 {
-	return queue_each(srv, type, 0, r);
+	return queue_each(srv, type, 0, r, 0);
 }
 
 /* ---- restore and checkpoint requests ----------------------------------------- */

@@ -151,6 +151,9 @@ int rps_srv_enqueue(struct rps_server *srv, struct rps_shard *sh, const struct r
 /* A control entry (DEAD, CLOCK, ...): as fresh and as urgent as anything. */
 void rps_srv_ctl_entry(struct rps_ring_entry *e, uint32_t type, uint32_t shard, uint32_t worker);
 void rps_srv_queue_worker(struct rps_server *srv, uint32_t type, uint32_t w);
+/* The same about one incarnation of worker w (its pid, 0 = any): a notice
+ * about an older one does not touch a replacement that already synced. */
+void rps_srv_queue_worker_pid(struct rps_server *srv, uint32_t type, uint32_t w, uint32_t pid);
 int rps_srv_queue_all(struct rps_server *srv, uint32_t type, struct rps_shard_restore *r);
 
 /* opts.c */

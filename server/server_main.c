@@ -178,7 +178,15 @@ int main(int argc, char **argv)
 	the_server = NULL;
 	rps_server_destroy(srv);
 	if (rc) {
-		fprintf(stderr, "rdmaps-server: exiting: %s\n", rps_strerror(rc));
+		if (restore && (rc == -ENOENT || rc == -EBADMSG))
+			/* not "unknown key": the restore is what failed */
+			fprintf(stderr,
+				"rdmaps-server: exiting: --restore %s: no valid checkpoint to "
+				"restore from (every file of a shard refused, or none: the lines "
+				"above say which and why); not starting with fresh parameters\n",
+				restore);
+		else
+			fprintf(stderr, "rdmaps-server: exiting: %s\n", rps_strerror(rc));
 		return 1;
 	}
 	return 0;

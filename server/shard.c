@@ -387,9 +387,10 @@ int rps_shard_init(struct rps_shard *sh, const struct rps_shard_params *p,
 	sh->wclock = rps_calloc(nw, sizeof(*sh->wclock));
 	sh->live = rps_calloc(nw, 1);
 	sh->nwarn = rps_calloc(nw, 1);
+	sh->wpid = rps_calloc(nw, sizeof(*sh->wpid));
 	sh->applied = rps_calloc(nw * sh->win, sizeof(uint32_t));
 	sh->expected = rps_malloc(nw * sh->win * sizeof(uint32_t));
-	if (!sh->wclock || !sh->live || !sh->nwarn || !sh->applied || !sh->expected) {
+	if (!sh->wclock || !sh->live || !sh->nwarn || !sh->wpid || !sh->applied || !sh->expected) {
 		rc = -ENOMEM;
 		goto err_clocks;
 	}
@@ -412,6 +413,7 @@ err_clocks:
 	rps_free(sh->wclock);
 	rps_free(sh->live);
 	rps_free(sh->nwarn);
+	rps_free(sh->wpid);
 	rps_free(sh->applied);
 	rps_free(sh->expected);
 	rps_ring_destroy(sh->ring);
@@ -437,6 +439,7 @@ void rps_shard_fini(struct rps_shard *sh)
 	rps_free(sh->wclock);
 	rps_free(sh->live);
 	rps_free(sh->nwarn);
+	rps_free(sh->wpid);
 	rps_free(sh->applied);
 	rps_free(sh->expected);
 	pthread_mutex_destroy(&sh->park_lock);

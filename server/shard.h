@@ -78,9 +78,11 @@ enum rps_srv_ent {
 	RPS_ENT_DECLARE = 1, /* ptr = req, ptr2 = conn */
 	RPS_ENT_PUSH,	     /* ptr = req, ptr2 = conn */
 	RPS_ENT_CLOCK,	     /* info.worker ends info.clock with u64 pushes to this shard */
-	RPS_ENT_DEAD,	     /* info.worker is dead: no longer waited for */
-	RPS_ENT_REVIVE,	     /* info.worker rejoined: waited for again from the shard's clock */
-	RPS_ENT_SYNC,	     /* info.worker says its clock is info.clock (RPS_OP_SYNC) */
+	RPS_ENT_DEAD,	     /* info.worker is dead: no longer waited for; u64 = its pid or 0 */
+	RPS_ENT_REVIVE,	     /* info.worker rejoined: waited for again from the shard's clock;
+			      * u64 = the new incarnation's pid or 0 */
+	RPS_ENT_SYNC,	     /* info.worker says its clock is info.clock (RPS_OP_SYNC);
+			      * u64 = its pid (rps_sync.pid) or 0 */
 	RPS_ENT_CKPT,	     /* write a checkpoint now (on request) */
 	RPS_ENT_RESTORE,     /* ptr = struct rps_shard_restore: load a checkpoint file */
 	RPS_ENT_CTLREQ,	     /* control request (snap.h): info.key = op, info.worker = gen,
@@ -177,6 +179,7 @@ struct rps_shard {
 	uint64_t *wclock;	      /* [nworkers] */
 	uint8_t *live;		      /* [nworkers] */
 	uint8_t *nwarn;		      /* [nworkers]: stale-clock warnings logged */
+	uint32_t *wpid;		      /* [nworkers]: pid of the incarnation that sent SYNC, 0 */
 	uint32_t win;		      /* clocks tracked ahead per worker (power of two) */
 	uint32_t *applied;	      /* [nworkers * win]: pushes counted for clock c */
 	uint32_t *expected;	      /* [nworkers * win]: from CLOCK, or RPS_CLOCK_NONE */

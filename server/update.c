@@ -411,11 +411,22 @@ static void handle_clock(struct rps_shard *sh, uint32_t w, uint32_t clock, uint6
 	worker_progress(sh, w);
 }
 
-static void handle_dead(struct rps_shard *sh, uint32_t w)
+/* A worker is gone (pid: the incarnation the notice is about, 0 any). The
+ * notice comes by the control channel, the replacement's SYNC by the data
+ * path: a notice about an older incarnation handled after its replacement
+ * synced must not make the replacement dead. */
+static void handle_dead(struct rps_shard *sh, uint32_t w, uint32_t pid)
 {
 	if (w >= sh->p.nworkers || !sh->live[w])
 		return;
+	if (pid && sh->wpid[w] && sh->wpid[w] != pid) {
+		RPS_DEBUG("shard %u: notice of worker %u (pid %u) gone ignored: its replacement "
+			  "(pid %u) synced already",
+			  sh->p.idx, w, pid, sh->wpid[w]);
+		return;
+	}
 	sh->live[w] = 0;
+	sh->wpid[w] = 0;
 	if (!sh->p.idx)
 		RPS_INFO(
 		    "worker %u no longer waited for: shard 0 at clock %llu, the worker at %llu", w,
@@ -429,13 +440,14 @@ static void handle_dead(struct rps_shard *sh, uint32_t w)
 
 /* A worker took a dead worker's rank: wait for it again, from the shard's
  * clock on (its pushes for older clocks are applied, not counted). */
-static void handle_revive(struct rps_shard *sh, uint32_t w)
+static void handle_revive(struct rps_shard *sh, uint32_t w, uint32_t pid)
 {
 	size_t base = (size_t)w * sh->win;
 
 	if (w >= sh->p.nworkers || sh->live[w])
 		return;
 	sh->live[w] = 1;
+	sh->wpid[w] = pid;
 	sh->nwarn[w] = 0;
 	if (sh->wclock[w] < sh->clock)
 		sh->wclock[w] = sh->clock;
@@ -452,16 +464,20 @@ static void handle_revive(struct rps_shard *sh, uint32_t w)
 /* A worker (re)connected and says it finished every clock before `clock`
  * (RPS_OP_SYNC): a worker that joined a running job, or one that reconnected
  * to this restarted server. Waited for (again) from max(what we had, clock). */
-static void handle_sync(struct rps_shard *sh, uint32_t w, uint32_t clock)
+static void handle_sync(struct rps_shard *sh, uint32_t w, uint32_t clock, uint32_t pid)
 {
 	size_t base = (size_t)w * sh->win;
+	int fresh; /* a new incarnation: what the old one counted is not its */
 
 	if (w >= sh->p.nworkers)
 		return;
 	if (!sh->live[w])
-		handle_revive(sh, w);
+		handle_revive(sh, w, pid);
+	fresh = pid && sh->wpid[w] != pid;
+	if (pid)
+		sh->wpid[w] = pid;
 	sh->nwarn[w] = 0;
-	if (clock > sh->wclock[w]) {
+	if (clock > sh->wclock[w] || (fresh && clock == sh->wclock[w])) {
 		/* its counts for the clocks it skipped are of no use now */
 		for (uint32_t i = 0; i < sh->win; i++) {
 			sh->applied[base + i] = 0;
@@ -526,13 +542,13 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 		handle_clock(sh, e->info.worker, e->info.clock, e->u64);
 		break;
 	case RPS_ENT_DEAD:
-		handle_dead(sh, e->info.worker);
+		handle_dead(sh, e->info.worker, (uint32_t)e->u64);
 		break;
 	case RPS_ENT_REVIVE:
-		handle_revive(sh, e->info.worker);
+		handle_revive(sh, e->info.worker, (uint32_t)e->u64);
 		break;
 	case RPS_ENT_SYNC:
-		handle_sync(sh, e->info.worker, e->info.clock);
+		handle_sync(sh, e->info.worker, e->info.clock, (uint32_t)e->u64);
 		break;
 	case RPS_ENT_CKPT:
 		rps_shard_ckpt_write(sh);

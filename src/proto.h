@@ -50,6 +50,10 @@
 #define RPS_MAX_SHARDS 64      /* per server */
 #define RPS_MAX_WORKERS 1024
 #define RPS_MAX_NODES 1024
+/* BARRIER hdr.aux: bits 0-7 the group, bits 8-31 the sender's count of the
+ * group's barriers it entered (1 = its first; 0 = not counted) */
+#define RPS_BARRIER_SEQ_SHIFT 8
+#define RPS_BARRIER_SEQ_MAX 0xffffffu
 
 enum rps_op {
 	RPS_OP_HELLO = 1,        /* client -> server/sched: struct rps_hello */
@@ -274,7 +278,7 @@ _Static_assert(sizeof(struct rps_clock) == 8, "rps_clock is 8 bytes");
  * server; with channels (RDMA) to the shard of the connection. */
 struct rps_sync {
 	uint32_t clock;
-	uint32_t flags;       /* 0 */
+	uint32_t pid;         /* the worker's process id (its node's pid in the map); 0 unknown */
 };
 _Static_assert(sizeof(struct rps_sync) == 8, "rps_sync is 8 bytes");
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "src/alloc.h"
 #include "src/log.h"
@@ -157,9 +158,16 @@ static int connect_again(struct rps_worker *w, struct rps_wserver *s, uint64_t d
 	return rc;
 }
 
+/* While the map still names the incarnation we lost (its death notice may be
+ * on its way), wait this long before trying its address again: a server
+ * that was killed refuses, and retrying it is noise, not recovery. */
+#define RECONNECT_SAME_MS 1000
+#define RECONNECT_POLL_MS 20
+
 static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 {
-	uint64_t deadline = rps_now_ns() + (uint64_t)w->timeout_ms * 1000000u;
+	uint64_t start = rps_now_ns();
+	uint64_t deadline = start + (uint64_t)w->timeout_ms * 1000000u;
 	struct rps_shard_desc desc[RPS_MAX_SHARDS];
 	struct rps_conn *conns[RPS_MAX_SHARDS];
 	struct rps_node *nodes = rps_calloc(RPS_MAX_NODES, sizeof(*nodes));
@@ -169,8 +177,21 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 
 	if (!nodes)
 		return -ENOMEM;
-	RPS_WARN("server %u (%s:%u) lost: waiting up to %d ms for it or its replacement", s->rank,
-		 s->host, s->port, w->timeout_ms);
+	if (s->lost) {
+		/* lost for good already: only a replacement in the map now (no wait) */
+		int n = w->ctl ? rps_ctl_map(w->ctl, NULL, nodes, RPS_MAX_NODES) : 0;
+
+		if (s->node_id >= (uint32_t)n || !nodes[s->node_id].alive ||
+		    nodes[s->node_id].pid == s->node_pid) {
+			rps_free(nodes);
+			return -EHOSTDOWN;
+		}
+		s->lost = 0;
+		RPS_WARN("server %u: a replacement joined after all: reconnecting", s->rank);
+	}
+	RPS_WARN("server %u (%s:%u) lost: waiting up to %d ms (RDMAPS_TIMEOUT_MS) for it or its "
+		 "replacement",
+		 s->rank, s->host, s->port, w->timeout_ms);
 	/* the progress thread closes the dead connections (and fails their pieces) */
 	for (;;) {
 		int open = 0;
@@ -190,8 +211,10 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 		int n = w->ctl ? rps_ctl_map(w->ctl, NULL, nodes, RPS_MAX_NODES) : 0;
 
 		if (s->node_id >= (uint32_t)n || !nodes[s->node_id].alive ||
-		    nodes[s->node_id].role != RPS_ROLE_SERVER) {
-			rps_sleep_ms(50);
+		    nodes[s->node_id].role != RPS_ROLE_SERVER ||
+		    (nodes[s->node_id].pid == s->node_pid &&
+		     rps_now_ns() - start < RECONNECT_SAME_MS * 1000000ull)) {
+			rps_sleep_ms(RECONNECT_POLL_MS);
 			continue;
 		}
 		node = nodes[s->node_id];
@@ -211,7 +234,13 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 		rc = -EHOSTDOWN;
 	}
 	if (rc) {
-		RPS_ERR("server %u did not come back within %d ms", s->rank, w->timeout_ms);
+		if (!atomic_load(&w->leaving)) {
+			s->lost = 1;
+			RPS_ERR("server %u lost for good: neither it nor a replacement came back "
+				"within %d ms (RDMAPS_TIMEOUT_MS); every call that needs it fails "
+				"with -EHOSTDOWN from now on",
+				s->rank, w->timeout_ms);
+		}
 		goto out;
 	}
 
@@ -296,7 +325,7 @@ out:
 
 int rps_wsync_send(struct rps_worker *w, uint32_t server, uint32_t c)
 {
-	struct rps_sync y = { .clock = c, .flags = 0 };
+	struct rps_sync y = { .clock = c, .pid = (uint32_t)getpid() };
 	int first = 0;
 
 	rps_wsubmit_enter(w);

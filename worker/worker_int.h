@@ -77,6 +77,7 @@ struct rps_wserver {
 	uint32_t nconns;
 	struct rps_wconn *conns;  /* 1, or nshards with RPS_TR_CAP_CHANNELS (channel = shard) */
 	struct rps_wshard *shards;
+	int lost; /* reconnector only: not back within timeout_ms: lost for good */
 };
 
 struct rps_worker;

@@ -708,14 +708,28 @@ int main(int argc, char **argv)
 		printf("fmnist-train: optimizer %s\n", desc);
 	}
 
+	/* a worker that joined a running job (it replaced a dead one: same rank,
+	 * same share of the data) goes on where the job is: its clock is the
+	 * number of steps the job made (every worker makes `steps` per epoch) */
+	uint32_t c0 = j.w ? rps_worker_clock_value(j.w) : 0;
+	int e0 = 1;
+	size_t s0 = 0;
+	if (c0) {
+		e0 = (int)(c0 / steps) + 1;
+		s0 = c0 % steps;
+		printf("fmnist-train: worker %d joins the running job at clock %u: epoch %d, "
+		       "step %zu of %zu\n",
+		       j.rank, c0, e0, s0 + 1, steps);
+	}
 	double acc = -1, loss_epoch = 0, train_time = 0, sps = 0;
 	curves_init(&j.cv);
 	j.t_start = j.rep_t = now_s();
-	for (int e = 1; e <= j.a.epochs; e++) {
+	for (int e = e0; e <= j.a.epochs; e++) {
 		double t0 = now_s(), loss_sum = 0, last_draw = 0;
+		size_t first_step = e == e0 ? s0 : 0;
 
 		shuffle(j.order, j.nlocal, j.a.seed * 1000003ull + (uint64_t)e * 7919 + (uint64_t)j.rank);
-		for (size_t s = 0; s < steps; s++) {
+		for (size_t s = first_step; s < steps; s++) {
 			float loss;
 
 			if (step(&j, j.order + s * per_step, per_step, &loss))
@@ -725,7 +739,7 @@ int main(int argc, char **argv)
 			double now = now_s();
 			if (bar && (now - last_draw > 0.2 || s + 1 == steps)) {
 				double el = now - t0;
-				progress(&j, e, s + 1, steps, loss_sum / (double)(s + 1),
+				progress(&j, e, s + 1, steps, loss_sum / (double)(s + 1 - first_step),
 					 el > 0 ? (double)((s + 1) * per_step * (size_t)j.nworkers) / el : 0,
 					 acc);
 				last_draw = now;
@@ -733,8 +747,8 @@ int main(int argc, char **argv)
 		}
 		double el = now_s() - t0;
 		train_time += el;
-		loss_epoch = loss_sum / (double)steps;
-		sps = (double)(steps * per_step * (size_t)j.nworkers) / el;
+		loss_epoch = loss_sum / (double)(steps - first_step);
+		sps = (double)((steps - first_step) * per_step * (size_t)j.nworkers) / el;
 		if (!j.a.local && j.comm && drain_pulls(&j))
 			return 1;
 		if (j.rank == 0 && (e % j.a.eval_every == 0 || e == j.a.epochs)) {
@@ -752,8 +766,9 @@ int main(int argc, char **argv)
 				return 1;
 		}
 	}
-	double sps_all = train_time > 0 ? (double)(steps * per_step * (size_t)j.nworkers) *
-						  j.a.epochs / train_time
+	size_t steps_run = (size_t)j.a.epochs * steps > c0 ? (size_t)j.a.epochs * steps - c0 : 0;
+	double sps_all = train_time > 0 ? (double)(steps_run * per_step * (size_t)j.nworkers) /
+						  train_time
 					: 0;
 	if (j.rank == 0 && j.a.epochs == 0)
 		acc = mlp_accuracy(j.params, j.test.x, j.test.y, j.test.n, &j.ws);

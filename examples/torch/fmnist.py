@@ -278,13 +278,21 @@ def main():
     reporter = None if a.local else Reporter(w, per_step)  # rdmaps: the dashboard's curves
     order = np.arange(first, first + nlocal)
     acc, loss_epoch, train_time, sps = -1.0, 0.0, 0.0, 0.0
-    for e in range(1, a.epochs + 1):
+    # rdmaps: a worker that replaced a dead one joins at the job's clock (the
+    # steps the job made): it goes on from there, with the same rank's data
+    c0 = 0 if a.local else w.clock_value
+    e0, s0 = c0 // steps + 1, c0 % steps
+    if c0:
+        print(f"fmnist.py: worker {rank} joins the running job at clock {c0}: epoch {e0}, "
+              f"step {s0 + 1} of {steps}", flush=True)
+    for e in range(e0, a.epochs + 1):
         t0 = time.monotonic()
         last_draw, loss_sum = 0.0, 0.0
         rng = np.random.default_rng(a.seed * 1000003 + e * 7919 + rank)
         perm = order[rng.permutation(nlocal)]
         train_model.train()
-        for s in range(steps):
+        first_step = s0 if e == e0 else 0
+        for s in range(first_step, steps):
             idx = torch.from_numpy(perm[s * per_step:(s + 1) * per_step])
             x, y = xtr[idx], ytr[idx]
             loss = F.cross_entropy(train_model(x), y)
@@ -306,13 +314,13 @@ def main():
             now = time.monotonic()
             if bar and (now - last_draw > 0.2 or s + 1 == steps):
                 el = now - t0
-                progress(e, a.epochs, s + 1, steps, loss_sum / (s + 1),
-                         (s + 1) * per_step * workers / el if el > 0 else 0, acc)
+                progress(e, a.epochs, s + 1, steps, loss_sum / (s + 1 - first_step),
+                         (s + 1 - first_step) * per_step * workers / el if el > 0 else 0, acc)
                 last_draw = now
         el = time.monotonic() - t0
         train_time += el
-        loss_epoch = loss_sum / steps
-        sps = steps * per_step * workers / el
+        loss_epoch = loss_sum / (steps - first_step)
+        sps = (steps - first_step) * per_step * workers / el
         if not a.local:
             train_model.synchronize()
         if rank == 0 and (e % a.eval_every == 0 or e == a.epochs):
@@ -326,7 +334,8 @@ def main():
             else:
                 print(f"epoch {e}/{a.epochs} loss {loss_epoch:.4f} samples/s {sps:.0f} "
                       f"test_accuracy {acc:.4f}", flush=True)
-    sps_all = steps * per_step * workers * a.epochs / train_time if train_time > 0 else 0.0
+    steps_run = max(0, steps * a.epochs - c0)
+    sps_all = steps_run * per_step * workers / train_time if train_time > 0 else 0.0
     if rank == 0:
         print(f"fmnist.py: done: test accuracy {acc:.4f}, train loss {loss_epoch:.4f}, "
               f"{sps_all:.0f} samples/s", flush=True)

@@ -72,6 +72,9 @@ RPS_API int rps_worker_rank(const struct rps_worker *worker);
 RPS_API int rps_worker_num_workers(const struct rps_worker *worker);
 RPS_API int rps_worker_num_servers(const struct rps_worker *worker);
 RPS_API const char *rps_worker_transport(const struct rps_worker *worker);
+/* The current clock: clock() calls so far; for a worker that joined a
+ * running job, the job's clock when it joined plus its own calls since (a
+ * training loop goes on from there: step rps_worker_clock_value()). */
 RPS_API uint32_t rps_worker_clock_value(const struct rps_worker *worker);
 /* The servers' consistency model (RDMAPS_CONSISTENCY of the servers, which
  * must all agree) and, under SSP, its bound s (RDMAPS_STALENESS; 0 under BSP
@@ -254,7 +257,10 @@ RPS_API int rps_worker_allreduce(struct rps_worker *worker, const rps_key_t *key
 
 /* End the current clock: every push of this clock has been sent before. */
 RPS_API int rps_worker_clock(struct rps_worker *worker);
-/* Wait until every live worker reaches the barrier. */
+/* Wait until every live worker reaches the barrier. Barriers are counted
+ * from the job's first: the n-th call of a worker that joined a running job
+ * (it replaced a dead one) is the job's n-th barrier, and returns at once if
+ * the job passed it before the worker joined (its start-up barrier). */
 RPS_API int rps_worker_barrier(struct rps_worker *worker);
 
 /* Ask every live server for a checkpoint (through the scheduler) and wait

@@ -530,6 +530,10 @@ static void test_dead_silent_node_and_rejoin(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_true(wait_int(&nd[i].maps, 1, 2000));
 	check_maps(after, 4, 2, 2);
+	/* its barriers count from the job's first: #1 of group 1, which the job
+	 * released before it joined, returns at once (a restarted program's
+	 * start-up barrier); its next one is the others' next one */
+	assert_int_equal(rps_ctl_barrier(re.ctl, 1, 1000), 0);
 	barrier_all(after, 4, 1);
 
 	/* stop: everyone is told to shut down */

@@ -551,6 +551,20 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "rdmaps-launch: scheduler %s, %d server(s), %d worker(s), transport %s\n",
 		getenv("RDMAPS_SCHEDULER"), servers, workers, transport);
+	/* what a death does, said before it happens (docs/operations.md) */
+	if (restart_servers)
+		fprintf(stderr, "rdmaps-launch: a server that dies is started again from its last "
+				"checkpoint in %s (updates since that checkpoint are lost)\n",
+			getenv("RDMAPS_CHECKPOINT_DIR"));
+	else
+		fprintf(stderr, "rdmaps-launch: a server that dies ends the job (every process is "
+				"stopped); --restart-servers with RDMAPS_CHECKPOINT_DIR restarts it "
+				"from its checkpoint instead\n");
+	fprintf(stderr, "rdmaps-launch: a worker that dies %s\n",
+		restart_workers ? "is started again in its rank (--restart-workers): it joins "
+				  "at the job's clock"
+				: "is dropped; the others go on without it (--restart-workers "
+				  "starts it again)");
 
 	double deadline = timeout > 0 ? now_s() + timeout : 0;
 	rc = pump(infra_failed_or_workers_done, deadline, quiet);
