@@ -43,6 +43,10 @@ struct rps_srv_req {
 	uint32_t req_id;
 	uint32_t worker; /* requester's rank */
 	int32_t status;	 /* PUSH refused at validation: only counted */
+	uint64_t seq;	 /* PUSH: the worker's sequence number (has_seq) */
+	uint8_t has_seq;
+	uint32_t repl_id; /* PUSH / ASSIGN forwarded to a backup: its pending ack (repl.c) */
+	uint16_t flags;	  /* the frame's hdr.flags */
 	union {
 		struct {
 			struct rps_declare decl;
@@ -69,6 +73,7 @@ enum rps_srv_ent {
 	RPS_ENT_CTLREQ,	     /* control request (snap.h): info.key = op, info.worker = gen,
 			      * info.nelems = 1: u64 is a target clock */
 	RPS_ENT_ASSIGN,	     /* ptr = req (RPS_REQ_ASSIGN), ptr2 = conn: no clock counts it */
+	RPS_ENT_REPL,	     /* a backup: ptr = a forwarded entry (server/repl.h) */
 };
 
 struct rps_shard;
@@ -191,6 +196,13 @@ struct rps_shard {
 	/* set by the server once it joined (UINT32_MAX before): checkpoint file
 	 * names, kill_at_clock */
 	atomic_uint server_rank;
+
+	/* replicated shards (server/repl.h): every entry the update thread
+	 * takes, handed to fwd first (NULL: no backup); the sequence numbers
+	 * of pushes seen, per worker (update thread) */
+	void (*fwd)(void *arg, struct rps_shard *sh, const struct rps_ring_entry *e);
+	void *fwd_arg;
+	struct rps_repl_seen *seen; /* [nworkers], NULL until the first push with one */
 };
 
 /* Store, key table, ring, clocks. -EINVAL, -ENOMEM. No thread yet. */

@@ -99,6 +99,7 @@ struct rps_config {
 	int max_parked_pulls;      /* pulls one connection may have waiting for a clock */
 	int accept_backoff_ms;     /* stop accepting this long when out of descriptors */
 	int register_timeout_ms;   /* scheduler: REGISTER (nodes) or a request (ctl) within this */
+	int replicas;              /* copies of every shard (docs/replication.md); 1 = none */
 };
 
 enum rps_config_type {

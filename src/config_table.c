@@ -103,6 +103,9 @@ const struct rps_config_entry rps_config_table[] = {
 	      "out of descriptors (EMFILE/ENFILE): stop accepting this long"),
 	ENTRY(register_timeout_ms, "30000", RPS_CFG_INT,
 	      "scheduler: a node past its hello must REGISTER within this, an rdmaps-ctl ask something"),
+	/* replicated shards (docs/replication.md) */
+	ENTRY(replicas, "1", RPS_CFG_INT,
+	      "copies of every shard: 1 = none, 2 = a backup on the next server (chain replication)"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -163,6 +166,7 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "max_parked_pulls", IRANGE(1, 1 << 24) },
 	{ "accept_backoff_ms", IRANGE(1, 60000) },
 	{ "register_timeout_ms", IRANGE(1, INT_MAX) },
+	{ "replicas", IRANGE(1, 2) }, /* replicated shards: 3 is not done yet */
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {

@@ -69,7 +69,8 @@ static int check_push(const struct rps_frame_hdr *h, const void *payload, const 
 	struct rps_push p;
 
 	memcpy(&p, payload, sizeof(p));
-	if (!len_is(h->len, sizeof(p), sizeof(float), p.count))
+	if (!len_is(h->len, sizeof(p) + (h->flags & RPS_PUSH_FLAG_SEQ ? sizeof(uint64_t) : 0),
+		    sizeof(float), p.count))
 		return bad(why_p, "push: length does not match count");
 	if (p.shard >= RPS_MAX_SHARDS)
 		return bad(why_p, "push: shard out of range");
@@ -192,7 +193,7 @@ static int check_node(const struct rps_frame_hdr *h, const void *payload, const 
 #define TAIL .has_data = 1
 
 /* A new op needs a descriptor here: adjust this count with it. */
-_Static_assert(RPS_OP_MAX == 27, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+_Static_assert(RPS_OP_MAX == 52, "a new op in enum rps_op needs a descriptor in rps_op_descs");
 
 /* clang-format off */
 static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
@@ -245,6 +246,10 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 	[RPS_OP_EXPORT] = { "EXPORT", 0, TAIL, .control = 1, .senders = ANY },
 	[RPS_OP_REPORT] = { "REPORT", sizeof(struct rps_report), .control = 1,
 			    .senders = BY(WORKER), .check = check_report },
+	/* the entry's data is checked by the backup (server/repl.c) */
+	[RPS_OP_REPL_FWD] = { "REPL_FWD", sizeof(struct rps_repl_fwd), TAIL,
+			      .senders = BY(SERVER) },
+	[RPS_OP_REPL_READY] = { "REPL_READY", 0, .senders = BY(SERVER) },
 };
 /* clang-format on */
 

@@ -81,6 +81,10 @@ enum rps_op {
 	RPS_OP_CHECKPOINT = 24,  /* control request (struct rps_ctlreq), see below */
 	RPS_OP_EXPORT = 25,      /* control request (struct rps_ctlreq), see below */
 	RPS_OP_REPORT = 26,      /* worker -> sched: struct rps_report; no answer */
+	/* replicated shards (server/repl.c, docs/replication.md): 50-57 */
+	RPS_OP_REPL_FWD = 50,    /* primary -> backup: rps_repl_fwd + the entry's data; a
+				  * forwarded push is answered by PUSH_ACK (same req_id) */
+	RPS_OP_REPL_READY = 51,  /* backup -> primary: the link is set up, forward from now */
 	RPS_OP_MAX
 };
 
@@ -227,6 +231,12 @@ struct rps_push {
 };
 _Static_assert(sizeof(struct rps_push) == 48, "rps_push is 48 bytes");
 
+/* PUSH hdr.flags: a uint64 sequence number (per worker and shard, never
+ * reused by a rank) follows the struct rps_push, before the floats; a server
+ * applies a push of a sequence number it has seen once only (replicated
+ * shards, docs/replication.md). */
+#define RPS_PUSH_FLAG_SEQ 0x0100u
+
 /* ASSIGN carries a struct rps_push too: elements [offset, offset + count) of
  * the slice become the values that follow, that slice's optimizer state and
  * step count start afresh; clock, timestamp_ns and the norms are ignored, and
@@ -264,6 +274,23 @@ struct rps_sync {
 	uint32_t flags;       /* 0 */
 };
 _Static_assert(sizeof(struct rps_sync) == 8, "rps_sync is 8 bytes");
+
+/* REPL_FWD: one entry a primary shard's update thread took from its ring, in
+ * the order it took them, for the same shard of its backup (docs/replication.md).
+ * Data after it: PUSH / ASSIGN: struct rps_push, [uint64 seq if flags has
+ * RPS_PUSH_FLAG_SEQ], float[count]; DECLARE: struct rps_declare [+ struct
+ * rps_optim_wire if flags has RPS_DECLARE_FLAG_OPTIM]; others: none. */
+struct rps_repl_fwd {
+	uint32_t type;   /* the ring entry type (server/shard.h, enum rps_srv_ent) */
+	uint32_t shard;
+	uint32_t worker;
+	uint32_t clock;
+	uint64_t u64;    /* CLOCK: the pushes of the clock */
+	int32_t status;  /* PUSH / ASSIGN refused by the primary: counted, not applied */
+	uint16_t flags;  /* the worker frame's hdr.flags */
+	uint16_t reserved;
+};
+_Static_assert(sizeof(struct rps_repl_fwd) == 32, "rps_repl_fwd is 32 bytes");
 
 /* Control path. */
 struct rps_register {
