@@ -136,7 +136,10 @@ static int why_of(struct tcp_conn *c, uint64_t now)
 		pthread_mutex_unlock(&c->slock);
 		return WHY_CUT; /* cut by a sender (tcp_send.c), which could not fail it */
 	}
-	stalled = c->sq_head && !c->dead && now - c->last_tx_ns >= stall_ns(c->tt);
+	/* now was read before the lock: a sender (an update thread) may have
+	 * started the stall clock since, later than now */
+	stalled = c->sq_head && !c->dead && now > c->last_tx_ns &&
+		  now - c->last_tx_ns >= stall_ns(c->tt);
 	paused = c->rx_paused;
 	pthread_mutex_unlock(&c->slock);
 	if (stalled)
