@@ -184,6 +184,7 @@ int rps_server_run(struct rps_server *srv)
 
 	rc = rps_server_serve(srv);
 out_leave:
+	rps_repl_stop_standby(srv); /* before the map it reads goes */
 	rps_srv_metrics_stop(srv);
 	rps_ctl_leave(srv->ctl);
 	srv->ctl = NULL;

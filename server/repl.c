@@ -43,6 +43,7 @@ struct rps_repl {
 	struct rps_server *sb;
 	/* a standby's own (srv is the standby): the backup of server standby_of */
 	uint32_t standby_of; /* UINT32_MAX: this is no standby */
+	struct rps_server *host; /* the server whose process hosts it */
 	uint32_t host_rank;
 	char phost[64];
 	uint16_t pport;
@@ -484,7 +485,8 @@ void rps_repl_conn_closed(struct rps_server *srv, struct rps_srv_conn *sc)
 		return;
 	if (r->standby_of != UINT32_MAX && sc == r->uplink) {
 		if (!atomic_load(&r->stop))
-			RPS_WARN("replication: primary server %u lost: taking over its shards",
+			RPS_WARN("replication: link to primary server %u lost: taking over its "
+				 "shards once the scheduler says it is dead",
 				 r->standby_of);
 		atomic_store(&r->uplink_lost, 1);
 		return;
@@ -643,8 +645,8 @@ static int promote(struct rps_repl *r)
 			ctl = NULL;
 			rc = -EBUSY;
 		}
-		if (!rc || rps_now_ns() >= deadline || atomic_load(&r->stop))
-			break;
+		if (!rc || rps_now_ns() >= deadline || atomic_load(&r->stop) || rc == -ECANCELED)
+			break; /* -ECANCELED: the job is ending */
 		rps_sleep_ms(200);
 	}
 	if (rc) {
@@ -664,6 +666,31 @@ static int promote(struct rps_repl *r)
 	return 0;
 }
 
+/* The link closed: 1 once the scheduler's map says the primary is dead, 0
+ * if it stays alive (its link was cut: this copy is out of date). */
+static int primary_dead(struct rps_repl *r)
+{
+	uint64_t deadline = rps_now_ns() + (uint64_t)r->timeout_ms * 1000000ull;
+	struct rps_node *nodes = rps_calloc(RPS_MAX_NODES, sizeof(*nodes));
+	int dead = 0;
+
+	if (!nodes)
+		return 0;
+	while (!dead && !atomic_load(&r->stop) && rps_now_ns() < deadline) {
+		int n = r->host->ctl ? rps_ctl_map(r->host->ctl, NULL, nodes, RPS_MAX_NODES) : 0;
+
+		dead = 1;
+		for (int i = 0; i < n; i++)
+			if (nodes[i].role == RPS_ROLE_SERVER && nodes[i].rank == r->standby_of &&
+			    nodes[i].alive)
+				dead = 0;
+		if (!dead)
+			rps_sleep_ms(50);
+	}
+	rps_free(nodes);
+	return dead;
+}
+
 static void *link_main(void *arg)
 {
 	struct rps_repl *r = arg;
@@ -672,8 +699,16 @@ static void *link_main(void *arg)
 		return NULL;
 	while (!atomic_load(&r->stop) && !atomic_load(&r->uplink_lost))
 		rps_sleep_ms(20);
-	if (!atomic_load(&r->stop))
-		promote(r);
+	if (atomic_load(&r->stop))
+		return NULL;
+	if (!primary_dead(r)) {
+		if (!atomic_load(&r->stop))
+			RPS_ERR("replication: the link to primary server %u closed but it lives on: "
+				"this backup of its shards is out of date and will not take over",
+				r->standby_of);
+		return NULL;
+	}
+	promote(r);
 	return NULL;
 }
 
@@ -740,6 +775,7 @@ int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node 
 		}
 		sr->standby_of = prev;
 		sr->host_rank = rank;
+		sr->host = srv;
 		snprintf(sr->phost, sizeof(sr->phost), "%.63s", nodes[found].host);
 		sr->pport = nodes[found].port;
 		sb->repl = sr;
@@ -754,6 +790,20 @@ int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node 
 		sr->link_ok = 1;
 	}
 	return 0;
+}
+
+void rps_repl_stop_standby(struct rps_server *srv)
+{
+	struct rps_repl *r = srv->repl;
+	struct rps_repl *sr;
+
+	if (!r || !r->sb)
+		return;
+	sr = r->sb->repl;
+	atomic_store(&sr->stop, 1);
+	if (sr->link_ok)
+		pthread_join(sr->link_thread, NULL);
+	sr->link_ok = 0;
 }
 
 static void repl_free(struct rps_repl *r)

@@ -57,6 +57,8 @@ int rps_repl_init(struct rps_server *srv);
  * the previous server (its primary's address from the map). */
 int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node *nodes, int nnodes,
 		   uint32_t nservers);
+/* The host server leaves the scheduler: its standby stops following it. */
+void rps_repl_stop_standby(struct rps_server *srv);
 /* Stop the standby, free everything (rps_server_destroy). */
 void rps_repl_fini(struct rps_server *srv);
 
