@@ -151,7 +151,7 @@ else
 	fi
 fi
 run=$(accuracy "$OUT/run.json")
-echo "server 1 killed and restored: test accuracy $run (uninterrupted $ref)"
+echo "server 1 killed and $([ "$MODE" = repl ] && echo "taken over by its backup" || echo restored): test accuracy $run (uninterrupted $ref)"
 python3 - "$ref" "$run" "$MAXDIFF" <<'PY'
 import sys
 ref, run, d = map(float, sys.argv[1:])
