@@ -338,7 +338,7 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 	RPS_WARN("server %u reconnected at %s:%u (pid %u) at clock %u", s->rank, s->host, s->port,
 		 s->node_pid, c);
 out:
-	if (rc && w->core.keep_pushes && !remaining_ms(deadline)) {
+	if (rc && w->core.keep_pushes && (!remaining_ms(deadline) || atomic_load(&w->leaving))) {
 		size_t n;
 
 		pthread_mutex_lock(&w->core.lock);
