@@ -103,6 +103,7 @@ struct rps_config {
 	char ring_transport[16];   /* tcp | rdma: frames between workers */
 	/* aggregation on the host (worker/local_agg.c) */
 	char local_agg[8];         /* auto | off */
+	int replicas;              /* copies of every shard (docs/replication.md); 1 = none */
 };
 
 enum rps_config_type {
