@@ -47,7 +47,6 @@ def section_class(section):
 
 def stanzas(lines):
     cur = {}
-
     for line in lines:
         line = line.rstrip("\n")
         if not line:
