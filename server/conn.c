@@ -272,6 +272,7 @@ const struct rps_shard_io rps_srv_io = {
     .push_done = rps_srv_push_done,
     .declare_done = rps_srv_declare_done,
     .pull_answer = io_pull_answer,
+    .rows_done = rps_srv_rows_done,
 };
 
 /* ---- admission (transport hello) ---------------------------------------------- */

@@ -149,6 +149,11 @@ static uint64_t known_clock(struct rps_server *srv, const struct rps_srv_conn *s
 	return k;
 }
 
+uint64_t rps_srv_known_clock(struct rps_server *srv, const struct rps_srv_conn *sc)
+{
+	return known_clock(srv, sc);
+}
+
 /* 0 if `clock` may be taken (then remembered as the connection's next),
  * else the connection is closed with an ERROR naming both clocks. */
 static int clock_check(struct rps_server *srv, struct rps_srv_conn *sc, const char *what,
@@ -402,6 +407,11 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 		break;
 	case RPS_OP_DECLARE:
 		on_declare(srv, sc, ev);
+		break;
+	case RPS_OP_TABLE_DECLARE:
+	case RPS_OP_ROWS_PUSH:
+	case RPS_OP_ROWS_PULL:
+		kept = rps_srv_on_table_frame(srv, sc, ev); /* table_frame.c */
 		break;
 	case RPS_OP_ERROR: {
 		/* the worker gives up on this connection and says why */

@@ -184,6 +184,16 @@ int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, v
  * dispatch until rps_server_stop (tests run it in-process). */
 int rps_server_serve(struct rps_server *srv);
 uint16_t rps_server_port(const struct rps_server *srv);
+/* The highest clock this server knows for sc's worker. */
+uint64_t rps_srv_known_clock(struct rps_server *srv, const struct rps_srv_conn *sc);
+
+/* table_frame.c: TABLE_DECLARE, ROWS_PUSH, ROWS_PULL from a worker (1: the
+ * receive token was kept); the update threads' answers. */
+int rps_srv_on_table_frame(struct rps_server *srv, struct rps_srv_conn *sc,
+			   const struct rps_tr_event *ev);
+void rps_srv_rows_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, uint8_t op,
+		       int status, uint32_t aux, const void *fixed, size_t flen, const void *data,
+		       size_t dlen);
 
 /* ctlreq.c: CHECKPOINT / EXPORT from the scheduler. on_request is the
  * control thread's callback; poll runs in the network loop. */

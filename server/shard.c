@@ -1,6 +1,7 @@
 /* A shard: its store, key table, priority ring and clocks (the update thread
  * is update.c), and the creation of slices (DECLARE) with their initial values. */
 #include "server/shard.h"
+#include "server/table.h"
 
 #include <errno.h>
 #include <math.h>
@@ -427,6 +428,7 @@ void rps_shard_fini(struct rps_shard *sh)
 		return;
 	rps_srv_keytab_fini(&sh->tab, meta_free);
 	specs_free(sh);
+	rps_shard_tables_fini(sh);
 	rps_ring_destroy(sh->ring);
 	sh->ring = NULL;
 	rps_store_fini(&sh->store);

@@ -28,6 +28,9 @@ enum rps_srv_req_op {
 	RPS_REQ_PUSH,
 	RPS_REQ_PULL,
 	RPS_REQ_ASSIGN, /* u.push: the values become the parameters (ASSIGN) */
+	RPS_REQ_TABLE_DECLARE, /* u.tdecl (server/table.h) */
+	RPS_REQ_ROWS_PUSH,     /* u.rows: ids and gradients in data (the frame's tail) */
+	RPS_REQ_ROWS_PULL,     /* u.rows: ids owned (u.rows.ids) */
 };
 
 struct rps_slice_meta;
@@ -53,6 +56,14 @@ struct rps_srv_req {
 		};
 		struct rps_push push;
 		struct rps_pull pull;
+		struct { /* RPS_REQ_TABLE_DECLARE */
+			struct rps_table_decl td;
+			struct rps_optim_opts *optim; /* owned */
+		} tdecl;
+		struct { /* RPS_REQ_ROWS_PUSH / _PULL (server/table.c) */
+			struct rps_rows r;
+			uint64_t *ids; /* PULL: count ids, owned */
+		} rows;
 	} u;
 };
 
@@ -69,6 +80,8 @@ enum rps_srv_ent {
 	RPS_ENT_CTLREQ,	     /* control request (snap.h): info.key = op, info.worker = gen,
 			      * info.nelems = 1: u64 is a target clock */
 	RPS_ENT_ASSIGN,	     /* ptr = req (RPS_REQ_ASSIGN), ptr2 = conn: no clock counts it */
+	RPS_ENT_TABLE,	     /* ptr = req: a table's DECLARE, ROWS_PUSH or ROWS_PULL
+			      * (server/table.c) */
 };
 
 struct rps_shard;
@@ -84,6 +97,11 @@ struct rps_shard_io {
 			     const struct rps_declare_ack *ack, const char *why);
 	/* A parked pull's condition holds: answer it, free req (update thread). */
 	void (*pull_answer)(void *arg, struct rps_shard *sh, struct rps_srv_req *req);
+	/* Tables (server/table.c): answer req with a frame of op (payload: fixed
+	 * then data, copied), release req->token, drop req->sc, free req. */
+	void (*rows_done)(void *arg, struct rps_shard *sh, struct rps_srv_req *req, uint8_t op,
+			  int status, uint32_t aux, const void *fixed, size_t flen,
+			  const void *data, size_t dlen);
 };
 
 struct rps_shard_params {
@@ -191,6 +209,9 @@ struct rps_shard {
 	/* set by the server once it joined (UINT32_MAX before): checkpoint file
 	 * names, kill_at_clock */
 	atomic_uint server_rank;
+
+	/* sparse tables (server/table.h); NULL until the first is declared */
+	struct rps_shard_tables *tables;
 };
 
 /* Store, key table, ring, clocks. -EINVAL, -ENOMEM. No thread yet. */

@@ -30,6 +30,7 @@
 #include "server/ckpt.h"
 #include "server/pull.h"
 #include "server/snap.h"
+#include "server/table.h"
 #include "src/alloc.h"
 #include "src/fault.h"
 #include "src/log.h"
@@ -261,6 +262,8 @@ static void shard_advance(struct rps_shard *sh)
 	if (sh->p.consistency == RPS_BSP) {
 		while (sh->clock < min) {
 			apply_dirty(sh, sh->clock);
+			if (sh->tables)
+				rps_shard_tables_apply_clock(sh, sh->clock);
 			sh->clock++;
 			rps_shard_creq_at_clock(sh); /* a request for this clock */
 		}
@@ -370,6 +373,24 @@ static void handle_push(struct rps_shard *sh, struct rps_srv_req *req)
 			(*slot)++;
 	}
 	sh->io->push_done(sh->io_arg, sh, req, status);
+	if (w < sh->p.nworkers)
+		worker_progress(sh, w);
+}
+
+/* Tables (table.c): a row push frame counts for its clock as a PUSH does. */
+void rps_shard_count_push(struct rps_shard *sh, uint32_t w, uint32_t clock, int status)
+{
+	uint32_t *slot;
+
+	if (w >= sh->p.nworkers)
+		return;
+	slot = clock_slot(sh, sh->applied, w, clock, status ? NULL : "row push");
+	if (slot)
+		(*slot)++;
+}
+
+void rps_shard_push_progress(struct rps_shard *sh, uint32_t w)
+{
 	if (w < sh->p.nworkers)
 		worker_progress(sh, w);
 }
@@ -519,12 +540,17 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 	case RPS_ENT_CTLREQ:
 		rps_shard_creq_take(sh, e);
 		break;
+	case RPS_ENT_TABLE:
+		rps_shard_table_handle(sh, e->ptr);
+		break;
 	default:
 		RPS_ERR("shard %u: ring entry of unknown type %u dropped", sh->p.idx, e->type);
 		break;
 	}
 	if (sh->redo)
 		retry_deferred(sh);
+	if (sh->tables)
+		rps_shard_tables_after(sh);
 	if (sh->changed) {
 		sh->changed = 0;
 		/* pairs with the fence in rps_shard_pull_park: either we see the
@@ -606,4 +632,6 @@ void rps_shard_stop(struct rps_shard *sh)
 		sh->io->push_done(sh->io_arg, sh, r, -ECANCELED);
 		r = n;
 	}
+	if (sh->tables)
+		rps_shard_tables_stop(sh);
 }

@@ -183,6 +183,38 @@ static int check_node(const struct rps_frame_hdr *h, const void *payload, const 
 	return 0;
 }
 
+static int check_table_decl(const struct rps_frame_hdr *h, const void *payload,
+			    const char **why_p)
+{
+	struct rps_table_decl d;
+
+	memcpy(&d, payload, sizeof(d));
+	if (h->len != sizeof(d) + sizeof(struct rps_optim_wire))
+		return bad(why_p, "table declare: length is not declaration + optimizer");
+	if (d.shard >= RPS_MAX_SHARDS)
+		return bad(why_p, "table declare: shard out of range");
+	return 0;
+}
+
+/* ROWS_PULL, ROWS_PULL_RESP, ROWS_PUSH */
+static int check_rows(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
+{
+	struct rps_rows r;
+	uint64_t per;
+
+	memcpy(&r, payload, sizeof(r));
+	if (r.shard >= RPS_MAX_SHARDS)
+		return bad(why_p, "rows: shard out of range");
+	if (r.count > RPS_ROWS_FRAME_MAX || r.dim > 4096u)
+		return bad(why_p, "rows: count or dim out of range");
+	per = h->op == RPS_OP_ROWS_PULL	     ? 8u
+	      : h->op == RPS_OP_ROWS_PUSH    ? 8u + 4ull * r.dim
+	      : /* ROWS_PULL_RESP */ (h->status ? 0u : 4ull * r.dim);
+	if (!len_is(h->len, sizeof(r), per, r.count))
+		return bad(why_p, "rows: length does not match count and dim");
+	return 0;
+}
+
 /* ---- the op descriptors: every lookup by op goes through this table ---- */
 
 #define BY(r) (1u << RPS_ROLE_##r)
@@ -192,7 +224,7 @@ static int check_node(const struct rps_frame_hdr *h, const void *payload, const 
 #define TAIL .has_data = 1
 
 /* A new op needs a descriptor here: adjust this count with it. */
-_Static_assert(RPS_OP_MAX == 27, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+_Static_assert(RPS_OP_MAX == 36, "a new op in enum rps_op needs a descriptor in rps_op_descs");
 
 /* clang-format off */
 static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
@@ -245,6 +277,22 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 	[RPS_OP_EXPORT] = { "EXPORT", 0, TAIL, .control = 1, .senders = ANY },
 	[RPS_OP_REPORT] = { "REPORT", sizeof(struct rps_report), .control = 1,
 			    .senders = BY(WORKER), .check = check_report },
+	[RPS_OP_TABLE_DECLARE] = { "TABLE_DECLARE", sizeof(struct rps_table_decl), TAIL,
+				   .senders = BY(WORKER),
+				   .max_len = sizeof(struct rps_table_decl) +
+					      sizeof(struct rps_optim_wire),
+				   .check = check_table_decl },
+	[RPS_OP_TABLE_DECLARE_ACK] = { "TABLE_DECLARE_ACK", sizeof(struct rps_table_ack), TAIL,
+				       .senders = BY(SERVER),
+				       .max_len = sizeof(struct rps_table_ack) +
+						  RPS_DECLARE_REASON_MAX },
+	[RPS_OP_ROWS_PULL] = { "ROWS_PULL", sizeof(struct rps_rows), TAIL, .senders = BY(WORKER),
+			       .check = check_rows },
+	[RPS_OP_ROWS_PULL_RESP] = { "ROWS_PULL_RESP", sizeof(struct rps_rows), TAIL,
+				    .senders = BY(SERVER), .check = check_rows },
+	[RPS_OP_ROWS_PUSH] = { "ROWS_PUSH", sizeof(struct rps_rows), TAIL, .senders = BY(WORKER),
+			       .check = check_rows },
+	[RPS_OP_ROWS_PUSH_ACK] = { "ROWS_PUSH_ACK", 0, .senders = BY(SERVER) },
 };
 /* clang-format on */
 

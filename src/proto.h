@@ -81,6 +81,15 @@ enum rps_op {
 	RPS_OP_CHECKPOINT = 24,  /* control request (struct rps_ctlreq), see below */
 	RPS_OP_EXPORT = 25,      /* control request (struct rps_ctlreq), see below */
 	RPS_OP_REPORT = 26,      /* worker -> sched: struct rps_report; no answer */
+	/* sparse tables (docs/protocol.md, Tables), ops 30-37 */
+	RPS_OP_TABLE_DECLARE = 30,     /* worker -> server: rps_table_decl + rps_optim_wire */
+	RPS_OP_TABLE_DECLARE_ACK = 31, /* server -> worker: rps_table_ack [+ reason on refusal] */
+	RPS_OP_ROWS_PULL = 32,         /* worker -> server: rps_rows + u64 ids[count] */
+	RPS_OP_ROWS_PULL_RESP = 33,    /* server -> worker: rps_rows + float[count * dim] */
+	RPS_OP_ROWS_PUSH = 34,         /* worker -> server: rps_rows + u64 ids[count] +
+					* float[count * dim] */
+	RPS_OP_ROWS_PUSH_ACK = 35,     /* server -> worker: no payload; hdr.status */
+	/* 36, 37: reserved for tables (RDMA lookups) */
 	RPS_OP_MAX
 };
 
@@ -264,6 +273,49 @@ struct rps_sync {
 	uint32_t flags;       /* 0 */
 };
 _Static_assert(sizeof(struct rps_sync) == 8, "rps_sync is 8 bytes");
+
+/* ---- sparse tables (ops 30-35) ----
+ * A table's rows live on the shard (server, shard) chosen by
+ * rps_row_route(table, id) (src/rowinit.h); every frame carries the rows of
+ * one shard. */
+
+/* TABLE_DECLARE: create table `table` on shard `shard` (idempotent), followed
+ * by the table's optimizer (struct rps_optim_wire, always present). */
+struct rps_table_decl {
+	uint32_t table;
+	uint32_t shard;
+	uint32_t dim;	    /* 1..RPS_TABLE_MAX_DIM */
+	uint32_t precision; /* enum rps_table_precision; only fp32 (0) is served */
+	uint32_t init;	    /* enum rps_table_init */
+	float init_scale;
+	uint64_t seed;
+	uint64_t capacity_hint; /* rows expected on this shard */
+};
+_Static_assert(sizeof(struct rps_table_decl) == 40, "rps_table_decl is 40 bytes");
+
+/* TABLE_DECLARE_ACK; a refusal may end in a text reason (at most
+ * RPS_DECLARE_REASON_MAX bytes, not NUL-terminated). */
+struct rps_table_ack {
+	uint32_t table;
+	uint32_t shard;
+	uint64_t rows; /* rows the shard holds of the table now */
+};
+_Static_assert(sizeof(struct rps_table_ack) == 16, "rps_table_ack is 16 bytes");
+
+/* ROWS_PULL, ROWS_PULL_RESP (echoed, data = the rows in the order of the
+ * ids asked, hdr.aux = the shard's clock), ROWS_PUSH. */
+struct rps_rows {
+	uint32_t table;
+	uint32_t shard;
+	uint32_t count;	      /* ids that follow */
+	uint32_t dim;	      /* floats per row (the table's, checked by the server) */
+	uint32_t clock;	      /* PULL: min_clock (as rps_pull); PUSH: the worker's clock */
+	uint32_t flags;	      /* 0 */
+	uint64_t timestamp_ns; /* PUSH: the worker's CLOCK_REALTIME; PULL: 0 */
+};
+_Static_assert(sizeof(struct rps_rows) == 32, "rps_rows is 32 bytes");
+/* Largest count of one frame (the batch is split by the worker). */
+#define RPS_ROWS_FRAME_MAX (1u << 20)
 
 /* Control path. */
 struct rps_register {

@@ -5,6 +5,7 @@
 #include "src/log.h"
 #include "src/store.h"
 #include "src/util.h"
+#include "worker/table.h"
 #include "worker/worker_int.h"
 
 void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
@@ -232,6 +233,11 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 			rps_piece_clear_locked(&w->core, p, RPS_PW_RESP, st ? st : -EPROTO);
 		return;
 	}
+	case RPS_OP_TABLE_DECLARE_ACK:
+	case RPS_OP_ROWS_PULL_RESP:
+	case RPS_OP_ROWS_PUSH_ACK:
+		rps_wtable_recv_locked(w, wc, ev); /* table_rows.c */
+		return;
 	default:
 		RPS_WARN("server %u: unexpected %s frame", wc->srv->rank, rps_proto_op_name(h->op));
 		return;

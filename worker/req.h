@@ -45,6 +45,7 @@ enum rps_piece_kind {
 	RPS_PK_PULL,        /* PULL -> PULL_RESP (count 0: clock wait) */
 	RPS_PK_RPULL,       /* RDMA: clock reads, then chunk reads of one slice */
 	RPS_PK_RHDR,        /* RDMA: read a shard's store header */
+	RPS_PK_ROWS,        /* tables: TABLE_DECLARE, ROWS_PULL or ROWS_PUSH (worker/table.h) */
 };
 
 /* What a piece still waits for. */
@@ -121,6 +122,18 @@ struct rps_piece {
 			const struct rps_optim_opts *optim; /* sent with it; NULL: none */
 		} decl;
 		struct rps_rpull rp;
+		struct { /* RPS_PK_ROWS: everything points into the call's batch */
+			uint8_t op;		   /* the frame sent */
+			struct rps_rows r;	   /* ROWS_*: the fixed part */
+			const uint64_t *ids;	   /* r.count distinct ids */
+			const float *grads;	   /* PUSH: r.count * r.dim summed gradients */
+			const uint32_t *ustart;	   /* PULL: id j fills out rows pos[ustart[j] ..
+						    * ustart[j + 1]) */
+			const uint32_t *pos;
+			float *out;
+			const struct rps_table_decl *decl; /* TABLE_DECLARE */
+			const struct rps_optim_opts *optim;
+		} rows;
 	} u;
 };
 

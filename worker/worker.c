@@ -9,6 +9,7 @@
 #include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
+#include "worker/table.h"
 #include "worker/worker_int.h"
 
 #define RPS_WORKER_DEFAULT_TIMEOUT_MS 30000
@@ -203,6 +204,7 @@ static void worker_free(struct rps_worker *w)
 		rps_free(w->servers);
 	}
 	rps_keytab_fini(&w->keys);
+	rps_wtables_free(w);
 	rps_wcore_fini(&w->core);
 	pthread_rwlock_destroy(&w->clock_rw);
 	pthread_mutex_destroy(&w->reconn_lock);

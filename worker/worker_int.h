@@ -80,6 +80,7 @@ struct rps_wserver {
 
 struct rps_worker;
 struct rps_wread; /* the read strategy's state (worker/read.h) */
+struct rps_wtables; /* declared tables (worker/table.h) */
 
 /* ---- registered pull buffers (reg.c) ---- */
 #define RPS_WREG_MAX 64
@@ -218,6 +219,9 @@ struct rps_worker {
 	_Atomic uint64_t stat_pushes, stat_pulls, stat_bytes_out, stat_bytes_in;
 	_Atomic uint64_t stat_torn, stat_direct;
 	_Atomic uint32_t stat_max_stale; /* largest clock lag a data pull saw */
+
+	/* sparse tables declared through this worker (worker/table.h) */
+	struct rps_wtables *tables;
 };
 
 /* ---- connections (conn.c; losing them: reconnect.c) ---- */

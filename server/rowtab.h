@@ -1,0 +1,116 @@
+/* One table's rows on one shard (rowtab.c): a row arena designed for
+ * one-sided READs, an index id -> slot, and the rows' optimizer state kept
+ * apart. Written by the shard's update thread only.
+ *
+ * Arena: slots of slot_bytes = 24 + roundup(dim * 4, 8) in chunks of
+ * 2^chunk_shift slots (each chunk allocated once, 64-byte aligned; over RDMA
+ * a chunk is a region of its own): rows never move.
+ *   slot: u64 begin version | u64 id | float data[dim] (padded to 8) | u64 end version
+ * The versions follow the store's seqlock (src/store.h): a writer makes both
+ * odd (begin, then end), writes, then makes both even (end, then begin); a
+ * reader of the whole slot takes it iff begin == end, even, and id is the id
+ * it looks for.
+ *
+ * Index: 2^k buckets of RPS_ROWTAB_BUCKET u32 entries (64 bytes, one READ):
+ * entry = tag << 27 | (slot + 1), 0 = empty, tag = 5 bits of the row's hash.
+ * A row goes to the first bucket from (hash & (nbuckets - 1)) on with a free
+ * entry (linear probing over buckets); lookups stop at a bucket with a free
+ * entry. At most RPS_ROWTAB_MAX_ROWS rows per table and shard. The index
+ * doubles when it is 80% full: a new array is built and published; the old
+ * one is kept (retired) until the table is freed, so a reader holding its
+ * address never reads freed memory (docs/tables.md).
+ */
+#ifndef RPS_SERVER_ROWTAB_H
+#define RPS_SERVER_ROWTAB_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdmaps/types.h>
+
+#define RPS_ROWTAB_BUCKET   16u
+#define RPS_ROWTAB_SLOTBITS 27u
+#define RPS_ROWTAB_MAX_ROWS ((1u << RPS_ROWTAB_SLOTBITS) - 2u)
+#define RPS_ROWTAB_HDR	    16u /* begin version + id */
+
+struct rps_rowtab {
+	uint32_t table;
+	uint32_t dim;
+	uint32_t init;
+	float init_scale;
+	uint64_t seed;
+	int state_floats; /* 0, 1 (m) or 2 (m, v) per element */
+
+	uint32_t slot_bytes;
+	uint32_t chunk_shift; /* slots per chunk = 1 << chunk_shift */
+	char **chunks;	      /* the arena */
+	float **mstate;	      /* per chunk: m (state_floats >= 1) */
+	float **vstate;	      /* per chunk: v (state_floats == 2) */
+	uint32_t **steps;     /* per chunk: updates applied to each row */
+	uint32_t nchunks, chunks_cap;
+	uint64_t nrows;
+
+	_Atomic(uint32_t *) index; /* nbuckets * RPS_ROWTAB_BUCKET entries */
+	uint64_t nbuckets;
+	uint32_t **retired; /* older index arrays (readers may still hold them) */
+	uint32_t nretired;
+	uint64_t rehashes;
+};
+
+/* dim 1..4096; capacity_hint rows expected (0: small). -EINVAL, -ENOMEM. */
+int rps_rowtab_init(struct rps_rowtab *rt, uint32_t table, uint32_t dim, uint32_t init,
+		    float init_scale, uint64_t seed, enum rps_optim_kind kind,
+		    uint64_t capacity_hint);
+void rps_rowtab_fini(struct rps_rowtab *rt);
+
+/* The slot of row id, or -1. */
+int64_t rps_rowtab_find(const struct rps_rowtab *rt, uint64_t id);
+/* The slot of row id, created (with its initial value) if it does not
+ * exist; *created_p (may be NULL) says so. -ENOSPC (table full), -ENOMEM. */
+int64_t rps_rowtab_get(struct rps_rowtab *rt, uint64_t id, int *created_p);
+/* Create row id with the given values (restore): its slot, or < 0. */
+int64_t rps_rowtab_put(struct rps_rowtab *rt, uint64_t id, const float *vals);
+
+static inline char *rps_rowtab_slot(const struct rps_rowtab *rt, uint64_t s)
+{
+	return rt->chunks[s >> rt->chunk_shift] +
+	       (size_t)(s & ((1ull << rt->chunk_shift) - 1)) * rt->slot_bytes;
+}
+static inline uint64_t rps_rowtab_slot_id(const struct rps_rowtab *rt, uint64_t s)
+{
+	return *(const uint64_t *)(rps_rowtab_slot(rt, s) + 8);
+}
+static inline float *rps_rowtab_data(const struct rps_rowtab *rt, uint64_t s)
+{
+	return (float *)(rps_rowtab_slot(rt, s) + RPS_ROWTAB_HDR);
+}
+/* The optimizer state of slot s: m and v (NULL when the optimizer keeps
+ * none), its update count. */
+static inline float *rps_rowtab_m(const struct rps_rowtab *rt, uint64_t s)
+{
+	uint64_t mask = (1ull << rt->chunk_shift) - 1;
+
+	return rt->state_floats >= 1 ? rt->mstate[s >> rt->chunk_shift] + (s & mask) * rt->dim
+				     : NULL;
+}
+static inline float *rps_rowtab_v(const struct rps_rowtab *rt, uint64_t s)
+{
+	uint64_t mask = (1ull << rt->chunk_shift) - 1;
+
+	return rt->state_floats >= 2 ? rt->vstate[s >> rt->chunk_shift] + (s & mask) * rt->dim
+				     : NULL;
+}
+static inline uint32_t *rps_rowtab_step(const struct rps_rowtab *rt, uint64_t s)
+{
+	return &rt->steps[s >> rt->chunk_shift][s & ((1ull << rt->chunk_shift) - 1)];
+}
+/* Seqlock around a write of slot s's data (update thread). */
+void rps_rowtab_write_begin(struct rps_rowtab *rt, uint64_t s);
+void rps_rowtab_write_end(struct rps_rowtab *rt, uint64_t s);
+
+/* Bytes the table holds: arena, optimizer state, index (current and
+ * retired). */
+uint64_t rps_rowtab_bytes(const struct rps_rowtab *rt);
+
+#endif

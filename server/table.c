@@ -1,0 +1,516 @@
+/* A shard's sparse tables: declare, row pushes and pulls (table.h). Only the
+ * update thread touches a shard's tables, so rows are created, updated and
+ * read here without locks; the rows' seqlock versions are for one-sided
+ * readers (docs/tables.md).
+ *
+ * Consistency (docs/tables.md):
+ *   ASP/SSP: a row push is applied when the update thread takes it, one
+ *            optimizer step per row it carries (a row's step count is its own).
+ *   BSP:     a row push of clock c is kept; when the shard finishes clock c
+ *            (with its dense keys) the gradients of each row are summed in
+ *            (worker rank, arrival) order and applied as ONE step.
+ *   A pull of min_clock c is answered when the dense condition
+ *   (rps_shard_pull_ready) holds; rows it names that do not exist yet are
+ *   created then, with their initial value.
+ */
+#include "server/table.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdmaps/table.h>
+
+#include "server/pull.h"
+#include "src/alloc.h"
+#include "src/log.h"
+#include "src/optim.h"
+
+struct rps_shard_table *rps_shard_table_find(const struct rps_shard *sh, uint32_t table)
+{
+	const struct rps_shard_tables *ts = sh->tables;
+
+	for (uint32_t i = 0; ts && i < ts->n; i++)
+		if (ts->t[i]->decl.table == table)
+			return ts->t[i];
+	return NULL;
+}
+
+static struct rps_shard_tables *tables_get(struct rps_shard *sh)
+{
+	if (!sh->tables)
+		sh->tables = rps_calloc(1, sizeof(*sh->tables));
+	return sh->tables;
+}
+
+int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d,
+			    const struct rps_optim_opts *optim, char *why, size_t len)
+{
+	struct rps_shard_table *t = rps_shard_table_find(sh, d->table), **arr;
+	struct rps_shard_tables *ts;
+	int rc;
+
+	why[0] = 0;
+	if (!d->dim || d->dim > RPS_TABLE_MAX_DIM) {
+		snprintf(why, len, "table %u: dim %u outside 1..%u", d->table, d->dim,
+			 RPS_TABLE_MAX_DIM);
+		return -EINVAL;
+	}
+	if (d->precision != RPS_TABLE_FP32) {
+		snprintf(why, len, "table %u: precision %u not served (only fp32, 0)", d->table,
+			 d->precision);
+		return -ENOTSUP;
+	}
+	if (d->init > RPS_TABLE_INIT_NORMAL || !isfinite(d->init_scale) || d->init_scale < 0) {
+		snprintf(why, len, "table %u: bad initialiser %u scale %g", d->table, d->init,
+			 (double)d->init_scale);
+		return -EINVAL;
+	}
+	if (t) {
+		if (t->decl.dim != d->dim || t->decl.init != d->init ||
+		    t->decl.init_scale != d->init_scale || t->decl.seed != d->seed ||
+		    !rps_optim_opts_same(&t->optim, optim)) {
+			char a[96], b[96];
+
+			rps_optim_describe(&t->optim, a, sizeof(a));
+			rps_optim_describe(optim, b, sizeof(b));
+			snprintf(why, len,
+				 "table %u exists with dim %u init %u scale %g seed %llu (%s); "
+				 "declared again with dim %u init %u scale %g seed %llu (%s)",
+				 d->table, t->decl.dim, t->decl.init, (double)t->decl.init_scale,
+				 (unsigned long long)t->decl.seed, a, d->dim, d->init,
+				 (double)d->init_scale, (unsigned long long)d->seed, b);
+			return -EEXIST;
+		}
+		return 0;
+	}
+	ts = tables_get(sh);
+	t = rps_calloc(1, sizeof(*t));
+	arr = ts ? rps_realloc(ts->t, (ts->n + 1) * sizeof(*arr)) : NULL;
+	if (arr)
+		ts->t = arr;
+	if (!t || !arr) {
+		rps_free(t);
+		snprintf(why, len, "table %u: out of memory", d->table);
+		return -ENOMEM;
+	}
+	rc = rps_rowtab_init(&t->rt, d->table, d->dim, d->init, d->init_scale, d->seed,
+			     optim->kind, d->capacity_hint);
+	if (!rc && !ts->scratch) {
+		ts->scratch = rps_aligned_alloc(64, RPS_TABLE_MAX_DIM * sizeof(float));
+		if (!ts->scratch)
+			rc = -ENOMEM;
+	}
+	if (rc) {
+		rps_rowtab_fini(&t->rt);
+		rps_free(t);
+		snprintf(why, len, "table %u: %s", d->table, strerror(-rc));
+		return rc;
+	}
+	t->decl = *d;
+	t->decl.shard = sh->p.idx;
+	t->optim = *optim;
+	ts->t[ts->n++] = t;
+	RPS_DEBUG("shard %u: table %u declared, dim %u", sh->p.idx, d->table, d->dim);
+	return 0;
+}
+
+static void done(struct rps_shard *sh, struct rps_srv_req *req, uint8_t op, int status,
+		 uint32_t aux, const void *fixed, size_t flen, const void *data, size_t dlen)
+{
+	if (req->op == RPS_REQ_ROWS_PULL) {
+		rps_free(req->u.rows.ids);
+		req->u.rows.ids = NULL;
+	} else if (req->op == RPS_REQ_TABLE_DECLARE) {
+		rps_free(req->u.tdecl.optim);
+		req->u.tdecl.optim = NULL;
+	}
+	sh->io->rows_done(sh->io_arg, sh, req, op, status, aux, fixed, flen, data, dlen);
+}
+
+static void handle_declare(struct rps_shard *sh, struct rps_srv_req *req)
+{
+	struct rps_table_ack ack = {.table = req->u.tdecl.td.table, .shard = sh->p.idx};
+	char why[RPS_DECLARE_REASON_MAX];
+	struct rps_shard_table *t;
+	int rc = rps_shard_table_declare(sh, &req->u.tdecl.td, req->u.tdecl.optim, why,
+					 sizeof(why));
+
+	t = rps_shard_table_find(sh, ack.table);
+	ack.rows = t ? t->rt.nrows : 0;
+	if (rc)
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN, "table declare from worker %u refused: %s",
+				    req->worker, why);
+	done(sh, req, RPS_OP_TABLE_DECLARE_ACK, rc, 0, &ack, sizeof(ack), rc ? why : NULL,
+	     rc ? strnlen(why, sizeof(why)) : 0);
+}
+
+/* The table of a rows request, or NULL with *status_p set. */
+static struct rps_shard_table *rows_table(struct rps_shard *sh, const struct rps_srv_req *req,
+					  int *status_p)
+{
+	const struct rps_rows *r = &req->u.rows.r;
+	struct rps_shard_table *t = rps_shard_table_find(sh, r->table);
+
+	if (!t) {
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+				    "rows of table %u from worker %u: no such table on shard %u "
+				    "(declare it first)",
+				    r->table, req->worker, sh->p.idx);
+		*status_p = -ENOENT;
+		return NULL;
+	}
+	if (t->decl.dim != r->dim) {
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+				    "rows of table %u from worker %u: dim %u, the table's is %u",
+				    r->table, req->worker, r->dim, t->decl.dim);
+		*status_p = -EINVAL;
+		return NULL;
+	}
+	return t;
+}
+
+/* One optimizer step of row id with gradient g (scratch). */
+static int row_step(struct rps_shard_table *t, uint64_t id, float *g, uint32_t staleness)
+{
+	int64_t s = rps_rowtab_get(&t->rt, id, NULL);
+	uint32_t *step;
+
+	if (s < 0)
+		return (int)s;
+	step = rps_rowtab_step(&t->rt, (uint64_t)s);
+	rps_rowtab_write_begin(&t->rt, (uint64_t)s);
+	rps_optim_apply(&t->optim, rps_rowtab_data(&t->rt, (uint64_t)s), g,
+			rps_rowtab_m(&t->rt, (uint64_t)s), rps_rowtab_v(&t->rt, (uint64_t)s),
+			t->decl.dim, *step, staleness);
+	rps_rowtab_write_end(&t->rt, (uint64_t)s);
+	(*step)++;
+	return 0;
+}
+
+/* BSP: keep the frame's gradients for the clock's end. */
+static int pend_add(struct rps_shard_table *t, uint32_t worker, const char *ids,
+		    const char *grads, uint32_t n)
+{
+	size_t row = (size_t)t->decl.dim * sizeof(float);
+
+	if (t->npend + n > t->pend_cap) {
+		size_t cap = t->pend_cap ? t->pend_cap : 1024;
+		struct rps_row_pend *p;
+
+		while (cap < t->npend + n)
+			cap *= 2;
+		p = rps_realloc(t->pend, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		t->pend = p;
+		t->pend_cap = cap;
+	}
+	if (t->npend + n > t->grads_cap) {
+		size_t cap = t->grads_cap ? t->grads_cap : 1024;
+		float *g;
+
+		while (cap < t->npend + n)
+			cap *= 2;
+		g = rps_realloc(t->pend_grads, cap * row);
+		if (!g)
+			return -ENOMEM;
+		t->pend_grads = g;
+		t->grads_cap = cap;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct rps_row_pend *p = &t->pend[t->npend];
+
+		memcpy(&p->id, ids + (size_t)i * 8, 8);
+		p->worker = worker;
+		p->seq = (uint32_t)t->npend;
+		memcpy(t->pend_grads + (size_t)t->npend * t->decl.dim, grads + (size_t)i * row, row);
+		t->npend++;
+	}
+	return 0;
+}
+
+static int pend_cmp(const void *a, const void *b)
+{
+	const struct rps_row_pend *x = a, *y = b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	if (x->worker != y->worker)
+		return x->worker < y->worker ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+void rps_shard_tables_apply_clock(struct rps_shard *sh, uint64_t c)
+{
+	struct rps_shard_tables *ts = sh->tables;
+
+	(void)c;
+	for (uint32_t k = 0; k < ts->n; k++) {
+		struct rps_shard_table *t = ts->t[k];
+		uint32_t dim = t->decl.dim;
+		size_t i = 0;
+
+		if (!t->npend)
+			continue;
+		qsort(t->pend, t->npend, sizeof(*t->pend), pend_cmp);
+		while (i < t->npend) {
+			size_t j = i + 1;
+			float *g = ts->scratch;
+			int rc;
+
+			memcpy(g, t->pend_grads + (size_t)t->pend[i].seq * dim, dim * sizeof(float));
+			for (; j < t->npend && t->pend[j].id == t->pend[i].id; j++) {
+				const float *x = t->pend_grads + (size_t)t->pend[j].seq * dim;
+
+				for (uint32_t e = 0; e < dim; e++)
+					g[e] += x[e];
+			}
+			rc = row_step(t, t->pend[i].id, g, 0);
+			if (rc)
+				RPS_LOG_RATELIMITED(RPS_LOG_ERROR,
+						    "shard %u table %u: row %llu not updated: %s",
+						    sh->p.idx, t->decl.table,
+						    (unsigned long long)t->pend[i].id, strerror(-rc));
+			i = j;
+		}
+		t->npend = 0;
+	}
+	ts->redo = 1;
+}
+
+static void handle_push(struct rps_shard *sh, struct rps_srv_req *req)
+{
+	const struct rps_rows *r = &req->u.rows.r;
+	struct rps_shard_tables *ts = sh->tables;
+	uint32_t w = req->worker;
+	int status = req->status;
+	struct rps_shard_table *t;
+
+	if (sh->p.consistency == RPS_BSP && r->clock > sh->clock && w < sh->p.nworkers &&
+	    sh->live[w]) {
+		/* a push for a later clock: keep it until the shard gets there */
+		req->next = NULL;
+		if (ts->deferred_tail)
+			ts->deferred_tail->next = req;
+		else
+			ts->deferred = req;
+		ts->deferred_tail = req;
+		return;
+	}
+	t = status ? NULL : rows_table(sh, req, &status);
+	if (t) {
+		const char *ids = (const char *)req->data;
+		const char *grads = ids + (size_t)r->count * 8;
+		size_t row = (size_t)r->dim * sizeof(float);
+
+		t->pushes++;
+		if (sh->p.consistency == RPS_BSP) {
+			status = pend_add(t, w, ids, grads, r->count);
+		} else {
+			uint32_t stale = sh->clock > r->clock ? (uint32_t)(sh->clock - r->clock) : 0;
+
+			for (uint32_t i = 0; i < r->count && !status; i++) {
+				uint64_t id;
+
+				memcpy(&id, ids + (size_t)i * 8, 8);
+				memcpy(ts->scratch, grads + i * row, row);
+				status = row_step(t, id, ts->scratch, stale);
+			}
+		}
+		atomic_fetch_add_explicit(&sh->pushes_applied, 1, memory_order_relaxed);
+	}
+	rps_shard_count_push(sh, w, r->clock, status);
+	done(sh, req, RPS_OP_ROWS_PUSH_ACK, status, 0, NULL, 0, NULL, 0);
+	rps_shard_push_progress(sh, w);
+}
+
+static int send_room(struct rps_shard_tables *ts, size_t bytes)
+{
+	char *b;
+
+	if (bytes <= ts->send_cap)
+		return 0;
+	b = rps_realloc(ts->sendbuf, bytes);
+	if (!b)
+		return -ENOMEM;
+	ts->sendbuf = b;
+	ts->send_cap = bytes;
+	return 0;
+}
+
+/* Answer a pull whose condition holds (rows created as needed). */
+static void pull_answer(struct rps_shard *sh, struct rps_shard_table *t, struct rps_srv_req *req)
+{
+	struct rps_shard_tables *ts = sh->tables;
+	struct rps_rows r = req->u.rows.r;
+	size_t row = (size_t)r.dim * sizeof(float);
+	uint32_t aux = (uint32_t)rps_store_clock(&sh->store);
+	int rc = send_room(ts, (size_t)r.count * row + 1);
+
+	for (uint32_t i = 0; i < r.count && !rc; i++) {
+		int created;
+		int64_t s = rps_rowtab_get(&t->rt, req->u.rows.ids[i], &created);
+
+		if (s < 0) {
+			rc = (int)s;
+			break;
+		}
+		t->rows_created += (uint64_t)created;
+		memcpy(ts->sendbuf + i * row, rps_rowtab_data(&t->rt, (uint64_t)s), row);
+	}
+	t->pulls++;
+	if (rc) {
+		RPS_LOG_RATELIMITED(RPS_LOG_ERROR, "shard %u table %u: pull of %u rows: %s",
+				    sh->p.idx, r.table, r.count, strerror(-rc));
+		done(sh, req, RPS_OP_ROWS_PULL_RESP, rc, aux, &r, sizeof(r), NULL, 0);
+		return;
+	}
+	done(sh, req, RPS_OP_ROWS_PULL_RESP, 0, aux, &r, sizeof(r), ts->sendbuf, r.count * row);
+}
+
+static void handle_pull(struct rps_shard *sh, struct rps_srv_req *req)
+{
+	struct rps_shard_tables *ts = sh->tables;
+	int status = 0;
+	struct rps_shard_table *t = rows_table(sh, req, &status);
+
+	if (!t) {
+		done(sh, req, RPS_OP_ROWS_PULL_RESP, status, 0, &req->u.rows.r,
+		     sizeof(req->u.rows.r), NULL, 0);
+		return;
+	}
+	if (!rps_shard_pull_ready(sh, req->u.rows.r.clock, req->worker)) {
+		req->next = NULL;
+		if (ts->parked_tail)
+			ts->parked_tail->next = req;
+		else
+			ts->parked = req;
+		ts->parked_tail = req;
+		atomic_fetch_add_explicit(&sh->pulls_parked, 1, memory_order_relaxed);
+		return;
+	}
+	pull_answer(sh, t, req);
+}
+
+void rps_shard_table_handle(struct rps_shard *sh, struct rps_srv_req *req)
+{
+	if (!tables_get(sh)) {
+		done(sh, req,
+		     req->op == RPS_REQ_TABLE_DECLARE ? RPS_OP_TABLE_DECLARE_ACK
+		     : req->op == RPS_REQ_ROWS_PUSH   ? RPS_OP_ROWS_PUSH_ACK
+						      : RPS_OP_ROWS_PULL_RESP,
+		     -ENOMEM, 0, NULL, 0, NULL, 0);
+		return;
+	}
+	switch (req->op) {
+	case RPS_REQ_TABLE_DECLARE:
+		handle_declare(sh, req);
+		break;
+	case RPS_REQ_ROWS_PUSH:
+		handle_push(sh, req);
+		break;
+	case RPS_REQ_ROWS_PULL:
+		handle_pull(sh, req);
+		break;
+	default:
+		RPS_ERR("shard %u: table request of unknown kind %u dropped", sh->p.idx, req->op);
+		break;
+	}
+}
+
+void rps_shard_tables_after(struct rps_shard *sh)
+{
+	struct rps_shard_tables *ts = sh->tables;
+
+	while (ts->redo && ts->deferred) {
+		struct rps_srv_req *r = ts->deferred;
+
+		ts->redo = 0;
+		ts->deferred = ts->deferred_tail = NULL;
+		while (r) {
+			struct rps_srv_req *n = r->next;
+
+			handle_push(sh, r);
+			r = n;
+		}
+	}
+	ts->redo = 0;
+	if (ts->parked) {
+		struct rps_srv_req *r = ts->parked, *keep = NULL, *keep_tail = NULL;
+
+		ts->parked = ts->parked_tail = NULL;
+		while (r) {
+			struct rps_srv_req *n = r->next;
+			int status = 0;
+			struct rps_shard_table *t;
+
+			r->next = NULL;
+			if (!rps_shard_pull_ready(sh, r->u.rows.r.clock, r->worker)) {
+				if (keep_tail)
+					keep_tail->next = r;
+				else
+					keep = r;
+				keep_tail = r;
+			} else if ((t = rows_table(sh, r, &status))) {
+				pull_answer(sh, t, r);
+			} else {
+				done(sh, r, RPS_OP_ROWS_PULL_RESP, status, 0, &r->u.rows.r,
+				     sizeof(r->u.rows.r), NULL, 0);
+			}
+			r = n;
+		}
+		/* answers above may not park: keep the order of the rest */
+		if (keep) {
+			keep_tail->next = ts->parked;
+			ts->parked = keep;
+			if (!ts->parked_tail)
+				ts->parked_tail = keep_tail;
+		}
+	}
+}
+
+void rps_shard_tables_stop(struct rps_shard *sh)
+{
+	struct rps_shard_tables *ts = sh->tables;
+	struct rps_srv_req *r;
+
+	r = ts->deferred;
+	ts->deferred = ts->deferred_tail = NULL;
+	while (r) {
+		struct rps_srv_req *n = r->next;
+
+		done(sh, r, RPS_OP_ROWS_PUSH_ACK, -ECANCELED, 0, NULL, 0, NULL, 0);
+		r = n;
+	}
+	r = ts->parked;
+	ts->parked = ts->parked_tail = NULL;
+	while (r) {
+		struct rps_srv_req *n = r->next;
+
+		done(sh, r, RPS_OP_ROWS_PULL_RESP, -ECANCELED, 0, &r->u.rows.r,
+		     sizeof(r->u.rows.r), NULL, 0);
+		r = n;
+	}
+}
+
+void rps_shard_tables_fini(struct rps_shard *sh)
+{
+	struct rps_shard_tables *ts = sh->tables;
+
+	if (!ts)
+		return;
+	for (uint32_t i = 0; i < ts->n; i++) {
+		rps_rowtab_fini(&ts->t[i]->rt);
+		rps_free(ts->t[i]->pend);
+		rps_free(ts->t[i]->pend_grads);
+		rps_free(ts->t[i]);
+	}
+	rps_free(ts->t);
+	rps_free(ts->scratch);
+	rps_free(ts->sendbuf);
+	rps_free(ts);
+	sh->tables = NULL;
+}

@@ -1,0 +1,67 @@
+/* A shard's sparse tables (table.c): declarations, row pushes (applied at
+ * once under ASP/SSP, summed per clock under BSP), row pulls (answered by
+ * the update thread, parked until their clock), checkpoint hooks
+ * (table_ckpt.c). Update thread only, except where said. */
+#ifndef RPS_SERVER_TABLE_H
+#define RPS_SERVER_TABLE_H
+
+#include <stdint.h>
+
+#include "server/rowtab.h"
+#include "server/shard.h"
+
+/* A BSP row gradient waiting for its clock's end. */
+struct rps_row_pend {
+	uint64_t id;
+	uint32_t worker;
+	uint32_t seq; /* index of its dim floats in the table's pend_grads */
+};
+
+struct rps_shard_table {
+	struct rps_table_decl decl; /* as declared (shard: this one) */
+	struct rps_optim_opts optim;
+	struct rps_rowtab rt;
+	/* BSP: the gradients of the current clock */
+	struct rps_row_pend *pend;
+	size_t npend, pend_cap;
+	float *pend_grads;
+	size_t grads_cap; /* rows of dim floats */
+	uint64_t pushes, pulls, rows_created;
+};
+
+struct rps_shard_tables {
+	struct rps_shard_table **t;
+	uint32_t n;
+	struct rps_srv_req *deferred, *deferred_tail; /* BSP: row pushes for a later clock */
+	struct rps_srv_req *parked, *parked_tail;     /* row pulls waiting for a clock */
+	int redo;
+	float *scratch; /* one row */
+	char *sendbuf;
+	size_t send_cap;
+};
+
+/* The table `table` of the shard, or NULL. */
+struct rps_shard_table *rps_shard_table_find(const struct rps_shard *sh, uint32_t table);
+/* Create (or check against the existing) table on the shard: 0, -EEXIST
+ * (another spec), -EINVAL, -ENOTSUP (precision), -ENOMEM; why[len] says why. */
+int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d,
+			    const struct rps_optim_opts *optim, char *why, size_t len);
+/* An RPS_ENT_TABLE entry. */
+void rps_shard_table_handle(struct rps_shard *sh, struct rps_srv_req *req);
+/* BSP: the shard finishes clock c: apply the summed row gradients. */
+void rps_shard_tables_apply_clock(struct rps_shard *sh, uint64_t c);
+/* After every entry: deferred pushes whose clock came, parked pulls whose
+ * condition holds. */
+void rps_shard_tables_after(struct rps_shard *sh);
+/* The update thread stopped: cancel what waits (deferred, parked). */
+void rps_shard_tables_stop(struct rps_shard *sh);
+/* Free everything (after stop). */
+void rps_shard_tables_fini(struct rps_shard *sh);
+
+/* Update thread (update.c): count a push frame for (worker, clock) and let
+ * the worker's clock advance. */
+void rps_shard_count_push(struct rps_shard *sh, uint32_t worker, uint32_t clock, int status);
+/* The ack of a counted push is sent between counting and progress. */
+void rps_shard_push_progress(struct rps_shard *sh, uint32_t worker);
+
+#endif
