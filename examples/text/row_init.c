@@ -1,46 +1,53 @@
-/* Until <rdmaps/table.h> exports the servers' own function: the formula the
- * servers use, reproduced (see text_row_init's callers in local_table.c). */
+/* The servers' formula for a new row (librdmaps' src/rowinit.c, documented in
+ * docs/tables.md), reproduced here because the public API has no call for it:
+ * element e of row id is a function of splitmix64 counters
+ *     base = mix(seed ^ mix(id)),  x_e = mix(base + 2e),  y_e = mix(base + 2e + 1)
+ * with u(x) = (x >> 11) / 2^53:
+ *     uniform: (2 u(x_e) - 1) * scale
+ *     normal:  sqrt(-2 ln u(x_e)) cos(2 pi u(y_e)) * scale   (u(x_e) >= 1e-300)
+ *     zero:    0
+ * computed in double and rounded to float once. integration.text's check
+ * that --local and a distributed run agree fails if the two drift apart. */
 #include "row_init.h"
 
 #include <math.h>
-#include <string.h>
 
-static uint64_t splitmix64(uint64_t *s)
+static uint64_t mix(uint64_t z)
 {
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
+	z += 0x9e3779b97f4a7c15ull;
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
 }
 
-/* uniform in [0, 1) with 24 bits */
-static float unit(uint64_t *s)
+static double unit(uint64_t x)
 {
-	return (float)(splitmix64(s) >> 40) * (1.0f / 16777216.0f);
+	return (double)(x >> 11) * (1.0 / 9007199254740992.0);
 }
 
 void text_row_init(const struct rps_table_spec *spec, uint64_t id, float *row)
 {
-	uint64_t s = spec->seed ^ (id * 0xd1b54a32d192ed03ull);
+	uint64_t base = mix(spec->seed ^ mix(id));
+	double scale = spec->init_scale;
 
-	switch (spec->init) {
-	case RPS_TABLE_INIT_ZERO:
-		memset(row, 0, spec->dim * sizeof(float));
-		break;
-	case RPS_TABLE_INIT_UNIFORM:
-		for (uint32_t d = 0; d < spec->dim; d++)
-			row[d] = spec->init_scale * (2.0f * unit(&s) - 1.0f);
-		break;
-	default: /* normal: Box-Muller */
-		for (uint32_t d = 0; d < spec->dim; d += 2) {
-			float u1 = unit(&s), u2 = unit(&s);
-			float r = sqrtf(-2.0f * logf(1.0f - u1)), a = 6.2831853f * u2;
+	for (uint32_t e = 0; e < spec->dim; e++) {
+		uint64_t x = mix(base + 2ull * e);
 
-			row[d] = spec->init_scale * r * cosf(a);
-			if (d + 1 < spec->dim)
-				row[d + 1] = spec->init_scale * r * sinf(a);
+		switch (spec->init) {
+		case RPS_TABLE_INIT_UNIFORM:
+			row[e] = (float)((2.0 * unit(x) - 1.0) * scale);
+			break;
+		case RPS_TABLE_INIT_NORMAL: {
+			double u1 = unit(x), u2 = unit(mix(base + 2ull * e + 1));
+
+			if (u1 < 1e-300)
+				u1 = 1e-300;
+			row[e] = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2) * scale);
+			break;
 		}
-		break;
+		default:
+			row[e] = 0.0f;
+			break;
+		}
 	}
 }

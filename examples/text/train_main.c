@@ -40,7 +40,7 @@
 
 #define TABLE_ID 1      /* the embedding table */
 #define DENSE_KEY 0     /* W then b */
-#define PULL_CHUNK 65536 /* ids per pull_rows of an evaluation */
+#define PULL_CHUNK 8192 /* ids per pull_rows or push_rows call */
 
 struct args {
 	int epochs, dim, bits, eval_every;
