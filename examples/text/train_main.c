@@ -58,13 +58,13 @@ struct job {
 	struct text_classes cls;
 	struct text_set train, test;
 	size_t ntrain, *order;
-	int rank, nworkers, nservers;
+	int rank, nworkers, nservers, eval_said;
 	const char *transport, *consistency;
 	struct rps_table_spec tspec;
 	struct rps_optim_opts dspec;
 	size_t nparams;
 	float *params, *gparams, *rows, *grows, *hbuf, *zbuf;
-	size_t rows_cap;
+	size_t rows_cap, step_rows; /* step_rows: unique ids of this epoch's steps */
 	struct text_batch batch, evb;
 	/* --local */
 	struct local_table lt;
@@ -331,6 +331,7 @@ static int step(struct job *j, const size_t *ex, size_t n, double *loss_p)
 
 	if ((rc = text_batch_build(&j->batch, &j->train, ex, n)) || (rc = pull_rows(j, &j->batch)))
 		return rc;
+	j->step_rows += j->batch.nu;
 	*loss_p = text_grad(j->params, j->a.dim, j->cls.n, &j->train, &j->batch, j->rows,
 			    1.0f / (float)j->a.batch, j->grows, j->gparams, j->hbuf, j->zbuf);
 	if (j->a.local) {
@@ -380,6 +381,10 @@ static int evaluate(struct job *j, double *acc_p, double *loss_p)
 	}
 	if ((rc = text_batch_build(&j->evb, &j->test, all, j->test.n)) || (rc = pull_rows(j, &j->evb)))
 		return rc;
+	if (!j->eval_said) {
+		printf("text-train: the test set has %zu unique ids (rows)\n", j->evb.nu);
+		j->eval_said = 1;
+	}
 	right = text_correct(j->params, j->a.dim, j->cls.n, &j->test, &j->evb, j->rows, &loss,
 			     j->hbuf, j->zbuf);
 	*acc_p = (double)right / (double)j->test.n;
@@ -484,6 +489,8 @@ int main(int argc, char **argv)
 	for (int e = 1; e <= j.a.epochs; e++) {
 		double t0 = now_s(), loss_sum = 0;
 
+		j.step_rows = 0;
+
 		/* the same global order on every worker */
 		shuffle(j.order, j.ntrain, j.a.seed * 1000003ull + (uint64_t)e * 7919);
 		for (size_t s = 0; s < steps; s++) {
@@ -499,9 +506,10 @@ int main(int argc, char **argv)
 		if (j.rank == 0 && (e % j.a.eval_every == 0 || e == j.a.epochs)) {
 			if (evaluate(&j, &acc, &test_loss))
 				return 1;
-			printf("epoch %d/%d train_loss %.4f samples/s %.0f test_loss %.4f "
-			       "test_accuracy %.4f\n",
-			       e, j.a.epochs, loss_epoch, (double)(steps * B) / el, test_loss, acc);
+			printf("epoch %d/%d train_loss %.4f samples/s %.0f rows/step %.0f test_loss "
+			       "%.4f test_accuracy %.4f\n",
+			       e, j.a.epochs, loss_epoch, (double)(steps * B) / el,
+			       (double)j.step_rows / (double)steps, test_loss, acc);
 		}
 	}
 	if (j.rank == 0 && j.a.epochs == 0 && evaluate(&j, &acc, &test_loss))
