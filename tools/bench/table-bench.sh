@@ -34,5 +34,5 @@ for w in ${TABLE_BENCH_WORKERS:-1 2 4}; do
 done
 echo "== medians (rows/s, all workers)"
 for w in ${TABLE_BENCH_WORKERS:-1 2 4}; do
-	grep -hE '^(pull|push) +median|^create|servers. CPU' "$OUT/w$w.log" | sed "s/^/workers=$w: /"
+	grep -hE '^(pull|push) +median|^create|^draws|servers. CPU' "$OUT/w$w.log" | sed "s/^/workers=$w: /"
 done
