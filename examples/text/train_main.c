@@ -483,7 +483,9 @@ int main(int argc, char **argv)
 		       : j.a.optimizer == RPS_OPT_ADAM ? "adam"
 						       : "adagrad",
 		       j.a.lr);
-		printf("text-train: majority baseline %.4f (class %s)\n", base, j.cls.name[base_cls]);
+		printf("text-train: majority baseline %.4f (class %s); %.1f ids per training "
+		       "example\n",
+		       base, j.cls.name[base_cls], (double)j.train.off[j.train.n] / (double)j.train.n);
 	}
 	double acc = -1, loss_epoch = 0, test_loss = 0, train_time = 0;
 	for (int e = 1; e <= j.a.epochs; e++) {
