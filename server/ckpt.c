@@ -14,6 +14,7 @@
  * File format, atomicity, retention: src/ckpt.h, docs/operations.md.
  */
 #include "server/ckpt.h"
+#include "server/table.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -91,11 +92,15 @@ int rps_shard_ckpt_write_info(struct rps_shard *sh, struct rps_ckpt_info *info_p
 		if (m && m->nelems)
 			rc = write_slice(sh, w, m);
 	}
+	if (!rc && sh->tables) /* its tables' files first: the .ckpt commits them */
+		rc = rps_shard_tables_ckpt_write(sh, sh->p.ckpt_dir, rank, sh->clock);
 	if (rc) {
 		rps_ckpt_writer_abort(w);
 	} else {
 		rc = rps_ckpt_writer_commit(w, 0, &info);
 	}
+	if (sh->tables)
+		rps_shard_tables_ckpt_prune(sh, sh->p.ckpt_dir, rank);
 	sh->ckpt_last_clock = sh->clock;
 	sh->ckpt_last_ns = rps_now_ns();
 	if (rc) {
@@ -220,6 +225,20 @@ void rps_shard_restore_run(struct rps_shard *sh, struct rps_shard_restore *r)
 	rc = rps_ckpt_read(r->path, r->rank, sh->p.idx, r->nshards, restore_slice, &ctx, &info);
 	if (rc)
 		goto out;
+	{ /* the shard's tables: files beside it, of its clock */
+		char dir[sizeof(r->path)];
+		char *slash;
+
+		snprintf(dir, sizeof(dir), "%s", r->path);
+		slash = strrchr(dir, '/');
+		if (slash)
+			*slash = 0;
+		else
+			snprintf(dir, sizeof(dir), ".");
+		rc = rps_shard_tables_ckpt_restore(sh, dir, r->rank, info.clock);
+		if (rc)
+			goto out;
+	}
 	/* every worker has finished the clocks before the checkpoint's */
 	sh->clock = info.clock;
 	for (uint32_t w = 0; w < sh->p.nworkers; w++) {

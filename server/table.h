@@ -58,6 +58,16 @@ void rps_shard_tables_stop(struct rps_shard *sh);
 /* Free everything (after stop). */
 void rps_shard_tables_fini(struct rps_shard *sh);
 
+/* Checkpoints (table_ckpt.c), update thread: write every table's file of
+ * (rank, clock) into dir before the shard's file commits; remove table files
+ * whose checkpoint is gone; load the table files of (rank, clock). 0 or
+ * -errno (logged). */
+int rps_shard_tables_ckpt_write(struct rps_shard *sh, const char *dir, uint32_t rank,
+				uint64_t clock);
+void rps_shard_tables_ckpt_prune(struct rps_shard *sh, const char *dir, uint32_t rank);
+int rps_shard_tables_ckpt_restore(struct rps_shard *sh, const char *dir, uint32_t rank,
+				  uint64_t clock);
+
 /* Update thread (update.c): count a push frame for (worker, clock) and let
  * the worker's clock advance. */
 void rps_shard_count_push(struct rps_shard *sh, uint32_t worker, uint32_t clock, int status);

@@ -9,6 +9,7 @@
 #include "src/alloc.h"
 #include "src/log.h"
 #include "src/util.h"
+#include "worker/table.h"
 #include "worker/worker_int.h"
 
 void rps_wconn_mark_dead(struct rps_worker *w, struct rps_wconn *wc, int status)
@@ -250,6 +251,8 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 		rc = w->pull->attach(w, (uint32_t)(s - w->servers));
 	if (!rc)
 		rc = rps_wdeclare_server(w, (uint32_t)(s - w->servers));
+	if (!rc) /* and our tables (worker/table.c) */
+		rc = rps_wtables_redeclare(w, (uint32_t)(s - w->servers));
 	atomic_store(&w->publishing, 0);
 	if (rc) {
 		RPS_ERR("server %u: set-up after reconnecting failed: %s", s->rank,

@@ -133,6 +133,7 @@ struct rps_piece {
 			float *out;
 			const struct rps_table_decl *decl; /* TABLE_DECLARE */
 			const struct rps_optim_opts *optim;
+			uint64_t *rows_out; /* TABLE_DECLARE: += the shard's row count */
 		} rows;
 	} u;
 };

@@ -24,8 +24,9 @@ void rps_table_spec_init(struct rps_table_spec *spec)
 	rps_optim_opts_init(&spec->optim);
 }
 
-int rps_wtable_resolve(const struct rps_table_spec *in, struct rps_table_spec *out)
+int rps_wtable_resolve(const struct rps_table_spec *in_p, struct rps_table_spec *out)
 {
+	const struct rps_table_spec copy = *in_p, *in = &copy; /* out may be in_p */
 	uint64_t m = in->field_mask;
 
 	rps_table_spec_init(out);
@@ -119,7 +120,7 @@ int rps_wtable_get(struct rps_worker *w, rps_table_t table, struct rps_table_spe
 	return rc;
 }
 
-static int table_add(struct rps_worker *w, rps_table_t table, const struct rps_table_spec *spec)
+int rps_wtable_add(struct rps_worker *w, rps_table_t table, const struct rps_table_spec *spec)
 {
 	struct rps_wtables *ts = tables_of(w);
 	int rc = 0;
@@ -175,33 +176,19 @@ static int same_spec(const struct rps_table_spec *a, const struct rps_table_spec
 	       rps_optim_opts_same(&a->optim, &b->optim);
 }
 
-int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
-			     const struct rps_table_spec *spec)
+/* TABLE_DECLARE of s on every shard of server `only` (UINT32_MAX: of every
+ * server); rows_p (NULL: none) receives the sum of the shards' row counts. */
+static int declare_send(struct rps_worker *w, rps_table_t table, const struct rps_table_spec *sp,
+			uint64_t *rows_p, uint32_t only)
 {
-	struct rps_table_spec s, old;
+	struct rps_table_spec s = *sp;
 	struct rps_table_decl *decls;
 	struct rps_req *req;
 	uint32_t total = 0, k = 0;
 	int rc;
 
-	if (!w || !spec) {
-		RPS_ERR("declare table %u: %s is NULL", table, w ? "spec" : "worker");
-		return -EINVAL;
-	}
-	rc = rps_wtable_resolve(spec, &s);
-	if (rc)
-		return rc;
-	if (!rps_wtable_get(w, table, &old)) {
-		if (same_spec(&old, &s))
-			return 0;
-		RPS_ERR("declare table %u: declared through this worker already with dim %u "
-			"and another spec (now dim %u)",
-			table, old.dim, s.dim);
-		return -EEXIST;
-	}
-	rc = rps_wready(w);
-	if (rc)
-		return rc;
+	if (rows_p)
+		*rows_p = 0;
 	for (uint32_t i = 0; i < w->num_servers; i++)
 		total += w->servers[i].nshards;
 	decls = rps_calloc(total ? total : 1, sizeof(*decls));
@@ -220,6 +207,8 @@ int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
 			struct rps_table_decl *d = &decls[k];
 			struct rps_piece *p;
 
+			if (only != UINT32_MAX && i != only)
+				continue;
 			d->table = table;
 			d->shard = j;
 			d->dim = s.dim;
@@ -242,6 +231,7 @@ int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
 			p->u.rows.op = RPS_OP_TABLE_DECLARE;
 			p->u.rows.decl = d;
 			p->u.rows.optim = &s.optim;
+			p->u.rows.rows_out = rows_p;
 			pthread_mutex_unlock(&w->core.lock);
 			rps_wtable_post(w, p);
 		}
@@ -250,10 +240,79 @@ int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
 	rps_wreq_seal(req);
 	rc = rps_req_wait(req, -1);
 	rps_free(decls);
-	if (rc) {
+	if (rc)
 		RPS_ERR("declare table %u (dim %u) on the servers: %s", table, s.dim,
 			rps_strerror(rc));
-		return rc;
+	return rc;
+}
+
+int rps_worker_declare_table(struct rps_worker *w, rps_table_t table,
+			     const struct rps_table_spec *spec)
+{
+	struct rps_table_spec s, old;
+	int rc;
+
+	if (!w || !spec) {
+		RPS_ERR("declare table %u: %s is NULL", table, w ? "spec" : "worker");
+		return -EINVAL;
 	}
-	return table_add(w, table, &s);
+	rc = rps_wtable_resolve(spec, &s);
+	if (rc)
+		return rc;
+	if (!rps_wtable_get(w, table, &old)) {
+		if (same_spec(&old, &s))
+			return 0;
+		RPS_ERR("declare table %u: declared through this worker already with dim %u "
+			"and another spec (now dim %u)",
+			table, old.dim, s.dim);
+		return -EEXIST;
+	}
+	rc = rps_wready(w);
+	if (!rc)
+		rc = declare_send(w, table, &s, NULL, UINT32_MAX);
+	if (rc)
+		return rc;
+	return rps_wtable_add(w, table, &s);
+}
+
+int rps_worker_table_rows(struct rps_worker *w, rps_table_t table, uint64_t *rows_p)
+{
+	struct rps_table_spec s;
+	int rc;
+
+	if (!w || !rows_p) {
+		RPS_ERR("table_rows: %s is NULL", w ? "rows_p" : "worker");
+		return -EINVAL;
+	}
+	if (rps_wtable_get(w, table, &s)) {
+		RPS_ERR("table_rows: table %u is not declared through this worker", table);
+		return -ENOENT;
+	}
+	rc = rps_wready(w);
+	if (rc)
+		return rc;
+	return declare_send(w, table, &s, rows_p, UINT32_MAX);
+}
+
+int rps_wtables_redeclare(struct rps_worker *w, uint32_t server)
+{
+	struct rps_wtables *ts = w->tables;
+	struct rps_wtable *copy;
+	uint32_t n;
+	int rc = 0;
+
+	if (!ts)
+		return 0;
+	pthread_mutex_lock(&ts->lock);
+	n = ts->n;
+	copy = n ? rps_malloc(n * sizeof(*copy)) : NULL;
+	if (copy)
+		memcpy(copy, ts->t, n * sizeof(*copy));
+	pthread_mutex_unlock(&ts->lock);
+	if (n && !copy)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = declare_send(w, copy[i].table, &copy[i].spec, NULL, server);
+	rps_free(copy);
+	return rc;
 }

@@ -29,6 +29,10 @@ struct rps_wtables {
 /* The table's spec as declared through w, copied into *spec_p: 0 or -ENOENT. */
 int rps_wtable_get(struct rps_worker *w, rps_table_t table, struct rps_table_spec *spec_p);
 void rps_wtables_free(struct rps_worker *w);
+/* Declare every table of w again on server (it restarted; reconnect.c). */
+int rps_wtables_redeclare(struct rps_worker *w, uint32_t server);
+/* Record table as declared through w (declare_table; unit tests). */
+int rps_wtable_add(struct rps_worker *w, rps_table_t table, const struct rps_table_spec *spec);
 /* A spec with its unset members defaulted, checked: 0 or -EINVAL / -ENOTSUP
  * with the reason logged. */
 int rps_wtable_resolve(const struct rps_table_spec *in, struct rps_table_spec *out);

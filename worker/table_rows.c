@@ -167,11 +167,13 @@ static void batch_post(struct rps_worker *w, struct rps_req *req, rps_table_t ta
 		uint32_t g = group_of(w, table, b->uid[u]);
 		uint32_t si = g / RPS_MAX_SHARDS, shi = g % RPS_MAX_SHARDS;
 		struct rps_wserver *srv = &w->servers[si];
-		uint64_t room = srv->max_msg > sizeof(struct rps_rows) + 64
-					? srv->max_msg - sizeof(struct rps_rows) - 64
-					: 64;
-		uint64_t per = push ? 8ull + 4ull * dim : 4ull * dim;
-		uint64_t fmax = room / per;
+		/* what one frame may carry each way (server's max_msg, the transport's
+		 * frame, our receive limit): the dense planner's element counts */
+		uint64_t push_bytes = srv->push_elems * 4 + sizeof(struct rps_push) -
+				      sizeof(struct rps_rows);
+		uint64_t pull_bytes = srv->pull_elems * 4;
+		uint64_t fmax = push ? push_bytes / (8ull + 4ull * dim)
+				     : RPS_MIN(pull_bytes / (4ull * dim), push_bytes / 8ull);
 		size_t end = u, cnt;
 		struct rps_piece *p;
 
@@ -295,7 +297,11 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 			  rps_proto_op_name(h->op), h->req_id);
 		return;
 	}
-	if (h->op == RPS_OP_TABLE_DECLARE_ACK && st && ev->data_len && ev->data) {
+	if (h->op == RPS_OP_TABLE_DECLARE_ACK && !st && ev->fixed && p->u.rows.rows_out) {
+		const struct rps_table_ack *a = ev->fixed;
+
+		*p->u.rows.rows_out += a->rows;
+	} else if (h->op == RPS_OP_TABLE_DECLARE_ACK && st && ev->data_len && ev->data) {
 		char why[RPS_LOG_ESC_BUF];
 
 		RPS_ERR("server %u: table %u refused (%s): %s", wc->srv->rank,
@@ -334,14 +340,14 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 /* ---- the public calls ---- */
 
 static int rows_call(struct rps_worker *w, rps_table_t table, const uint64_t *ids, size_t n,
-		     float *out, const float *grads, rps_done_cb cb, void *arg)
+		     float *out, const float *grads, int push, rps_done_cb cb, void *arg)
 {
-	const char *what = grads ? "push_rows" : "pull_rows";
+	const char *what = push ? "push_rows" : "pull_rows";
 	struct batch *b;
 	struct rps_req *req;
 	uint32_t dim, clock;
-	int rc = rows_check(w, what, table, ids, n, grads ? (const void *)grads : out,
-			    grads ? "grads" : "out", &dim);
+	int rc = rows_check(w, what, table, ids, n, push ? (const void *)grads : out,
+			    push ? "grads" : "out", &dim);
 
 	if (rc)
 		return rc;
@@ -382,13 +388,13 @@ static int rows_call(struct rps_worker *w, rps_table_t table, const uint64_t *id
 int rps_worker_pull_rows(struct rps_worker *w, rps_table_t table, const uint64_t *ids, size_t n,
 			 float *out)
 {
-	return rows_call(w, table, ids, n, out, NULL, NULL, NULL);
+	return rows_call(w, table, ids, n, out, NULL, 0, NULL, NULL);
 }
 
 int rps_worker_push_rows(struct rps_worker *w, rps_table_t table, const uint64_t *ids, size_t n,
 			 const float *grads)
 {
-	return rows_call(w, table, ids, n, NULL, grads, NULL, NULL);
+	return rows_call(w, table, ids, n, NULL, grads, 1, NULL, NULL);
 }
 
 int rps_worker_pull_rows_cb(struct rps_worker *w, rps_table_t table, const uint64_t *ids,
@@ -398,7 +404,7 @@ int rps_worker_pull_rows_cb(struct rps_worker *w, rps_table_t table, const uint6
 		RPS_ERR("pull_rows_cb: table %u: cb is NULL", table);
 		return -EINVAL;
 	}
-	return rows_call(w, table, ids, n, out, NULL, cb, arg);
+	return rows_call(w, table, ids, n, out, NULL, 0, cb, arg);
 }
 
 int rps_worker_push_rows_cb(struct rps_worker *w, rps_table_t table, const uint64_t *ids,
@@ -408,5 +414,5 @@ int rps_worker_push_rows_cb(struct rps_worker *w, rps_table_t table, const uint6
 		RPS_ERR("push_rows_cb: table %u: cb is NULL", table);
 		return -EINVAL;
 	}
-	return rows_call(w, table, ids, n, NULL, grads, cb, arg);
+	return rows_call(w, table, ids, n, NULL, grads, 1, cb, arg);
 }

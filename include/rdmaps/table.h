@@ -91,6 +91,12 @@ RPS_API int rps_worker_pull_rows_cb(struct rps_worker *w, rps_table_t table, con
 RPS_API int rps_worker_push_rows_cb(struct rps_worker *w, rps_table_t table, const uint64_t *ids,
 				    size_t n, const float *grads, rps_done_cb cb, void *arg);
 
+/* Rows the servers hold of a table (every shard asked; rows are created on
+ * first touch, so this counts the distinct ids ever pulled or pushed, as
+ * far as the servers applied them). 0, -EINVAL, -ENOENT (not declared
+ * through this worker), a transport error. */
+RPS_API int rps_worker_table_rows(struct rps_worker *w, rps_table_t table, uint64_t *rows_p);
+
 /* A table's dim as declared through this worker, or 0 if not declared. */
 RPS_API uint32_t rps_worker_table_dim(const struct rps_worker *w, rps_table_t table);
 

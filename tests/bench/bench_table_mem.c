@@ -1,0 +1,78 @@
+/* bench_table_mem: the memory a shard's table costs per row, measured.
+ *
+ *   bench_table_mem [ROWS [DIM [HINT]]]   (defaults 10000000 64 ROWS)
+ *
+ * Creates one row table (server/rowtab.c, what a shard holds per table) and
+ * ROWS rows of DIM floats in it (lazily initialised, uniform), then prints the
+ * process's resident set before and after (VmRSS of /proc/self/status), the
+ * bytes of row data (ROWS * DIM * 4), and the overhead per row beyond the
+ * data: RSS delta / ROWS - DIM * 4. HINT is the table's capacity hint (0:
+ * grow from small, the index doubling as it fills). The optimizer is sgd (no
+ * per-element state; the per-row step counter, 4 bytes, is counted in the
+ * overhead).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rdmaps/table.h>
+
+#include "server/rowtab.h"
+#include "src/rowinit.h"
+
+static long rss_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmRSS:", 6))
+			kib = strtol(line + 6, NULL, 10);
+	fclose(f);
+	return kib;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t rows = argc > 1 ? strtoull(argv[1], NULL, 10) : 10000000ull;
+	uint32_t dim = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 64;
+	uint64_t hint = argc > 3 ? strtoull(argv[3], NULL, 10) : rows;
+	struct rps_rowtab rt;
+	struct timespec t0, t1;
+	long before, after;
+	double per;
+
+	before = rss_kib();
+	if (rps_rowtab_init(&rt, 1, dim, RPS_TABLE_INIT_UNIFORM, 0.01f, 1, RPS_OPT_SGD, hint)) {
+		fprintf(stderr, "bench_table_mem: cannot create the table\n");
+		return 1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint64_t i = 0; i < rows; i++)
+		if (rps_rowtab_get(&rt, rps_mix64(i), NULL) < 0) {
+			fprintf(stderr, "bench_table_mem: row %llu: table full or out of memory\n",
+				(unsigned long long)i);
+			return 1;
+		}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	after = rss_kib();
+	per = ((double)(after - before) * 1024.0) / (double)rows - dim * 4.0;
+	printf("rows %llu dim %u hint %llu\n", (unsigned long long)rows, dim,
+	       (unsigned long long)hint);
+	printf("rss before %ld KiB, after %ld KiB, delta %.1f MiB\n", before, after,
+	       (double)(after - before) / 1024.0);
+	printf("row data %.1f MiB\n", (double)rows * dim * 4 / 1048576.0);
+	printf("overhead per row beyond data: %.2f bytes (slot versions + id %u, index %.2f, "
+	       "step counter 4, index rehashes %llu)\n",
+	       per, RPS_ROWTAB_HDR + 8,
+	       (double)rt.nbuckets * RPS_ROWTAB_BUCKET * 4 / (double)rows,
+	       (unsigned long long)rt.rehashes);
+	printf("created %.0f rows/s\n",
+	       (double)rows / ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9));
+	rps_rowtab_fini(&rt);
+	return 0;
+}
