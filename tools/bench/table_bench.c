@@ -243,7 +243,7 @@ static double median(double *v, int n)
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: rdmaps-launch ... -- rdmaps-bench-table [options]\n"
+		"usage: rdmaps-bench-table [options]   (a worker: rdmaps-launch ... -- rdmaps-bench-table)\n"
 		"  --rows N          rows created and drawn from (default 10000000)\n"
 		"  --dim D           floats per row (default 64)\n"
 		"  --batch B         ids per call (default 4096)\n"
