@@ -57,7 +57,7 @@ struct job {
 	struct args a;
 	struct text_classes cls;
 	struct text_set train, test;
-	size_t ntrain, *order;
+	size_t ntrain, *order, *test_all; /* test_all: 0 .. test.n - 1 */
 	int rank, nworkers, nservers, eval_said;
 	const char *transport, *consistency;
 	struct rps_table_spec tspec;
@@ -368,13 +368,13 @@ static int step(struct job *j, const size_t *ex, size_t n, double *loss_p)
 /* Test accuracy and mean loss with the current rows and parameters. */
 static int evaluate(struct job *j, double *acc_p, double *loss_p)
 {
-	static size_t *all;
+	size_t *all = j->test_all;
 	double loss;
 	size_t right;
 	int rc;
 
 	if (!all) {
-		if (!(all = malloc(j->test.n * sizeof(size_t))))
+		if (!(all = j->test_all = malloc(j->test.n * sizeof(size_t))))
 			return -ENOMEM;
 		for (size_t i = 0; i < j->test.n; i++)
 			all[i] = i;
@@ -539,6 +539,7 @@ int main(int argc, char **argv)
 	text_free(&j.test);
 	text_free_classes(&j.cls);
 	free(j.order);
+	free(j.test_all);
 	free(j.params);
 	free(j.gparams);
 	free(j.rows);
