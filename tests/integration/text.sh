@@ -25,7 +25,7 @@ if "$BIN/text-train" --local --data "$OUT/none" --epochs 1 2>"$OUT/err.txt"; the
 fi
 grep -q 'extract.py' "$OUT/err.txt" || { cat "$OUT/err.txt"; echo "FAIL: no hint how to make the data"; exit 1; }
 
-args=(--data "$OUT/data" --train-limit 12000 --epochs 2 --eval-every 100 --batch 256)
+args=(--data "$OUT/data" --train-limit 8000 --epochs 2 --eval-every 100 --batch 256)
 "$BIN/text-train" --local "${args[@]}" --summary-json "$OUT/local.json"
 hosts=()
 if [ "$TRANSPORT" = rdma ]; then
