@@ -411,6 +411,7 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 	case RPS_OP_TABLE_DECLARE:
 	case RPS_OP_ROWS_PUSH:
 	case RPS_OP_ROWS_PULL:
+	case RPS_OP_TABLE_MAP:
 		kept = rps_srv_on_table_frame(srv, sc, ev); /* table_frame.c */
 		break;
 	case RPS_OP_ERROR: {

@@ -46,7 +46,7 @@ int rps_rowtab_init(struct rps_rowtab *rt, uint32_t table, uint32_t dim, uint32_
 	rt->init_scale = init_scale;
 	rt->seed = seed;
 	rt->state_floats = rps_optim_state_floats(kind);
-	rt->slot_bytes = (uint32_t)(RPS_ROWTAB_HDR + RPS_ALIGN_UP((uint64_t)dim * 4, 8) + 8);
+	rt->slot_bytes = (uint32_t)RPS_ALIGN_UP(16 + (uint64_t)dim * 4, 8);
 	rt->chunk_shift = 6;
 	while (((uint64_t)rt->slot_bytes << (rt->chunk_shift + 1)) <= CHUNK_TARGET &&
 	       rt->chunk_shift < 20)
@@ -218,7 +218,7 @@ static int64_t row_new(struct rps_rowtab *rt, uint64_t id, const float *vals)
 {
 	uint64_t s = rt->nrows;
 	char *slot;
-	uint64_t zero = 0;
+	uint32_t zero = 0;
 	int rc;
 
 	if (s >= RPS_ROWTAB_MAX_ROWS)
@@ -234,8 +234,8 @@ static int64_t row_new(struct rps_rowtab *rt, uint64_t id, const float *vals)
 			return rc;
 	}
 	slot = rps_rowtab_slot(rt, s);
-	memcpy(slot, &zero, 8);
-	memcpy(slot + 8, &id, 8);
+	memcpy(slot, &id, 8);
+	memcpy(slot + 8, &zero, 4);
 	if (vals)
 		memcpy(slot + RPS_ROWTAB_HDR, vals, (size_t)rt->dim * 4);
 	else
@@ -273,18 +273,18 @@ int64_t rps_rowtab_put(struct rps_rowtab *rt, uint64_t id, const float *vals)
 	return row_new(rt, id, vals);
 }
 
-static inline _Atomic uint64_t *ver_begin(struct rps_rowtab *rt, uint64_t s)
+static inline _Atomic uint32_t *ver_begin(struct rps_rowtab *rt, uint64_t s)
 {
-	return (_Atomic uint64_t *)rps_rowtab_slot(rt, s);
+	return (_Atomic uint32_t *)(rps_rowtab_slot(rt, s) + 8);
 }
-static inline _Atomic uint64_t *ver_end(struct rps_rowtab *rt, uint64_t s)
+static inline _Atomic uint32_t *ver_end(struct rps_rowtab *rt, uint64_t s)
 {
-	return (_Atomic uint64_t *)(rps_rowtab_slot(rt, s) + rt->slot_bytes - 8);
+	return (_Atomic uint32_t *)(rps_rowtab_slot(rt, s) + rt->slot_bytes - 4);
 }
 
 void rps_rowtab_write_begin(struct rps_rowtab *rt, uint64_t s)
 {
-	uint64_t v = atomic_load_explicit(ver_begin(rt, s), memory_order_relaxed) + 1;
+	uint32_t v = atomic_load_explicit(ver_begin(rt, s), memory_order_relaxed) + 1;
 
 	atomic_store_explicit(ver_begin(rt, s), v, memory_order_relaxed);
 	atomic_store_explicit(ver_end(rt, s), v, memory_order_relaxed);
@@ -293,7 +293,7 @@ void rps_rowtab_write_begin(struct rps_rowtab *rt, uint64_t s)
 
 void rps_rowtab_write_end(struct rps_rowtab *rt, uint64_t s)
 {
-	uint64_t v = atomic_load_explicit(ver_begin(rt, s), memory_order_relaxed) + 1;
+	uint32_t v = atomic_load_explicit(ver_begin(rt, s), memory_order_relaxed) + 1;
 
 	atomic_store_explicit(ver_end(rt, s), v, memory_order_release);
 	atomic_store_explicit(ver_begin(rt, s), v, memory_order_release);

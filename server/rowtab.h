@@ -2,14 +2,15 @@
  * one-sided READs, an index id -> slot, and the rows' optimizer state kept
  * apart. Written by the shard's update thread only.
  *
- * Arena: slots of slot_bytes = 24 + roundup(dim * 4, 8) in chunks of
+ * Arena: slots of slot_bytes = roundup(16 + dim * 4, 8) in chunks of
  * 2^chunk_shift slots (each chunk allocated once, 64-byte aligned; over RDMA
  * a chunk is a region of its own): rows never move.
- *   slot: u64 begin version | u64 id | float data[dim] (padded to 8) | u64 end version
- * The versions follow the store's seqlock (src/store.h): a writer makes both
- * odd (begin, then end), writes, then makes both even (end, then begin); a
- * reader of the whole slot takes it iff begin == end, even, and id is the id
- * it looks for.
+ *   slot: u64 id | u32 begin version | float data[dim] | (4 bytes pad if dim
+ *         is odd) | u32 end version (the slot's last 4 bytes)
+ * The versions follow the store's seqlock (src/store.h), in 32 bits: a writer
+ * makes both odd (begin, then end), writes, then makes both even (end, then
+ * begin); a reader of the whole slot takes it iff begin == end, even, and id
+ * is the id it looks for.
  *
  * Index: 2^k buckets of RPS_ROWTAB_BUCKET u32 entries (64 bytes, one READ):
  * entry = tag << 27 | (slot + 1), 0 = empty, tag = 5 bits of the row's hash.
@@ -32,7 +33,7 @@
 #define RPS_ROWTAB_BUCKET   16u
 #define RPS_ROWTAB_SLOTBITS 27u
 #define RPS_ROWTAB_MAX_ROWS ((1u << RPS_ROWTAB_SLOTBITS) - 2u)
-#define RPS_ROWTAB_HDR	    16u /* begin version + id */
+#define RPS_ROWTAB_HDR	    12u /* id + begin version: where the row's data starts */
 
 struct rps_rowtab {
 	uint32_t table;
@@ -79,7 +80,7 @@ static inline char *rps_rowtab_slot(const struct rps_rowtab *rt, uint64_t s)
 }
 static inline uint64_t rps_rowtab_slot_id(const struct rps_rowtab *rt, uint64_t s)
 {
-	return *(const uint64_t *)(rps_rowtab_slot(rt, s) + 8);
+	return *(const uint64_t *)rps_rowtab_slot(rt, s);
 }
 static inline float *rps_rowtab_data(const struct rps_rowtab *rt, uint64_t s)
 {

@@ -227,6 +227,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 			goto err;
 		}
 		sh->mr_ok = 1;
+		if (srv->remote_read)
+			sh->read_tr = srv->tr; /* tables' row chunks (server/table.c) */
 	}
 	rc = rps_srv_cores_setup(srv);
 	if (rc)

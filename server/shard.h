@@ -31,6 +31,7 @@ enum rps_srv_req_op {
 	RPS_REQ_TABLE_DECLARE, /* u.tdecl (server/table.h) */
 	RPS_REQ_ROWS_PUSH,     /* u.rows: ids and gradients in data (the frame's tail) */
 	RPS_REQ_ROWS_PULL,     /* u.rows: ids owned (u.rows.ids) */
+	RPS_REQ_TABLE_MAP,     /* u.tmap */
 };
 
 struct rps_slice_meta;
@@ -60,6 +61,7 @@ struct rps_srv_req {
 			struct rps_table_decl td;
 			struct rps_optim_opts *optim; /* owned */
 		} tdecl;
+		struct rps_table_map tmap;
 		struct { /* RPS_REQ_ROWS_PUSH / _PULL (server/table.c) */
 			struct rps_rows r;
 			uint64_t *ids; /* PULL: count ids, owned */
@@ -212,6 +214,9 @@ struct rps_shard {
 
 	/* sparse tables (server/table.h); NULL until the first is declared */
 	struct rps_shard_tables *tables;
+	/* set by the server when workers read remotely: tables register their
+	 * row chunks with it (NULL: none) */
+	struct rps_transport *read_tr;
 };
 
 /* Store, key table, ring, clocks. -EINVAL, -ENOMEM. No thread yet. */

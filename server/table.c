@@ -117,6 +117,42 @@ int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d
 	return 0;
 }
 
+/* One-sided reads: register the arena chunks the table grew since last
+ * time (update thread). A failure is logged once; readers then fall back to
+ * frames for rows in unregistered chunks (TABLE_MAP tells them what is). */
+static void reg_chunks(struct rps_shard *sh, struct rps_shard_table *t)
+{
+	size_t bytes = ((size_t)1 << t->rt.chunk_shift) * t->rt.slot_bytes;
+
+	if (!sh->read_tr || t->reg_failed)
+		return;
+	while (t->nreg < t->rt.nchunks) {
+		int rc;
+
+		if (t->nreg == t->mrs_cap) {
+			uint32_t cap = t->mrs_cap ? t->mrs_cap * 2 : 16;
+			struct rps_tr_mr *m = rps_realloc(t->mrs, cap * sizeof(*m));
+
+			if (!m) {
+				t->reg_failed = 1;
+				return;
+			}
+			t->mrs = m;
+			t->mrs_cap = cap;
+		}
+		rc = rps_tr_reg_mem(sh->read_tr, t->rt.chunks[t->nreg], bytes,
+				    RPS_TR_ACCESS_REMOTE_READ, &t->mrs[t->nreg]);
+		if (rc) {
+			RPS_ERR("shard %u table %u: register row chunk %u (%zu bytes): %s; rows "
+				"from it on are served by frames only",
+				sh->p.idx, t->decl.table, t->nreg, bytes, strerror(-rc));
+			t->reg_failed = 1;
+			return;
+		}
+		t->nreg++;
+	}
+}
+
 static void done(struct rps_shard *sh, struct rps_srv_req *req, uint8_t op, int status,
 		 uint32_t aux, const void *fixed, size_t flen, const void *data, size_t dlen)
 {
@@ -269,6 +305,7 @@ void rps_shard_tables_apply_clock(struct rps_shard *sh, uint64_t c)
 					g[e] += x[e];
 			}
 			rc = row_step(t, t->pend[i].id, g, 0);
+			reg_chunks(sh, t);
 			if (rc)
 				RPS_LOG_RATELIMITED(RPS_LOG_ERROR,
 						    "shard %u table %u: row %llu not updated: %s",
@@ -319,6 +356,7 @@ static void handle_push(struct rps_shard *sh, struct rps_srv_req *req)
 				memcpy(ts->scratch, grads + i * row, row);
 				status = row_step(t, id, ts->scratch, stale);
 			}
+			reg_chunks(sh, t);
 		}
 		atomic_fetch_add_explicit(&sh->pushes_applied, 1, memory_order_relaxed);
 	}
@@ -348,7 +386,9 @@ static void pull_answer(struct rps_shard *sh, struct rps_shard_table *t, struct 
 	struct rps_rows r = req->u.rows.r;
 	size_t row = (size_t)r.dim * sizeof(float);
 	uint32_t aux = (uint32_t)rps_store_clock(&sh->store);
-	int rc = send_room(ts, (size_t)r.count * row + 1);
+	int slots = !!(r.flags & RPS_ROWS_FLAG_SLOTS);
+	size_t dlen = (size_t)r.count * (row + (slots ? 4 : 0));
+	int rc = send_room(ts, dlen + 1);
 
 	for (uint32_t i = 0; i < r.count && !rc; i++) {
 		int created;
@@ -360,15 +400,57 @@ static void pull_answer(struct rps_shard *sh, struct rps_shard_table *t, struct 
 		}
 		t->rows_created += (uint64_t)created;
 		memcpy(ts->sendbuf + i * row, rps_rowtab_data(&t->rt, (uint64_t)s), row);
+		if (slots) {
+			uint32_t s32 = (uint32_t)s;
+
+			memcpy(ts->sendbuf + (size_t)r.count * row + (size_t)i * 4, &s32, 4);
+		}
 	}
 	t->pulls++;
+	reg_chunks(sh, t);
 	if (rc) {
 		RPS_LOG_RATELIMITED(RPS_LOG_ERROR, "shard %u table %u: pull of %u rows: %s",
 				    sh->p.idx, r.table, r.count, strerror(-rc));
 		done(sh, req, RPS_OP_ROWS_PULL_RESP, rc, aux, &r, sizeof(r), NULL, 0);
 		return;
 	}
-	done(sh, req, RPS_OP_ROWS_PULL_RESP, 0, aux, &r, sizeof(r), ts->sendbuf, r.count * row);
+	done(sh, req, RPS_OP_ROWS_PULL_RESP, 0, aux, &r, sizeof(r), ts->sendbuf, dlen);
+}
+
+/* TABLE_MAP: the registered chunks from `first` on. */
+static void handle_map(struct rps_shard *sh, struct rps_srv_req *req)
+{
+	struct rps_shard_tables *ts = sh->tables;
+	struct rps_table_map m = req->u.tmap;
+	struct rps_shard_table *t = rps_shard_table_find(sh, m.table);
+	struct rps_table_chunk *c;
+	uint32_t n;
+
+	if (!t || !sh->read_tr) {
+		done(sh, req, RPS_OP_TABLE_MAP_RESP, t ? -EOPNOTSUPP : -ENOENT, 0, &m, sizeof(m),
+		     NULL, 0);
+		return;
+	}
+	reg_chunks(sh, t); /* rows restored from a checkpoint, for instance */
+	n = t->nreg > m.first ? t->nreg - m.first : 0;
+	if (n > RPS_TABLE_MAP_MAX)
+		n = RPS_TABLE_MAP_MAX;
+	if (send_room(ts, (size_t)n * sizeof(*c) + 1)) {
+		done(sh, req, RPS_OP_TABLE_MAP_RESP, -ENOMEM, 0, &m, sizeof(m), NULL, 0);
+		return;
+	}
+	c = (struct rps_table_chunk *)ts->sendbuf;
+	for (uint32_t i = 0; i < n; i++) {
+		c[i].addr = t->mrs[m.first + i].remote_addr;
+		c[i].remote_key = t->mrs[m.first + i].remote_key;
+		c[i].reserved = 0;
+	}
+	m.count = n;
+	m.nchunks = t->nreg;
+	m.chunk_shift = t->rt.chunk_shift;
+	m.slot_bytes = t->rt.slot_bytes;
+	m.dim = t->decl.dim;
+	done(sh, req, RPS_OP_TABLE_MAP_RESP, 0, 0, &m, sizeof(m), c, (size_t)n * sizeof(*c));
 }
 
 static void handle_pull(struct rps_shard *sh, struct rps_srv_req *req)
@@ -401,6 +483,7 @@ void rps_shard_table_handle(struct rps_shard *sh, struct rps_srv_req *req)
 		done(sh, req,
 		     req->op == RPS_REQ_TABLE_DECLARE ? RPS_OP_TABLE_DECLARE_ACK
 		     : req->op == RPS_REQ_ROWS_PUSH   ? RPS_OP_ROWS_PUSH_ACK
+		     : req->op == RPS_REQ_TABLE_MAP   ? RPS_OP_TABLE_MAP_RESP
 						      : RPS_OP_ROWS_PULL_RESP,
 		     -ENOMEM, 0, NULL, 0, NULL, 0);
 		return;
@@ -414,6 +497,9 @@ void rps_shard_table_handle(struct rps_shard *sh, struct rps_srv_req *req)
 		break;
 	case RPS_REQ_ROWS_PULL:
 		handle_pull(sh, req);
+		break;
+	case RPS_REQ_TABLE_MAP:
+		handle_map(sh, req);
 		break;
 	default:
 		RPS_ERR("shard %u: table request of unknown kind %u dropped", sh->p.idx, req->op);
@@ -477,6 +563,14 @@ void rps_shard_tables_stop(struct rps_shard *sh)
 	struct rps_shard_tables *ts = sh->tables;
 	struct rps_srv_req *r;
 
+	for (uint32_t i = 0; i < ts->n; i++) {
+		struct rps_shard_table *t = ts->t[i];
+
+		for (uint32_t c = 0; sh->read_tr && c < t->nreg; c++)
+			rps_tr_dereg_mem(sh->read_tr, &t->mrs[c]);
+		t->nreg = 0;
+	}
+
 	r = ts->deferred;
 	ts->deferred = ts->deferred_tail = NULL;
 	while (r) {
@@ -504,6 +598,7 @@ void rps_shard_tables_fini(struct rps_shard *sh)
 		return;
 	for (uint32_t i = 0; i < ts->n; i++) {
 		rps_rowtab_fini(&ts->t[i]->rt);
+		rps_free(ts->t[i]->mrs);
 		rps_free(ts->t[i]->pend);
 		rps_free(ts->t[i]->pend_grads);
 		rps_free(ts->t[i]);

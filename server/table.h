@@ -27,6 +27,10 @@ struct rps_shard_table {
 	float *pend_grads;
 	size_t grads_cap; /* rows of dim floats */
 	uint64_t pushes, pulls, rows_created;
+	/* one-sided reads: the arena chunks registered so far */
+	struct rps_tr_mr *mrs;
+	uint32_t nreg, mrs_cap;
+	int reg_failed;
 };
 
 struct rps_shard_tables {

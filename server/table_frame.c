@@ -41,6 +41,7 @@ static void entry(struct rps_ring_entry *e, struct rps_shard *sh, struct rps_srv
 	e->ptr2 = req->sc;
 	e->info.worker = req->worker;
 	e->info.key = req->op == RPS_REQ_TABLE_DECLARE ? req->u.tdecl.td.table
+		      : req->op == RPS_REQ_TABLE_MAP   ? req->u.tmap.table
 						       : req->u.rows.r.table;
 	if (control || req->op != RPS_REQ_ROWS_PUSH) {
 		/* declarations and pulls: as fresh and as urgent as anything */
@@ -72,11 +73,40 @@ static void refuse(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 	case RPS_OP_ROWS_PUSH:
 		rps_srv_send_small(srv, sc, RPS_OP_ROWS_PUSH_ACK, ev->hdr.req_id, status, NULL, 0);
 		break;
+	case RPS_OP_TABLE_MAP:
+		rps_srv_send_small(srv, sc, RPS_OP_TABLE_MAP_RESP, ev->hdr.req_id, status, ev->fixed,
+				   sizeof(struct rps_table_map));
+		break;
 	default:
 		rps_srv_send_small(srv, sc, RPS_OP_ROWS_PULL_RESP, ev->hdr.req_id, status, ev->fixed,
 				   sizeof(struct rps_rows));
 		break;
 	}
+}
+
+static int on_map(struct rps_server *srv, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	const struct rps_table_map *m = ev->fixed;
+	struct rps_srv_req *req;
+	struct rps_ring_entry e;
+	struct rps_shard *sh;
+
+	if (m->shard >= (uint32_t)srv->nshards) {
+		refuse(srv, sc, ev, -EINVAL);
+		return 0;
+	}
+	sh = &srv->shards[m->shard];
+	req = req_new(srv, sc, RPS_REQ_TABLE_MAP, ev->hdr.req_id);
+	if (!req) {
+		refuse(srv, sc, ev, -ENOMEM);
+		return 0;
+	}
+	req->u.tmap = *m;
+	entry(&e, sh, req, 1);
+	if (rps_srv_enqueue(srv, sh, &e))
+		rps_srv_rows_done(srv, sh, req, RPS_OP_TABLE_MAP_RESP, -ECANCELED, 0, m, sizeof(*m),
+				  NULL, 0);
+	return 0;
 }
 
 static int on_declare(struct rps_server *srv, struct rps_srv_conn *sc,
@@ -175,7 +205,9 @@ static int on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 		refuse(srv, sc, ev, -EINVAL);
 		return 0;
 	}
-	if (sizeof(*r) + (uint64_t)r->count * r->dim * sizeof(float) > srv->max_msg) {
+	if (sizeof(*r) + (uint64_t)r->count * (r->dim * sizeof(float) +
+					       (r->flags & RPS_ROWS_FLAG_SLOTS ? 4u : 0u)) >
+	    srv->max_msg) {
 		refuse(srv, sc, ev, -EMSGSIZE);
 		return 0;
 	}
@@ -216,6 +248,8 @@ int rps_srv_on_table_frame(struct rps_server *srv, struct rps_srv_conn *sc,
 		return on_push(srv, sc, ev);
 	case RPS_OP_ROWS_PULL:
 		return on_pull(srv, sc, ev);
+	case RPS_OP_TABLE_MAP:
+		return on_map(srv, sc, ev);
 	default:
 		return 0;
 	}

@@ -207,11 +207,29 @@ static int check_rows(const struct rps_frame_hdr *h, const void *payload, const 
 		return bad(why_p, "rows: shard out of range");
 	if (r.count > RPS_ROWS_FRAME_MAX || r.dim > 4096u)
 		return bad(why_p, "rows: count or dim out of range");
+	if (r.flags & ~RPS_ROWS_FLAG_SLOTS || (r.flags && h->op == RPS_OP_ROWS_PUSH))
+		return bad(why_p, "rows: unknown flags");
 	per = h->op == RPS_OP_ROWS_PULL	     ? 8u
 	      : h->op == RPS_OP_ROWS_PUSH    ? 8u + 4ull * r.dim
-	      : /* ROWS_PULL_RESP */ (h->status ? 0u : 4ull * r.dim);
+	      : /* ROWS_PULL_RESP */ (h->status ? 0u
+					       : 4ull * r.dim + (r.flags & RPS_ROWS_FLAG_SLOTS ? 4u : 0u));
 	if (!len_is(h->len, sizeof(r), per, r.count))
 		return bad(why_p, "rows: length does not match count and dim");
+	return 0;
+}
+
+static int check_table_map(const struct rps_frame_hdr *h, const void *payload,
+			   const char **why_p)
+{
+	struct rps_table_map m;
+
+	memcpy(&m, payload, sizeof(m));
+	if (m.shard >= RPS_MAX_SHARDS)
+		return bad(why_p, "table map: shard out of range");
+	if (h->op == RPS_OP_TABLE_MAP_RESP && !h->status &&
+	    (m.count > RPS_TABLE_MAP_MAX ||
+	     !len_is(h->len, sizeof(m), sizeof(struct rps_table_chunk), m.count)))
+		return bad(why_p, "table map: length does not match count");
 	return 0;
 }
 
@@ -224,7 +242,7 @@ static int check_rows(const struct rps_frame_hdr *h, const void *payload, const 
 #define TAIL .has_data = 1
 
 /* A new op needs a descriptor here: adjust this count with it. */
-_Static_assert(RPS_OP_MAX == 36, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+_Static_assert(RPS_OP_MAX == 38, "a new op in enum rps_op needs a descriptor in rps_op_descs");
 
 /* clang-format off */
 static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
@@ -293,6 +311,10 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 	[RPS_OP_ROWS_PUSH] = { "ROWS_PUSH", sizeof(struct rps_rows), TAIL, .senders = BY(WORKER),
 			       .check = check_rows },
 	[RPS_OP_ROWS_PUSH_ACK] = { "ROWS_PUSH_ACK", 0, .senders = BY(SERVER) },
+	[RPS_OP_TABLE_MAP] = { "TABLE_MAP", sizeof(struct rps_table_map), .senders = BY(WORKER),
+			       .check = check_table_map },
+	[RPS_OP_TABLE_MAP_RESP] = { "TABLE_MAP_RESP", sizeof(struct rps_table_map), TAIL,
+				    .senders = BY(SERVER), .check = check_table_map },
 };
 /* clang-format on */
 

@@ -89,7 +89,8 @@ enum rps_op {
 	RPS_OP_ROWS_PUSH = 34,         /* worker -> server: rps_rows + u64 ids[count] +
 					* float[count * dim] */
 	RPS_OP_ROWS_PUSH_ACK = 35,     /* server -> worker: no payload; hdr.status */
-	/* 36, 37: reserved for tables (RDMA lookups) */
+	RPS_OP_TABLE_MAP = 36,	       /* worker -> server: rps_table_map (RDMA reads) */
+	RPS_OP_TABLE_MAP_RESP = 37,    /* server -> worker: rps_table_map + rps_table_chunk[count] */
 	RPS_OP_MAX
 };
 
@@ -316,6 +317,31 @@ struct rps_rows {
 _Static_assert(sizeof(struct rps_rows) == 32, "rps_rows is 32 bytes");
 /* Largest count of one frame (the batch is split by the worker). */
 #define RPS_ROWS_FRAME_MAX (1u << 20)
+/* rps_rows.flags of a ROWS_PULL (and its answer): after the rows the answer
+ * carries u32 slot[count], each row's slot in the shard's arena (one-sided
+ * readers cache it). */
+#define RPS_ROWS_FLAG_SLOTS 0x1u
+
+/* TABLE_MAP: where a table's arena chunks are registered, from chunk `first`
+ * on. The answer echoes it with count, geometry and count chunk entries. */
+struct rps_table_map {
+	uint32_t table;
+	uint32_t shard;
+	uint32_t first;	      /* first chunk wanted / given */
+	uint32_t count;	      /* answer: entries that follow */
+	uint32_t nchunks;     /* answer: chunks registered in all */
+	uint32_t chunk_shift; /* answer: slots per chunk = 1 << chunk_shift */
+	uint32_t slot_bytes;  /* answer */
+	uint32_t dim;	      /* answer */
+};
+_Static_assert(sizeof(struct rps_table_map) == 32, "rps_table_map is 32 bytes");
+struct rps_table_chunk {
+	uint64_t addr; /* remote address of the chunk's slot 0 */
+	uint32_t remote_key;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct rps_table_chunk) == 16, "rps_table_chunk is 16 bytes");
+#define RPS_TABLE_MAP_MAX 4096u /* entries per answer */
 
 /* Control path. */
 struct rps_register {

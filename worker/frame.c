@@ -236,6 +236,7 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 	case RPS_OP_TABLE_DECLARE_ACK:
 	case RPS_OP_ROWS_PULL_RESP:
 	case RPS_OP_ROWS_PUSH_ACK:
+	case RPS_OP_TABLE_MAP_RESP:
 		rps_wtable_recv_locked(w, wc, ev); /* table_rows.c */
 		return;
 	default:

@@ -7,6 +7,7 @@
 
 #include "src/log.h"
 #include "src/util.h"
+#include "worker/table.h"
 #include "worker/worker_int.h"
 
 #define PROGRESS_EVENTS	 64
@@ -64,7 +65,8 @@ static void handle_events(struct rps_worker *w, struct rps_tr_event *ev, int n)
 				pthread_mutex_unlock(&w->core.lock);
 				locked = 0;
 			}
-			w->pull->read_done(w, e);
+			if (!rps_wtable_read_done(w, e)) /* a table's row READ? */
+				w->pull->read_done(w, e);
 			break;
 		case RPS_TR_EV_CLOSED:
 			if (locked) {

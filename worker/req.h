@@ -128,12 +128,22 @@ struct rps_piece {
 			const uint64_t *ids;	   /* r.count distinct ids */
 			const float *grads;	   /* PUSH: r.count * r.dim summed gradients */
 			const uint32_t *ustart;	   /* PULL: id j fills out rows pos[ustart[j] ..
-						    * ustart[j + 1]) */
+						    * uend[j]) */
+			const uint32_t *uend;
 			const uint32_t *pos;
 			float *out;
 			const struct rps_table_decl *decl; /* TABLE_DECLARE */
 			const struct rps_optim_opts *optim;
 			uint64_t *rows_out; /* TABLE_DECLARE: += the shard's row count */
+			/* one-sided reads (table_read.c): the shard's cache, and for a
+			 * READ piece (op RPS_WT_OP_READ) the slot and where it lands */
+			struct rps_wtshard *cache;
+			uint64_t raddr;
+			uint32_t rkey;
+			uint32_t slot_bytes;
+			char *local;
+			uint32_t lhandle;
+			uint32_t tries;
 		} rows;
 	} u;
 };

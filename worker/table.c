@@ -311,6 +311,7 @@ int rps_wtables_redeclare(struct rps_worker *w, uint32_t server)
 	pthread_mutex_unlock(&ts->lock);
 	if (n && !copy)
 		return -ENOMEM;
+	rps_wtable_forget(w, server); /* its rows' slots are not the new server's */
 	for (uint32_t i = 0; i < n && !rc; i++)
 		rc = declare_send(w, copy[i].table, &copy[i].spec, NULL, server);
 	rps_free(copy);

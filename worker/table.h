@@ -24,7 +24,48 @@ struct rps_wtables {
 	pthread_mutex_t lock;
 	struct rps_wtable *t;
 	uint32_t n, cap;
+	struct rps_wtread *rd; /* one-sided reads (table_read.c); NULL: none yet */
 };
+
+/* A batch's distinct ids as the frames take them: id j fills out rows
+ * pos[ustart[j] .. uend[j]); push: ugrads[j * dim ...] is its summed gradient. */
+struct rps_wtrows {
+	const uint64_t *uid;
+	const uint32_t *ustart, *uend;
+	const uint32_t *pos;
+	const float *ugrads;
+	size_t nu;
+};
+
+/* Post the frames (ROWS_PULL / ROWS_PUSH) of b, cut per shard (table_rows.c).
+ * flags: RPS_ROWS_FLAG_SLOTS asks for the rows' slots (cached). */
+void rps_wtable_post_frames(struct rps_worker *w, struct rps_req *req, rps_table_t table,
+			    uint32_t dim, const struct rps_wtrows *b, float *out, int push,
+			    uint32_t clock, uint32_t flags);
+/* server * RPS_MAX_SHARDS + shard of row id. */
+uint32_t rps_wtable_group(struct rps_worker *w, rps_table_t table, uint64_t id);
+
+/* ---- one-sided reads (table_read.c) ---- */
+struct rps_wtshard;
+#define RPS_WT_OP_READ 0xf0 /* piece op of a slot READ */
+/* Are table pulls read one-sided (the read strategy, a READ transport)? */
+int rps_wtable_reads_on(struct rps_worker *w);
+/* A blocking pull: READs of cached slots, frames (with slots) for the rest. */
+int rps_wtable_read_pull(struct rps_worker *w, rps_table_t table, uint32_t dim,
+			 const struct rps_wtrows *b, float *out, uint32_t clock);
+/* The cache of (table, server, shard), created if needed (NULL: no memory). */
+struct rps_wtshard *rps_wtshard_get(struct rps_worker *w, rps_table_t table, uint32_t server,
+				    uint32_t shard);
+/* Under core.lock: remember the slots of n ids (u32 slots, unaligned). */
+void rps_wtshard_learn(struct rps_wtshard *c, const uint64_t *ids, const void *slots, uint32_t n);
+/* Progress thread: a READ_DONE of a RPS_PK_ROWS piece. 1 if it was one. */
+int rps_wtable_read_done(struct rps_worker *w, const struct rps_tr_event *ev);
+/* Drop every cached slot of server's shards (it restarted). */
+void rps_wtable_forget(struct rps_worker *w, uint32_t server);
+void rps_wtread_free(struct rps_worker *w);
+/* Under core.lock: a TABLE_MAP_RESP for piece p. */
+void rps_wtable_map_recv_locked(struct rps_worker *w, struct rps_piece *p,
+				const struct rps_tr_event *ev);
 
 /* The table's spec as declared through w, copied into *spec_p: 0 or -ENOENT. */
 int rps_wtable_get(struct rps_worker *w, rps_table_t table, struct rps_table_spec *spec_p);

@@ -34,6 +34,7 @@ struct batch {
 	uint32_t *pos;	  /* n positions, grouped by distinct id */
 	float *ugrads;	  /* push: nu * dim sums */
 	size_t nu;
+	struct rps_wtrows v; /* the view the frames take */
 };
 
 static int item_cmp(const void *a, const void *b)
@@ -144,11 +145,17 @@ static int batch_build(struct rps_worker *w, rps_table_t table, const uint64_t *
 	}
 	b->ustart[nu] = (uint32_t)n;
 	b->nu = nu;
+	b->v.uid = b->uid;
+	b->v.ustart = b->ustart;
+	b->v.uend = b->ustart + 1;
+	b->v.pos = b->pos;
+	b->v.ugrads = b->ugrads;
+	b->v.nu = nu;
 	rps_free(it);
 	return 0;
 }
 
-static uint32_t group_of(struct rps_worker *w, rps_table_t table, uint64_t id)
+uint32_t rps_wtable_group(struct rps_worker *w, rps_table_t table, uint64_t id)
 {
 	uint64_t h = rps_row_hash(table, id) >> 32;
 	uint32_t srv = (uint32_t)(h % w->num_servers);
@@ -156,15 +163,14 @@ static uint32_t group_of(struct rps_worker *w, rps_table_t table, uint64_t id)
 	return srv * RPS_MAX_SHARDS + (uint32_t)((h / w->num_servers) % w->servers[srv].nshards);
 }
 
-/* Cut the batch into frames per shard and post them. Push: counted for the
- * CLOCK (caller holds clock_rw for reading). */
-static void batch_post(struct rps_worker *w, struct rps_req *req, rps_table_t table,
-		       uint32_t dim, struct batch *b, float *out, int push, uint32_t clock)
+void rps_wtable_post_frames(struct rps_worker *w, struct rps_req *req, rps_table_t table,
+			    uint32_t dim, const struct rps_wtrows *b, float *out, int push,
+			    uint32_t clock, uint32_t flags)
 {
 	size_t u = 0;
 
 	while (u < b->nu) {
-		uint32_t g = group_of(w, table, b->uid[u]);
+		uint32_t g = rps_wtable_group(w, table, b->uid[u]);
 		uint32_t si = g / RPS_MAX_SHARDS, shi = g % RPS_MAX_SHARDS;
 		struct rps_wserver *srv = &w->servers[si];
 		/* what one frame may carry each way (server's max_msg, the transport's
@@ -181,7 +187,7 @@ static void batch_post(struct rps_worker *w, struct rps_req *req, rps_table_t ta
 			fmax = 1;
 		if (fmax > RPS_ROWS_FRAME_MAX)
 			fmax = RPS_ROWS_FRAME_MAX;
-		while (end < b->nu && end - u < fmax && group_of(w, table, b->uid[end]) == g)
+		while (end < b->nu && end - u < fmax && rps_wtable_group(w, table, b->uid[end]) == g)
 			end++;
 		cnt = end - u;
 		pthread_mutex_lock(&w->core.lock);
@@ -201,6 +207,7 @@ static void batch_post(struct rps_worker *w, struct rps_req *req, rps_table_t ta
 		p->u.rows.r.count = (uint32_t)cnt;
 		p->u.rows.r.dim = dim;
 		p->u.rows.r.clock = clock;
+		p->u.rows.r.flags = flags;
 		p->u.rows.ids = b->uid + u;
 		if (push) {
 			p->u.rows.grads = b->ugrads + u * dim;
@@ -208,8 +215,11 @@ static void batch_post(struct rps_worker *w, struct rps_req *req, rps_table_t ta
 			srv->shards[shi].pushes++;
 		} else {
 			p->u.rows.ustart = b->ustart + u;
+			p->u.rows.uend = b->uend + u;
 			p->u.rows.pos = b->pos;
 			p->u.rows.out = out;
+			if (flags & RPS_ROWS_FLAG_SLOTS)
+				p->u.rows.cache = rps_wtshard_get(w, table, si, shi);
 		}
 		pthread_mutex_unlock(&w->core.lock);
 		if (push) {
@@ -230,6 +240,7 @@ void rps_wtable_post(struct rps_worker *w, struct rps_piece *p)
 	uint32_t id = rps_piece_reqid(p);
 	struct rps_frame_hdr h;
 	struct rps_optim_wire spec;
+	struct rps_table_map map;
 	struct rps_rows r = p->u.rows.r;
 	struct iovec iov[3];
 	uint8_t op = p->u.rows.op;
@@ -238,7 +249,15 @@ void rps_wtable_post(struct rps_worker *w, struct rps_piece *p)
 	rc = rps_wconn_dead(wc);
 	if (rc)
 		goto err;
-	if (op == RPS_OP_TABLE_DECLARE) {
+	if (op == RPS_OP_TABLE_MAP) {
+		memset(&map, 0, sizeof(map));
+		map.table = r.table;
+		map.shard = r.shard;
+		map.first = r.count;
+		iov[0].iov_base = &map;
+		iov[0].iov_len = sizeof(map);
+		cnt = 1;
+	} else if (op == RPS_OP_TABLE_DECLARE) {
 		rps_optim_wire_encode(p->u.rows.optim, &spec);
 		iov[0].iov_base = (void *)p->u.rows.decl;
 		iov[0].iov_len = sizeof(*p->u.rows.decl);
@@ -281,6 +300,14 @@ err:
 	rps_wcore_unlock(&w->core);
 }
 
+static void clock_seen_max(_Atomic uint32_t *a, uint32_t v)
+{
+	uint32_t cur = atomic_load(a);
+
+	while (cur < v && !atomic_compare_exchange_weak(a, &cur, v))
+		;
+}
+
 void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 			    const struct rps_tr_event *ev)
 {
@@ -289,6 +316,7 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 	int st = h->status > 0 ? -EPROTO : h->status;
 	uint8_t want = h->op == RPS_OP_TABLE_DECLARE_ACK ? RPS_OP_TABLE_DECLARE
 		       : h->op == RPS_OP_ROWS_PUSH_ACK	  ? RPS_OP_ROWS_PUSH
+		       : h->op == RPS_OP_TABLE_MAP_RESP	  ? RPS_OP_TABLE_MAP
 							  : RPS_OP_ROWS_PULL;
 
 	if (!p || p->kind != RPS_PK_ROWS || p->conn != wc || !(p->waits & RPS_PW_RESP) ||
@@ -297,7 +325,10 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 			  rps_proto_op_name(h->op), h->req_id);
 		return;
 	}
-	if (h->op == RPS_OP_TABLE_DECLARE_ACK && !st && ev->fixed && p->u.rows.rows_out) {
+	if (h->op == RPS_OP_TABLE_MAP_RESP) {
+		if (!st)
+			rps_wtable_map_recv_locked(w, p, ev);
+	} else if (h->op == RPS_OP_TABLE_DECLARE_ACK && !st && ev->fixed && p->u.rows.rows_out) {
 		const struct rps_table_ack *a = ev->fixed;
 
 		*p->u.rows.rows_out += a->rows;
@@ -313,19 +344,26 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 		const struct rps_rows *mine = &p->u.rows.r;
 		size_t row = (size_t)mine->dim * sizeof(float);
 
+		int slots = !!(mine->flags & RPS_ROWS_FLAG_SLOTS);
+
 		if (!f || f->table != mine->table || f->count != mine->count ||
-		    f->dim != mine->dim || !ev->data || ev->data_len != mine->count * row) {
+		    f->dim != mine->dim || f->flags != mine->flags || !ev->data ||
+		    ev->data_len != mine->count * (row + (slots ? 4u : 0u))) {
 			RPS_ERR("server %u: rows answer does not match table %u (%u rows)",
 				wc->srv->rank, mine->table, mine->count);
 			st = -EPROTO;
 		} else {
 			const char *src = ev->data;
-			const uint32_t *us = p->u.rows.ustart;
+			const uint32_t *us = p->u.rows.ustart, *ue = p->u.rows.uend;
 
 			for (uint32_t j = 0; j < mine->count; j++)
-				for (uint32_t k = us[j]; k < us[j + 1]; k++)
+				for (uint32_t k = us[j]; k < ue[j]; k++)
 					memcpy(p->u.rows.out + (size_t)p->u.rows.pos[k] * mine->dim,
 					       src + j * row, row);
+			if (slots && p->u.rows.cache)
+				rps_wtshard_learn(p->u.rows.cache, p->u.rows.ids,
+						  src + (size_t)mine->count * row, mine->count);
+			clock_seen_max(&rps_wshard_get(w, p->server, p->shard)->clock_seen, h->aux);
 			atomic_fetch_add_explicit(&w->stat_bytes_in, mine->count * row,
 						  memory_order_relaxed);
 		}
@@ -369,13 +407,21 @@ static int rows_call(struct rps_worker *w, rps_table_t table, const uint64_t *id
 		batch_free(b);
 		return -ENOMEM;
 	}
-	if (grads)
+	if (push)
 		pthread_rwlock_rdlock(&w->clock_rw); /* the pushes count in this clock */
 	clock = atomic_load(&w->clock);
+	if (!push && !cb && rps_wtable_reads_on(w)) {
+		/* one-sided reads of the rows seen before, frames for the rest */
+		rps_wreq_seal(req);
+		rc = rps_req_wait(req, -1); /* an empty request: completes at once */
+		rc = rps_wtable_read_pull(w, table, dim, &b->v, out, clock);
+		batch_free(b);
+		return rc;
+	}
 	rps_wsubmit_enter(w);
-	batch_post(w, req, table, dim, b, out, !!grads, clock);
+	rps_wtable_post_frames(w, req, table, dim, &b->v, out, push, clock, 0);
 	rps_wsubmit_leave(w);
-	if (grads)
+	if (push)
 		pthread_rwlock_unlock(&w->clock_rw);
 	rps_wreq_seal(req);
 	if (cb)

@@ -237,6 +237,7 @@ static void worker_teardown(struct rps_worker *w)
 	rps_wcore_drain(&w->core);
 	w->pull->fini(w);
 	rps_wregs_fini(w);
+	rps_wtread_free(w); /* table reads' scratch, before the transport */
 	if (w->tr) {
 		rps_transport_destroy(w->tr);
 		w->tr = NULL;

@@ -66,9 +66,9 @@ int main(int argc, char **argv)
 	printf("rss before %ld KiB, after %ld KiB, delta %.1f MiB\n", before, after,
 	       (double)(after - before) / 1024.0);
 	printf("row data %.1f MiB\n", (double)rows * dim * 4 / 1048576.0);
-	printf("overhead per row beyond data: %.2f bytes (slot versions + id %u, index %.2f, "
-	       "step counter 4, index rehashes %llu)\n",
-	       per, RPS_ROWTAB_HDR + 8,
+	printf("overhead per row beyond data: %.2f bytes (slot: id 8 + versions 8 + pad %u, "
+	       "index %.2f, step counter 4, index rehashes %llu)\n",
+	       per, rt.slot_bytes - 16 - dim * 4,
 	       (double)rt.nbuckets * RPS_ROWTAB_BUCKET * 4 / (double)rows,
 	       (unsigned long long)rt.rehashes);
 	printf("created %.0f rows/s\n",

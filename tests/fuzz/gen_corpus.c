@@ -125,6 +125,39 @@ static void f_clock(struct buf *b, uint32_t clock, uint32_t p0, uint32_t p1)
 	frame(b, RPS_OP_CLOCK, 0, 0, 0, &c, sizeof(c), pushes, sizeof(pushes));
 }
 
+/* sparse tables (ops 30-37): a declaration, pulls (with slots), a push
+ * with a duplicate id, a chunk map request */
+static void f_table(struct buf *b, uint32_t table, uint32_t shard, uint32_t dim)
+{
+	struct rps_table_decl d = {.table = table, .shard = shard, .dim = dim, .init = 1,
+				   .init_scale = 0.5f, .seed = 7, .capacity_hint = 100};
+	struct rps_optim_opts o;
+	struct rps_optim_wire w;
+
+	rps_optim_opts_default(&o);
+	o.kind = RPS_OPT_ADAM;
+	rps_optim_wire_encode(&o, &w);
+	frame(b, RPS_OP_TABLE_DECLARE, 0, 0, 0, &d, sizeof(d), &w, sizeof(w));
+}
+
+static const uint64_t row_ids[4] = {7, 1ull << 63, 7, 123456789};
+
+static void f_rows(struct buf *b, uint8_t op, uint32_t table, uint32_t shard, uint32_t dim,
+		   uint32_t count, uint32_t clock, uint32_t flags)
+{
+	struct rps_rows r = {.table = table, .shard = shard, .count = count, .dim = dim,
+			     .clock = clock, .flags = flags};
+	uint8_t tail[4 * 8 + 4 * 4 * sizeof(float)];
+	size_t n = (size_t)count * 8;
+
+	memcpy(tail, row_ids, n);
+	if (op == RPS_OP_ROWS_PUSH) {
+		memcpy(tail + n, vals, (size_t)count * dim * sizeof(float));
+		n += (size_t)count * dim * sizeof(float);
+	}
+	frame(b, op, 0, 0, 0, &r, sizeof(r), tail, n);
+}
+
 /* ---- control frames ---- */
 
 static void f_register(struct buf *b, uint8_t role, uint16_t port)
@@ -208,6 +241,15 @@ static void gen_frame(void)
 		frame(&b, simple[i].op, 0, 0, 0, NULL, 0, NULL, 0);
 		save("frame", simple[i].name, b.b, b.n);
 	}
+	b.n = 0;
+	f_table(&b, 1, 0, 8);
+	save("frame", "table_declare", b.b, b.n);
+	b.n = 0;
+	f_rows(&b, RPS_OP_ROWS_PUSH, 1, 0, 4, 4, 0, 0);
+	save("frame", "rows_push", b.b, b.n);
+	b.n = 0;
+	f_rows(&b, RPS_OP_ROWS_PULL, 1, 0, 4, 4, 0, RPS_ROWS_FLAG_SLOTS);
+	save("frame", "rows_pull", b.b, b.n);
 	{
 		struct rps_hello h;
 
@@ -432,6 +474,21 @@ static void gen_server(void)
 	b.n = 0;
 	seg(&b, 0, &w0);
 	save("server", "declare_push_clock_pull", b.b, b.n);
+	/* a table: declared, rows pushed (a duplicate id), pulled with slots,
+	 * its chunk map asked for, then the next clock */
+	w0.n = 0;
+	f_table(&w0, 3, 0, 4);
+	f_rows(&w0, RPS_OP_ROWS_PUSH, 3, 0, 4, 4, 0, 0);
+	f_clock(&w0, 0, 1, 0);
+	f_rows(&w0, RPS_OP_ROWS_PULL, 3, 0, 4, 4, 1, RPS_ROWS_FLAG_SLOTS);
+	{
+		struct rps_table_map m = {.table = 3, .shard = 0};
+
+		frame(&w0, RPS_OP_TABLE_MAP, 0, 0, 0, &m, sizeof(m), NULL, 0);
+	}
+	b.n = 0;
+	seg(&b, 0, &w0);
+	save("server", "table_push_pull_map", b.b, b.n);
 	/* a key with its own optimizer on shard 1, assigned, then pulled */
 	w0.n = 0;
 	f_declare(&w0, 2, 1, 8, 1);

@@ -24,6 +24,7 @@
  *
  * Exit 0 on success; every mismatch is printed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -279,6 +280,169 @@ static void run_ckpt(struct rps_worker *w)
 		     (unsigned long long)rows, n);
 }
 
+/* CPU seconds (user + system) of every rdmaps-server process here. */
+static double servers_cpu(void)
+{
+	double sum = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char path[300], comm[64], buf[1024];
+		unsigned long ut = 0, st = 0;
+		FILE *f;
+		char *p;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		comm[0] = 0;
+		if (!fgets(comm, sizeof(comm), f))
+			comm[0] = 0;
+		fclose(f);
+		if (strncmp(comm, "rdmaps-server", 13))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(buf, sizeof(buf), f) && (p = strrchr(buf, ')')) &&
+		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+			sum += (double)(ut + st) / (double)hz;
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return sum;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* 2 workers, ASP: worker 0 pushes 64 rows of 256 floats for TORN_S seconds
+ * (sgd lr 1 on gradient -1 everywhere: every element of a row always equals
+ * its update count); worker 1 pulls them meanwhile and checks that each row
+ * it gets is whole (all elements equal, never below what it saw before).
+ * Meanwhile both create new rows (64 a step, up to TORN_GROW): the table
+ * grows new arena chunks and its index rehashes under the readers; worker 1
+ * reads the new rows again (one-sided once seen) and checks them whole too.
+ * Then a pull-only phase: the servers' CPU time is measured around it. */
+#define TORN_GROW 60000
+#define TORN_S	 8.0
+#define TORN_DIM 256
+#define TORN_N	 64
+static void run_torn(struct rps_worker *w, int rank)
+{
+	struct rps_table_spec s;
+	static float rows[TORN_N * TORN_DIM], g[TORN_N * TORN_DIM];
+	uint64_t ids[TORN_N];
+	float last[TORN_N] = {0};
+	long pulls = 0, torn = 0;
+	double t0;
+
+	make_spec(&s, RPS_OPT_SGD, 1);
+	s.dim = TORN_DIM;
+	EXPECT(rps_worker_declare_table(w, 9, &s), 0);
+	for (int i = 0; i < TORN_N; i++)
+		ids[i] = pool_id(i);
+	for (int i = 0; i < TORN_N * TORN_DIM; i++)
+		g[i] = -1.0f;
+	EXPECT(rps_worker_pull_rows(w, 9, ids, TORN_N, rows), 0); /* create them */
+	EXPECT(rps_worker_barrier(w), 0);
+	t0 = now_s();
+	if (rank == 0) {
+		long steps = 0;
+
+		while (now_s() - t0 < TORN_S) {
+			uint64_t nid[TORN_N];
+
+			EXPECT(rps_worker_push_rows(w, 9, ids, TORN_N, g), 0);
+			for (int i = 0; i < TORN_N; i++)
+				nid[i] = pool_id(1000 + (int)((steps * TORN_N + i) % TORN_GROW));
+			EXPECT(rps_worker_pull_rows(w, 9, nid, TORN_N, rows), 0); /* grow */
+			EXPECT(rps_worker_clock(w), 0);
+			steps++;
+		}
+		printf("itest-table torn: worker 0 pushed %ld steps of %d rows\n", steps, TORN_N);
+	} else if (rank == 1) {
+		while (now_s() - t0 < TORN_S) {
+			uint64_t nid[TORN_N];
+			static float nrows[TORN_N * TORN_DIM];
+
+			/* new rows (created by either worker), then again: read
+			 * one-sided from the chunks the table grew */
+			for (int i = 0; i < TORN_N; i++)
+				nid[i] = pool_id(1000 + (int)(((pulls / 2) * TORN_N + i) % TORN_GROW));
+			EXPECT(rps_worker_pull_rows(w, 9, nid, TORN_N, nrows), 0);
+			for (int i = 0; i < TORN_N * TORN_DIM; i++)
+				if (nrows[i] != 0.0f && torn++ < 5)
+					FAIL("new row %d element %d: %g, not its initial 0", i / TORN_DIM,
+					     i % TORN_DIM, (double)nrows[i]);
+			EXPECT(rps_worker_pull_rows(w, 9, ids, TORN_N, rows), 0);
+			pulls++;
+			for (int i = 0; i < TORN_N; i++) {
+				const float *r = rows + i * TORN_DIM;
+				int bad = 0;
+
+				for (int e = 1; e < TORN_DIM; e++)
+					bad |= r[e] != r[0];
+				if (bad || r[0] < last[i]) {
+					if (torn++ < 5)
+						FAIL("pull %ld: row %d torn or older (%g .. %g, saw %g)",
+						     pulls, i, (double)r[0],
+						     (double)r[TORN_DIM - 1], (double)last[i]);
+				}
+				last[i] = r[0];
+			}
+		}
+	}
+	EXPECT(rps_worker_barrier(w), 0);
+	if (rank == 1) {
+		struct rps_worker_stats st = {.field_mask = RPS_WORKER_STAT_ALL};
+		double c0, c1, t1;
+		long n = 0;
+
+		EXPECT(rps_worker_stats(w, &st), 0);
+		printf("itest-table torn: %ld pulls of %d rows under updates, %ld torn rows "
+		       "returned, %llu torn re-reads, %llu pull messages/reads (%s)\n",
+		       pulls, TORN_N, torn, (unsigned long long)st.torn_retries,
+		       (unsigned long long)st.pulls, rps_worker_transport(w));
+		{
+			uint64_t nrows_srv = 0;
+
+			EXPECT(rps_worker_table_rows(w, 9, &nrows_srv), 0);
+			printf("itest-table torn: the table grew to %llu rows meanwhile\n",
+			       (unsigned long long)nrows_srv);
+		}
+		if (!strcmp(rps_worker_transport(w), "rdma") &&
+		    st.pulls < (uint64_t)pulls * TORN_N / 2)
+			FAIL("rdma: %llu reads for %ld pulls of %d rows: rows were not read "
+			     "one-sided",
+			     (unsigned long long)st.pulls, pulls, TORN_N);
+		/* pull only: what does it cost the servers? */
+		c0 = servers_cpu();
+		t0 = now_s();
+		while ((t1 = now_s()) - t0 < 3.0) {
+			EXPECT(rps_worker_pull_rows(w, 9, ids, TORN_N, rows), 0);
+			n++;
+		}
+		c1 = servers_cpu();
+		printf("itest-table torn: pull-only %ld pulls of %d rows in %.1f s: servers' CPU "
+		       "%.3f s (%.1f%% of a core)\n",
+		       n, TORN_N, t1 - t0, c1 - c0, 100.0 * (c1 - c0) / (t1 - t0));
+	}
+	EXPECT(rps_worker_barrier(w), 0);
+}
+
 int main(int argc, char **argv)
 {
 	int bsp = argc > 1 && !strcmp(argv[1], "bsp");
@@ -292,14 +456,24 @@ int main(int argc, char **argv)
 	int which[2 * POOL], n = 0, ntouched = 0;
 	float out[2 * POOL * DIM];
 
-	if (argc < 2 || (!bsp && strcmp(argv[1], "asp") && strcmp(argv[1], "ckpt"))) {
-		fprintf(stderr, "usage: itest-table bsp|asp|ckpt\n");
+	if (argc < 2 || (!bsp && strcmp(argv[1], "asp") && strcmp(argv[1], "ckpt") &&
+			 strcmp(argv[1], "torn"))) {
+		fprintf(stderr, "usage: itest-table bsp|asp|ckpt|torn\n");
 		return 2;
 	}
 	rc = rps_worker_create(NULL, &w);
 	if (rc) {
 		fprintf(stderr, "itest-table: worker: %s\n", rps_strerror(rc));
 		return 1;
+	}
+	if (!strcmp(argv[1], "torn")) {
+		run_torn(w, rps_worker_rank(w));
+		rps_worker_destroy(w);
+		if (failures)
+			fprintf(stderr, "itest-table torn: %d failures\n", failures);
+		else
+			printf("itest-table torn: ok\n");
+		return failures ? 1 : 0;
 	}
 	if (!strcmp(argv[1], "ckpt")) {
 		run_ckpt(w);

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Sparse tables on a real local cluster (itest-table, run as every worker):
-#   table.sh BIN_DIR bsp|asp [TRANSPORT]
-# 2 servers of 2 shards, 3 workers.
+#   table.sh BIN_DIR bsp|asp [TRANSPORT]   2 servers of 2 shards, 3 workers
+#   table.sh BIN_DIR torn [TRANSPORT]      1 server of 2 shards, 2 workers, ASP:
+#                                          no torn row under continuous updates
 set -euo pipefail
 BIN=$1
 MODE=$2
 TRANSPORT=${3:-tcp}
-export RDMAPS_SHARDS=2 RDMAPS_CONSISTENCY=$MODE
+SERVERS=2 WORKERS=3 CONS=$MODE
+if [ "$MODE" = torn ]; then SERVERS=1 WORKERS=2 CONS=asp; fi
+export RDMAPS_SHARDS=2 RDMAPS_CONSISTENCY=$CONS
 export RDMAPS_SECRET=table-test RDMAPS_TIMEOUT_MS=30000
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
 hosts=()
 if [ "$TRANSPORT" = rdma ]; then
 	hosts=(--server-host "${RDMAPS_RXE_IP0:-10.9.0.1}" --worker-host "${RDMAPS_RXE_IP1:-10.9.0.2}")
 fi
-exec "$BIN/rdmaps-launch" --servers 2 --workers 3 --transport "$TRANSPORT" --timeout 120 \
+exec "$BIN/rdmaps-launch" --servers $SERVERS --workers $WORKERS --transport "$TRANSPORT" --timeout 120 \
 	"${hosts[@]}" -- "$BIN/itest-table" "$MODE"

@@ -60,7 +60,7 @@ static void test_every_op_has_descriptor(void **state)
 	    OP(HEARTBEAT), OP(NODE_DEAD), OP(SHUTDOWN),	 OP(STATUS),	   OP(CHECKPOINT),
 	    OP(EXPORT), OP(ASSIGN), OP(REPORT), OP(CHALLENGE), OP(PROOF),
 	    OP(TABLE_DECLARE), OP(TABLE_DECLARE_ACK), OP(ROWS_PULL), OP(ROWS_PULL_RESP),
-	    OP(ROWS_PUSH), OP(ROWS_PUSH_ACK),
+	    OP(ROWS_PUSH), OP(ROWS_PUSH_ACK), OP(TABLE_MAP), OP(TABLE_MAP_RESP),
 	};
 #undef OP
 	size_t ndesc = 0;
