@@ -69,7 +69,7 @@ done
 # what was built links the installed librdmaps and runs. Not `prog | grep -q`:
 # grep leaving early kills the writer with SIGPIPE (pipefail).
 for p in examples/fmnist/fmnist-train tools/ctl/rdmaps-ctl tools/perf/rdmaps-perf \
-	tools/bench/rdmaps-bench-optim; do
+	tools/bench/rdmaps-bench-optim examples/text/text-train tools/bench/rdmaps-bench-table; do
 	grep -q "^usage: ${p##*/}" <<<"$("$T/$p" --help 2>&1)" ||
 		{ echo "install: ${p##*/} --help"; exit 1; }
 	grep -q "$T/prefix/lib/librdmaps.so" <<<"$(ldd "$T/$p")" ||
