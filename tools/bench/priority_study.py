@@ -35,10 +35,26 @@ EPOCH_RE = re.compile(r"epoch (\d+)/(\d+) loss ([0-9.]+) samples/s ([0-9.]+) "
                       r"test_accuracy ([0-9.]+)")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n):
+    """A port p with p .. p + n - 1 free now (the metrics ports: the scheduler's,
+    then one per server)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        try:
+            socks = []
+            for i in range(n):
+                t = socket.socket()
+                socks.append(t)
+                t.bind(("127.0.0.1", base + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise SystemExit("priority_study: no run of free ports for /metrics")
 
 
 def poll_depth(ports, stop, out):
@@ -59,7 +75,7 @@ def poll_depth(ports, stop, out):
 
 def run_one(a, policy, factor, seed, busy):
     env = dict(os.environ)
-    metrics = free_port()
+    metrics = free_ports(1 + a.servers)
     fault = f"slow_rank={a.workers - 1},slow_factor={factor},seed={seed}"
     if busy:
         fault += f",stall_update_ms={a.stall_ms},stall_p={a.stall_p}"
@@ -192,6 +208,9 @@ def main():
                 for p in policies:
                     r = run_one(a, p, factor, seed, scen == "busy-server")
                     runs.append(r)
+                    if a.json:  # after every run: a stopped study keeps what it measured
+                        with open(a.json, "w") as f:
+                            json.dump({"args": vars(a), "runs": runs}, f, indent=1)
                     print(f"{scen:12s} {factor:6g} {seed:4d} {p:10s} {r['final_accuracy']:9.4f} "
                           f"{fmt(r['time_to_target_s'], '14.1f')} {r['wall_s']:6.1f} "
                           f"{fmt(r['deepest_ring'], '12d')}  "
