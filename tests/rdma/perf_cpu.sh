@@ -23,8 +23,11 @@ cpu() { # MODE-NAME [ENV...]: server CPU % of a 2 s 64 KiB pull_bw
 	}
 	/usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r["server_cpu_pct"], r["bw_MBps"])' "$tmp/$name.json"
 }
-read -r ev evbw < <(cpu default)
-read -r bp bpbw < <(cpu busypoll RDMAPS_RDMA_EVENT_MODE=0)
+# (no process substitution: the guest has no /dev/fd)
+r=$(cpu default) || { echo "$r"; exit 1; }
+read -r ev evbw <<<"$r"
+r=$(cpu busypoll RDMAPS_RDMA_EVENT_MODE=0) || { echo "$r"; exit 1; }
+read -r bp bpbw <<<"$r"
 echo "server CPU in a 2 s pull-only run: default ${ev}% of a core (${evbw} MB/s), busy-poll ${bp}% (${bpbw} MB/s)"
 ok=1
 awk -v v="$ev" 'BEGIN { exit !(v <= 10) }' || { echo "FAIL: default mode used ${ev}% > 10%"; ok=0; }
