@@ -10,7 +10,8 @@
 #   cnt_diff BEFORE AFTER    one line: "drops D retries R [name +n ...]" with
 #                            every counter that moved among those below
 #
-# drops   = veth rx/tx_dropped + softnet dropped + qdisc (netem) drops
+# drops   = the largest of veth tx_dropped, veth rx_dropped and softnet
+#           dropped (one lost packet shows in all three) + qdisc (netem) drops
 # retries = rxe completer_retry_err + rcvd_seq_err + duplicate_request +
 #           out_of_seq_request + retry_exceeded_err + retry_rnr_exceeded_err +
 #           rcvd_rnr_err + send_rnr_err
@@ -44,8 +45,8 @@ cnt_snap() {
 			for d in /sys/class/net/veth*; do
 				[ -e "$d" ] || continue
 				tc -s qdisc show dev "$(basename "$d")" 2>/dev/null |
-					awk -v n="$(basename "$d")" '/dropped/ { for (i = 1; i < NF; i++)
-						if ($i == "dropped") { gsub(",", "", $(i + 1)); q += $(i + 1) } }
+					awk -v n="$(basename "$d")" '/dropped/ { gsub(/[(),]/, " "); $0 = $0
+						for (i = 1; i < NF; i++) if ($i == "dropped") q += $(i + 1) }
 						END { print n ".qdisc_dropped", q + 0 }'
 			done
 		fi
@@ -59,13 +60,19 @@ cnt_diff() {
 			d = $2 - ($1 in a ? a[$1] : 0)
 			if (d == 0) next
 			split($1, k, "."); c = k[2]
-			if (c == "rx_dropped" || c == "tx_dropped" || c == "qdisc_dropped" || $1 == "softnet.dropped") {
-				drops += d; moved = moved " " $1 " +" d
-			} else if (c == "completer_retry_err" || c == "rcvd_seq_err" || c == "duplicate_request" ||
+			# one packet lost to a full backlog counts in the sending veth
+			# tx_dropped, the receiving veth rx_dropped and softnet: the largest
+			if (c == "tx_dropped") { tx += d; moved = moved " " $1 " +" d }
+			else if (c == "rx_dropped") { rx += d; moved = moved " " $1 " +" d }
+			else if ($1 == "softnet.dropped") { sn += d; moved = moved " " $1 " +" d }
+			else if (c == "qdisc_dropped") { qd += d; moved = moved " " $1 " +" d } else if (c == "completer_retry_err" || c == "rcvd_seq_err" || c == "duplicate_request" ||
 				   c == "out_of_seq_request" || c == "retry_exceeded_err" ||
 				   c == "retry_rnr_exceeded_err" || c == "rcvd_rnr_err" || c == "send_rnr_err") {
 				retries += d; moved = moved " " $1 " +" d
 			}
 		}
-		END { printf "drops %d retries %d%s\n", drops, retries, moved }' "$1" "$2"
+		END {
+			drops = tx; if (rx > drops) drops = rx; if (sn > drops) drops = sn
+			printf "drops %d retries %d%s\n", drops + qd, retries, moved
+		}' "$1" "$2"
 }
