@@ -99,7 +99,7 @@ struct rps_config {
 	int max_parked_pulls;      /* pulls one connection may have waiting for a clock */
 	int accept_backoff_ms;     /* stop accepting this long when out of descriptors */
 	int register_timeout_ms;   /* scheduler: REGISTER (nodes) or a request (ctl) within this */
-	/* perf (issue 21): RDMA over lossy RoCE (docs/rdma.md, "Lossy RoCE") */
+	/* perf (issue 21): RDMA over lossy RoCE (docs/rdma.md, "Retransmission") */
 	int rdma_ack_timeout;      /* local ACK timeout exponent (4.096 us x 2^N); 0: rdma_cm's */
 	int rdma_retry_count;      /* retransmissions before a connection fails, 0..7 */
 	int rdma_rnr_timer;        /* RNR NAK delay asked of peers (IB encoding) */

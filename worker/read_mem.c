@@ -103,7 +103,7 @@ int rps_wread_mem_init(struct rps_worker *w)
 	/* READs of at most RDMAPS_RDMA_READ_BYTES (whole chunks): on a lossy
 	 * fabric a drop costs a retransmission within one READ, and a READ of
 	 * fewer packets than the receiver's backlog is not dropped whole
-	 * (docs/rdma.md, "Lossy RoCE") */
+	 * (docs/rdma.md, "Retransmission") */
 	if (w->cfg && w->cfg->rdma_read_bytes && chunk_max) {
 		uint64_t fit = w->cfg->rdma_read_bytes / chunk_max;
 

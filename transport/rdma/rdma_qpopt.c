@@ -1,5 +1,6 @@
 /* RDMA transport: the retransmission settings of a connection's QP, for
- * fabrics that lose packets (RoCE without PFC; docs/rdma.md, "Lossy RoCE").
+ * fabrics that lose packets (RoCE without PFC; docs/rdma.md, "Retransmission:
+ * InfiniBand and lossy RoCE").
  * - local ACK timeout (RDMAPS_RDMA_ACK_TIMEOUT): how long a requester waits
  *   for an ACK or READ response before it sends again. rdma_cm derives it
  *   from the path's packet lifetime (on RoCE about 2 s), so without this one
