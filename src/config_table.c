@@ -104,8 +104,8 @@ const struct rps_config_entry rps_config_table[] = {
 	ENTRY(register_timeout_ms, "30000", RPS_CFG_INT,
 	      "scheduler: a node past its hello must REGISTER within this, an rdmaps-ctl ask something"),
 	/* perf (issue 21): RDMA over lossy RoCE: retransmission and READ size */
-	ENTRY(rdma_ack_timeout, "14", RPS_CFG_INT,
-	      "RDMA local ACK timeout 4.096 us x 2^N before a lost packet is sent again (14: 67 ms); 0 = rdma_cm's default"),
+	ENTRY(rdma_ack_timeout, "0", RPS_CFG_INT,
+	      "RDMA local ACK timeout 4.096 us x 2^N before a lost packet is sent again (14: 67 ms, for lossy RoCE); 0 = rdma_cm's (~2 s on RoCE)"),
 	ENTRY(rdma_retry_count, "7", RPS_CFG_INT,
 	      "RDMA retransmissions of an unacknowledged packet before the connection fails"),
 	ENTRY(rdma_rnr_timer, "12", RPS_CFG_INT,

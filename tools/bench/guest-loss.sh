@@ -116,8 +116,8 @@ for k in $(seq "$rounds"); do
 		# single 1 MiB READs overflow the guest's backlog even without
 		# netem (docs/benchmarks.md, "Fair baselines"): only on request
 		[ "${IB1M:-0}" = 1 ] && pt "ib_read_bw_1m_l${l}_r$k" ib_read_bw -o 16 -s 1048576 -n "$n1m"
-		rp "pull_1m_l${l}_r$k" pull_bw -s 1M -D "$secs"
-		RDMAPS_OPTIMIZER=sgd rp "push_64k_l${l}_r$k" push_bw -s 64K -D "$secs"
+		RDMAPS_RDMA_ACK_TIMEOUT=${ACK:-14} rp "pull_1m_l${l}_r$k" pull_bw -s 1M -D "$secs"
+		RDMAPS_RDMA_ACK_TIMEOUT=${ACK:-14} RDMAPS_OPTIMIZER=sgd rp "push_64k_l${l}_r$k" push_bw -s 64K -D "$secs"
 		RDMAPS_RDMA_ACK_TIMEOUT=0 rp "pull_1m_cmdefault_l${l}_r$k" pull_bw -s 1M -D "$secs"
 		RDMAPS_RDMA_ACK_TIMEOUT=0 RDMAPS_OPTIMIZER=sgd rp "push_64k_cmdefault_l${l}_r$k" push_bw -s 64K -D "$secs"
 	done
