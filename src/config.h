@@ -104,6 +104,12 @@ struct rps_config {
 	/* aggregation on the host (worker/local_agg.c) */
 	char local_agg[8];         /* auto | off */
 	int replicas;              /* copies of every shard (docs/replication.md); 1 = none */
+	/* perf (issue 21): RDMA over lossy RoCE (docs/rdma.md, "Retransmission") */
+	int rdma_ack_timeout;      /* local ACK timeout exponent (4.096 us x 2^N); 0: rdma_cm's */
+	int rdma_retry_count;      /* retransmissions before a connection fails, 0..7 */
+	int rdma_rnr_timer;        /* RNR NAK delay asked of peers (IB encoding) */
+	int rdma_rnr_retry;        /* RNR retries, 0..7 (7: forever) */
+	uint64_t rdma_read_bytes;  /* largest READ a pull posts (whole chunks) */
 };
 
 enum rps_config_type {

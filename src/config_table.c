@@ -112,6 +112,17 @@ const struct rps_config_entry rps_config_table[] = {
 	/* replicated shards (docs/replication.md) */
 	ENTRY(replicas, "1", RPS_CFG_INT,
 	      "copies of every shard: 1 = none, 2 = a backup on the next server (chain replication)"),
+	/* perf (issue 21): RDMA over lossy RoCE: retransmission and READ size */
+	ENTRY(rdma_ack_timeout, "0", RPS_CFG_INT,
+	      "RDMA local ACK timeout 4.096 us x 2^N before a lost packet is sent again (14: 67 ms, for lossy RoCE); 0 = rdma_cm's (~2 s on RoCE)"),
+	ENTRY(rdma_retry_count, "7", RPS_CFG_INT,
+	      "RDMA retransmissions of an unacknowledged packet before the connection fails"),
+	ENTRY(rdma_rnr_timer, "12", RPS_CFG_INT,
+	      "RDMA receiver-not-ready NAK delay asked of peers, IB encoding (12: 0.64 ms; 0: 655 ms)"),
+	ENTRY(rdma_rnr_retry, "7", RPS_CFG_INT,
+	      "RDMA receiver-not-ready retries (7: forever)"),
+	ENTRY(rdma_read_bytes, "256K", RPS_CFG_U64,
+	      "largest RDMA READ a pull posts, in whole store chunks (a bigger chunk is one READ)"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -175,6 +186,12 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "register_timeout_ms", IRANGE(1, INT_MAX) },
 	{ "local_agg", .choices = "auto|off" },
 	{ "replicas", IRANGE(1, 2) }, /* replicated shards: 3 is not done yet */
+	/* perf (issue 21) */
+	{ "rdma_ack_timeout", IRANGE(0, 31) },
+	{ "rdma_retry_count", IRANGE(0, 7) },
+	{ "rdma_rnr_timer", IRANGE(0, 31) },
+	{ "rdma_rnr_retry", IRANGE(0, 7) },
+	{ "rdma_read_bytes", URANGE(4096, 1ull << 30) },
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {

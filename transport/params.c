@@ -29,7 +29,10 @@ void rps_tr_params_from_config(const struct rps_config *cfg, struct rps_tr_param
 	p_p->rdma.event_mode = cfg->rdma_event_mode;
 	p_p->rdma.poll_spin_us = cfg->rdma_poll_spin_us;
 	p_p->rdma.expect_peers = (uint32_t)RPS_MAX(cfg->num_workers, 1);
-	p_p->rdma.rnr_retry = 7;
+	p_p->rdma.rnr_retry = cfg->rdma_rnr_retry;
+	p_p->rdma.ack_timeout = cfg->rdma_ack_timeout;
+	p_p->rdma.retry_count = cfg->rdma_retry_count;
+	p_p->rdma.rnr_timer = cfg->rdma_rnr_timer;
 	p_p->rdma.expect_out =
 	    (uint32_t)RPS_MAX(cfg->num_servers, 1) * (uint32_t)RPS_MAX(cfg->shards, 1);
 }

@@ -130,9 +130,13 @@ struct rps_rdma_params {
 	int poll_spin_us;       /* event mode: spin this long after activity */
 	uint32_t expect_peers;  /* connections expected per SRQ (receive grant) */
 	uint32_t expect_out;    /* outgoing connections expected */
-	int rnr_retry;          /* RNR retries asked of peers, 0..7 (7: forever). Not
-				 * an option: 7; tests take 0 so that an overrun
-				 * receive queue is an error instead of a stall */
+	int rnr_retry;          /* RNR retries asked of peers, 0..7 (7: forever;
+				 * RDMAPS_RDMA_RNR_RETRY); tests take 0 so that an
+				 * overrun receive queue is an error, not a stall */
+	/* Lossy RoCE (docs/rdma.md): retransmission settings of every QP */
+	int ack_timeout;        /* local ACK timeout exponent, 4.096 us x 2^N; 0: rdma_cm's */
+	int retry_count;        /* retransmissions before a QP fails, 0..7 */
+	int rnr_timer;          /* RNR NAK delay we ask of senders (IB encoding) */
 };
 
 /* What a transport is created with. Fill it with rps_tr_params_from_config()

@@ -100,6 +100,20 @@ int rps_wread_mem_init(struct rps_worker *w)
 		rs->per_read = RPS_RPLAN_MAX_CHUNKS;
 	for (uint32_t i = 0; i < w->num_servers; i++)
 		chunk_max = RPS_MAX(chunk_max, (size_t)w->servers[i].chunk_bytes);
+	/* READs of at most RDMAPS_RDMA_READ_BYTES (whole chunks): on a lossy
+	 * fabric a drop costs a retransmission within one READ, and a READ of
+	 * fewer packets than the receiver's backlog is not dropped whole
+	 * (docs/rdma.md, "Retransmission") */
+	if (w->cfg && w->cfg->rdma_read_bytes && chunk_max) {
+		uint64_t fit = w->cfg->rdma_read_bytes / chunk_max;
+
+		if (!fit)
+			RPS_WARN("pull: store chunks of %zu bytes exceed RDMAPS_RDMA_READ_BYTES=%llu: "
+				 "one READ per chunk (set RDMAPS_CHUNK_BYTES on the servers to at "
+				 "most the READ size)",
+				 chunk_max, (unsigned long long)w->cfg->rdma_read_bytes);
+		rs->per_read = (uint32_t)RPS_MAX(1, RPS_MIN((uint64_t)rs->per_read, fit));
+	}
 	rs->scratch.blk = RPS_MAX((size_t)rs->per_read * RPS_RPLAN_LINES, (size_t)RPS_RD_WHOLE_MAX);
 	rs->scratch.per_region = SCRATCH_BLOCKS;
 	/* bounce blocks: bper chunks of the largest size, grown on first use */

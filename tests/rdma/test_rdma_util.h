@@ -77,6 +77,11 @@ static inline void tcfg_init(struct rps_config *cfg, int event_mode)
 	cfg->num_workers = 2;
 	cfg->num_servers = 1;
 	cfg->shards = 2;
+	/* retransmission: the option table's defaults (memset would say 0) */
+	cfg->rdma_ack_timeout = 0;
+	cfg->rdma_retry_count = 7;
+	cfg->rdma_rnr_timer = 12;
+	cfg->rdma_rnr_retry = 7;
 }
 
 /* RNR retries of the transports tr_create makes (0: an overrun receive

@@ -53,6 +53,12 @@ port=$((19000 + RANDOM % 500))
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-error}
 
 say() { echo "guest-bench: $*"; }
+# drop / retry counters before and after every run: OUT/NAME.cnt (counters.sh;
+# report.py flags a run with drops or retries instead of using it)
+# shellcheck source=counters.sh
+. "$(dirname "$0")/counters.sh"
+cnt_note() { cnt_snap "$OUT/.cnt.after"; cnt_diff "$OUT/.cnt.before" "$OUT/.cnt.after" >"$OUT/$1.cnt"; }
+cnt_text() { case $(cat "$OUT/$1.cnt") in "drops 0 retries 0") echo "" ;; *) echo ", FLAGGED: $(cat "$OUT/$1.cnt")" ;; esac; }
 # rxe under emulation sometimes drops its own ACKs ("rdma_rxe: Failed sending
 # ACK" in the kernel log): count them per test, they explain outliers
 acks() { dmesg 2>/dev/null | grep -c 'Failed sending ACK'; }
@@ -89,12 +95,14 @@ pt() {
 	for try in 1 2 3; do
 		port=$((port + 1))
 		ack0=$(acks)
+		cnt_snap "$OUT/.cnt.before"
 		timeout "$limit" "$tool" -d "$dev0" -x 1 -F -p "$port" "$@" >"$OUT/$name.server.txt" 2>&1 &
 		local spid=$!
 		wait_tcp "$port" || say "$name: the server does not listen"
 		timeout "$limit" "$tool" -d "$dev1" -x 1 -F -p "$port" "$@" "$ip0" >"$OUT/$name.txt" 2>&1
 		local rc=$?
 		wait "$spid"
+		cnt_note "$name"
 		if [ $rc -ne 0 ]; then
 			say "$name: $tool $* failed (exit $rc)"
 			sed 's/^/  | /' "$OUT/$name.txt" | tail -n 5
@@ -104,7 +112,7 @@ pt() {
 			say "$name: perftest could not calibrate its clock (emulation), run $try of 3"
 			continue
 		fi
-		say "$name: $(awk '$1 ~ /^[0-9]+$/ && NF >= 4 { print; exit }' "$OUT/$name.txt" | tr -s ' \t' ' ') ($(elapsed) s$(ack_note))"
+		say "$name: $(awk '$1 ~ /^[0-9]+$/ && NF >= 4 { print; exit }' "$OUT/$name.txt" | tr -s ' \t' ' ') ($(elapsed) s$(ack_note)$(cnt_text "$name"))"
 		return 0
 	done
 	return 1
@@ -115,10 +123,13 @@ rp() {
 	local name=$1
 	shift
 	ack0=$(acks)
+	cnt_snap "$OUT/.cnt.before"
 	if timeout $((limit * 3)) "$BIN/rdmaps-perf" --local-cluster --transport rdma --json -q \
 		--timeout $((limit * 3 - 10)) "$@" >"$OUT/$name.json" 2>"$OUT/$name.err"; then
-		say "$name: rdmaps-perf $* ($(elapsed) s$(ack_note))"
+		cnt_note "$name"
+		say "$name: rdmaps-perf $* ($(elapsed) s$(ack_note)$(cnt_text "$name"))"
 	else
+		cnt_note "$name"
 		say "$name: rdmaps-perf $* FAILED ($(elapsed) s)"
 		tail -n 5 "$OUT/$name.err" | sed 's/^/  | /'
 		rm -f "$OUT/$name.json"
@@ -132,6 +143,12 @@ done
 for s in $BW_SIZES; do
 	pt "ib_read_bw_$s" ib_read_bw -o 16 -s "$s" -n "$(bw_iters "$s")"
 done
+# The baseline of a 1 MiB pull at matched READ sizes: rdmaps posts READs of at
+# most RDMAPS_RDMA_READ_BYTES (256K) in whole 16 KiB chunks plus their version
+# lines, 14 chunks = 229,376 bytes of data (worker/read_mem.c). A single 1 MiB
+# READ (1,024 packets) overflows the guest's netdev_max_backlog (1000) and
+# measures retransmission timeouts, not the fabric (docs/benchmarks.md).
+pt ib_read_bw_match1m ib_read_bw -o 16 -s 229376 -n "$(bw_iters 65536)"
 
 lat_list=$(echo "$LAT_SIZES" | tr ' ' ',')
 bw_list=$(echo "$BW_SIZES" | tr ' ' ',')

@@ -18,7 +18,9 @@ RXE_EXIT_HARNESS=125 # the guest did not boot, crashed, or set-up failed
 # Kernel modules the guest loads (with their dependencies, in load order).
 # crc32_generic first: without it rdma_rxe fails with
 # "failed to init crc32 algorithm err:-2".
-RXE_GUEST_MODULES="crc32_generic virtio_pci 9pnet_virtio 9p rdma_rxe rdma_ucm ib_uverbs veth"
+# sch_netem: packet loss on the veths for the lossy-RoCE benchmark
+# (tools/bench/guest-loss.sh).
+RXE_GUEST_MODULES="crc32_generic virtio_pci 9pnet_virtio 9p rdma_rxe rdma_ucm ib_uverbs veth sch_netem"
 
 : "${RDMAPS_SOFTROCE_CACHE:=$SOFTROCE_REPO/.softroce}"
 

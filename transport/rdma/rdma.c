@@ -66,6 +66,9 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 	t->poll_spin_ns = (uint64_t)RPS_MAX(p->rdma.poll_spin_us, 0) * 1000u;
 	t->timeout_ms = p->timeout_ms;
 	t->rnr_retry = RPS_MIN(RPS_MAX(p->rdma.rnr_retry, 0), 7);
+	t->ack_timeout = RPS_MIN(RPS_MAX(p->rdma.ack_timeout, 0), 31);
+	t->retry_count = RPS_MIN(RPS_MAX(p->rdma.retry_count, 0), 7);
+	t->rnr_timer = RPS_MIN(RPS_MAX(p->rdma.rnr_timer, 0), 31);
 	t->max_msg = p->max_msg;
 	t->expect_peers = RPS_MAX(p->rdma.expect_peers, 1u);
 	t->expect_out = RPS_MAX(p->rdma.expect_out, 1u);

@@ -274,12 +274,13 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 	acp.private_data = &rep;
 	acp.private_data_len = sizeof(rep);
 	acp.flow_control = 1;
-	acp.retry_count = 7;
+	acp.retry_count = (uint8_t)t->retry_count;
 	acp.rnr_retry_count = (uint8_t)t->rnr_retry;
 	c->max_rd = acp.initiator_depth;
 	id->context = c;
 	rps_rdma_qpmap_add(t, c);
 	rps_rdma_all_add(t, c);
+	rps_rdma_qpopt_pre(t, id, peer);
 	if (rdma_accept(id, &acp)) {
 		rc = rps_rdma_cm_err();
 		RPS_ERR("accepting %s: rdma_accept: %s", peer, strerror(-rc));
@@ -332,6 +333,7 @@ static void handle_established(struct rps_rdma_transport *t, struct rps_rdma_con
 {
 	if (atomic_load(&c->state) != C_ACCEPTING)
 		return;
+	rps_rdma_qpopt_rts(t, c->qp, c->base.peer);
 	if (c->proof_ok)
 		accept_up(t, c);
 	else

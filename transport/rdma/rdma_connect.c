@@ -309,8 +309,9 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 	cp.responder_resources = (uint8_t)RPS_MIN(t->max_rd, d->attr.max_qp_rd_atom);
 	cp.initiator_depth = (uint8_t)RPS_MIN(t->max_rd, d->attr.max_qp_init_rd_atom);
 	cp.flow_control = 1;
-	cp.retry_count = 7;
+	cp.retry_count = (uint8_t)t->retry_count;
 	cp.rnr_retry_count = (uint8_t)t->rnr_retry;
+	rps_rdma_qpopt_pre(t, c->id, c->base.peer);
 	if (rdma_connect(c->id, &cp)) {
 		rc = rps_rdma_cm_err();
 		RPS_ERR("connect %s: rdma_connect: %s", c->base.peer, strerror(-rc));
@@ -320,6 +321,7 @@ int rps_rdma_connect(struct rps_transport *tr, const char *host, uint16_t port,
 	if (rc)
 		goto err_undo;
 	established = 1;
+	rps_rdma_qpopt_rts(t, c->qp, c->base.peer);
 	memset(&rep, 0, sizeof(rep));
 	if (e->param.conn.private_data && e->param.conn.private_data_len >= sizeof(rep))
 		memcpy(&rep, e->param.conn.private_data, sizeof(rep));

@@ -203,6 +203,9 @@ struct rps_rdma_transport {
 	uint64_t poll_spin_ns; /* event mode: spin this long after activity */
 	int timeout_ms;
 	int rnr_retry;
+	int ack_timeout; /* 0: leave rdma_cm's (rdma_qpopt.c) */
+	int retry_count;
+	int rnr_timer;
 	uint64_t max_msg;
 	uint32_t expect_peers; /* guess of connections per SRQ, for the grant */
 	uint32_t expect_out;
@@ -336,6 +339,12 @@ void rps_rdma_post_unlock(struct rps_rdma_conn *c);
 /* Reap completions unless another thread is at it; events it queued go to
  * the poll() thread. Returns how many. */
 int rps_rdma_reap_if_free(struct rps_rdma_transport *t);
+
+/* rdma_qpopt.c: retransmission settings (lossy RoCE, docs/rdma.md) */
+/* Before rdma_connect / rdma_accept: the local ACK timeout of id's QP. */
+void rps_rdma_qpopt_pre(struct rps_rdma_transport *t, struct rdma_cm_id *id, const char *peer);
+/* Once the QP is in RTS: its RNR NAK timer. */
+void rps_rdma_qpopt_rts(struct rps_rdma_transport *t, struct ibv_qp *qp, const char *peer);
 
 /* rdma_read.c */
 int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
