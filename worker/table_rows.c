@@ -179,7 +179,8 @@ void rps_wtable_post_frames(struct rps_worker *w, struct rps_req *req, rps_table
 		    srv->push_elems * 4 + sizeof(struct rps_push) - sizeof(struct rps_rows);
 		uint64_t pull_bytes = srv->pull_elems * 4;
 		uint64_t fmax = push ? push_bytes / (8ull + 4ull * dim)
-				     : RPS_MIN(pull_bytes / (4ull * dim), push_bytes / 8ull);
+				     : RPS_MIN(pull_bytes / (4ull * dim + (flags & RPS_ROWS_FLAG_SLOTS ? 4u : 0u)),
+					       push_bytes / 8ull); /* SLOTS: a slot word per row */
 		size_t end = u, cnt;
 		struct rps_piece *p;
 
