@@ -502,6 +502,7 @@ void rps_repl_conn_closed(struct rps_server *srv, struct rps_srv_conn *sc)
 				 "shards once the scheduler says it is dead",
 				 r->standby_of);
 		atomic_store(&r->uplink_lost, 1);
+		r->uplink = NULL; /* dropped by the caller, freed by the close drain */
 		return;
 	}
 	if (sc == r->link)
@@ -833,6 +834,12 @@ void rps_repl_fini(struct rps_server *srv)
 
 	if (!r)
 		return;
+	if (r->standby_of != UINT32_MAX && r->uplink) {
+		/* a standby's link that never closed (its network thread is gone):
+		 * dropped here, freed by the server's close drain */
+		rps_srv_conn_drop(srv, r->uplink);
+		r->uplink = NULL;
+	}
 	if (r->sb) {
 		struct rps_server *sb = r->sb;
 		struct rps_repl *sr = sb->repl;

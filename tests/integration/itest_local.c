@@ -78,20 +78,19 @@ static int declare(struct rps_worker *w, const size_t *lens)
 
 /* ---- exact / kill ---- */
 
-static int run_exact(struct rps_worker *w, int kill)
+#define EXACT_TOTAL (1000 + 37 + 20000)
+
+/* The steps of run_exact, in buffers of EXACT_TOTAL elements it owns. */
+static int run_exact_in(struct rps_worker *w, int kill, float *g, float *v, double *expect)
 {
 	static const size_t lens[NKEYS] = { 1000, 37, 20000 };
-	size_t total = lens[0] + lens[1] + lens[2];
+	size_t total = EXACT_TOTAL;
 	int rank = rps_worker_rank(w), nw = rps_worker_num_workers(w);
 	int steps = env_int("ITEST_STEPS", 20), want = env_int("ITEST_LOCAL_SIZE", 0);
 	int kill_rank = env_int("ITEST_KILL_RANK", -1), kill_step = env_int("ITEST_KILL_STEP", 5);
-	float *g = malloc(total * sizeof(float)), *v = malloc(total * sizeof(float));
-	double *expect = calloc(total, sizeof(double));
 	uint64_t h = 0xcbf29ce484222325ull;
 	int rc;
 
-	if (!g || !v || !expect)
-		return 1;
 	if (declare(w, lens))
 		return 1;
 	for (int s = 0; s < steps; s++) {
@@ -158,10 +157,21 @@ static int run_exact(struct rps_worker *w, int kill)
 		}
 		printf("final fnv1a %016" PRIx64 "\n", h);
 	}
+	return failures ? 1 : 0;
+}
+
+static int run_exact(struct rps_worker *w, int kill)
+{
+	float *g = malloc(EXACT_TOTAL * sizeof(float)), *v = malloc(EXACT_TOTAL * sizeof(float));
+	double *expect = calloc(EXACT_TOTAL, sizeof(double));
+	int rc = 1;
+
+	if (g && v && expect)
+		rc = run_exact_in(w, kill, g, v, expect);
 	free(g);
 	free(v);
 	free(expect);
-	return failures ? 1 : 0;
+	return rc;
 }
 
 /* ---- bench ---- */

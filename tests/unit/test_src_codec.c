@@ -171,7 +171,7 @@ static void test_topk_known(void **state)
 {
 	const float g[8] = {0.1f, -5.0f, 3.0f, 0.0f, -0.2f, 4.0f, 1.0f, -3.0f};
 	const float want[8] = {0, -5.0f, 3.0f, 0, 0, 4.0f, 0, 0};
-	uint8_t buf[64];
+	uint8_t buf[4 + 8 * 8]; /* ratio 1: k = 8 indices and values */
 	float out[8], res[8] = {0};
 	uint32_t k, idx[3];
 	char why[128];
