@@ -313,10 +313,13 @@ void rps_server_destroy(struct rps_server *srv)
 		rps_transport_destroy(srv->tr);
 	srv->tr = NULL;
 	rps_srv_creq_fini(srv);
-	for (int s = 0; s < srv->shards_ready; s++)
-		rps_shard_fini(&srv->shards[s]);
+	/* the control thread first: its events (a worker's death, a restore)
+	 * go into the shards' rings, which rps_shard_fini frees */
 	if (srv->ctl)
 		rps_ctl_leave(srv->ctl);
+	srv->ctl = NULL;
+	for (int s = 0; s < srv->shards_ready; s++)
+		rps_shard_fini(&srv->shards[s]);
 	rps_srv_bufpool_fini(&srv->net_bufs);
 	rps_srv_pool_fini(&srv->reqs);
 	rps_free(srv->shards);
