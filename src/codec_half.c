@@ -7,6 +7,7 @@
 #include "src/codec.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define RPS_CODEC_X86 1
 #endif
@@ -151,8 +152,13 @@ int rps_codec_simd(void)
 
 	if (s < 0) {
 #ifdef RPS_CODEC_X86
+		unsigned int a, b, c, d;
+
+		/* F16C from CPUID leaf 1 (ecx bit 29): clang's
+		 * __builtin_cpu_supports does not know "f16c" */
 		__builtin_cpu_init();
-		s = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+		s = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) &&
+		    __builtin_cpu_supports("avx2");
 #else
 		s = 0;
 #endif

@@ -315,7 +315,7 @@ void rps_lagg_sweep(int max_age_s)
 		char path[300], name[300];
 		struct stat st;
 
-		if (strncmp(e->d_name, RPS_LAGG_PREFIX + 1, strlen(RPS_LAGG_PREFIX) - 1))
+		if (strncmp(e->d_name, &RPS_LAGG_PREFIX[1], strlen(RPS_LAGG_PREFIX) - 1))
 			continue;
 		snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
 		snprintf(name, sizeof(name), "/%s", e->d_name);
