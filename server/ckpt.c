@@ -1,5 +1,7 @@
-/* Shard checkpoints: writing a consistent snapshot from the update thread,
- * and loading one into a fresh shard (rdmaps-server --restore).
+/* Shard checkpoints: writing a consistent snapshot from the update thread
+ * (here: the synchronous path; normally the update thread only copies the
+ * shard and its writer thread writes the file, ckpt_async.c), and loading
+ * one into a fresh shard (rdmaps-server --restore).
  *
  * Consistency: the update thread is the only writer of its shard, so a
  * snapshot it takes between two ring entries is consistent. Periodic ones are
@@ -14,6 +16,7 @@
  * File format, atomicity, retention: src/ckpt.h, docs/operations.md.
  */
 #include "server/ckpt.h"
+#include "server/ckpt_async.h"
 #include "server/table.h"
 
 #include <dirent.h>
@@ -70,9 +73,15 @@ int rps_shard_ckpt_write(struct rps_shard *sh)
 {
 	struct rps_ckpt_info info;
 
+	/* on request: taken now, written by the writer thread (ckpt_async.c);
+	 * a write still in flight is waited for */
+	if (sh->p.ckpt_dir && sh->p.ckpt_dir[0] && atomic_load(&sh->server_rank) != UINT32_MAX &&
+	    rps_shard_ckpt_async_submit(sh, 0, RPS_CKPT_BUSY_WAIT) >= 0)
+		return 0;
 	return rps_shard_ckpt_write_info(sh, &info);
 }
 
+/* Synchronous: the update thread writes the file itself (no writer thread). */
 int rps_shard_ckpt_write_info(struct rps_shard *sh, struct rps_ckpt_info *info_p)
 {
 	uint32_t rank = atomic_load(&sh->server_rank);
@@ -126,13 +135,26 @@ void rps_shard_ckpt_maybe(struct rps_shard *sh)
 
 	if (!sh->p.ckpt_dir || !sh->p.ckpt_dir[0] || sh->clock == sh->ckpt_last_clock)
 		return;
-	if (sh->p.ckpt_every && sh->clock >= sh->ckpt_last_clock + sh->p.ckpt_every)
+	/* at every multiple of ckpt_every the clock reaches or passes (BSP: the
+	 * clock moves one by one, so exactly at the multiples): the same clocks
+	 * on every shard of every server, also after a restore at another clock */
+	if (sh->p.ckpt_every &&
+	    sh->clock / sh->p.ckpt_every > sh->ckpt_last_clock / sh->p.ckpt_every)
 		due = 1;
 	if (sh->p.ckpt_secs &&
 	    rps_now_ns() - sh->ckpt_last_ns >= (uint64_t)sh->p.ckpt_secs * 1000000000ull)
 		due = 1;
-	if (due)
-		rps_shard_ckpt_write(sh);
+	if (!due || atomic_load(&sh->server_rank) == UINT32_MAX)
+		return;
+	/* BSP waits for a write still in flight (every shard writes every
+	 * checkpoint clock: one cut); ASP/SSP skip to the next clock */
+	if (rps_shard_ckpt_async_submit(sh, 0,
+					sh->p.consistency == RPS_BSP ? RPS_CKPT_BUSY_WAIT
+								     : RPS_CKPT_BUSY_SKIP) < 0) {
+		struct rps_ckpt_info info;
+
+		rps_shard_ckpt_write_info(sh, &info); /* no writer thread, or no memory */
+	}
 }
 
 /* ---- restoring ------------------------------------------------------------------- */

@@ -22,6 +22,7 @@
 #include "transport/transport.h"
 
 struct rps_srv_conn; /* the server's side of a connection (server_int.h) */
+struct rps_ckpt_async; /* a shard's checkpoint writer (ckpt_async.h) */
 
 enum rps_srv_req_op {
 	RPS_REQ_DECLARE = 1,
@@ -208,6 +209,7 @@ struct rps_shard {
 	atomic_ullong ckpts_ok, ckpts_failed;
 	atomic_ullong ckpt_wall_ns; /* CLOCK_REALTIME of the newest, 0: none */
 	atomic_ullong ckpt_clock;   /* its clock */
+	struct rps_ckpt_async *ckpt_async; /* the writer thread (ckpt_async.h); NULL: none */
 
 	/* control requests (snap.c): the update thread's pending one (gen 0:
 	 * none), and its result, published by storing its gen in creq_done */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "server/ckpt.h"
+#include "server/ckpt_async.h"
 #include "src/alloc.h"
 #include "src/ckpt.h"
 #include "src/log.h"
@@ -84,6 +85,8 @@ void rps_shard_creq_run(struct rps_shard *sh)
 		if (!sh->p.ckpt_dir || !sh->p.ckpt_dir[0]) {
 			r->rc = -ENOTSUP;
 			snprintf(r->text, sizeof(r->text), "no checkpoint directory");
+		} else if (rps_shard_ckpt_async_submit(sh, gen, RPS_CKPT_BUSY_WAIT) > 0) {
+			return; /* the writer thread publishes the result (ckpt_async.c) */
 		} else {
 			r->rc = rps_shard_ckpt_write_info(sh, &info);
 			if (r->rc) {
@@ -107,6 +110,9 @@ void rps_shard_creq_run(struct rps_shard *sh)
 
 void rps_shard_creq_take(struct rps_shard *sh, const struct rps_ring_entry *e)
 {
+	/* the writer thread may still owe an abandoned request its result */
+	if (rps_shard_ckpt_async_creq_pending(sh))
+		rps_shard_ckpt_async_wait(sh);
 	/* a result nobody collected (an abandoned request): ours to free */
 	rps_free(sh->creq_res.snap);
 	sh->creq_res.snap = NULL;

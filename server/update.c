@@ -29,6 +29,7 @@
 #include "server/bsp_sum.h"
 #include "server/codec_push.h"
 #include "server/ckpt.h"
+#include "server/ckpt_async.h"
 #include "server/pull.h"
 #include "server/snap.h"
 #include "server/table.h"
@@ -267,6 +268,7 @@ static void shard_advance(struct rps_shard *sh)
 				rps_shard_tables_apply_clock(sh, sh->clock);
 			sh->clock++;
 			rps_shard_creq_at_clock(sh); /* a request for this clock */
+			rps_shard_ckpt_maybe(sh);    /* every clock boundary: one cut */
 		}
 		sh->redo = 1;
 	} else {
@@ -275,7 +277,8 @@ static void shard_advance(struct rps_shard *sh)
 	rps_store_set_clock(&sh->store, sh->clock);
 	sh->changed = 1;
 	RPS_TRACE("shard %u: clock %llu", sh->p.idx, (unsigned long long)sh->clock);
-	rps_shard_ckpt_maybe(sh); /* at the clock boundary: consistent under BSP */
+	if (sh->p.consistency != RPS_BSP)
+		rps_shard_ckpt_maybe(sh); /* at the clock boundary (BSP: in the loop) */
 	if (RPS_FAULT_SHOULD_KILL("server", (int)atomic_load(&sh->server_rank), sh->clock)) {
 		char why[96];
 
@@ -605,6 +608,8 @@ int rps_shard_start(struct rps_shard *sh, int core)
 	char name[16];
 	int rc;
 
+	if (sh->p.ckpt_dir && sh->p.ckpt_dir[0])
+		rps_shard_ckpt_async_start(sh); /* failed: the update thread writes them */
 	rc = pthread_create(&sh->thread, NULL, update_thread, sh);
 	if (rc) {
 		RPS_ERR("shard %u: update thread: %s", sh->p.idx, strerror(rc));
@@ -643,6 +648,7 @@ void rps_shard_stop(struct rps_shard *sh)
 		pthread_join(sh->thread, NULL);
 		sh->thread_ok = 0;
 	}
+	rps_shard_ckpt_async_stop(sh); /* waits for a checkpoint being written */
 	r = sh->deferred;
 	sh->deferred = sh->deferred_tail = NULL;
 	while (r) {

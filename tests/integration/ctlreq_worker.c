@@ -14,6 +14,8 @@
  *	leaves (so the servers stay up for rdmaps-ctl). Meanwhile OUTDIR/far-timeout
  *	and OUTDIR/far-death make rank 0 ask for a checkpoint at a clock nobody
  *	reaches (timeouts 1.5 s and 30 s); the result goes to OUTDIR/far-*.rc.
+ *   ctlreq-worker idle OUTDIR
+ *	join, touch OUTDIR/joined<rank>, wait for OUTDIR/release, leave.
  *   ctlreq-worker verify NSHARDS NWORKERS FILE...
  *	read each checkpoint file (src/ckpt.h, the restore path's reader) and
  *	check every slice against the formula at the file's clock.
@@ -253,13 +255,40 @@ static int verify(int nshards, int nworkers, char **files, int n)
 	return bad;
 }
 
+/* Join the job (so that a scheduler of restored servers completes its
+ * cluster), say so in OUTDIR/joined<rank>, wait for OUTDIR/release (60 s at
+ * most) and leave: no push, no pull (tests/integration/ckpt_async.sh). */
+static int idle(const char *dir)
+{
+	struct rps_worker_opts o;
+	struct rps_worker *w;
+	char name[32];
+	int rc;
+
+	rps_worker_opts_init(&o);
+	rc = rps_worker_create(&o, &w);
+	if (rc) {
+		fprintf(stderr, "ctlreq-worker: create: %s\n", rps_strerror(rc));
+		return 1;
+	}
+	snprintf(name, sizeof(name), "joined%d", rps_worker_rank(w));
+	touch(dir, name, NULL);
+	for (int i = 0; i < 1200 && !exists(dir, "release"); i++)
+		usleep(50000);
+	rps_worker_destroy(w);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "idle"))
+		return idle(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "run"))
 		return run(argv[2], atoi(argv[3]));
 	if (argc >= 5 && !strcmp(argv[1], "verify"))
 		return verify(atoi(argv[2]), atoi(argv[3]), argv + 4, argc - 4);
 	fprintf(stderr,
-		"usage: ctlreq-worker run OUTDIR CLOCKS | verify NSHARDS NWORKERS FILE...\n");
+		"usage: ctlreq-worker run OUTDIR CLOCKS | verify NSHARDS NWORKERS FILE... | "
+		"idle OUTDIR\n");
 	return 2;
 }

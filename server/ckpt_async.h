@@ -1,0 +1,63 @@
+/* Checkpoints off the hot path (ckpt_async.c): the update thread copies its
+ * shard at a clock boundary (a snapshot) and a writer thread of the shard
+ * writes the file, so pushes keep being applied while it is written and
+ * fsync'ed. At most one snapshot per shard exists at a time.
+ *
+ * Without a writer thread (a shard whose update thread was never started,
+ * as in the unit tests that call rps_shard_handle directly) or when the
+ * snapshot cannot be allocated, the update thread writes the file itself as
+ * before (server/ckpt.c, rps_shard_ckpt_write_info).
+ */
+#ifndef RPS_SERVER_CKPT_ASYNC_H
+#define RPS_SERVER_CKPT_ASYNC_H
+
+#include <stdint.h>
+
+#include "server/shard.h"
+
+/* What to do when the previous snapshot is still being written. */
+enum rps_ckpt_busy {
+	RPS_CKPT_BUSY_WAIT, /* wait for it (the update thread blocks meanwhile) */
+	RPS_CKPT_BUSY_SKIP, /* skip this one (warned, counted; retried at the next clock) */
+};
+
+/* Start the shard's writer thread (rps_shard_start calls it when the shard
+ * has a checkpoint directory). 0 or -errno (then checkpoints stay synchronous). */
+int rps_shard_ckpt_async_start(struct rps_shard *sh);
+/* Wait for the write in flight (logged if there is one), stop and join the
+ * writer, free it. Idempotent; rps_shard_stop calls it after the update thread
+ * ended. */
+void rps_shard_ckpt_async_stop(struct rps_shard *sh);
+/* 1 if the shard has a writer thread. */
+int rps_shard_ckpt_async_on(const struct rps_shard *sh);
+
+/* Update thread: snapshot the shard now (at sh->clock) and hand it to the
+ * writer. creq_gen != 0: a control request's (snap.c): the writer fills
+ * sh->creq_res and publishes creq_gen in sh->creq_done when the file is
+ * committed (or failed). Returns 1 handed over, 0 skipped (busy and
+ * RPS_CKPT_BUSY_SKIP), or -errno with nothing handed over (no writer, no
+ * memory for the snapshot, the sparse tables' files failed): the caller
+ * writes synchronously or reports. */
+int rps_shard_ckpt_async_submit(struct rps_shard *sh, uint32_t creq_gen, enum rps_ckpt_busy busy);
+/* Update thread: wait until no write is in flight (and none is owed to a
+ * control request). */
+void rps_shard_ckpt_async_wait(struct rps_shard *sh);
+/* 1 if a control request's checkpoint is being written (its result not yet
+ * published). */
+int rps_shard_ckpt_async_creq_pending(struct rps_shard *sh);
+
+/* Tests: hold the writer before it writes a snapshot it took (1), release it (0). */
+void rps_shard_ckpt_async_hold(struct rps_shard *sh, int hold);
+
+/* Counters (any thread). */
+struct rps_ckpt_async_stats {
+	uint64_t written;	/* snapshots written by the writer (committed) */
+	uint64_t failed;	/* snapshots whose write failed */
+	uint64_t skipped;	/* periodic ones skipped: the previous one was in flight */
+	uint64_t waited;	/* the update thread waited for the previous one */
+	uint64_t copy_ns_max;	/* longest snapshot copy on the update thread */
+	uint64_t write_ns_max;	/* longest write (file, fsync, rename) by the writer */
+};
+void rps_shard_ckpt_async_stats(struct rps_shard *sh, struct rps_ckpt_async_stats *st);
+
+#endif
