@@ -1,22 +1,31 @@
-/* Checkpoints off the hot path: snapshot on the update thread, file written
- * by the shard's writer thread ("rps-ckpt-<shard>").
+/* Checkpoints off the hot path: a copy-on-write snapshot taken by the update
+ * thread, copied and written by the shard's writer thread ("rps-ckpt-<shard>").
  *
- * Why a copy and not copy-on-write: the update thread is the only writer of
- * its shard, so between two ring entries the shard is consistent and a plain
- * memcpy of every slice's parameters and optimizer state is a consistent
- * snapshot. Copying runs at memory bandwidth (~100 MB in tens of ms, page
- * faults of the fresh buffer included), while writing, checksumming and
- * fsync'ing the same bytes takes hundreds of ms to seconds; that difference
- * is what moves off the hot path. Copy-on-write would make the pause smaller
- * still, but every write of the shard (pushes, BSP sums, ASSIGN, restores,
- * and the one-sided RDMA reads that see the same chunks) would have to check
- * and copy chunks first, in the hottest loop of the server, for a pause that
- * happens once per checkpoint. The price of the copy is memory: while a
- * snapshot is in flight the shard holds its parameters and optimizer state
- * twice; the buffer is freed as soon as the file is written.
+ * Copy-on-write by chunk (the store's chunks, chunk_bytes each). At the clock
+ * boundary the update thread, the only writer of its shard, only records the
+ * snapshot: the slices, their optimizer steps and specs, one buffer for all
+ * the values (allocated, not touched), and every chunk marked "to copy"
+ * (RPS_COW_TODO); each slice's meta points to its record. Then the writer
+ * thread copies the chunks (parameters and the optimizer state of the same
+ * elements) into the buffer, claiming each (TODO -> BUSY -> DONE), and writes
+ * the file from the buffer. Before the update thread writes into a chunk
+ * (write_runs, update.c: pushes, BSP sums, assignments) it checks the chunk:
+ * DONE, write; TODO, copy it first itself; BUSY, wait for the writer's copy of
+ * that one chunk. So every chunk is copied exactly once, before any write
+ * after the boundary: the file is the shard at the boundary.
  *
- * One snapshot per shard at a time. If the previous one is still being
- * written when the next is due:
+ * Why not a plain copy of the whole shard on the update thread: it is simple
+ * but it is a pause of the whole shard: 100 MB took 170-220 ms on the loaded
+ * 2-core test machine (page faults of the fresh buffer included), every push
+ * of the shard waiting meanwhile, about as long as writing the file. With
+ * copy-on-write the pause is the bookkeeping (a byte per chunk), and a push
+ * pays for copying only the chunks it writes first, once per checkpoint. The
+ * cost on the hot path when no checkpoint is in flight is one pointer test
+ * per chunk written. Memory: while a snapshot is in flight the shard holds
+ * its values and optimizer state twice (the buffer, freed when the file is
+ * written); one snapshot per shard at a time.
+ *
+ * If the previous snapshot is still being written when the next is due:
  *   - a periodic checkpoint under BSP waits for it (the update thread
  *     blocks, so pushes of that shard wait): every shard then writes every
  *     checkpoint clock, and the files of one clock across all shards stay one
@@ -38,6 +47,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,7 +59,14 @@
 #include "src/log.h"
 #include "src/util.h"
 
-struct snap_slice {
+struct rps_ckpt_cow_slice {
+	struct rps_ckpt_cow_hdr h; /* first: rps_ckpt_cow_chunk reads it */
+	struct rps_shard *sh;
+	struct rps_slice_meta *m;
+	uint64_t nchunks;
+	uint32_t epc;
+	float *dst;	      /* params[nelems], then state[nstate][nelems] */
+	const float *src_s[2]; /* the optimizer state arrays at the snapshot */
 	struct rps_ckpt_slice cs;
 	struct rps_optim_opts optim; /* cs.optim points here when the slice has a spec */
 };
@@ -60,11 +77,19 @@ struct snap {
 	uint32_t creq_gen; /* a control request's: publish its result */
 	int tables;	   /* table files were written for it: prune after the commit */
 	uint64_t nslices;
-	struct snap_slice *sl;
-	float *data;
+	struct rps_ckpt_cow_slice *sl; /* owned by the update thread (struct rps_ckpt_async.cow) */
+	float *data;		       /* owned by the writer: freed once written */
 	size_t bytes;
 	uint64_t pushes0; /* pushes_applied when taken */
-	uint64_t copy_ns;
+	uint64_t take_ns;
+};
+
+/* The records of the newest snapshot: the update thread frees them when it
+ * takes the next one (the writer is done with them then) or at stop. */
+struct cow_set {
+	struct rps_ckpt_cow_slice *sl;
+	uint64_t nslices;
+	atomic_uchar *states;
 };
 
 struct rps_ckpt_async {
@@ -74,7 +99,8 @@ struct rps_ckpt_async {
 	struct snap *job; /* in flight (NULL: idle) */
 	int stop, hold;
 	int warned_busy;
-	atomic_ullong written, failed, skipped, waited, copy_ns_max, write_ns_max;
+	struct cow_set cow; /* update thread only */
+	atomic_ullong written, failed, skipped, waited, take_ns_max, write_ns_max, cow_chunks;
 };
 
 static void snap_free(struct snap *s)
@@ -82,8 +108,18 @@ static void snap_free(struct snap *s)
 	if (!s)
 		return;
 	rps_free(s->data);
-	rps_free(s->sl);
 	rps_free(s);
+}
+
+/* Update thread: unhook the old records from the metas, free them. */
+static void cow_release(struct cow_set *c)
+{
+	for (uint64_t i = 0; i < c->nslices; i++)
+		if (c->sl[i].m->ckpt_cow == &c->sl[i])
+			c->sl[i].m->ckpt_cow = NULL;
+	rps_free(c->sl);
+	rps_free((void *)c->states);
+	memset(c, 0, sizeof(*c));
 }
 
 static void max_store(atomic_ullong *a, uint64_t v)
@@ -94,11 +130,51 @@ static void max_store(atomic_ullong *a, uint64_t v)
 		;
 }
 
+/* ---- copy-on-write ---------------------------------------------------------------- */
+
+/* Copy chunk c of the slice (values and the state of its elements) into the
+ * snapshot, by whoever claims it first; the other waits for the copy. */
+static void cow_claim_copy(struct rps_ckpt_cow_slice *cs, uint64_t c, int by_update)
+{
+	unsigned char want = RPS_COW_TODO;
+
+	if (atomic_compare_exchange_strong_explicit(&cs->h.state[c], &want, RPS_COW_BUSY,
+						    memory_order_acquire, memory_order_acquire)) {
+		uint64_t e0 = c * cs->epc, n = RPS_MIN(cs->epc, cs->cs.nelems - e0);
+
+		memcpy(cs->dst + e0, rps_store_chunk_data(&cs->sh->store, &cs->m->sl, c),
+		       n * sizeof(float));
+		for (uint32_t j = 0; j < cs->cs.nstate; j++)
+			memcpy(cs->dst + (1 + j) * cs->cs.nelems + e0, cs->src_s[j] + e0,
+			       n * sizeof(float));
+		atomic_store_explicit(&cs->h.state[c], RPS_COW_DONE, memory_order_release);
+		if (by_update)
+			atomic_fetch_add_explicit(&cs->sh->ckpt_async->cow_chunks, 1,
+						  memory_order_relaxed);
+		return;
+	}
+	while (atomic_load_explicit(&cs->h.state[c], memory_order_acquire) != RPS_COW_DONE)
+		sched_yield(); /* the other side copies one chunk */
+}
+
+void rps_ckpt_cow_copy(struct rps_ckpt_cow_slice *cs, uint64_t c)
+{
+	cow_claim_copy(cs, c, 1);
+}
+
+void rps_ckpt_cow_slice_all(struct rps_slice_meta *m)
+{
+	struct rps_ckpt_cow_slice *cs = m->ckpt_cow;
+
+	for (uint64_t c = 0; cs && c < cs->nchunks; c++)
+		rps_ckpt_cow_chunk(m, c);
+}
+
 /* ---- the snapshot (update thread) ------------------------------------------------- */
 
-static struct snap *snap_take(struct rps_shard *sh)
+static struct snap *snap_take(struct rps_shard *sh, struct cow_set *cow)
 {
-	uint64_t t0 = rps_now_ns(), nsl = 0, nfl = 0, at = 0, k = 0;
+	uint64_t t0 = rps_now_ns(), nsl = 0, nfl = 0, nch = 0, at = 0, k = 0, ci = 0;
 	struct snap *s;
 
 	for (uint64_t i = 0; i <= sh->tab.mask; i++) {
@@ -110,68 +186,69 @@ static struct snap *snap_take(struct rps_shard *sh)
 			continue;
 		nstate = rps_optim_state_floats(rps_shard_slice_optim(sh, m)->kind);
 		nsl++;
+		nch += m->sl.nchunks;
 		nfl += m->nelems * (1 + (uint64_t)(nstate > 0 ? nstate : 0));
 	}
+	memset(cow, 0, sizeof(*cow));
 	s = rps_calloc(1, sizeof(*s));
-	if (!s)
-		return NULL;
-	s->sl = rps_calloc(nsl ? nsl : 1, sizeof(*s->sl));
-	s->bytes = nfl * sizeof(float);
-	s->data = rps_malloc(s->bytes ? s->bytes : 1);
-	if (!s->sl || !s->data) {
+	cow->sl = rps_calloc(nsl ? nsl : 1, sizeof(*cow->sl));
+	cow->states = rps_calloc(nch ? nch : 1, sizeof(*cow->states)); /* RPS_COW_TODO */
+	if (s) {
+		s->bytes = nfl * sizeof(float);
+		s->data = rps_malloc(s->bytes ? s->bytes : 1); /* touched by the copies */
+	}
+	if (!s || !s->data || !cow->sl || !cow->states) {
 		snap_free(s);
+		rps_free(cow->sl);
+		rps_free((void *)cow->states);
+		memset(cow, 0, sizeof(*cow));
 		return NULL;
 	}
 	for (uint64_t i = 0; i <= sh->tab.mask; i++) {
 		struct rps_slice_meta *m =
 		    atomic_load_explicit(&sh->tab.slots[i], memory_order_relaxed);
 		const struct rps_optim_opts *o;
-		struct snap_slice *ss;
-		uint32_t epc;
+		struct rps_ckpt_cow_slice *cs;
 		int nstate;
-		float *p;
 
 		if (!m || !m->nelems)
 			continue;
 		o = rps_shard_slice_optim(sh, m);
 		nstate = rps_optim_state_floats(o->kind);
-		ss = &s->sl[k++];
-		ss->cs.key = m->key;
-		ss->cs.slice = m->slice;
-		ss->cs.kind = (uint32_t)o->kind;
-		ss->cs.nelems = m->nelems;
-		ss->cs.step = m->opt.step;
-		ss->cs.nstate = nstate > 0 ? (uint32_t)nstate : 0;
+		cs = &cow->sl[k++];
+		cs->h.state = cow->states + ci;
+		ci += m->sl.nchunks;
+		cs->sh = sh;
+		cs->m = m;
+		cs->nchunks = m->sl.nchunks;
+		cs->epc = m->sl.epc;
+		cs->dst = s->data + at;
+		cs->cs.key = m->key;
+		cs->cs.slice = m->slice;
+		cs->cs.kind = (uint32_t)o->kind;
+		cs->cs.nelems = m->nelems;
+		cs->cs.step = m->opt.step;
+		cs->cs.nstate = nstate > 0 ? (uint32_t)nstate : 0;
 		if (m->spec) { /* the job's spec goes with the slice, copied */
-			ss->optim = m->spec->opts;
-			ss->cs.optim = &ss->optim;
+			cs->optim = m->spec->opts;
+			cs->cs.optim = &cs->optim;
 		}
-		/* we are the only writer of the shard: nothing changes under us */
-		p = s->data + at;
-		epc = m->sl.epc;
-		for (uint64_t e = 0; e < m->nelems;) {
-			uint64_t c = e / epc, off = e % epc;
-			uint64_t n = RPS_MIN(epc - off, m->nelems - e);
-
-			memcpy(p + e, rps_store_chunk_data(&sh->store, &m->sl, c) + off,
-			       n * sizeof(float));
-			e += n;
-		}
-		ss->cs.params = p;
+		cs->cs.params = cs->dst;
 		at += m->nelems;
-		for (uint32_t j = 0; j < ss->cs.nstate; j++) {
-			const float *src = j ? m->opt.v : m->opt.m;
-
-			memcpy(s->data + at, src, m->nelems * sizeof(float));
-			ss->cs.state[j] = s->data + at;
+		for (uint32_t j = 0; j < cs->cs.nstate; j++) {
+			cs->src_s[j] = j ? m->opt.v : m->opt.m;
+			cs->cs.state[j] = s->data + at;
 			at += m->nelems;
 		}
+		m->ckpt_cow = cs; /* from now on a write copies the chunk first */
 	}
+	cow->nslices = k;
+	s->sl = cow->sl;
 	s->nslices = k;
 	s->clock = sh->clock;
 	s->rank = atomic_load(&sh->server_rank);
 	s->pushes0 = atomic_load_explicit(&sh->pushes_applied, memory_order_relaxed);
-	s->copy_ns = rps_now_ns() - t0;
+	s->take_ns = rps_now_ns() - t0;
 	return s;
 }
 
@@ -204,6 +281,10 @@ static void snap_write(struct rps_shard *sh, struct snap *s)
 	int rc;
 
 	memset(&info, 0, sizeof(info));
+	/* every chunk not copied yet by the update thread (before it wrote into it) */
+	for (uint64_t i = 0; i < s->nslices; i++)
+		for (uint64_t c = 0; c < s->sl[i].nchunks; c++)
+			cow_claim_copy(&s->sl[i], c, 0);
 	rc = rps_ckpt_writer_open(sh->p.ckpt_dir, s->rank, sh->p.idx, sh->p.server_shards,
 				  s->clock, &w);
 	for (uint64_t i = 0; !rc && i < s->nslices; i++)
@@ -229,13 +310,15 @@ static void snap_write(struct rps_shard *sh, struct snap *s)
 		atomic_store(&sh->ckpt_wall_ns, rps_wall_ns());
 		atomic_fetch_add(&sh->ckpts_ok, 1);
 		atomic_fetch_add(&a->written, 1);
-		RPS_DEBUG("shard %u: checkpoint %s: clock %llu, %llu slices, %llu bytes; copied in "
-			  "%.1f ms by the update thread, written in %.1f ms by the writer, "
-			  "%llu pushes applied meanwhile",
+		RPS_DEBUG("shard %u: checkpoint %s: clock %llu, %llu slices, %llu bytes; taken in "
+			  "%.1f ms by the update thread, copied and written in %.1f ms by the "
+			  "writer, %llu pushes applied meanwhile (%llu chunks copied on write so "
+			  "far)",
 			  sh->p.idx, info.path, (unsigned long long)s->clock,
 			  (unsigned long long)info.nslices, (unsigned long long)info.payload_bytes,
-			  (double)s->copy_ns / 1e6, (double)dt / 1e6,
-			  (unsigned long long)(pushes - s->pushes0));
+			  (double)s->take_ns / 1e6, (double)dt / 1e6,
+			  (unsigned long long)(pushes - s->pushes0),
+			  (unsigned long long)atomic_load(&a->cow_chunks));
 	}
 	publish_creq(sh, s->creq_gen, rc, info.path, info.nslices);
 }
@@ -312,6 +395,7 @@ void rps_shard_ckpt_async_stop(struct rps_shard *sh)
 	pthread_cond_broadcast(&a->cv);
 	pthread_mutex_unlock(&a->lock);
 	pthread_join(a->th, NULL);
+	cow_release(&a->cow); /* the update thread has stopped: ours */
 	sh->ckpt_async = NULL;
 	pthread_cond_destroy(&a->cv);
 	pthread_mutex_destroy(&a->lock);
@@ -399,14 +483,15 @@ int rps_shard_ckpt_async_submit(struct rps_shard *sh, uint32_t creq_gen, enum rp
 	}
 	pthread_mutex_unlock(&a->lock);
 
-	s = snap_take(sh);
+	cow_release(&a->cow); /* the previous snapshot's records: the writer is done */
+	s = snap_take(sh, &a->cow);
 	if (!s) {
 		RPS_WARN("shard %u: no memory for a snapshot of the shard: the checkpoint at clock "
 			 "%llu is written by the update thread",
 			 sh->p.idx, (unsigned long long)sh->clock);
 		return -ENOMEM;
 	}
-	max_store(&a->copy_ns_max, s->copy_ns);
+	max_store(&a->take_ns_max, s->take_ns);
 	s->creq_gen = creq_gen;
 	sh->ckpt_last_clock = sh->clock;
 	sh->ckpt_last_ns = rps_now_ns();
@@ -421,6 +506,7 @@ int rps_shard_ckpt_async_submit(struct rps_shard *sh, uint32_t creq_gen, enum rp
 				sh->p.idx, (unsigned long long)s->clock, sh->p.ckpt_dir,
 				rps_strerror(rc));
 			publish_creq(sh, creq_gen, rc, NULL, 0);
+			cow_release(&a->cow); /* nobody copies into s->data any more */
 			snap_free(s);
 			return 1;
 		}
@@ -443,6 +529,7 @@ void rps_shard_ckpt_async_stats(struct rps_shard *sh, struct rps_ckpt_async_stat
 	st->failed = atomic_load(&a->failed);
 	st->skipped = atomic_load(&a->skipped);
 	st->waited = atomic_load(&a->waited);
-	st->copy_ns_max = atomic_load(&a->copy_ns_max);
+	st->take_ns_max = atomic_load(&a->take_ns_max);
 	st->write_ns_max = atomic_load(&a->write_ns_max);
+	st->cow_chunks = atomic_load(&a->cow_chunks);
 }

@@ -1,7 +1,9 @@
-/* Checkpoints off the hot path (ckpt_async.c): the update thread copies its
- * shard at a clock boundary (a snapshot) and a writer thread of the shard
- * writes the file, so pushes keep being applied while it is written and
- * fsync'ed. At most one snapshot per shard exists at a time.
+/* Checkpoints off the hot path (ckpt_async.c): the update thread takes a
+ * snapshot of its shard at a clock boundary (copy-on-write by chunk: it only
+ * marks every chunk "to copy"), and the shard's writer thread copies the
+ * chunks and writes the file, so pushes keep being applied meanwhile; the
+ * update thread copies a chunk itself only before it writes into one not yet
+ * copied (rps_ckpt_cow_chunk). At most one snapshot per shard at a time.
  *
  * Without a writer thread (a shard whose update thread was never started,
  * as in the unit tests that call rps_shard_handle directly) or when the
@@ -11,9 +13,38 @@
 #ifndef RPS_SERVER_CKPT_ASYNC_H
 #define RPS_SERVER_CKPT_ASYNC_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "server/shard.h"
+
+/* A slice of the snapshot in flight (ckpt_async.c); the slice's meta points
+ * to it (ckpt_cow) while it is not released. */
+#define RPS_COW_TODO 0 /* chunk not copied yet */
+#define RPS_COW_BUSY 1 /* being copied */
+#define RPS_COW_DONE 2 /* copied: the shard may write into it */
+struct rps_ckpt_cow_slice;
+void rps_ckpt_cow_copy(struct rps_ckpt_cow_slice *cs, uint64_t c);
+/* first member of struct rps_ckpt_cow_slice: the chunks' states */
+struct rps_ckpt_cow_hdr {
+	atomic_uchar *state; /* [nchunks] RPS_COW_* */
+};
+
+/* Update thread, before it writes into chunk c of slice m (parameters or
+ * optimizer state of that chunk's elements): a chunk of a snapshot in flight
+ * that is not copied yet is copied first (or waited for if the writer is
+ * copying it). One pointer test when no snapshot is in flight. */
+static inline void rps_ckpt_cow_chunk(struct rps_slice_meta *m, uint64_t c)
+{
+	struct rps_ckpt_cow_slice *cs = m->ckpt_cow;
+
+	if (cs && atomic_load_explicit(&((struct rps_ckpt_cow_hdr *)(void *)cs)->state[c],
+				       memory_order_acquire) != RPS_COW_DONE)
+		rps_ckpt_cow_copy(cs, c);
+}
+/* Update thread: copy every chunk of m not copied yet (before m's optimizer
+ * state is reallocated). */
+void rps_ckpt_cow_slice_all(struct rps_slice_meta *m);
 
 /* What to do when the previous snapshot is still being written. */
 enum rps_ckpt_busy {
@@ -55,8 +86,9 @@ struct rps_ckpt_async_stats {
 	uint64_t failed;	/* snapshots whose write failed */
 	uint64_t skipped;	/* periodic ones skipped: the previous one was in flight */
 	uint64_t waited;	/* the update thread waited for the previous one */
-	uint64_t copy_ns_max;	/* longest snapshot copy on the update thread */
-	uint64_t write_ns_max;	/* longest write (file, fsync, rename) by the writer */
+	uint64_t take_ns_max;	/* longest snapshot set-up on the update thread */
+	uint64_t write_ns_max;	/* longest copy + write (file, fsync, rename) by the writer */
+	uint64_t cow_chunks;	/* chunks the update thread copied before writing them */
 };
 void rps_shard_ckpt_async_stats(struct rps_shard *sh, struct rps_ckpt_async_stats *st);
 

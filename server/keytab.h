@@ -20,6 +20,7 @@ struct rps_shard_spec {
 /* (key, slice) -> slice meta. Insert-only open addressing, one writer (the
  * update thread), lock-free readers: a meta is fully built before its pointer
  * is published with release; readers load with acquire. */
+struct rps_ckpt_cow_slice;
 struct rps_slice_meta {
 	uint64_t key;
 	uint32_t slice;
@@ -39,6 +40,8 @@ struct rps_slice_meta {
 	int pending_init; /* RPS_INIT_PUSH: not yet fully assigned */
 	uint64_t assigned;
 	uint8_t *assigned_map; /* bit per element assigned */
+	/* a snapshot being copied (server/ckpt_async.h); NULL: none */
+	struct rps_ckpt_cow_slice *ckpt_cow;
 };
 
 struct rps_srv_keytab {

@@ -1,6 +1,7 @@
 /* A shard: its store, key table, priority ring and clocks (the update thread
  * is update.c), and the creation of slices (DECLARE) with their initial values. */
 #include "server/shard.h"
+#include "server/ckpt_async.h"
 #include "server/table.h"
 
 #include <errno.h>
@@ -215,6 +216,7 @@ static int slice_set_spec(struct rps_shard *sh, struct rps_slice_meta *m,
 			 (unsigned long long)m->key, m->slice, want);
 		return rc;
 	}
+	rps_ckpt_cow_slice_all(m); /* a snapshot in flight reads the old state */
 	rps_optim_state_free(&m->opt);
 	m->opt = st;
 	m->spec = s;

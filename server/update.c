@@ -124,6 +124,7 @@ static inline void write_runs(struct rps_shard *sh, struct rps_slice_meta *m, ui
 		uint64_t len = RPS_MIN(epc - i, end - e);
 		float *w = rps_store_chunk_data(&sh->store, &m->sl, c) + i;
 
+		rps_ckpt_cow_chunk(m, c); /* a snapshot in flight keeps the old values */
 		rps_store_write_begin(&sh->store, &m->sl, c);
 		if (assign)
 			memcpy(w, g + (e - off), len * sizeof(float));
