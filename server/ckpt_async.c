@@ -48,6 +48,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,6 +61,8 @@
 #include "src/ckpt.h"
 #include "src/log.h"
 #include "src/util.h"
+
+#define RPS_CKPT_WRITER_NICE 10 /* the writer thread's nice value */
 
 struct rps_ckpt_cow_slice {
 	struct rps_ckpt_cow_hdr h; /* first: rps_ckpt_cow_chunk reads it */
@@ -328,6 +333,10 @@ static void *writer_main(void *arg)
 	struct rps_shard *sh = arg;
 	struct rps_ckpt_async *a = sh->ckpt_async;
 
+	/* background work: on a busy machine the update and network threads
+	 * come first (Linux: a thread's own nice value); best effort */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), RPS_CKPT_WRITER_NICE))
+		RPS_DEBUG("shard %u: checkpoint writer keeps its priority: %m", sh->p.idx);
 	pthread_mutex_lock(&a->lock);
 	for (;;) {
 		struct snap *s;
