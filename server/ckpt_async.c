@@ -1,29 +1,31 @@
 /* Checkpoints off the hot path: a copy-on-write snapshot taken by the update
- * thread, copied and written by the shard's writer thread ("rps-ckpt-<shard>").
+ * thread, streamed into the file by the shard's writer thread
+ * ("rps-ckpt-<shard>").
  *
- * Copy-on-write by chunk (the store's chunks, chunk_bytes each). At the clock
- * boundary the update thread, the only writer of its shard, only records the
- * snapshot: the slices, their optimizer steps and specs, one buffer for all
- * the values (allocated, not touched), and every chunk marked "to copy"
- * (RPS_COW_TODO); each slice's meta points to its record. Then the writer
- * thread copies the chunks (parameters and the optimizer state of the same
- * elements) into the buffer, claiming each (TODO -> BUSY -> DONE), and writes
- * the file from the buffer. Before the update thread writes into a chunk
- * (write_runs, update.c: pushes, BSP sums, assignments) it checks the chunk:
- * DONE, write; TODO, copy it first itself; BUSY, wait for the writer's copy of
- * that one chunk. So every chunk is copied exactly once, before any write
- * after the boundary: the file is the shard at the boundary.
+ * Copy-on-write by chunk (the store's chunks, chunk_bytes each, and the same
+ * elements of each optimizer state array). At the clock boundary the update
+ * thread, the only writer of its shard, only records the snapshot: the
+ * slices, their optimizer steps and specs, and a state byte per (array,
+ * chunk), all COW_TODO; each slice's meta points to its record. The writer
+ * thread then goes through the file in order (per slice: values, state[0],
+ * state[1], chunk by chunk): it claims each TODO (array, chunk) (-> BUSY),
+ * copies it into its one-chunk buffer, marks it DONE and appends it to the
+ * file. Before the update thread writes into a chunk (write_runs, update.c:
+ * pushes, BSP sums, assignments) it looks at the chunk's arrays: DONE or
+ * SAVED, write; TODO, save the old values in a side buffer first (-> SAVED),
+ * which the writer appends and frees when it gets there; BUSY, wait for the
+ * writer's copy of that one chunk (a memcpy of chunk_bytes). So the file is
+ * the shard at the boundary, and the snapshot holds in memory only the
+ * chunks written into before the writer reached them.
  *
  * Why not a plain copy of the whole shard on the update thread: it is simple
- * but it is a pause of the whole shard: 100 MB took 170-220 ms on the loaded
- * 2-core test machine (page faults of the fresh buffer included), every push
- * of the shard waiting meanwhile, about as long as writing the file. With
- * copy-on-write the pause is the bookkeeping (a byte per chunk), and a push
- * pays for copying only the chunks it writes first, once per checkpoint. The
- * cost on the hot path when no checkpoint is in flight is one pointer test
- * per chunk written. Memory: while a snapshot is in flight the shard holds
- * its values and optimizer state twice (the buffer, freed when the file is
- * written); one snapshot per shard at a time.
+ * but a pause of the whole shard: 100 MB took 170-220 ms on the loaded 2-core
+ * test machine (page faults of the fresh buffer included), every push of the
+ * shard waiting meanwhile, about as long as writing the file, and the shard's
+ * memory twice while the file is written. With copy-on-write the pause is
+ * the bookkeeping (0.2 ms for 100 MB), a push pays for saving only the chunks
+ * it writes first (once per checkpoint), and the extra memory is those
+ * chunks. With no snapshot in flight a write costs one pointer test per chunk.
  *
  * If the previous snapshot is still being written when the next is due:
  *   - a periodic checkpoint under BSP waits for it (the update thread
@@ -64,15 +66,24 @@
 
 #define RPS_CKPT_WRITER_NICE 10 /* the writer thread's nice value */
 
+/* State of one array (values, state[0], state[1]) of one chunk of a slice in
+ * the snapshot in flight. */
+#define COW_TODO  0 /* not written, not saved: the old values are in the shard */
+#define COW_BUSY  1 /* being taken (by the writer or saved by the update thread) */
+#define COW_DONE  2 /* the writer has it: the shard may change it */
+#define COW_SAVED 3 /* the update thread saved the old values in side[]: likewise */
+
 struct rps_ckpt_cow_slice {
-	struct rps_ckpt_cow_hdr h; /* first: rps_ckpt_cow_chunk reads it */
 	struct rps_shard *sh;
 	struct rps_slice_meta *m;
 	uint64_t nchunks;
 	uint32_t epc;
-	float *dst;	      /* params[nelems], then state[nstate][nelems] */
-	const float *src_s[2]; /* the optimizer state arrays at the snapshot */
-	struct rps_ckpt_slice cs;
+	uint32_t narr;		/* 1 + nstate */
+	atomic_uchar *state;	/* [narr * nchunks], array-major */
+	float **side;		/* [narr * nchunks]: saved old values (COW_SAVED) */
+	const float *src_s[2];	/* the optimizer state arrays at the snapshot */
+	const atomic_int *finished; /* the writer went through every chunk */
+	struct rps_ckpt_slice cs;   /* the record (its arrays are not used) */
 	struct rps_optim_opts optim; /* cs.optim points here when the slice has a spec */
 };
 
@@ -83,8 +94,8 @@ struct snap {
 	int tables;	   /* table files were written for it: prune after the commit */
 	uint64_t nslices;
 	struct rps_ckpt_cow_slice *sl; /* owned by the update thread (struct rps_ckpt_async.cow) */
-	float *data;		       /* owned by the writer: freed once written */
-	size_t bytes;
+	atomic_int *finished;
+	uint32_t max_epc;
 	uint64_t pushes0; /* pushes_applied when taken */
 	uint64_t take_ns;
 };
@@ -95,6 +106,9 @@ struct cow_set {
 	struct rps_ckpt_cow_slice *sl;
 	uint64_t nslices;
 	atomic_uchar *states;
+	float **side;
+	uint64_t nstates;
+	atomic_int finished;
 };
 
 struct rps_ckpt_async {
@@ -110,9 +124,6 @@ struct rps_ckpt_async {
 
 static void snap_free(struct snap *s)
 {
-	if (!s)
-		return;
-	rps_free(s->data);
 	rps_free(s);
 }
 
@@ -122,8 +133,11 @@ static void cow_release(struct cow_set *c)
 	for (uint64_t i = 0; i < c->nslices; i++)
 		if (c->sl[i].m->ckpt_cow == &c->sl[i])
 			c->sl[i].m->ckpt_cow = NULL;
+	for (uint64_t i = 0; c->side && i < c->nstates; i++)
+		rps_free(c->side[i]); /* none left once the writer went through */
 	rps_free(c->sl);
 	rps_free((void *)c->states);
+	rps_free(c->side);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -137,41 +151,72 @@ static void max_store(atomic_ullong *a, uint64_t v)
 
 /* ---- copy-on-write ---------------------------------------------------------------- */
 
-/* Copy chunk c of the slice (values and the state of its elements) into the
- * snapshot, by whoever claims it first; the other waits for the copy. */
-static void cow_claim_copy(struct rps_ckpt_cow_slice *cs, uint64_t c, int by_update)
+/* Array j (0: values, 1 + k: state[k]) of chunk c in the shard, and its length. */
+static const float *cow_src(const struct rps_ckpt_cow_slice *cs, uint32_t j, uint64_t c,
+			    uint64_t *n_p)
 {
-	unsigned char want = RPS_COW_TODO;
+	uint64_t e0 = c * cs->epc;
 
-	if (atomic_compare_exchange_strong_explicit(&cs->h.state[c], &want, RPS_COW_BUSY,
-						    memory_order_acquire, memory_order_acquire)) {
-		uint64_t e0 = c * cs->epc, n = RPS_MIN(cs->epc, cs->cs.nelems - e0);
+	*n_p = RPS_MIN(cs->epc, cs->cs.nelems - e0);
+	if (!j)
+		return rps_store_chunk_data(&cs->sh->store, &cs->m->sl, c);
+	return cs->src_s[j - 1] + e0;
+}
 
-		memcpy(cs->dst + e0, rps_store_chunk_data(&cs->sh->store, &cs->m->sl, c),
-		       n * sizeof(float));
-		for (uint32_t j = 0; j < cs->cs.nstate; j++)
-			memcpy(cs->dst + (1 + j) * cs->cs.nelems + e0, cs->src_s[j] + e0,
-			       n * sizeof(float));
-		atomic_store_explicit(&cs->h.state[c], RPS_COW_DONE, memory_order_release);
-		if (by_update)
-			atomic_fetch_add_explicit(&cs->sh->ckpt_async->cow_chunks, 1,
-						  memory_order_relaxed);
-		return;
-	}
-	while (atomic_load_explicit(&cs->h.state[c], memory_order_acquire) != RPS_COW_DONE)
+static void wait_not_busy(atomic_uchar *st)
+{
+	while (atomic_load_explicit(st, memory_order_acquire) == COW_BUSY)
 		sched_yield(); /* the other side copies one chunk */
 }
 
-void rps_ckpt_cow_copy(struct rps_ckpt_cow_slice *cs, uint64_t c)
+/* Update thread, before it writes into chunk c of m. */
+void rps_ckpt_cow_copy(struct rps_slice_meta *m, uint64_t c)
 {
-	cow_claim_copy(cs, c, 1);
+	struct rps_ckpt_cow_slice *cs = m->ckpt_cow;
+
+	if (atomic_load_explicit(cs->finished, memory_order_acquire)) {
+		m->ckpt_cow = NULL; /* written: nothing to keep any more */
+		return;
+	}
+	for (uint32_t j = 0; j < cs->narr; j++) {
+		size_t i = (size_t)j * cs->nchunks + c;
+		atomic_uchar *st = &cs->state[i];
+		unsigned char want = COW_TODO;
+		const float *src;
+		uint64_t n;
+		float *b;
+
+		if (atomic_load_explicit(st, memory_order_acquire) >= COW_DONE)
+			continue;
+		if (!atomic_compare_exchange_strong_explicit(st, &want, COW_BUSY,
+							     memory_order_acquire,
+							     memory_order_acquire)) {
+			wait_not_busy(st); /* the writer takes it */
+			continue;
+		}
+		src = cow_src(cs, j, c, &n);
+		b = rps_malloc(n * sizeof(float));
+		if (!b) {
+			/* no memory to save it: let the writer take it first */
+			RPS_WARN("shard %u: no memory to keep a chunk for the checkpoint in "
+				 "flight: waiting for the writer",
+				 cs->sh->p.idx);
+			atomic_store_explicit(st, COW_TODO, memory_order_release);
+			while (atomic_load_explicit(st, memory_order_acquire) < COW_DONE)
+				sched_yield();
+			continue;
+		}
+		memcpy(b, src, n * sizeof(float));
+		cs->side[i] = b;
+		atomic_store_explicit(st, COW_SAVED, memory_order_release);
+		atomic_fetch_add_explicit(&cs->sh->ckpt_async->cow_chunks, 1,
+					  memory_order_relaxed);
+	}
 }
 
 void rps_ckpt_cow_slice_all(struct rps_slice_meta *m)
 {
-	struct rps_ckpt_cow_slice *cs = m->ckpt_cow;
-
-	for (uint64_t c = 0; cs && c < cs->nchunks; c++)
+	for (uint64_t c = 0; m->ckpt_cow && c < m->ckpt_cow->nchunks; c++)
 		rps_ckpt_cow_chunk(m, c);
 }
 
@@ -179,7 +224,7 @@ void rps_ckpt_cow_slice_all(struct rps_slice_meta *m)
 
 static struct snap *snap_take(struct rps_shard *sh, struct cow_set *cow)
 {
-	uint64_t t0 = rps_now_ns(), nsl = 0, nfl = 0, nch = 0, at = 0, k = 0, ci = 0;
+	uint64_t t0 = rps_now_ns(), nsl = 0, nst = 0, k = 0, si = 0;
 	struct snap *s;
 
 	for (uint64_t i = 0; i <= sh->tab.mask; i++) {
@@ -191,24 +236,20 @@ static struct snap *snap_take(struct rps_shard *sh, struct cow_set *cow)
 			continue;
 		nstate = rps_optim_state_floats(rps_shard_slice_optim(sh, m)->kind);
 		nsl++;
-		nch += m->sl.nchunks;
-		nfl += m->nelems * (1 + (uint64_t)(nstate > 0 ? nstate : 0));
+		nst += m->sl.nchunks * (1 + (uint64_t)(nstate > 0 ? nstate : 0));
 	}
 	memset(cow, 0, sizeof(*cow));
 	s = rps_calloc(1, sizeof(*s));
 	cow->sl = rps_calloc(nsl ? nsl : 1, sizeof(*cow->sl));
-	cow->states = rps_calloc(nch ? nch : 1, sizeof(*cow->states)); /* RPS_COW_TODO */
-	if (s) {
-		s->bytes = nfl * sizeof(float);
-		s->data = rps_malloc(s->bytes ? s->bytes : 1); /* touched by the copies */
-	}
-	if (!s || !s->data || !cow->sl || !cow->states) {
-		snap_free(s);
-		rps_free(cow->sl);
-		rps_free((void *)cow->states);
-		memset(cow, 0, sizeof(*cow));
+	cow->states = rps_calloc(nst ? nst : 1, sizeof(*cow->states)); /* COW_TODO */
+	cow->side = rps_calloc(nst ? nst : 1, sizeof(*cow->side));
+	cow->nstates = nst;
+	if (!s || !cow->sl || !cow->states || !cow->side) {
+		rps_free(s);
+		cow_release(cow);
 		return NULL;
 	}
+	atomic_init(&cow->finished, 0);
 	for (uint64_t i = 0; i <= sh->tab.mask; i++) {
 		struct rps_slice_meta *m =
 		    atomic_load_explicit(&sh->tab.slots[i], memory_order_relaxed);
@@ -221,35 +262,35 @@ static struct snap *snap_take(struct rps_shard *sh, struct cow_set *cow)
 		o = rps_shard_slice_optim(sh, m);
 		nstate = rps_optim_state_floats(o->kind);
 		cs = &cow->sl[k++];
-		cs->h.state = cow->states + ci;
-		ci += m->sl.nchunks;
 		cs->sh = sh;
 		cs->m = m;
 		cs->nchunks = m->sl.nchunks;
 		cs->epc = m->sl.epc;
-		cs->dst = s->data + at;
+		cs->narr = 1 + (uint32_t)(nstate > 0 ? nstate : 0);
+		cs->state = cow->states + si;
+		cs->side = cow->side + si;
+		si += cs->nchunks * cs->narr;
+		cs->finished = &cow->finished;
 		cs->cs.key = m->key;
 		cs->cs.slice = m->slice;
 		cs->cs.kind = (uint32_t)o->kind;
 		cs->cs.nelems = m->nelems;
 		cs->cs.step = m->opt.step;
-		cs->cs.nstate = nstate > 0 ? (uint32_t)nstate : 0;
+		cs->cs.nstate = cs->narr - 1;
 		if (m->spec) { /* the job's spec goes with the slice, copied */
 			cs->optim = m->spec->opts;
 			cs->cs.optim = &cs->optim;
 		}
-		cs->cs.params = cs->dst;
-		at += m->nelems;
-		for (uint32_t j = 0; j < cs->cs.nstate; j++) {
+		for (uint32_t j = 0; j < cs->cs.nstate; j++)
 			cs->src_s[j] = j ? m->opt.v : m->opt.m;
-			cs->cs.state[j] = s->data + at;
-			at += m->nelems;
-		}
-		m->ckpt_cow = cs; /* from now on a write copies the chunk first */
+		if (cs->epc > s->max_epc)
+			s->max_epc = cs->epc;
+		m->ckpt_cow = cs; /* from now on a write saves the old values first */
 	}
 	cow->nslices = k;
 	s->sl = cow->sl;
 	s->nslices = k;
+	s->finished = &cow->finished;
 	s->clock = sh->clock;
 	s->rank = atomic_load(&sh->server_rank);
 	s->pushes0 = atomic_load_explicit(&sh->pushes_applied, memory_order_relaxed);
@@ -283,17 +324,63 @@ static void snap_write(struct rps_shard *sh, struct snap *s)
 	struct rps_ckpt_writer *w = NULL;
 	struct rps_ckpt_info info;
 	uint64_t t0 = rps_now_ns(), dt;
+	float *tmp;
 	int rc;
 
 	memset(&info, 0, sizeof(info));
-	/* every chunk not copied yet by the update thread (before it wrote into it) */
-	for (uint64_t i = 0; i < s->nslices; i++)
-		for (uint64_t c = 0; c < s->sl[i].nchunks; c++)
-			cow_claim_copy(&s->sl[i], c, 0);
-	rc = rps_ckpt_writer_open(sh->p.ckpt_dir, s->rank, sh->p.idx, sh->p.server_shards,
-				  s->clock, &w);
-	for (uint64_t i = 0; !rc && i < s->nslices; i++)
-		rc = rps_ckpt_writer_add(w, &s->sl[i].cs);
+	tmp = rps_malloc((s->max_epc ? s->max_epc : 1) * sizeof(float));
+	rc = tmp ? rps_ckpt_writer_open(sh->p.ckpt_dir, s->rank, sh->p.idx, sh->p.server_shards,
+					s->clock, &w)
+		 : -ENOMEM;
+	/* every chunk of every array, in file order: taken from the shard (under
+	 * its claim) or from what the update thread saved before writing it; after
+	 * an error only to release them */
+	for (uint64_t i = 0; i < s->nslices; i++) {
+		struct rps_ckpt_cow_slice *cs = &s->sl[i];
+
+		if (!rc)
+			rc = rps_ckpt_writer_begin_slice(w, &cs->cs);
+		for (uint32_t j = 0; j < cs->narr; j++) {
+			for (uint64_t c = 0; c < cs->nchunks; c++) {
+				size_t k = (size_t)j * cs->nchunks + c;
+				const float *from;
+				uint64_t n;
+
+				for (;;) {
+					unsigned char want = COW_TODO;
+
+					if (atomic_compare_exchange_strong_explicit(
+						&cs->state[k], &want, COW_BUSY,
+						memory_order_acquire, memory_order_acquire)) {
+						from = cow_src(cs, j, c, &n);
+						if (!rc)
+							memcpy(tmp, from, n * sizeof(float));
+						atomic_store_explicit(&cs->state[k], COW_DONE,
+								      memory_order_release);
+						from = tmp;
+						break;
+					}
+					if (want == COW_BUSY) { /* being saved (or given back) */
+						wait_not_busy(&cs->state[k]);
+						continue;
+					}
+					(void)cow_src(cs, j, c, &n);
+					from = cs->side[k]; /* COW_SAVED */
+					break;
+				}
+				if (!rc)
+					rc = rps_ckpt_writer_append(w, from, n);
+				if (from != tmp) {
+					rps_free(cs->side[k]);
+					cs->side[k] = NULL;
+				}
+			}
+		}
+		if (!rc)
+			rc = rps_ckpt_writer_end_slice(w);
+	}
+	atomic_store_explicit(s->finished, 1, memory_order_release);
+	rps_free(tmp);
 	if (rc)
 		rps_ckpt_writer_abort(w);
 	else
@@ -316,8 +403,8 @@ static void snap_write(struct rps_shard *sh, struct snap *s)
 		atomic_fetch_add(&sh->ckpts_ok, 1);
 		atomic_fetch_add(&a->written, 1);
 		RPS_DEBUG("shard %u: checkpoint %s: clock %llu, %llu slices, %llu bytes; taken in "
-			  "%.1f ms by the update thread, copied and written in %.1f ms by the "
-			  "writer, %llu pushes applied meanwhile (%llu chunks copied on write so "
+			  "%.1f ms by the update thread, written in %.1f ms by the writer, %llu "
+			  "pushes applied meanwhile (%llu chunk arrays kept for it on write so "
 			  "far)",
 			  sh->p.idx, info.path, (unsigned long long)s->clock,
 			  (unsigned long long)info.nslices, (unsigned long long)info.payload_bytes,

@@ -1,9 +1,10 @@
 /* Checkpoints off the hot path (ckpt_async.c): the update thread takes a
  * snapshot of its shard at a clock boundary (copy-on-write by chunk: it only
- * marks every chunk "to copy"), and the shard's writer thread copies the
- * chunks and writes the file, so pushes keep being applied meanwhile; the
- * update thread copies a chunk itself only before it writes into one not yet
- * copied (rps_ckpt_cow_chunk). At most one snapshot per shard at a time.
+ * marks every chunk "not written yet"), and the shard's writer thread streams
+ * the chunks into the file, so pushes keep being applied meanwhile; the
+ * update thread saves a chunk's old values only before it writes into one the
+ * writer has not written yet (rps_ckpt_cow_chunk). At most one snapshot per
+ * shard at a time.
  *
  * Without a writer thread (a shard whose update thread was never started,
  * as in the unit tests that call rps_shard_handle directly) or when the
@@ -19,28 +20,19 @@
 #include "server/shard.h"
 
 /* A slice of the snapshot in flight (ckpt_async.c); the slice's meta points
- * to it (ckpt_cow) while it is not released. */
-#define RPS_COW_TODO 0 /* chunk not copied yet */
-#define RPS_COW_BUSY 1 /* being copied */
-#define RPS_COW_DONE 2 /* copied: the shard may write into it */
+ * to it (ckpt_cow) until the update thread sees the snapshot written. */
 struct rps_ckpt_cow_slice;
-void rps_ckpt_cow_copy(struct rps_ckpt_cow_slice *cs, uint64_t c);
-/* first member of struct rps_ckpt_cow_slice: the chunks' states */
-struct rps_ckpt_cow_hdr {
-	atomic_uchar *state; /* [nchunks] RPS_COW_* */
-};
+void rps_ckpt_cow_copy(struct rps_slice_meta *m, uint64_t c);
 
 /* Update thread, before it writes into chunk c of slice m (parameters or
- * optimizer state of that chunk's elements): a chunk of a snapshot in flight
- * that is not copied yet is copied first (or waited for if the writer is
- * copying it). One pointer test when no snapshot is in flight. */
+ * optimizer state of that chunk's elements): the old values of a chunk a
+ * snapshot in flight has not written yet are saved first (or the writer's
+ * copy of that chunk is waited for). One pointer test when no snapshot is in
+ * flight. */
 static inline void rps_ckpt_cow_chunk(struct rps_slice_meta *m, uint64_t c)
 {
-	struct rps_ckpt_cow_slice *cs = m->ckpt_cow;
-
-	if (cs && atomic_load_explicit(&((struct rps_ckpt_cow_hdr *)(void *)cs)->state[c],
-				       memory_order_acquire) != RPS_COW_DONE)
-		rps_ckpt_cow_copy(cs, c);
+	if (m->ckpt_cow)
+		rps_ckpt_cow_copy(m, c);
 }
 /* Update thread: copy every chunk of m not copied yet (before m's optimizer
  * state is reallocated). */
@@ -87,8 +79,9 @@ struct rps_ckpt_async_stats {
 	uint64_t skipped;	/* periodic ones skipped: the previous one was in flight */
 	uint64_t waited;	/* the update thread waited for the previous one */
 	uint64_t take_ns_max;	/* longest snapshot set-up on the update thread */
-	uint64_t write_ns_max;	/* longest copy + write (file, fsync, rename) by the writer */
-	uint64_t cow_chunks;	/* chunks the update thread copied before writing them */
+	uint64_t write_ns_max;	/* longest write (file, fsync, rename) by the writer */
+	uint64_t cow_chunks;	/* chunk arrays (values or one state array) the update
+				 * thread saved before writing into them */
 };
 void rps_shard_ckpt_async_stats(struct rps_shard *sh, struct rps_ckpt_async_stats *st);
 

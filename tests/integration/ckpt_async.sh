@@ -99,7 +99,7 @@ for s in 0 1; do
 	done
 done
 # written by the writer threads, pushes applied meanwhile
-nw=$(grep -c 'taken in .* by the update thread, copied and written in .* by the writer' "$OUT"/job/server?.log || true)
+nw=$(grep -c 'taken in .* by the update thread, written in .* by the writer' "$OUT"/job/server?.log || true)
 nw=$(echo "$nw" | awk -F: '{s += $NF} END {print s + 0}')
 pushes=$(sed -n 's/.*by the writer, \([0-9]*\) pushes applied meanwhile.*/\1/p' "$OUT"/job/server?.log |
 	awk '{s += $1} END {print s + 0}')
