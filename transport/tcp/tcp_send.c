@@ -156,6 +156,13 @@ static void set_out(struct tcp_conn *c, int on)
 		set_events(c, on, c->rx_paused);
 }
 
+void tcp_want_out(struct tcp_conn *c, int on)
+{
+	pthread_mutex_lock(&c->slock);
+	set_out(c, on);
+	pthread_mutex_unlock(&c->slock);
+}
+
 int tcp_rx_pause_check(struct tcp_conn *c)
 {
 	int paused;
@@ -186,7 +193,8 @@ static ssize_t send_some(struct tcp_conn *c, const struct msghdr *msg)
 	ssize_t n;
 
 	do
-		n = sendmsg(c->fd, msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		n = c->ssl ? tcp_tls_sendmsg(c, msg)
+			   : sendmsg(c->fd, msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n >= 0)
 		return n;
@@ -514,7 +522,8 @@ static void send_error_locked(struct tcp_conn *c, int status, const char *why)
 
 	rps_proto_hdr_init(&h, RPS_OP_ERROR, (uint32_t)n, 0);
 	h.status = status;
-	if (sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+	if ((c->ssl ? tcp_tls_sendmsg(c, &msg)
+		    : sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0)
 		RPS_DEBUG("error frame to %s: %m", c->base.peer);
 }
 
