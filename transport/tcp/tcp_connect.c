@@ -283,6 +283,8 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 		goto err_close;
 	}
 	c->base.hello = mine;
+	if (ssl)
+		tcp_tls_opened(ssl);
 	c->ssl = ssl; /* the connection owns it now */
 	ssl = NULL;
 	rc = tcp_conn_add(tt, c);

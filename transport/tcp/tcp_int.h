@@ -331,6 +331,9 @@ void tcp_tls_fini(struct tcp_transport *tt);
 /* Accepted connection: its SSL (server side); phase TCP_PH_TLS is the caller's. */
 int tcp_tls_attach(struct tcp_conn *c);
 void tcp_tls_ssl_free(struct ssl_st *ssl);
+/* connect(): the hello exchange is over: read ahead from now on (not before,
+ * or frames sent right after the ack would wait inside the SSL unseen). */
+void tcp_tls_opened(struct ssl_st *ssl);
 /* Poller, TCP_PH_TLS: advance the handshake (TCP_PH_HELLO once done).
  * 0 going on, <0 failed (the connection is freed). */
 int tcp_tls_accept_step(struct tcp_conn *c);
@@ -344,7 +347,7 @@ int tcp_tls_io_full(struct ssl_st *ssl, int fd, void *buf, size_t len, uint64_t 
 /* readv / sendmsg through c->ssl (same returns and errno); sendmsg under slock. */
 ssize_t tcp_tls_readv(struct tcp_conn *c, const struct iovec *v, int cnt);
 ssize_t tcp_tls_sendmsg(struct tcp_conn *c, const struct msghdr *msg);
-/* Poller: decrypted bytes wait inside the SSL (epoll will not say so). */
+/* Poller: bytes wait inside the SSL, decrypted or read ahead (epoll will not say so). */
 int tcp_tls_pending(struct tcp_conn *c);
 /* The ERROR text a TLS listener sends a plain peer. */
 extern const char tcp_tls_mismatch_server[];

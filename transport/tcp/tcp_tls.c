@@ -49,7 +49,8 @@
 
 #define TLS_PSK_LABEL	  "rdmaps-tls-psk-v1"
 #define TLS_PSK_ID	  "rdmaps-job-v1"
-#define TLS_REC_HANDSHAKE 0x16 /* first byte of a ClientHello record */
+#define TLS_REC_HANDSHAKE 0x16		/* first byte of a ClientHello record */
+#define TLS_READ_AHEAD	  (256u * 1024) /* bytes one read may bring in (read-ahead) */
 
 const char tcp_tls_mismatch_server[] =
     "this listener uses TLS (RDMAPS_TLS=1) and the connecting process does not "
@@ -245,6 +246,7 @@ int tcp_tls_init(struct tcp_transport *tt)
 		goto err_ssl;
 	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_IGNORE_UNEXPECTED_EOF);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_default_read_buffer_len(ctx, TLS_READ_AHEAD);
 	SSL_CTX_set_app_data(ctx, tt);
 	SSL_CTX_set_psk_use_session_callback(ctx, use_session);
 	SSL_CTX_set_psk_find_session_callback(ctx, find_session);
@@ -318,7 +320,17 @@ void tcp_tls_ssl_free(struct ssl_st *ssl)
 int tcp_tls_attach(struct tcp_conn *c)
 {
 	c->ssl = ssl_new(c->tt, c->fd, 1);
-	return c->ssl ? 0 : -ENOMEM;
+	if (!c->ssl)
+		return -ENOMEM;
+	/* read what the socket has, not 5 bytes then one record: the poller
+	 * comes back for whole records left inside (tcp_tls_pending) */
+	SSL_set_read_ahead(c->ssl, 1);
+	return 0;
+}
+
+void tcp_tls_opened(struct ssl_st *ssl)
+{
+	SSL_set_read_ahead(ssl, 1);
 }
 
 /* ---- the listening side's handshake (poller) ---- */
@@ -537,9 +549,9 @@ int tcp_tls_pending(struct tcp_conn *c)
 	int n;
 
 	pthread_mutex_lock(&c->tlock);
-	n = SSL_pending(c->ssl);
+	n = SSL_has_pending(c->ssl); /* decrypted, or read ahead */
 	pthread_mutex_unlock(&c->tlock);
-	return n > 0;
+	return n;
 }
 
 /* slock held. Every iovec is written by SSL_write in turn, one record at a
