@@ -347,6 +347,11 @@ int tcp_tls_io_full(struct ssl_st *ssl, int fd, void *buf, size_t len, uint64_t 
 /* readv / sendmsg through c->ssl (same returns and errno); sendmsg under slock. */
 ssize_t tcp_tls_readv(struct tcp_conn *c, const struct iovec *v, int cnt);
 ssize_t tcp_tls_sendmsg(struct tcp_conn *c, const struct msghdr *msg);
+/* slock held: send the ciphertext gathered in the BIO. 0 all sent, 1 some
+ * left (the socket is full: EPOLLOUT), -errno. */
+int tcp_tls_flush(struct tcp_conn *c);
+/* slock held: ciphertext waits in the BIO (EPOLLOUT must stay on). */
+int tcp_tls_out_pending(struct tcp_conn *c);
 /* Poller: bytes wait inside the SSL, decrypted or read ahead (epoll will not say so). */
 int tcp_tls_pending(struct tcp_conn *c);
 /* The ERROR text a TLS listener sends a plain peer. */

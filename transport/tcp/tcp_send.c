@@ -210,6 +210,12 @@ static int flush_locked(struct tcp_conn *c)
 	struct iovec v[TCP_IOV_BATCH];
 	uint64_t before = c->sq_bytes;
 
+	if (c->ssl) { /* TLS: the ciphertext gathered first (tcp_tls.c) */
+		int rc = tcp_tls_flush(c);
+
+		if (rc < 0)
+			return write_failed(c, -rc);
+	}
 	while (c->sq_head) {
 		struct msghdr msg = {.msg_iov = v};
 		struct tcp_sreq *r;
@@ -257,7 +263,7 @@ static int flush_locked(struct tcp_conn *c)
 			break; /* the socket is full: don't ask again */
 	}
 	if (!c->sq_head)
-		set_out(c, 0);
+		set_out(c, c->ssl && tcp_tls_out_pending(c));
 	if (c->sq_bytes < before && c->nsenders)
 		pthread_cond_broadcast(&c->scond);
 	return 0;
@@ -467,6 +473,8 @@ static int send_frame(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const
 		if (done == total) {
 			if (ctx)
 				done_add(c, ctx, 0);
+			if (c->ssl && tcp_tls_out_pending(c))
+				set_out(c, 1); /* TLS: ciphertext left to send */
 			goto out_unlock;
 		}
 		rc = enqueue(c, hdr, v + first, cnt - first, first == 0, total - done, ctx);

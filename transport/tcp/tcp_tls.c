@@ -51,6 +51,7 @@
 #define TLS_PSK_ID	  "rdmaps-job-v1"
 #define TLS_REC_HANDSHAKE 0x16		/* first byte of a ClientHello record */
 #define TLS_READ_AHEAD	  (256u * 1024) /* bytes one read may bring in (read-ahead) */
+#define TLS_OUT_BYTES	  (256u * 1024) /* ciphertext gathered before a send */
 
 const char tcp_tls_mismatch_server[] =
     "this listener uses TLS (RDMAPS_TLS=1) and the connecting process does not "
@@ -63,28 +64,74 @@ struct tls_bio {
 	int err;	  /* errno of the last failed call */
 	uint8_t first[4]; /* the first bytes read (a plain rdmaps frame?) */
 	uint32_t nfirst;
+	/* Records are gathered here and sent together (one send per
+	 * TLS_OUT_BYTES, not one per 16 KiB record); flushed at the end of
+	 * every tcp_tls_sendmsg, by BIO_flush (the handshake) and by the
+	 * poller on EPOLLOUT while bytes remain (tcp_tls_flush). */
+	uint8_t *out;
+	size_t out_len;
 };
 
 static pthread_mutex_t meth_lock = PTHREAD_MUTEX_INITIALIZER;
 static BIO_METHOD *meth;
 static int meth_users;
 
+/* Send what is gathered. 0 all sent, 1 the socket is full, -1 an error (d->err). */
+static int out_flush(struct tls_bio *d)
+{
+	size_t off = 0;
+	int rc = 0;
+
+	while (off < d->out_len) {
+		ssize_t n =
+		    send(d->fd, d->out + off, d->out_len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		d->err = n < 0 ? errno : EPIPE;
+		rc = d->err == EAGAIN || d->err == EWOULDBLOCK ? 1 : -1;
+		break;
+	}
+	if (off) {
+		memmove(d->out, d->out + off, d->out_len - off);
+		d->out_len -= off;
+	}
+	return rc;
+}
+
 static int bio_write(BIO *b, const char *buf, int len)
 {
 	struct tls_bio *d = BIO_get_data(b);
-	ssize_t n;
 
 	BIO_clear_retry_flags(b);
-	do
-		n = send(d->fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	if (n < 0) {
-		d->err = errno;
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
-			BIO_set_retry_write(b);
+	if (!d->out) {
+		d->out = rps_malloc(TLS_OUT_BYTES);
+		if (!d->out) {
+			d->err = ENOMEM;
+			return -1;
+		}
+	}
+	if (d->out_len + (size_t)len > TLS_OUT_BYTES) {
+		int rc = out_flush(d);
+
+		if (rc < 0)
+			return -1;
+		if (d->out_len + (size_t)len > TLS_OUT_BYTES) {
+			BIO_set_retry_write(b); /* the socket is full */
+			return -1;
+		}
+	}
+	if ((size_t)len > TLS_OUT_BYTES) { /* never: records are 16 KiB */
+		d->err = EMSGSIZE;
 		return -1;
 	}
-	return (int)n;
+	memcpy(d->out + d->out_len, buf, (size_t)len);
+	d->out_len += (size_t)len;
+	return len;
 }
 
 static int bio_read(BIO *b, char *buf, int len)
@@ -109,8 +156,19 @@ static int bio_read(BIO *b, char *buf, int len)
 
 static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
 {
-	(void)b, (void)num, (void)ptr;
-	return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+	struct tls_bio *d = BIO_get_data(b);
+	int rc;
+
+	(void)num, (void)ptr;
+	if (cmd == BIO_CTRL_WPENDING)
+		return d ? (long)d->out_len : 0;
+	if (cmd != BIO_CTRL_FLUSH)
+		return 0;
+	BIO_clear_retry_flags(b);
+	rc = d ? out_flush(d) : 0;
+	if (rc > 0)
+		BIO_set_retry_write(b);
+	return rc == 0 ? 1 : -1;
 }
 
 static int bio_create(BIO *b)
@@ -122,7 +180,11 @@ static int bio_create(BIO *b)
 
 static int bio_destroy(BIO *b)
 {
-	rps_free(BIO_get_data(b));
+	struct tls_bio *d = BIO_get_data(b);
+
+	if (d)
+		rps_free(d->out);
+	rps_free(d);
 	BIO_set_data(b, NULL);
 	return 1;
 }
@@ -489,7 +551,43 @@ int tcp_tls_io_full(struct ssl_st *ssl, int fd, void *buf, size_t len, uint64_t 
 		ERR_clear_error();
 		return -ECONNRESET;
 	}
+	if (writing) {
+		struct tls_bio *d = ssl_bio(ssl);
+		int rc;
+
+		while ((rc = out_flush(d)) > 0) {
+			rc = wait_fd(fd, 1, deadline);
+			if (rc)
+				return rc;
+		}
+		if (rc < 0)
+			return -ECONNRESET;
+	}
 	return 0;
+}
+
+int tcp_tls_flush(struct tcp_conn *c)
+{
+	struct tls_bio *d;
+	int rc;
+
+	pthread_mutex_lock(&c->tlock);
+	d = ssl_bio(c->ssl);
+	rc = out_flush(d);
+	if (rc < 0)
+		rc = -(d->err ? d->err : EPIPE);
+	pthread_mutex_unlock(&c->tlock);
+	return rc;
+}
+
+int tcp_tls_out_pending(struct tcp_conn *c)
+{
+	int n;
+
+	pthread_mutex_lock(&c->tlock);
+	n = ssl_bio(c->ssl)->out_len > 0;
+	pthread_mutex_unlock(&c->tlock);
+	return n;
 }
 
 /* ---- data: what readv and sendmsg are without TLS ---- */
@@ -555,7 +653,9 @@ int tcp_tls_pending(struct tcp_conn *c)
 }
 
 /* slock held. Every iovec is written by SSL_write in turn, one record at a
- * time: records never span two frames. */
+ * time: records never span two frames. The records are gathered in the BIO
+ * and sent at the end; what the socket did not take stays there (at most
+ * TLS_OUT_BYTES) and the caller arms EPOLLOUT (tcp_tls_out_pending). */
 ssize_t tcp_tls_sendmsg(struct tcp_conn *c, const struct msghdr *msg)
 {
 	ssize_t total = 0;
@@ -583,6 +683,9 @@ ssize_t tcp_tls_sendmsg(struct tcp_conn *c, const struct msghdr *msg)
 	}
 	if (err != SSL_ERROR_NONE && err != SSL_ERROR_WANT_WRITE && err != SSL_ERROR_WANT_READ)
 		ERR_clear_error();
+	else if (out_flush(ssl_bio(c->ssl)) < 0 && !total)
+		err = SSL_ERROR_SYSCALL; /* what is left waits for EPOLLOUT (tcp_tls_out_pending) */
+	syserr = syserr ? syserr : ssl_bio(c->ssl)->err;
 	pthread_mutex_unlock(&c->tlock);
 	if (total)
 		return total;
