@@ -109,6 +109,8 @@ struct rps_config {
 	int rdma_rnr_timer;        /* RNR NAK delay asked of peers (IB encoding) */
 	int rdma_rnr_retry;        /* RNR retries, 0..7 (7: forever) */
 	uint64_t rdma_read_bytes;  /* largest READ a pull posts (whole chunks) */
+	/* TLS for TCP (issue 20, transport/tcp/tcp_tls.c, docs/security.md "TLS") */
+	int tls;                   /* 1: TLS 1.3 on every TCP connection, PSK from the secret */
 };
 
 enum rps_config_type {

@@ -120,6 +120,9 @@ const struct rps_config_entry rps_config_table[] = {
 	      "RDMA receiver-not-ready retries (7: forever)"),
 	ENTRY(rdma_read_bytes, "256K", RPS_CFG_U64,
 	      "largest RDMA READ a pull posts, in whole store chunks (a bigger chunk is one READ)"),
+	/* TLS for TCP (issue 20, transport/tcp/tcp_tls.c, docs/security.md "TLS") */
+	ENTRY(tls, "0", RPS_CFG_BOOL,
+	      "TLS 1.3 on every TCP connection (data, control, rdmaps-ctl), key derived from the job secret; every process of the job must agree"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */

@@ -11,6 +11,7 @@ void rps_tr_params_from_config(const struct rps_config *cfg, struct rps_tr_param
 	memset(p_p, 0, sizeof(*p_p));
 	p_p->secret = cfg->secret;
 	p_p->insecure = cfg->insecure;
+	p_p->tls = cfg->tls;
 	p_p->max_msg = cfg->max_msg;
 	p_p->timeout_ms = cfg->timeout_ms;
 	p_p->nchannels = 1;

@@ -147,6 +147,7 @@ struct rps_rdma_params {
 struct rps_tr_params {
 	const char *secret;      /* the job's secret: the handshake's key (src/auth.h) */
 	int insecure;            /* an empty secret is allowed (rps_auth_secret_ok) */
+	int tls;                 /* TCP: TLS 1.3 on every connection, PSK from the secret */
 	uint64_t max_msg;        /* largest frame payload accepted */
 	int timeout_ms;          /* connect, handshake, send waits */
 	uint32_t nchannels;      /* listening side: receive queues (shards) */

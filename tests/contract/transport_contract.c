@@ -2,6 +2,7 @@
  * the same way, as UCX instantiates its tests per transport. A one-line
  * wrapper per transport defines CONTRACT_TR and includes this file:
  *   tests/unit/test_transport_contract.c   "tcp", over 127.0.0.1
+ *   tests/unit/test_transport_contract_tls.c  "tcp" with TLS (CONTRACT_TLS)
  *   tests/rdma/test_rdma_contract.c        "rdma", in the SoftRoCE guest: a
  *       listener on RDMAPS_RXE_DEV0/IP0, a client on RDMAPS_RXE_DEV1 (exit 77,
  *       skipped, where those are not set)
@@ -157,6 +158,9 @@ static void params(struct rps_tr_params *p_p, const char *dev)
 	rps_tr_params_from_config(&cfg, p_p);
 	p_p->secret = SECRET;
 	p_p->device = dev;
+#ifdef CONTRACT_TLS
+	p_p->tls = 1; /* RDMAPS_TLS=1: every case again through TLS */
+#endif
 }
 
 static void side_start(struct side *s, int listen)
@@ -276,6 +280,10 @@ static int try_connect(struct side *cl, struct side *srv, uint32_t rank, const c
 		params(&p, env.cli_dev);
 		p.secret = secret;
 		p.insecure = 1;
+#ifdef CONTRACT_TLS
+		if (!secret[0])
+			p.tls = 0; /* no key without a secret: a plain client, told at once */
+#endif
 		assert_int_equal(rps_transport_create(CONTRACT_TR, &p, &t), 0);
 		rc = rps_tr_connect(t, env.host, srv->port, &h, ack, sizeof(ack), &ack_len,
 				    WAIT_MS, c_p);
@@ -376,7 +384,11 @@ static void test_hello(void **state)
 	assert_null(x);
 	assert_int_equal(try_connect(&cl, &srv, 6, "wrong-secret", NULL, &x), -EACCES);
 	assert_null(x);
+#ifdef CONTRACT_TLS
+	assert_int_equal(try_connect(&cl, &srv, 6, "", NULL, &x), -EPROTO); /* mixed TLS */
+#else
 	assert_int_equal(try_connect(&cl, &srv, 6, "", NULL, &x), -EACCES);
+#endif
 	assert_null(x);
 	assert_int_equal(try_connect(&cl, &srv, 6, SECRET, spoil_magic, &x), -EPROTO);
 	assert_null(x);

@@ -28,6 +28,9 @@ static void usage(FILE *out)
 	    "      ring_vs_ps: PS push+pull against ring all-reduce (rdmaps-perf ring_vs_ps --help)\n\n"
 	    "  -m, --mode MODE          the same as the MODE argument\n"
 	    "  -t, --transport T        tcp | rdma (default: RDMAPS_TRANSPORT or tcp)\n"
+	    "      --tls                TLS 1.3 on every TCP connection (RDMAPS_TLS=1 for this\n"
+	    "                           process and those it starts; docs/security.md); the\n"
+	    "                           transport is reported as tcp+tls\n"
 	    "  -s, --size BYTES         bytes per key (K/M suffixes; default 4096)\n"
 	    "  -a, --all                sweep 8 B .. 8 MiB (see --min-size, --max-size, --step)\n"
 	    "      --sizes LIST         these sizes, comma separated (8,64,4K,1M)\n"
@@ -119,6 +122,7 @@ enum {
 	OPT_WORKER_HOST,
 	OPT_TIMEOUT,
 	OPT_JSON,
+	OPT_TLS,
 };
 
 int main(int argc, char **argv)
@@ -149,6 +153,7 @@ int main(int argc, char **argv)
 	    {"worker-host", required_argument, NULL, OPT_WORKER_HOST},
 	    {"timeout", required_argument, NULL, OPT_TIMEOUT},
 	    {"json", no_argument, NULL, OPT_JSON},
+	    {"tls", no_argument, NULL, OPT_TLS},
 	    {"quiet-servers", no_argument, NULL, 'q'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -267,6 +272,9 @@ int main(int argc, char **argv)
 		case 'L':
 			local = 1;
 			break;
+		case OPT_TLS:
+			setenv("RDMAPS_TLS", "1", 1); /* the client and every process started */
+			break;
 		case 'p':
 			if (parse_int("--port", optarg, 1, 65534, &port))
 				return 2;
@@ -351,7 +359,10 @@ int main(int argc, char **argv)
 		return 1;
 	struct rps_perf_report rep = {
 	    .params = &p,
-	    .transport = transport,
+	    /* RDMAPS_TLS=1 covers the TCP connections only (docs/security.md) */
+	    .transport = getenv("RDMAPS_TLS") && !strcmp(getenv("RDMAPS_TLS"), "1")
+			     ? (!strcmp(transport, "tcp") ? "tcp+tls" : "rdma+tls(control)")
+			     : transport,
 	    .consistency = consistency ? consistency : "asp",
 	    .servers = (int)servers,
 	    .procs = (int)procs,

@@ -85,6 +85,11 @@ static int tcp_create(const struct rps_tr_params *p, struct rps_transport **t_p)
 	atomic_init(&tt->wake_pending, 0);
 	atomic_init(&tt->user_wake, 0);
 	tcp_pool_init(&tt->pool);
+	if (p->tls) {
+		rc = tcp_tls_init(tt);
+		if (rc)
+			goto err_secret;
+	}
 
 	tt->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (tt->ep < 0) {
@@ -112,6 +117,7 @@ err_wfd:
 err_ep:
 	close(tt->ep);
 err_secret:
+	tcp_tls_fini(tt);
 	rps_free(tt->secret);
 	pthread_mutex_destroy(&tt->lock);
 err_free:
@@ -141,6 +147,7 @@ static void tcp_destroy(struct rps_transport *t)
 		close(tt->reserve_fd);
 	close(tt->wfd);
 	close(tt->ep);
+	tcp_tls_fini(tt);
 	pthread_mutex_destroy(&tt->lock);
 	rps_free(tt->secret);
 	rps_free(tt);
@@ -225,6 +232,13 @@ static void handle(struct tcp_transport *tt, const struct epoll_event *e)
 	c = rps_container_of(e->data.ptr, struct tcp_conn, kind);
 	if (c->failed)
 		return;
+	if (c->phase == TCP_PH_TLS) {
+		/* RDMAPS_TLS=1: the TLS handshake first; then the hello may be in */
+		if (tcp_tls_accept_step(c) < 0 || c->phase == TCP_PH_TLS)
+			return; /* may be freed */
+		tcp_rx(c);
+		return;
+	}
 	if (e->events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
 		/* a peer that does not read its answers is not read from either
 		 * (its requests wait in the socket); errors are always taken */

@@ -73,6 +73,7 @@ struct tcp_conn *tcp_conn_new(struct tcp_transport *tt, int fd, const char *peer
 	c->rx_state = TCP_RX_HDR;
 	c->fd = fd;
 	pthread_mutex_init(&c->slock, NULL);
+	pthread_mutex_init(&c->tlock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->scond, &ca);
@@ -85,6 +86,8 @@ void tcp_conn_destroy(struct tcp_conn *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
+	tcp_tls_ssl_free(c->ssl);
+	pthread_mutex_destroy(&c->tlock);
 	pthread_cond_destroy(&c->scond);
 	pthread_mutex_destroy(&c->slock);
 	rps_free(c->done);

@@ -27,11 +27,15 @@
 #include "src/util.h"
 #include "transport/tcp/tcp_int.h"
 
-/* Blocking I/O of exactly len bytes on a non-blocking socket, until deadline. */
-static int io_full(int fd, void *buf, size_t len, uint64_t deadline, int writing)
+/* Blocking I/O of exactly len bytes on a non-blocking socket (through ssl
+ * when not NULL), until deadline. */
+static int io_full(struct ssl_st *ssl, int fd, void *buf, size_t len, uint64_t deadline,
+		   int writing)
 {
 	char *p = buf;
 
+	if (ssl)
+		return tcp_tls_io_full(ssl, fd, buf, len, deadline, writing);
 	while (len) {
 		ssize_t n = writing ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
 
@@ -119,11 +123,11 @@ _Static_assert(sizeof(struct tcp_proof_frame) == 56, "proof frame without paddin
 
 /* The listener's answer in the handshake: a frame of op `want` (at most cap
  * bytes, into buf) or an ERROR (its status returned, its text logged). */
-static int read_answer(int fd, const char *peer, uint8_t want, void *buf, size_t cap,
-		       uint32_t *len_p, uint64_t deadline)
+static int read_answer(struct ssl_st *ssl, int fd, const char *peer, uint8_t want, void *buf,
+		       size_t cap, uint32_t *len_p, uint64_t deadline)
 {
 	struct rps_frame_hdr h;
-	int rc = io_full(fd, &h, sizeof(h), deadline, 0);
+	int rc = io_full(ssl, fd, &h, sizeof(h), deadline, 0);
 
 	if (rc)
 		goto err_io;
@@ -137,7 +141,7 @@ static int read_answer(int fd, const char *peer, uint8_t want, void *buf, size_t
 	if (h.op == RPS_OP_ERROR) {
 		char text[RPS_TR_ACK_MAX + 1], why[RPS_LOG_ESC_BUF];
 
-		rc = io_full(fd, text, h.len, deadline, 0);
+		rc = io_full(ssl, fd, text, h.len, deadline, 0);
 		if (rc)
 			goto err_io;
 		text[h.len] = 0;
@@ -150,7 +154,7 @@ static int read_answer(int fd, const char *peer, uint8_t want, void *buf, size_t
 		RPS_ERR("connect %s: hello ack of %u bytes, room for %zu", peer, h.len, cap);
 		return -EMSGSIZE;
 	}
-	rc = io_full(fd, buf, h.len, deadline, 0);
+	rc = io_full(ssl, fd, buf, h.len, deadline, 0);
 	if (rc)
 		goto err_io;
 	*len_p = h.len;
@@ -162,8 +166,9 @@ err_io:
 }
 
 /* Client side of the challenge-response (src/auth.h); then the HELLO_ACK. */
-static int handshake(struct tcp_transport *tt, int fd, const char *peer, struct rps_hello *hello,
-		     void *ack, size_t ack_cap, uint32_t *ack_len_p, uint64_t deadline)
+static int handshake(struct tcp_transport *tt, struct ssl_st *ssl, int fd, const char *peer,
+		     struct rps_hello *hello, void *ack, size_t ack_cap, uint32_t *ack_len_p,
+		     uint64_t deadline)
 {
 	struct tcp_hello_frame req;
 	struct tcp_proof_frame pf;
@@ -177,10 +182,10 @@ static int handshake(struct tcp_transport *tt, int fd, const char *peer, struct 
 		return rc;
 	rps_proto_hdr_init(&req.h, RPS_OP_HELLO, sizeof(req.hello), 0);
 	req.hello = *hello;
-	rc = io_full(fd, &req, sizeof(req), deadline, 1);
+	rc = io_full(ssl, fd, &req, sizeof(req), deadline, 1);
 	if (rc)
 		goto err_io;
-	rc = read_answer(fd, peer, RPS_OP_CHALLENGE, &ch, sizeof(ch), &len, deadline);
+	rc = read_answer(ssl, fd, peer, RPS_OP_CHALLENGE, &ch, sizeof(ch), &len, deadline);
 	if (rc)
 		return rc;
 	rc = rps_auth_challenge_decode(&ch, len, &ch, &why);
@@ -194,16 +199,16 @@ static int handshake(struct tcp_transport *tt, int fd, const char *peer, struct 
 		/* say so (an ERROR without text), so that the listener logs us */
 		rps_proto_hdr_init(&pf.h, RPS_OP_ERROR, 0, 0);
 		pf.h.status = -EACCES;
-		io_full(fd, &pf.h, sizeof(pf.h), deadline, 1);
+		io_full(ssl, fd, &pf.h, sizeof(pf.h), deadline, 1);
 		RPS_ERR("connect %s: wrong secret: the listener does not know our job secret "
 			"(another RDMAPS_SECRET, or not an rdmaps process of this job)",
 			peer);
 		return -EACCES;
 	}
-	rc = io_full(fd, &pf, sizeof(pf), deadline, 1);
+	rc = io_full(ssl, fd, &pf, sizeof(pf), deadline, 1);
 	if (rc)
 		goto err_io;
-	return read_answer(fd, peer, RPS_OP_HELLO_ACK, ack, ack_cap, ack_len_p, deadline);
+	return read_answer(ssl, fd, peer, RPS_OP_HELLO_ACK, ack, ack_cap, ack_len_p, deadline);
 
 err_io:
 	RPS_ERR("connect %s: hello: %s", peer, strerror(-rc));
@@ -220,6 +225,7 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 	struct addrinfo *res, *ai;
 	struct rps_hello mine;
 	struct tcp_conn *c;
+	struct ssl_st *ssl = NULL;
 	char ports[8], peer[64];
 	uint64_t deadline;
 	uint32_t ack_len = 0;
@@ -260,8 +266,13 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 	}
 	tcp_set_nodelay(fd);
 
+	if (tt->ssl_ctx) {
+		rc = tcp_tls_connect(tt, fd, peer, deadline, &ssl);
+		if (rc)
+			goto err_close;
+	}
 	mine = *hello;
-	rc = handshake(tt, fd, peer, &mine, ack, ack_cap, &ack_len, deadline);
+	rc = handshake(tt, ssl, fd, peer, &mine, ack, ack_cap, &ack_len, deadline);
 	if (rc)
 		goto err_close;
 
@@ -272,6 +283,10 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 		goto err_close;
 	}
 	c->base.hello = mine;
+	if (ssl)
+		tcp_tls_opened(ssl);
+	c->ssl = ssl; /* the connection owns it now */
+	ssl = NULL;
 	rc = tcp_conn_add(tt, c);
 	if (rc) {
 		RPS_ERR("connect %s: epoll_ctl: %s", peer, strerror(-rc));
@@ -284,6 +299,7 @@ int tcp_connect(struct rps_transport *t, const char *host, uint16_t port,
 	return 0;
 
 err_close:
+	tcp_tls_ssl_free(ssl);
 	close(fd);
 	return rc;
 }

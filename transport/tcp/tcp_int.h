@@ -6,7 +6,7 @@
  *   tcp_listen.c   listen(), accept, the peer's HELLO
  *   tcp_conn.c     connection objects, failure, close()
  *   tcp_send.c     send path, event queue      tcp_limits.c   caps, deadlines, accept back-off
- *   tcp_pool.c     receive buffer pool
+ *   tcp_pool.c     receive buffer pool         tcp_tls.c      optional TLS 1.3 (RDMAPS_TLS)
  *
  * Threads
  * - One poller thread (the caller of poll()) owns epoll, the receive state
@@ -98,7 +98,12 @@ enum tcp_phase {
 	TCP_PH_HELLO = 1, /* accepted, waiting for the peer's HELLO */
 	TCP_PH_PROOF,	  /* CHALLENGE sent, waiting for the peer's PROOF */
 	TCP_PH_OPEN,
+	TCP_PH_TLS, /* accepted, RDMAPS_TLS=1: the TLS handshake, then TCP_PH_HELLO */
 };
+
+struct ssl_st;	       /* OpenSSL's SSL, only tcp_tls.c sees inside */
+struct ssl_ctx_st;     /* SSL_CTX */
+struct ssl_session_st; /* SSL_SESSION */
 
 enum tcp_rx_state {
 	TCP_RX_HDR = 0,
@@ -135,6 +140,12 @@ struct tcp_conn {
 	uint32_t rx_frames;   /* frames taken in this tcp_rx call */
 	int again_listed;     /* on tt->again: whole frames wait in the staging buffer */
 	struct tcp_conn *again_next;
+	int tls_seen; /* TCP_PH_TLS: the first byte was a TLS record */
+
+	/* TLS (tcp_tls.c): NULL without. Every call on it under tlock (the
+	 * poller reads, senders write under slock; lock order slock, tlock). */
+	struct ssl_st *ssl;
+	pthread_mutex_t tlock;
 
 	/* Under slock. */
 	pthread_mutex_t slock;
@@ -200,6 +211,10 @@ struct tcp_transport {
 	int reserve_fd;		   /* /dev/null, given up to shed a connection on EMFILE; -1 */
 	uint64_t accept_resume_ns; /* listeners off until then (out of descriptors); 0 on */
 	uint64_t next_sweep_ns;	   /* deadlines of accepted connections checked then */
+
+	/* RDMAPS_TLS=1 (tcp_tls.c); NULL without */
+	struct ssl_ctx_st *ssl_ctx;
+	struct ssl_session_st *psk_sess; /* the job's PSK */
 };
 
 #define TCP_SWEEP_MS 100 /* how often frame, idle and send deadlines are checked */
@@ -244,6 +259,8 @@ int tcp_out(struct tcp_conn *c);
 void tcp_send_end_locked(struct tcp_conn *c, int status, const char *why);
 /* Poller: SEND_DONE events of completions recorded by other threads. */
 void tcp_drain_done(struct tcp_transport *tt);
+/* Any thread: EPOLLOUT on or off (the TLS handshake). */
+void tcp_want_out(struct tcp_conn *c, int on);
 
 /* tcp_conn.c */
 void tcp_sockaddr_str(const struct sockaddr *sa, char *out, size_t n);
@@ -306,5 +323,38 @@ void tcp_again_add(struct tcp_conn *c);
 void tcp_again_del(struct tcp_conn *c);
 /* Poller: run tcp_rx for the connections on tt->again. */
 void tcp_again_run(struct tcp_transport *tt);
+
+/* tcp_tls.c: optional TLS 1.3 with a PSK from the job secret */
+/* create: the context (params.tls). 0 or -errno (logged). */
+int tcp_tls_init(struct tcp_transport *tt);
+void tcp_tls_fini(struct tcp_transport *tt);
+/* Accepted connection: its SSL (server side); phase TCP_PH_TLS is the caller's. */
+int tcp_tls_attach(struct tcp_conn *c);
+void tcp_tls_ssl_free(struct ssl_st *ssl);
+/* connect(): the hello exchange is over: read ahead from now on (not before,
+ * or frames sent right after the ack would wait inside the SSL unseen). */
+void tcp_tls_opened(struct ssl_st *ssl);
+/* Poller, TCP_PH_TLS: advance the handshake (TCP_PH_HELLO once done).
+ * 0 going on, <0 failed (the connection is freed). */
+int tcp_tls_accept_step(struct tcp_conn *c);
+/* connect(): the handshake on fd, blocking up to deadline. 0 (*ssl_p set) or
+ * -EPROTO (a listener without TLS), -EACCES (another key), -errno; logged. */
+int tcp_tls_connect(struct tcp_transport *tt, int fd, const char *peer, uint64_t deadline,
+		    struct ssl_st **ssl_p);
+/* connect(): exactly len bytes through ssl, blocking up to deadline. */
+int tcp_tls_io_full(struct ssl_st *ssl, int fd, void *buf, size_t len, uint64_t deadline,
+		    int writing);
+/* readv / sendmsg through c->ssl (same returns and errno); sendmsg under slock. */
+ssize_t tcp_tls_readv(struct tcp_conn *c, const struct iovec *v, int cnt);
+ssize_t tcp_tls_sendmsg(struct tcp_conn *c, const struct msghdr *msg);
+/* slock held: send the ciphertext gathered in the BIO. 0 all sent, 1 some
+ * left (the socket is full: EPOLLOUT), -errno. */
+int tcp_tls_flush(struct tcp_conn *c);
+/* slock held: ciphertext waits in the BIO (EPOLLOUT must stay on). */
+int tcp_tls_out_pending(struct tcp_conn *c);
+/* Poller: bytes wait inside the SSL, decrypted or read ahead (epoll will not say so). */
+int tcp_tls_pending(struct tcp_conn *c);
+/* The ERROR text a TLS listener sends a plain peer. */
+extern const char tcp_tls_mismatch_server[];
 
 #endif

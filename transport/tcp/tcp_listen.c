@@ -161,6 +161,13 @@ void tcp_accept(struct tcp_transport *tt, struct tcp_listener *l)
 			continue;
 		}
 		c->accepted = 1;
+		if (tt->ssl_ctx) {
+			if (tcp_tls_attach(c) < 0) {
+				tcp_conn_destroy(c);
+				continue;
+			}
+			c->phase = TCP_PH_TLS; /* the TLS handshake before the hello */
+		}
 		snprintf(c->ip, sizeof(c->ip), "%s", ip);
 		c->last_rx_ns = rps_now_ns();
 		if (tcp_conn_add(tt, c) < 0) {

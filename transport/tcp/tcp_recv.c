@@ -77,6 +77,11 @@ static int rx_hdr_in(struct tcp_conn *c)
 	    c->rx_hdr.op != RPS_OP_PROOF && !(c->rx_hdr.op == RPS_OP_ERROR && c->rx_hdr.len == 0))
 		return rx_bad(c, -EACCES, "expected the proof of the handshake");
 	rc = rps_proto_hdr_check(&c->rx_hdr, max, &why);
+	if (rc && c->phase == TCP_PH_HELLO && !c->ssl && ((uint8_t *)&c->rx_hdr)[0] == 0x16)
+		return rx_bad(c, -EPROTO,
+			      "the peer speaks TLS (RDMAPS_TLS=1 there) and this process does not "
+			      "(RDMAPS_TLS=0): set RDMAPS_TLS (--tls) the same in every process of "
+			      "the job");
 	if (rc)
 		return rx_bad(c, rc, why);
 	if (c->phase == TCP_PH_HELLO && c->rx_hdr.op != RPS_OP_HELLO)
@@ -242,7 +247,11 @@ int tcp_rx(struct tcp_conn *c)
 		if (total >= TCP_RX_BUDGET) {
 			if (c->accepted)
 				tcp_rx_mark(c, c->last_rx_ns);
-			return 0; /* level-triggered: epoll reports the rest */
+			/* level-triggered: epoll reports the rest, but not what
+			 * TLS decrypted already */
+			if (c->ssl && tcp_tls_pending(c))
+				tcp_again_add(c);
+			return 0;
 		}
 		if (c->stage_pos) {
 			memmove(c->stage, c->stage + c->stage_pos, c->stage_len - c->stage_pos);
@@ -258,7 +267,7 @@ int tcp_rx(struct tcp_conn *c)
 		v[cnt].iov_base = c->stage + c->stage_len;
 		v[cnt++].iov_len = TCP_STAGE_BYTES - c->stage_len;
 		want = direct + (TCP_STAGE_BYTES - c->stage_len);
-		n = readv(c->fd, v, cnt);
+		n = c->ssl ? tcp_tls_readv(c, v, cnt) : readv(c->fd, v, cnt);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;

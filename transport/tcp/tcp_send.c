@@ -156,6 +156,13 @@ static void set_out(struct tcp_conn *c, int on)
 		set_events(c, on, c->rx_paused);
 }
 
+void tcp_want_out(struct tcp_conn *c, int on)
+{
+	pthread_mutex_lock(&c->slock);
+	set_out(c, on);
+	pthread_mutex_unlock(&c->slock);
+}
+
 int tcp_rx_pause_check(struct tcp_conn *c)
 {
 	int paused;
@@ -186,7 +193,8 @@ static ssize_t send_some(struct tcp_conn *c, const struct msghdr *msg)
 	ssize_t n;
 
 	do
-		n = sendmsg(c->fd, msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		n = c->ssl ? tcp_tls_sendmsg(c, msg)
+			   : sendmsg(c->fd, msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (n < 0 && errno == EINTR);
 	if (n >= 0)
 		return n;
@@ -202,6 +210,12 @@ static int flush_locked(struct tcp_conn *c)
 	struct iovec v[TCP_IOV_BATCH];
 	uint64_t before = c->sq_bytes;
 
+	if (c->ssl) { /* TLS: the ciphertext gathered first (tcp_tls.c) */
+		int rc = tcp_tls_flush(c);
+
+		if (rc < 0)
+			return write_failed(c, -rc);
+	}
 	while (c->sq_head) {
 		struct msghdr msg = {.msg_iov = v};
 		struct tcp_sreq *r;
@@ -249,7 +263,7 @@ static int flush_locked(struct tcp_conn *c)
 			break; /* the socket is full: don't ask again */
 	}
 	if (!c->sq_head)
-		set_out(c, 0);
+		set_out(c, c->ssl && tcp_tls_out_pending(c));
 	if (c->sq_bytes < before && c->nsenders)
 		pthread_cond_broadcast(&c->scond);
 	return 0;
@@ -459,6 +473,8 @@ static int send_frame(struct tcp_conn *c, const struct rps_frame_hdr *hdr, const
 		if (done == total) {
 			if (ctx)
 				done_add(c, ctx, 0);
+			if (c->ssl && tcp_tls_out_pending(c))
+				set_out(c, 1); /* TLS: ciphertext left to send */
 			goto out_unlock;
 		}
 		rc = enqueue(c, hdr, v + first, cnt - first, first == 0, total - done, ctx);
@@ -514,7 +530,8 @@ static void send_error_locked(struct tcp_conn *c, int status, const char *why)
 
 	rps_proto_hdr_init(&h, RPS_OP_ERROR, (uint32_t)n, 0);
 	h.status = status;
-	if (sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+	if ((c->ssl ? tcp_tls_sendmsg(c, &msg)
+		    : sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0)
 		RPS_DEBUG("error frame to %s: %m", c->base.peer);
 }
 
