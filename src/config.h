@@ -109,6 +109,8 @@ struct rps_config {
 	int rdma_rnr_timer;        /* RNR NAK delay asked of peers (IB encoding) */
 	int rdma_rnr_retry;        /* RNR retries, 0..7 (7: forever) */
 	uint64_t rdma_read_bytes;  /* largest READ a pull posts (whole chunks) */
+	/* auth (issue 20): a node's token in place of the job's secret (src/auth.h) */
+	char token[256];           /* RDMAPS_TOKEN; applied into secret/rank by rps_cfg_token_apply */
 };
 
 enum rps_config_type {

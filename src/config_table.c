@@ -120,6 +120,9 @@ const struct rps_config_entry rps_config_table[] = {
 	      "RDMA receiver-not-ready retries (7: forever)"),
 	ENTRY(rdma_read_bytes, "256K", RPS_CFG_U64,
 	      "largest RDMA READ a pull posts, in whole store chunks (a bigger chunk is one READ)"),
+	/* auth (issue 20): per-node tokens (src/auth_token.c, docs/security.md "Tokens") */
+	ENTRY(token, "", RPS_CFG_STRING,
+	      "this node's token (made by rdmaps-launch / rdmaps-ctl token) in place of the job's secret: proves only its own role and rank"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -188,6 +191,8 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "rdma_rnr_timer", IRANGE(0, 31) },
 	{ "rdma_rnr_retry", IRANGE(0, 7) },
 	{ "rdma_read_bytes", URANGE(4096, 1ull << 30) },
+	/* auth (issue 20) */
+	{ "token", .check = rps_cfg_check_token },
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {
@@ -227,7 +232,7 @@ const struct rps_config_entry *rps_cfg_entry_find_loose(const char *name, size_t
 /* Never echo the shared secret into logs or dumps. */
 int rps_cfg_is_secret(const struct rps_config_entry *e)
 {
-	return !strcmp(e->name, "secret");
+	return !strcmp(e->name, "secret") || !strcmp(e->name, "token");
 }
 
 int rps_cfg_is_size(const struct rps_config_entry *e)
