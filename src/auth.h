@@ -93,6 +93,9 @@ int rps_auth_token_make(const char *secret, uint8_t role, uint32_t rank, char *b
 /* Why a proof for hello h failed a listener holding secret (a token that
  * does not cover the claim, or a wrong secret): a static text for the log. */
 const char *rps_auth_refusal(const char *secret, const struct rps_hello *h);
+/* 0 unless secret is a token of another role than role: then -EACCES and
+ * an error naming both. */
+int rps_auth_token_role_ok(const char *secret, uint8_t role);
 /* "scheduler", "server", "worker", "ctl"; NULL for others. */
 const char *rps_auth_role_word(uint8_t role);
 

@@ -10,6 +10,8 @@
 
 #include <openssl/crypto.h>
 
+#include "src/log.h"
+
 static const char *const role_words[] = { "scheduler", "server", "worker", "ctl" };
 
 const char *rps_auth_role_word(uint8_t role)
@@ -220,4 +222,24 @@ const char *rps_auth_refusal(const char *secret, const struct rps_hello *h)
 		       "rdmaps process of this job)";
 	return "wrong secret: its proof does not match RDMAPS_SECRET (a different secret, a "
 	       "replayed handshake or not an rdmaps process of this job)";
+}
+
+int rps_auth_token_role_ok(const char *secret, uint8_t role)
+{
+	struct rps_auth_token t;
+	const char *why;
+	int rc = 0;
+
+	if (!rps_auth_is_token(secret) || rps_auth_token_parse(secret, &t, &why))
+		return 0; /* a secret; a bad token is refused by rps_auth_secret_ok */
+	if (t.role != role) {
+		RPS_ERR("this is a %s but RDMAPS_TOKEN is the token of a %s (rank %u): give it "
+			"the token made for it (rdmaps-launch, or `rdmaps-ctl token %s RANK`)",
+			rps_auth_role_word(role) ? rps_auth_role_word(role) : "process",
+			rps_auth_role_word(t.role), t.rank,
+			rps_auth_role_word(role) ? rps_auth_role_word(role) : "ROLE");
+		rc = -EACCES;
+	}
+	OPENSSL_cleanse(&t, sizeof(t));
+	return rc;
 }
