@@ -23,11 +23,16 @@
  * process in the all-trusted mode), or a node's token (RDMAPS_TOKEN, made by
  * rdmaps-launch or `rdmaps-ctl token`, src/auth_token.c):
  *
- *   rdmaps-token-v1:ROLE:RANK:hex(K)[:verify-ROLE2:hex(R2)]
+ *   rdmaps-token-v1:ROLE:RANK:hex(K)[:verify-worker:hex(R)][:ring:hex(Rr)]
  *
  * A worker's token holds only its own K; a server's also R of the worker
  * role, so that it can check any worker's proof (and, being symmetric, make
- * one) but never a server's, the scheduler's or rdmaps-ctl's. A K the token
+ * one) but never a server's, the scheduler's or rdmaps-ctl's. A worker's
+ * token also holds Rr = HMAC(secret, "rdmaps-ring-v1"), the key of the
+ * workers' ring all-reduce (worker/ring_net.c): ring connections between
+ * workers authenticate with K' = HMAC(Rr, "rdmaps-id-v2" | rank), a key
+ * domain of their own (rps_auth_ring_credential) that no server or scheduler
+ * accepts. A K the token
  * does not cover is refused (rps_auth_key -EACCES, the key random bytes, so
  * every MAC made with it fails). docs/security.md "Tokens".
  */
@@ -77,6 +82,8 @@ struct rps_auth_token {
 	uint8_t key[RPS_AUTH_KEY_LEN];	    /* K(role, rank) */
 	uint32_t verify;		    /* bit r: vkey[r] is R of role r */
 	uint8_t vkey[4][RPS_AUTH_KEY_LEN];
+	int has_ring;
+	uint8_t ring[RPS_AUTH_KEY_LEN]; /* Rr (workers) */
 };
 /* Does s start with RPS_TOKEN_PREFIX? */
 int rps_auth_is_token(const char *s);
@@ -96,6 +103,11 @@ const char *rps_auth_refusal(const char *secret, const struct rps_hello *h);
 /* 0 unless secret is a token of another role than role: then -EACCES and
  * an error naming both. */
 int rps_auth_token_role_ok(const char *secret, uint8_t role);
+/* The credential of the workers' ring all-reduce into buf: the secret itself,
+ * or for a worker's token the token of the ring's key domain (own K' and
+ * every worker's, nothing else). 0, or -EACCES (a token without a ring key)
+ * or -ENOSPC. */
+int rps_auth_ring_credential(const char *secret, char *buf, size_t len);
 /* "scheduler", "server", "worker", "ctl"; NULL for others. */
 const char *rps_auth_role_word(uint8_t role);
 

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "src/log.h"
 
@@ -124,12 +126,18 @@ int rps_auth_token_parse(const char *s, struct rps_auth_token *t_p, const char *
 	}
 	while (s) {
 		f = field(&s, &n);
-		if (n < 7 || memcmp(f, "verify-", 7) || (role = role_of(f + 7, n - 7)) != 2) {
-			*why_p = "an extra field other than verify-worker";
-			goto bad;
+		if (n == 4 && !memcmp(f, "ring", 4) && !t_p->has_ring) {
+			f = s ? field(&s, &n) : "";
+			if (!f[0] || unhex(f, n, t_p->ring)) {
+				*why_p = "the ring key is not 64 hex digits";
+				goto bad;
+			}
+			t_p->has_ring = 1;
+			continue;
 		}
-		if (t_p->role != 1) {
-			*why_p = "verify-worker in a worker's token";
+		if (n < 7 || memcmp(f, "verify-", 7) || (role = role_of(f + 7, n - 7)) != 2 ||
+		    (t_p->verify & (1u << role))) {
+			*why_p = "an extra field other than verify-worker or ring";
 			goto bad;
 		}
 		if (!s) {
@@ -181,6 +189,7 @@ int rps_auth_token_make(const char *secret, uint8_t role, uint32_t rank, char *b
 {
 	uint8_t rk[RPS_AUTH_KEY_LEN], k[RPS_AUTH_KEY_LEN];
 	char kh[2 * RPS_AUTH_KEY_LEN + 1], vh[2 * RPS_AUTH_KEY_LEN + 1] = "";
+	static const char ring_label[] = "rdmaps-ring-v1";
 	int n;
 
 	if (!secret || !secret[0] || rps_auth_is_token(secret) || (role != 1 && role != 2) ||
@@ -191,10 +200,15 @@ int rps_auth_token_make(const char *secret, uint8_t role, uint32_t rank, char *b
 	hex(kh, k);
 	if (role == 1) {
 		rps_auth_role_key(secret, 2, rk);
-		hex(vh, rk);
+	} else {
+		unsigned int l = RPS_AUTH_KEY_LEN;
+
+		HMAC(EVP_sha256(), secret, (int)strlen(secret), (const uint8_t *)ring_label,
+		     sizeof(ring_label) - 1, rk, &l);
 	}
+	hex(vh, rk);
 	n = snprintf(buf, len, RPS_TOKEN_PREFIX "%s:%u:%s%s%s", role_words[role], rank, kh,
-		     role == 1 ? ":verify-worker:" : "", vh);
+		     role == 1 ? ":verify-worker:" : ":ring:", vh);
 	OPENSSL_cleanse(rk, sizeof(rk));
 	OPENSSL_cleanse(k, sizeof(k));
 	OPENSSL_cleanse(kh, sizeof(kh));
@@ -241,5 +255,36 @@ int rps_auth_token_role_ok(const char *secret, uint8_t role)
 		rc = -EACCES;
 	}
 	OPENSSL_cleanse(&t, sizeof(t));
+	return rc;
+}
+
+int rps_auth_ring_credential(const char *secret, char *buf, size_t len)
+{
+	struct rps_auth_token t;
+	uint8_t k[RPS_AUTH_KEY_LEN];
+	char kh[2 * RPS_AUTH_KEY_LEN + 1], rh[2 * RPS_AUTH_KEY_LEN + 1];
+	const char *why;
+	int n, rc = 0;
+
+	if (!rps_auth_is_token(secret)) {
+		n = snprintf(buf, len, "%s", secret ? secret : "");
+		return n < 0 || (size_t)n >= len ? -ENOSPC : 0;
+	}
+	if (rps_auth_token_parse(secret, &t, &why) || t.role != RPS_ROLE_WORKER || !t.has_ring) {
+		OPENSSL_cleanse(&t, sizeof(t));
+		return -EACCES;
+	}
+	rps_auth_id_key(t.ring, t.rank, k);
+	hex(kh, k);
+	hex(rh, t.ring);
+	n = snprintf(buf, len, RPS_TOKEN_PREFIX "worker:%u:%s:verify-worker:%s", t.rank, kh, rh);
+	if (n < 0 || (size_t)n >= len)
+		rc = -ENOSPC;
+	OPENSSL_cleanse(&t, sizeof(t));
+	OPENSSL_cleanse(k, sizeof(k));
+	OPENSSL_cleanse(kh, sizeof(kh));
+	OPENSSL_cleanse(rh, sizeof(rh));
+	if (rc)
+		OPENSSL_cleanse(buf, len);
 	return rc;
 }

@@ -54,7 +54,7 @@ acc=$(sed -n 's/.*done: test accuracy \([0-9.]*\).*/\1/p' "$T/launch.log" | tail
 echo "ok   token mode: 2x2 BSP fmnist-train trains (test accuracy $acc)"
 for r in 0 1; do
 	grep -qx "secret=" "$T/env.$r" || fail "worker $r has RDMAPS_SECRET"
-	grep -q "^token=rdmaps-token-v1:worker:$r:[0-9a-f]\{64\}$" "$T/env.$r" ||
+	grep -q "^token=rdmaps-token-v1:worker:$r:[0-9a-f]\{64\}:ring:[0-9a-f]\{64\}$" "$T/env.$r" ||
 		fail "worker $r has no worker token of rank $r: $(grep -c token= "$T/env.$r")"
 done
 echo "ok   token mode: each worker holds only the token of its own rank, no secret"

@@ -9,7 +9,8 @@ Handshake (src/auth.h): the client sends HELLO (magic, version, role, flags,
 rank, channel, 32-byte nonce Nc); the listener answers CHALLENGE (Ns, mac_s);
 the client checks mac_s and answers PROOF (mac_c); then HELLO_ACK or ERROR.
 A node's token (RDMAPS_TOKEN, docs/security.md "Tokens") in place of the
-secret: b"rdmaps-token-v1:ROLE:RANK:hex(K)[:verify-worker:hex(R of workers)]";
+secret: b"rdmaps-token-v1:ROLE:RANK:hex(K)[:verify-worker:hex(R of workers)]
+[:ring:hex(HMAC-SHA256(secret, b"rdmaps-ring-v1"))]";
 it gives K for its own identity (and any worker's, with verify-worker) only.
   R     = HMAC-SHA256(secret, b"rdmaps-role-v1" | role u8)      the role's key
   K     = HMAC-SHA256(R, b"rdmaps-id-v2" | rank u32le)          the identity's key
@@ -90,6 +91,8 @@ def make_token(secret, role, rank):
     t = 'rdmaps-token-v1:%s:%d:%s' % (words[role], rank, id_key(role_key(secret, role), rank).hex())
     if role == SERVER:
         t += ':verify-worker:' + role_key(secret, WORKER).hex()
+    else:
+        t += ':ring:' + hmac.new(secret.encode(), b'rdmaps-ring-v1', hashlib.sha256).hexdigest()
     return t
 
 
@@ -99,7 +102,8 @@ def token_keys(token):
     assert f[0] == 'rdmaps-token-v1', token[:20]
     verify = {}
     for i in range(4, len(f), 2):
-        verify[ROLE_WORDS[f[i][len('verify-'):]]] = bytes.fromhex(f[i + 1])
+        if f[i].startswith('verify-'):
+            verify[ROLE_WORDS[f[i][len('verify-'):]]] = bytes.fromhex(f[i + 1])
     return ROLE_WORDS[f[1]], int(f[2]), bytes.fromhex(f[3]), verify
 
 

@@ -46,6 +46,7 @@ static void test_make_parse(void **state)
 	assert_int_equal(t.role, RPS_ROLE_WORKER);
 	assert_int_equal(t.rank, 3);
 	assert_int_equal(t.verify, 0);
+	assert_true(t.has_ring);
 	key_of(sec, RPS_ROLE_WORKER, 3, k, 0);
 	assert_memory_equal(t.key, k, sizeof(k));
 	assert_int_equal(rps_auth_token_parse(s, &t, &why), 0);
@@ -85,7 +86,9 @@ static void test_parse_rejects(void **state)
 	    "rdmaps-token-v1:worker:0:000000000000000000000000000000000000000000000000000000000000000g",
 	    "rdmaps-token-v1:worker:0:00000000000000000000000000000000000000000000000000000000000000000",
 	    "rdmaps-token-v1:worker:0:0000000000000000000000000000000000000000000000000000000000000000:",
-	    "rdmaps-token-v1:worker:0:0000000000000000000000000000000000000000000000000000000000000000:verify-worker:0000000000000000000000000000000000000000000000000000000000000000",
+	    "rdmaps-token-v1:worker:0:0000000000000000000000000000000000000000000000000000000000000000:ring",
+	    "rdmaps-token-v1:worker:0:0000000000000000000000000000000000000000000000000000000000000000:ring:00",
+	    "rdmaps-token-v1:worker:0:0000000000000000000000000000000000000000000000000000000000000000:ring:0000000000000000000000000000000000000000000000000000000000000000:ring:0000000000000000000000000000000000000000000000000000000000000000",
 	    "rdmaps-token-v1:server:0:0000000000000000000000000000000000000000000000000000000000000000:verify-server:0000000000000000000000000000000000000000000000000000000000000000",
 	    "rdmaps-token-v1:server:0:0000000000000000000000000000000000000000000000000000000000000000:verify-worker",
 	    "rdmaps-token-v1:server:0:0000000000000000000000000000000000000000000000000000000000000000:verify-worker:00",
@@ -234,12 +237,58 @@ static void test_config(void **state)
 	assert_string_equal(c.secret, "");
 }
 
+/* The workers' ring all-reduce: a key domain of its own. A worker's ring
+ * credential checks every worker's ring identity but proves nothing to a
+ * server or the scheduler. */
+static void test_ring(void **state)
+{
+	char w3[256], s[256], rc3[256], rcs[256];
+	uint8_t k[RPS_AUTH_KEY_LEN], k2[RPS_AUTH_KEY_LEN];
+	struct rps_hello h;
+	struct rps_auth_challenge ch;
+	struct rps_auth_proof pf;
+
+	(void)state;
+	assert_int_equal(rps_auth_token_make(sec, RPS_ROLE_WORKER, 3, w3, sizeof(w3)), 0);
+	assert_int_equal(rps_auth_token_make(sec, RPS_ROLE_SERVER, 0, s, sizeof(s)), 0);
+	assert_int_equal(rps_auth_ring_credential(w3, rc3, sizeof(rc3)), 0);
+	assert_int_equal(rps_auth_secret_ok(rc3, 0), 0);
+	assert_int_equal(rps_auth_ring_credential(sec, rcs, sizeof(rcs)), 0);
+	assert_string_equal(rcs, sec); /* all trusted: the secret itself */
+	assert_int_equal(rps_auth_ring_credential(s, rcs, sizeof(rcs)), -EACCES);
+	/* every worker's ring key, none of them a real worker key */
+	for (uint32_t r = 0; r < 5; r++) {
+		key_of(rc3, RPS_ROLE_WORKER, r, k, 0);
+		key_of(sec, RPS_ROLE_WORKER, r, k2, 0);
+		assert_memory_not_equal(k, k2, sizeof(k));
+	}
+	key_of(rc3, RPS_ROLE_SERVER, 0, k, -EACCES);
+	/* worker 3's ring credential and worker 1's agree on worker 1's ring key */
+	{
+		char w1[256], rc1[256];
+
+		assert_int_equal(rps_auth_token_make(sec, RPS_ROLE_WORKER, 1, w1, sizeof(w1)), 0);
+		assert_int_equal(rps_auth_ring_credential(w1, rc1, sizeof(rc1)), 0);
+		rps_proto_hello_init(&h, RPS_ROLE_WORKER, 1);
+		assert_int_equal(rps_auth_nonce(&h), 0);
+		assert_int_equal(rps_auth_challenge_make(rc3, &h, &ch), 0);
+		assert_int_equal(rps_auth_challenge_answer(rc1, &h, &ch, &pf), 0);
+		assert_int_equal(rps_auth_proof_check(rc3, &h, &ch, &pf), 0);
+		/* ... but the ring proof of worker 1 means nothing to a server */
+		assert_int_equal(rps_auth_challenge_make(s, &h, &ch), 0);
+		assert_int_equal(rps_auth_challenge_answer(rc3, &h, &ch, &pf), -EACCES);
+		rps_auth_mac(rc3, 'C', &h, ch.nonce, pf.mac);
+		assert_int_equal(rps_auth_proof_check(s, &h, &ch, &pf), -EACCES);
+		assert_int_equal(rps_auth_proof_check(sec, &h, &ch, &pf), -EACCES);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_make_parse), cmocka_unit_test(test_parse_rejects),
 	    cmocka_unit_test(test_reach),      cmocka_unit_test(test_handshake),
-	    cmocka_unit_test(test_config),
+	    cmocka_unit_test(test_config),     cmocka_unit_test(test_ring),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
 /* Per-node tokens (job_token.h): R = HMAC-SHA256(secret, "rdmaps-role-v1" |
  * role), K = HMAC-SHA256(R, "rdmaps-id-v2" | rank_le32), text
  * "rdmaps-token-v1:ROLE:RANK:hex(K)" and for a server ":verify-worker:hex(R
- * of the worker role)". */
+ * of the worker role)", for a worker ":ring:hex(HMAC-SHA256(secret,
+ * "rdmaps-ring-v1"))" (the workers' ring all-reduce). */
 #include "job_token.h"
 
 #include <stdio.h>
@@ -44,10 +45,14 @@ int rps_tool_token(const char *secret, int role, unsigned rank, char *buf, size_
 	hex(kh, k);
 	if (role == 1) {
 		role_key(secret, 2, r);
-		hex(vh, r);
+	} else {
+		klen = 32;
+		HMAC(EVP_sha256(), secret, (int)strlen(secret),
+		     (const unsigned char *)"rdmaps-ring-v1", 14, r, &klen);
 	}
+	hex(vh, r);
 	n = snprintf(buf, len, "rdmaps-token-v1:%s:%u:%s%s%s", role == 1 ? "server" : "worker",
-		     rank, kh, role == 1 ? ":verify-worker:" : "", vh);
+		     rank, kh, role == 1 ? ":verify-worker:" : ":ring:", vh);
 	OPENSSL_cleanse(r, sizeof(r));
 	OPENSSL_cleanse(k, sizeof(k));
 	OPENSSL_cleanse(kh, sizeof(kh));
