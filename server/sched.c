@@ -18,6 +18,7 @@
 
 #include "control/control.h"
 #include "src/alloc.h"
+#include "src/auth.h"
 #include "src/config.h"
 #include "src/fault.h"
 #include "src/log.h"
@@ -272,6 +273,11 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 	}
 	if (o->heartbeat_timeout_ms <= 0) {
 		RPS_ERR("scheduler: heartbeat timeout %d ms: must be > 0", o->heartbeat_timeout_ms);
+		return -EINVAL;
+	}
+	if (rps_auth_is_token(o->secret)) { /* issue 20: it checks every node's key */
+		RPS_ERR("rdmaps-sched needs the job's secret (RDMAPS_SECRET), not a node's token "
+			"(RDMAPS_TOKEN)");
 		return -EINVAL;
 	}
 	s = rps_calloc(1, sizeof(*s));

@@ -213,6 +213,13 @@ void rps_sched_on_register(struct rps_sched *s, struct sched_peer *p, const stru
 				 rps_sched_role_name(r->role), rps_sched_role_name(p->role));
 		return;
 	}
+	/* issue 20 (tokens): a node proved one rank in its hello; it gets no other */
+	if (p->conn->hello.rank != UINT32_MAX && r->want_rank != p->conn->hello.rank) {
+		rps_sched_refuse(s, p, h->req_id, -EACCES,
+				 "REGISTER asks for %s rank %u but the hello proved rank %u",
+				 rps_sched_role_name(p->role), r->want_rank, p->conn->hello.rank);
+		return;
+	}
 	if (p->registered) {
 		RPS_LOG_RATELIMITED(RPS_LOG_WARN, "%s: second REGISTER ignored", p->conn->peer);
 		return;

@@ -10,6 +10,7 @@
 
 #include "control/control.h"
 #include "src/alloc.h"
+#include "src/auth.h"
 #include "src/config.h"
 #include "src/fault.h"
 #include "src/log.h"
@@ -152,6 +153,9 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		rc = -ENOMEM;
 		goto err;
 	}
+	rc = rps_auth_token_role_ok(srv->secret, RPS_ROLE_SERVER); /* issue 20: tokens */
+	if (rc)
+		goto err;
 	srv->nworkers = (uint32_t)cfg->num_workers;
 	srv->chunk_bytes = (uint32_t)cfg->chunk_bytes;
 	srv->max_msg = cfg->max_msg;

@@ -13,7 +13,8 @@
 
 #include "src/log.h"
 
-static const char id_label[] = "rdmaps-id-v1";
+static const char role_label[] = "rdmaps-role-v1";
+static const char id_label[] = "rdmaps-id-v2";
 static const char auth_label[] = "rdmaps-auth-v1";
 
 int rps_auth_random(void *buf, size_t n)
@@ -30,18 +31,40 @@ int rps_auth_nonce(struct rps_hello *h)
 	return rps_auth_random(h->nonce, sizeof(h->nonce));
 }
 
-void rps_auth_key(const char *secret, uint8_t role, uint32_t rank, uint8_t key_p[RPS_AUTH_KEY_LEN])
+void rps_auth_role_key(const char *secret, uint8_t role, uint8_t key_p[RPS_AUTH_KEY_LEN])
 {
-	uint8_t msg[sizeof(id_label) - 1 + 1 + 4];
+	uint8_t msg[sizeof(role_label) - 1 + 1];
 	unsigned int len = RPS_AUTH_KEY_LEN;
 
 	if (!secret)
 		secret = "";
-	memcpy(msg, id_label, sizeof(id_label) - 1);
-	msg[sizeof(id_label) - 1] = role;
-	for (int i = 0; i < 4; i++)
-		msg[sizeof(id_label) + i] = (uint8_t)(rank >> (8 * i));
+	memcpy(msg, role_label, sizeof(role_label) - 1);
+	msg[sizeof(role_label) - 1] = role;
 	HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, sizeof(msg), key_p, &len);
+}
+
+void rps_auth_id_key(const uint8_t role_key[RPS_AUTH_KEY_LEN], uint32_t rank,
+		     uint8_t key_p[RPS_AUTH_KEY_LEN])
+{
+	uint8_t msg[sizeof(id_label) - 1 + 4];
+	unsigned int len = RPS_AUTH_KEY_LEN;
+
+	memcpy(msg, id_label, sizeof(id_label) - 1);
+	for (int i = 0; i < 4; i++)
+		msg[sizeof(id_label) - 1 + i] = (uint8_t)(rank >> (8 * i));
+	HMAC(EVP_sha256(), role_key, RPS_AUTH_KEY_LEN, msg, sizeof(msg), key_p, &len);
+}
+
+int rps_auth_key(const char *secret, uint8_t role, uint32_t rank, uint8_t key_p[RPS_AUTH_KEY_LEN])
+{
+	uint8_t rk[RPS_AUTH_KEY_LEN];
+
+	if (rps_auth_is_token(secret))
+		return rps_auth_token_key(secret, role, rank, key_p);
+	rps_auth_role_key(secret, role, rk);
+	rps_auth_id_key(rk, rank, key_p);
+	OPENSSL_cleanse(rk, sizeof(rk));
+	return 0;
 }
 
 void rps_auth_mac(const char *secret, char dir, const struct rps_hello *h,
@@ -131,6 +154,18 @@ int rps_auth_secret_ok(const char *secret, int insecure)
 		RPS_ERR("the job secret (RDMAPS_SECRET) is longer than %d characters",
 			RPS_SECRET_MAX);
 		return -EINVAL;
+	}
+	if (rps_auth_is_token(secret)) {
+		struct rps_auth_token t;
+		const char *why;
+		int rc = rps_auth_token_parse(secret, &t, &why);
+
+		OPENSSL_cleanse(&t, sizeof(t));
+		if (rc)
+			RPS_ERR("RDMAPS_TOKEN is not a token: %s; give this process the token "
+				"rdmaps-launch (or `rdmaps-ctl token ROLE RANK`) made for it",
+				why);
+		return rc;
 	}
 	if (secret && secret[0])
 		return 0;

@@ -6,8 +6,9 @@
  * with its own fresh nonce Ns and a MAC proving it knows the secret; the
  * client checks it, then proves itself with a MAC of its own:
  *
- *   K     = HMAC-SHA256(secret, "rdmaps-id-v1" | role | rank_le32)
- *           the identity's key (its "token"): bound to one role and rank
+ *   R     = HMAC-SHA256(secret, "rdmaps-role-v1" | role)   the role's key
+ *   K     = HMAC-SHA256(R, "rdmaps-id-v2" | rank_le32)
+ *           the identity's key: bound to one role and rank
  *   mac_s = HMAC-SHA256(K, "rdmaps-auth-v1" | 'S' | hello | Ns)
  *   mac_c = HMAC-SHA256(K, "rdmaps-auth-v1" | 'C' | hello | Ns)
  *
@@ -16,6 +17,24 @@
  * reflected MAC useless. The secret never travels; a replayed hello or proof
  * meets a new Ns and fails. HMAC and the random bytes are OpenSSL's
  * (libcrypto). Every function here is pure apart from rps_auth_nonce.
+ *
+ * The "secret" every function takes is a process's credential: either the
+ * job's secret (it derives every K: the scheduler, rdmaps-ctl, and every
+ * process in the all-trusted mode), or a node's token (RDMAPS_TOKEN, made by
+ * rdmaps-launch or `rdmaps-ctl token`, src/auth_token.c):
+ *
+ *   rdmaps-token-v1:ROLE:RANK:hex(K)[:verify-worker:hex(R)][:ring:hex(Rr)]
+ *
+ * A worker's token holds only its own K; a server's also R of the worker
+ * role, so that it can check any worker's proof (and, being symmetric, make
+ * one) but never a server's, the scheduler's or rdmaps-ctl's. A worker's
+ * token also holds Rr = HMAC(secret, "rdmaps-ring-v1"), the key of the
+ * workers' ring all-reduce (worker/ring_net.c): ring connections between
+ * workers authenticate with K' = HMAC(Rr, "rdmaps-id-v2" | rank), a key
+ * domain of their own (rps_auth_ring_credential) that no server or scheduler
+ * accepts. A K the token
+ * does not cover is refused (rps_auth_key -EACCES, the key random bytes, so
+ * every MAC made with it fails). docs/security.md "Tokens".
  */
 #ifndef RPS_AUTH_H
 #define RPS_AUTH_H
@@ -46,8 +65,51 @@ int rps_auth_random(void *buf, size_t n);
 /* A fresh nonce into h->nonce. 0 or -EIO. */
 int rps_auth_nonce(struct rps_hello *h);
 
-/* K for (role, rank) under secret ("" in an insecure job). */
-void rps_auth_key(const char *secret, uint8_t role, uint32_t rank, uint8_t key_p[RPS_AUTH_KEY_LEN]);
+/* K for (role, rank) under secret ("" in an insecure job) or a token. 0, or
+ * -EACCES: a token that does not cover (role, rank); key_p is then random. */
+int rps_auth_key(const char *secret, uint8_t role, uint32_t rank, uint8_t key_p[RPS_AUTH_KEY_LEN]);
+/* R of a role under the job's secret; K of a rank under R. */
+void rps_auth_role_key(const char *secret, uint8_t role, uint8_t key_p[RPS_AUTH_KEY_LEN]);
+void rps_auth_id_key(const uint8_t role_key[RPS_AUTH_KEY_LEN], uint32_t rank,
+		     uint8_t key_p[RPS_AUTH_KEY_LEN]);
+
+/* Tokens (src/auth_token.c). */
+#define RPS_TOKEN_PREFIX "rdmaps-token-v1:"
+#define RPS_TOKEN_MAX 255 /* characters, like the secret */
+struct rps_auth_token {
+	uint8_t role;
+	uint32_t rank;
+	uint8_t key[RPS_AUTH_KEY_LEN];	    /* K(role, rank) */
+	uint32_t verify;		    /* bit r: vkey[r] is R of role r */
+	uint8_t vkey[4][RPS_AUTH_KEY_LEN];
+	int has_ring;
+	uint8_t ring[RPS_AUTH_KEY_LEN]; /* Rr (workers) */
+};
+/* Does s start with RPS_TOKEN_PREFIX? */
+int rps_auth_is_token(const char *s);
+/* Parse a token (pure: fuzzed). 0, or -EINVAL with a static reason. */
+int rps_auth_token_parse(const char *s, struct rps_auth_token *t_p, const char **why_p);
+/* K for (role, rank) from a token: its own, or one of a role it verifies.
+ * 0 or -EACCES (key_p random). */
+int rps_auth_token_key(const char *token, uint8_t role, uint32_t rank,
+		       uint8_t key_p[RPS_AUTH_KEY_LEN]);
+/* The token of (role, rank) under the job's secret into buf: a server's also
+ * verifies workers. 0, -EINVAL (not a server or worker, an empty secret) or
+ * -ENOSPC. */
+int rps_auth_token_make(const char *secret, uint8_t role, uint32_t rank, char *buf, size_t len);
+/* Why a proof for hello h failed a listener holding secret (a token that
+ * does not cover the claim, or a wrong secret): a static text for the log. */
+const char *rps_auth_refusal(const char *secret, const struct rps_hello *h);
+/* 0 unless secret is a token of another role than role: then -EACCES and
+ * an error naming both. */
+int rps_auth_token_role_ok(const char *secret, uint8_t role);
+/* The credential of the workers' ring all-reduce into buf: the secret itself,
+ * or for a worker's token the token of the ring's key domain (own K' and
+ * every worker's, nothing else). 0, or -EACCES (a token without a ring key)
+ * or -ENOSPC. */
+int rps_auth_ring_credential(const char *secret, char *buf, size_t len);
+/* "scheduler", "server", "worker", "ctl"; NULL for others. */
+const char *rps_auth_role_word(uint8_t role);
 
 /* mac_s ('S') or mac_c ('C') of hello and Ns under the hello's identity. */
 void rps_auth_mac(const char *secret, char dir, const struct rps_hello *h,

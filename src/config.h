@@ -111,6 +111,8 @@ struct rps_config {
 	uint64_t rdma_read_bytes;  /* largest READ a pull posts (whole chunks) */
 	/* TLS for TCP (issue 20, transport/tcp/tcp_tls.c, docs/security.md "TLS") */
 	int tls;                   /* 1: TLS 1.3 on every TCP connection, PSK from the secret */
+	/* auth (issue 20): a node's token in place of the job's secret (src/auth.h) */
+	char token[256];           /* RDMAPS_TOKEN; applied into secret/rank by rps_cfg_token_apply */
 };
 
 enum rps_config_type {

@@ -134,6 +134,8 @@ int rps_config_init(struct rps_config *cfg)
 	}
 	rps_log_set_level(rps_log_level_parse(cfg->log_level));
 	warn_unknown_env();
+	if (rps_cfg_token_apply(cfg))
+		rc = -EINVAL;
 	return rc;
 }
 
@@ -231,6 +233,8 @@ int rps_config_parse_args(struct rps_config *cfg, int *argc_p, char **argv, int 
 		if (!strcmp(e->name, "log_level"))
 			level_set = 1;
 	}
+	if (rps_cfg_token_apply(&tmp))
+		goto err_free_keep;
 	for (int k = 0; k < nkeep; k++)
 		argv[k] = keep[k];
 	argv[nkeep] = NULL;

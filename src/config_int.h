@@ -34,6 +34,12 @@ int rps_cfg_check_hostport(const char *v, const char **why_p);
 int rps_cfg_check_cores(const char *v, const char **why_p);
 int rps_cfg_check_init(const char *v, const char **why_p);
 int rps_cfg_check_secret(const char *v, const char **why_p);
+/* config_token.c (issue 20): RDMAPS_TOKEN */
+int rps_cfg_check_token(const char *v, const char **why_p);
+/* A token set: it becomes the credential (secret) and gives the rank; a
+ * secret beside it, or a rank or role it is not for: an error (the token
+ * wins). 0 or -EINVAL. */
+int rps_cfg_token_apply(struct rps_config *cfg);
 int rps_cfg_parse_bool(const char *v, int *out_p);
 /* Parse and validate value for e and store it in cfg; origin names the source
  * in the one error message ("RDMAPS_PORT", "--port", "port"); quiet: none. */

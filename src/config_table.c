@@ -123,6 +123,9 @@ const struct rps_config_entry rps_config_table[] = {
 	/* TLS for TCP (issue 20, transport/tcp/tcp_tls.c, docs/security.md "TLS") */
 	ENTRY(tls, "0", RPS_CFG_BOOL,
 	      "TLS 1.3 on every TCP connection (data, control, rdmaps-ctl), key derived from the job secret; every process of the job must agree"),
+	/* auth (issue 20): per-node tokens (src/auth_token.c, docs/security.md "Tokens") */
+	ENTRY(token, "", RPS_CFG_STRING,
+	      "this node's token (made by rdmaps-launch / rdmaps-ctl token) in place of the job's secret: proves only its own role and rank"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -191,6 +194,8 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "rdma_rnr_timer", IRANGE(0, 31) },
 	{ "rdma_rnr_retry", IRANGE(0, 7) },
 	{ "rdma_read_bytes", URANGE(4096, 1ull << 30) },
+	/* auth (issue 20) */
+	{ "token", .check = rps_cfg_check_token },
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {
@@ -230,7 +235,7 @@ const struct rps_config_entry *rps_cfg_entry_find_loose(const char *name, size_t
 /* Never echo the shared secret into logs or dumps. */
 int rps_cfg_is_secret(const struct rps_config_entry *e)
 {
-	return !strcmp(e->name, "secret");
+	return !strcmp(e->name, "secret") || !strcmp(e->name, "token");
 }
 
 int rps_cfg_is_size(const struct rps_config_entry *e)

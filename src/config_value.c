@@ -293,9 +293,14 @@ int rps_config_set(struct rps_config *cfg, const char *name, const char *value)
 {
 	const struct rps_config_entry *e = rps_cfg_entry_find_loose(name, strlen(name));
 
+	int rc;
+
 	if (!e)
 		return -ENOENT;
-	return rps_cfg_set_entry(cfg, e, value, e->name, '=', 0);
+	rc = rps_cfg_set_entry(cfg, e, value, e->name, '=', 0);
+	if (!rc && !strcmp(e->name, "token")) /* issue 20: it becomes the credential */
+		rc = rps_cfg_token_apply(cfg);
+	return rc;
 }
 
 /* The value of e in cfg as text. */

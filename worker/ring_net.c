@@ -8,6 +8,7 @@
 
 #include "control/control.h"
 #include "src/alloc.h"
+#include "src/auth.h"
 #include "src/log.h"
 #include "src/util.h"
 #include "worker/worker_int.h"
@@ -135,7 +136,16 @@ int rps_wring_create(struct rps_worker *w, const struct rps_tr_params *base, con
 {
 	struct rps_tr_params tp = *base;
 	struct rps_wring *r;
+	char ring_cred[RPS_TOKEN_MAX + 1]; /* issue 20: the ring's own key domain */
 	int rc;
+
+	rc = rps_auth_ring_credential(base->secret, ring_cred, sizeof(ring_cred));
+	if (rc) {
+		RPS_ERR("allreduce: this worker's RDMAPS_TOKEN has no ring key: give it the token "
+			"rdmaps-launch or `rdmaps-ctl token worker RANK` makes, or RDMAPS_SECRET");
+		return rc;
+	}
+	tp.secret = ring_cred;
 
 	r = rps_calloc(1, sizeof(*r));
 	if (!r)

@@ -6,6 +6,7 @@
 #include <rdmaps/worker.h>
 
 #include "src/alloc.h"
+#include "src/auth.h"
 #include "src/fault.h"
 #include "src/log.h"
 #include "src/util.h"
@@ -338,6 +339,9 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	snprintf(w->transport_name, sizeof(w->transport_name), "%s", s ? s : w->cfg->transport);
 	s = opt_str(opts, RPS_WORKER_OPT_SECRET, opts ? opts->secret : NULL);
 	snprintf(w->secret, sizeof(w->secret), "%s", s ? s : w->cfg->secret);
+	rc = rps_auth_token_role_ok(w->secret, RPS_ROLE_WORKER); /* issue 20: tokens */
+	if (rc)
+		goto err;
 	s = opt_str(opts, RPS_WORKER_OPT_SCHEDULER, opts ? opts->scheduler : NULL);
 	snprintf(w->scheduler, sizeof(w->scheduler), "%s", s ? s : w->cfg->scheduler);
 	w->timeout_ms = opts && (opts->field_mask & RPS_WORKER_OPT_TIMEOUT) && opts->timeout_ms > 0

@@ -6,7 +6,9 @@
 #  2. With RDMAPS_INSECURE=1 (or --insecure) a whole job runs and every
 #     process prints the INSECURE warning.
 #  3. rdmaps-launch without a secret makes one: the job runs, and the secret
-#     is in no process's command line (ps), only in the environment.
+#     is in no process's command line (ps), only in the environment
+#     (--shared-secret, so that the worker sees it; by default a worker gets
+#     only its token: token_launch.sh).
 #
 #   secure_default.sh BIN_DIR
 set -euo pipefail
@@ -58,7 +60,7 @@ pids=()
 
 # 3. rdmaps-launch makes the secret, passes it in the environment only
 unset RDMAPS_SCHEDULER
-"$BIN/rdmaps-launch" --servers 1 --workers 1 --timeout 120 -- \
+"$BIN/rdmaps-launch" --shared-secret --servers 1 --workers 1 --timeout 120 -- \
 	bash -c 'ps -eo args > "'"$T"'/ps.txt"; [ ${#RDMAPS_SECRET} -eq 64 ] &&
 		printf %s "$RDMAPS_SECRET" > "'"$T"'/secret" && exec "'"$BIN"'/itest-worker" bsp' \
 	> "$T/launch.log" 2>&1 || fail "rdmaps-launch without a secret: the job failed"

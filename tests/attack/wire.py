@@ -8,7 +8,12 @@ flags u16, len u32, req_id u32, status i32, aux u32.
 Handshake (src/auth.h): the client sends HELLO (magic, version, role, flags,
 rank, channel, 32-byte nonce Nc); the listener answers CHALLENGE (Ns, mac_s);
 the client checks mac_s and answers PROOF (mac_c); then HELLO_ACK or ERROR.
-  K     = HMAC-SHA256(secret, b"rdmaps-id-v1" | role u8 | rank u32le)
+A node's token (RDMAPS_TOKEN, docs/security.md "Tokens") in place of the
+secret: b"rdmaps-token-v1:ROLE:RANK:hex(K)[:verify-worker:hex(R of workers)]
+[:ring:hex(HMAC-SHA256(secret, b"rdmaps-ring-v1"))]";
+it gives K for its own identity (and any worker's, with verify-worker) only.
+  R     = HMAC-SHA256(secret, b"rdmaps-role-v1" | role u8)      the role's key
+  K     = HMAC-SHA256(R, b"rdmaps-id-v2" | rank u32le)          the identity's key
   mac_s = HMAC-SHA256(K, b"rdmaps-auth-v1" | b"S" | hello | Ns)
   mac_c = HMAC-SHA256(K, b"rdmaps-auth-v1" | b"C" | hello | Ns)
 """
@@ -69,9 +74,50 @@ def hello(role, rank, nonce=None, channel=0, magic=MAGIC, version=VERSION):
     return HELLO.pack(magic, version, role, 0, rank, channel, nonce or os.urandom(32))
 
 
+ROLE_WORDS = {'scheduler': SCHEDULER, 'server': SERVER, 'worker': WORKER, 'ctl': CTL}
+
+
+def role_key(secret, role):
+    return hmac.new(secret.encode(), b'rdmaps-role-v1' + bytes([role]), hashlib.sha256).digest()
+
+
+def id_key(rkey, rank):
+    return hmac.new(rkey, b'rdmaps-id-v2' + struct.pack('<I', rank), hashlib.sha256).digest()
+
+
+def make_token(secret, role, rank):
+    """The token rdmaps-launch gives (role, rank): written again from the docs."""
+    words = {SERVER: 'server', WORKER: 'worker'}
+    t = 'rdmaps-token-v1:%s:%d:%s' % (words[role], rank, id_key(role_key(secret, role), rank).hex())
+    if role == SERVER:
+        t += ':verify-worker:' + role_key(secret, WORKER).hex()
+    else:
+        t += ':ring:' + hmac.new(secret.encode(), b'rdmaps-ring-v1', hashlib.sha256).hexdigest()
+    return t
+
+
+def token_keys(token):
+    """(role, rank, K, {role: R}) of a token."""
+    f = token.split(':')
+    assert f[0] == 'rdmaps-token-v1', token[:20]
+    verify = {}
+    for i in range(4, len(f), 2):
+        if f[i].startswith('verify-'):
+            verify[ROLE_WORDS[f[i][len('verify-'):]]] = bytes.fromhex(f[i + 1])
+    return ROLE_WORDS[f[1]], int(f[2]), bytes.fromhex(f[3]), verify
+
+
 def ident_key(secret, role, rank):
-    return hmac.new(secret.encode(), b'rdmaps-id-v1' + bytes([role]) +
-                    struct.pack('<I', rank), hashlib.sha256).digest()
+    """K of (role, rank) under a job secret, or under a token when it covers
+    it; otherwise the best a holder of that token can do: its own key."""
+    if secret.startswith('rdmaps-token-v1:'):
+        trole, trank, k, verify = token_keys(secret)
+        if (role, rank) == (trole, trank):
+            return k
+        if role in verify:
+            return id_key(verify[role], rank)
+        return k
+    return id_key(role_key(secret, role), rank)
 
 
 def mac(secret, direction, hello_bytes, nonce_s):

@@ -74,6 +74,9 @@ metrics)
 	export RDMAPS_CONSISTENCY=bsp RDMAPS_HEARTBEAT_MS=200 ITEST_BIN=$BIN
 	export RDMAPS_FAULT=delay_ms=0.5,delay_p=0.2,stall_update_ms=0.5,stall_p=0.2,seed=5
 	export RDMAPS_METRICS_PORT=$((10050 + (RANDOM % 200) * 100))
+	# worker 0 runs rdmaps-ctl status, which needs the job secret (a worker's
+	# token does not prove rdmaps-ctl: docs/security.md "Tokens")
+	extra+=(--shared-secret)
 	;;
 clip_asp | clip_bsp)
 	# clipping per tensor: a tensor of 5 frames (docs/protocol.md, Push)

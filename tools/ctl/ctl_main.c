@@ -4,6 +4,7 @@
  *   rdmaps-ctl --scheduler 10.0.0.1:9090 status
  *   rdmaps-ctl checkpoint                   every shard writes a checkpoint now
  *   rdmaps-ctl export model.npz             every key's parameters into an .npz
+ *   rdmaps-ctl token worker 3               the token of worker 3 (RDMAPS_TOKEN)
  *
  * Only the public API (<rdmaps/ctl.h>): the library's control client connects
  * as role "ctl" with the shared secret, sends its request and prints what the
@@ -13,9 +14,12 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rdmaps/ctl.h>
+
+#include "common/job_token.h"
 
 static void usage(FILE *out)
 {
@@ -36,11 +40,49 @@ static void usage(FILE *out)
 	    "               them; shards below it wait until they get there); ASP/SSP: each\n"
 	    "               shard as it is when it takes the request. Written atomically,\n"
 	    "               only when complete.\n"
+	    "  token ROLE RANK\n"
+	    "               print the token (RDMAPS_TOKEN) of server or worker RANK under\n"
+	    "               RDMAPS_SECRET: give it to that process in place of the secret\n"
+	    "               (docs/security.md \"Tokens\"); no scheduler is asked\n"
 	    "Both wait up to --timeout-ms for the servers and exit 1, saying what failed,\n"
 	    "when a server has no checkpoint directory, dies or does not answer in time.\n\n"
 	    "The scheduler address and secret come from RDMAPS_SCHEDULER and RDMAPS_SECRET\n"
 	    "or the flags; every rdmaps setting is accepted (--help of rdmaps-sched lists\n"
 	    "them). --config prints the settings.\n");
+}
+
+/* rdmaps-ctl token ROLE RANK (issue 20): for Slurm / MPI recipes. */
+static int token_cmd(int argc, char **argv)
+{
+	const char *secret = getenv("RDMAPS_SECRET");
+	char tok[256], *end;
+	unsigned long rank;
+	int role;
+
+	if (argc != 4) {
+		fprintf(stderr, "rdmaps-ctl: usage: rdmaps-ctl token server|worker RANK\n");
+		return 2;
+	}
+	role = !strcmp(argv[2], "server") ? 1 : !strcmp(argv[2], "worker") ? 2 : 0;
+	rank = strtoul(argv[3], &end, 10);
+	if (!role || end == argv[3] || *end || argv[3][0] == '-' || rank > 1023) {
+		fprintf(stderr, "rdmaps-ctl: token: ROLE is server or worker and RANK a number "
+				"0..1023, not '%s %s'\n",
+			argv[2], argv[3]);
+		return 2;
+	}
+	if (!secret || !secret[0]) {
+		fprintf(stderr, "rdmaps-ctl: token: RDMAPS_SECRET is not set: a token is made "
+				"from the job's secret\n");
+		return 2;
+	}
+	if (rps_tool_token(secret, role, (unsigned)rank, tok, sizeof(tok))) {
+		fprintf(stderr, "rdmaps-ctl: token: cannot make it (secret too long?)\n");
+		return 1;
+	}
+	printf("%s\n", tok);
+	memset(tok, 0, sizeof(tok));
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -55,6 +97,8 @@ int main(int argc, char **argv)
 		}
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (argc >= 2 && !strcmp(argv[1], "token"))
+		return token_cmd(argc, argv);
 	rc = rps_ctl_opts_from_args(&argc, argv, stdout, &o);
 	if (rc < 0)
 		return 2;

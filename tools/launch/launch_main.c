@@ -12,6 +12,10 @@
  * The job's secret: RDMAPS_SECRET when set, else a random one made here
  * (getrandom, 32 bytes as 64 hex digits), passed to every process through
  * the environment, never on a command line (docs/security.md).
+ * The scheduler gets the secret; each server and worker only its own token
+ * (RDMAPS_TOKEN, tools/common/job_token.c: proves its role and rank, nothing
+ * else) unless --shared-secret gives every process the secret (the "all
+ * trusted" mode). docs/security.md "Tokens".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +32,7 @@
 #include <unistd.h>
 
 #include "common/job_secret.h"
+#include "common/job_token.h"
 
 #define MAX_PROCS 256
 
@@ -58,6 +63,7 @@ static int nprocs;
 #define RESTART_DELAY_S 0.5 /* let the scheduler declare the old one dead */
 static int restart_servers, restart_workers;
 static char *const *worker_argv;
+static int shared_secret; /* --shared-secret: every process gets RDMAPS_SECRET */
 static char server_bin_path[PATH_MAX + 32];
 static const char *server_host_g = "127.0.0.1", *worker_host_g = "127.0.0.1";
 static int restarts[2][MAX_PROCS];
@@ -94,11 +100,15 @@ static void usage(FILE *out)
 		"      --consistency M    bsp | ssp | asp: the servers' consistency model\n"
 		"                         (sets RDMAPS_CONSISTENCY; default: the environment's, else asp)\n"
 		"      --staleness N      SSP bound in clocks (sets RDMAPS_STALENESS)\n"
+		"      --shared-secret    give every process the job secret (all trusted), not\n"
+		"                         each server and worker only its own RDMAPS_TOKEN\n"
 		"  -h, --help\n\n"
 		"Every RDMAPS_* variable of the environment is passed on; the launcher sets\n"
 		"RDMAPS_SCHEDULER, RDMAPS_NUM_SERVERS, RDMAPS_NUM_WORKERS, RDMAPS_TRANSPORT,\n"
 		"RDMAPS_HOST, RDMAPS_ROLE and RDMAPS_RANK for each process, and\n"
-		"RDMAPS_SECRET to a random job secret when it is not set.\n");
+		"RDMAPS_SECRET to a random job secret when it is not set. The scheduler gets\n"
+		"the secret; each server and worker gets RDMAPS_TOKEN, a token for its own\n"
+		"role and rank, and no secret (unless --shared-secret).\n");
 }
 
 /* Directory of this executable: rdmaps-sched and rdmaps-server live beside it. */
@@ -114,6 +124,27 @@ static void self_dir(char *dir, size_t len)
 	char *slash = strrchr(dir, '/');
 	if (slash)
 		*slash = '\0';
+}
+
+/* In the child: a server or worker gets its token in place of the job secret
+ * (docs/security.md "Tokens"); the scheduler the secret and no token. */
+static int put_token(const char *role, int rank)
+{
+	const char *secret = getenv("RDMAPS_SECRET");
+	int r = !strcmp(role, "server") ? 1 : !strcmp(role, "worker") ? 2 : 0;
+	char tok[256];
+
+	unsetenv("RDMAPS_TOKEN");
+	if (shared_secret || !r || rank < 0 || !secret || !secret[0])
+		return 0;
+	if (rps_tool_token(secret, r, (unsigned)rank, tok, sizeof(tok))) {
+		fprintf(stderr, "rdmaps-launch: cannot make the token of %s %d\n", role, rank);
+		return -1;
+	}
+	setenv("RDMAPS_TOKEN", tok, 1);
+	unsetenv("RDMAPS_SECRET");
+	memset(tok, 0, sizeof(tok));
+	return 0;
 }
 
 static int spawn(const char *name, int is_worker, int attach, char *const argv[],
@@ -148,6 +179,8 @@ static int spawn(const char *name, int is_worker, int attach, char *const argv[]
 		}
 		if (restarted)
 			unsetenv("RDMAPS_FAULT"); /* or it would kill itself again */
+		if (put_token(role, rank))
+			_exit(126);
 		if (!attach) {
 			dup2(pfd[1], STDOUT_FILENO);
 			dup2(pfd[1], STDERR_FILENO);
@@ -409,6 +442,7 @@ int main(int argc, char **argv)
 		{ "restart-workers", no_argument, NULL, 'r' },
 		{ "consistency", required_argument, NULL, 'C' },
 		{ "staleness", required_argument, NULL, 'L' },
+		{ "shared-secret", no_argument, NULL, 'X' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -436,6 +470,7 @@ int main(int argc, char **argv)
 		case 'r': restart_workers = 1; break;
 		case 'C': consistency = optarg; break;
 		case 'L': staleness = optarg; break;
+		case 'X': shared_secret = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -354,8 +354,7 @@ void rps_rdma_proof_in(struct rps_rdma_conn *c, const struct rps_frame_hdr *hdr,
 		 hdr->op == RPS_OP_PROOF &&
 		 !rps_auth_proof_decode(payload, hdr->len, &proof, &why)) {
 		rc = rps_auth_proof_check(c->t->secret, &c->base.hello, &c->chal, &proof);
-		why = "wrong secret: its proof does not match RDMAPS_SECRET (a different secret, "
-		      "a replayed handshake or not an rdmaps process of this job)";
+		why = rps_auth_refusal(c->t->secret, &c->base.hello);
 	}
 	if (rc) {
 		RPS_WARN("refusing %s, %s: %s", c->base.peer,

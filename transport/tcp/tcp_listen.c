@@ -254,9 +254,7 @@ int tcp_proof_in(struct tcp_conn *c)
 	if (rc)
 		return refuse(c, rc, why);
 	if (rps_auth_proof_check(tt->secret, &c->base.hello, &c->chal, &proof))
-		return refuse(c, -EACCES,
-			      "wrong secret: its proof does not match RDMAPS_SECRET (a different "
-			      "secret, a replayed handshake or not an rdmaps process of this job)");
+		return refuse(c, -EACCES, rps_auth_refusal(tt->secret, &c->base.hello));
 	if (p->on_hello) {
 		rc = p->on_hello(p->arg, &c->base, &c->base.hello, tt->ack, &ack_len, &why);
 		if (rc > 0)
