@@ -154,6 +154,11 @@ static int index_grow(struct rps_rowtab *rt)
 	for (uint64_t s = 0; s < rt->nrows; s++)
 		index_insert(nix, nb, rps_row_hash(rt->table, rps_rowtab_slot_id(rt, s)), s);
 	atomic_store_explicit(&rt->index, nix, memory_order_release);
+	/* one-sided readers of the old array: every entry says "moved" (the
+	 * rows it named are all in the new one; rows never move) */
+	for (uint64_t i = 0; i < rt->nbuckets * RPS_ROWTAB_BUCKET; i++)
+		atomic_store_explicit((_Atomic uint32_t *)&old[i], RPS_ROWTAB_MOVED,
+				      memory_order_relaxed);
 	rt->nbuckets = nb;
 	rt->retired[rt->nretired++] = old;
 	rt->rehashes++;

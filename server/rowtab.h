@@ -34,6 +34,10 @@
 #define RPS_ROWTAB_SLOTBITS 27u
 #define RPS_ROWTAB_MAX_ROWS ((1u << RPS_ROWTAB_SLOTBITS) - 2u)
 #define RPS_ROWTAB_HDR	    12u /* id + begin version: where the row's data starts */
+/* Every entry of a retired index array is overwritten with this (never a
+ * real entry: slot 2^27 - 2 does not exist): a one-sided reader holding the
+ * old array's address sees it and fetches the new one (docs/protocol.md). */
+#define RPS_ROWTAB_MOVED 0xffffffffu
 
 struct rps_rowtab {
 	uint32_t table;

@@ -349,6 +349,29 @@ struct rps_table_chunk {
 };
 _Static_assert(sizeof(struct rps_table_chunk) == 16, "rps_table_chunk is 16 bytes");
 #define RPS_TABLE_MAP_MAX 4096u /* entries per answer */
+/* A TABLE_MAP_RESP ends (after its chunk entries) with where the shard's row
+ * index is registered for remote READ (docs/protocol.md, Tables): nbuckets
+ * buckets of bucket_bytes (64: 16 u32 entries) from addr. generation counts
+ * the index's rehashes; flags RPS_TABLE_INDEX_READABLE when it can be read
+ * (0: not registered, look rows up by frames). */
+struct rps_table_index {
+	uint64_t addr;
+	uint32_t remote_key;
+	uint32_t bucket_bytes;
+	uint64_t nbuckets;
+	uint32_t generation;
+	uint32_t flags;
+};
+_Static_assert(sizeof(struct rps_table_index) == 32, "rps_table_index is 32 bytes");
+#define RPS_TABLE_INDEX_READABLE 0x1u
+/* A bucket: 16 u32 entries, entry = tag << 27 | (slot + 1), 0 empty,
+ * tag = bits 27..31 of rps_row_hash(table, id); row id's first bucket is
+ * rps_row_hash(table, id) & (nbuckets - 1), then the next ones (linear
+ * probing over buckets; a bucket with an empty entry ends a lookup).
+ * RPS_TABLE_ENTRY_MOVED in an entry: the array was replaced (a rehash). */
+#define RPS_TABLE_BUCKET_ENTRIES 16u
+#define RPS_TABLE_ENTRY_SLOTBITS 27u
+#define RPS_TABLE_ENTRY_MOVED	 0xffffffffu
 
 /* Control path. */
 struct rps_register {
