@@ -13,7 +13,9 @@
  * is the id it looks for.
  *
  * Index: 2^k buckets of RPS_ROWTAB_BUCKET u32 entries (64 bytes, one READ):
- * entry = tag << 27 | (slot + 1), 0 = empty, tag = 5 bits of the row's hash.
+ * entry = (tag & ~mask) | (slot + 1), 0 = empty, mask = the slot bits of an
+ * array of 2^k buckets (rps_row_entry_mask: min(27, k + 4) bits), tag =
+ * rps_row_entry_tag(row hash) (src/rowinit.h; docs/protocol.md).
  * A row goes to the first bucket from (hash & (nbuckets - 1)) on with a free
  * entry (linear probing over buckets); lookups stop at a bucket with a free
  * entry. At most RPS_ROWTAB_MAX_ROWS rows per table and shard. The index

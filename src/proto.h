@@ -364,13 +364,17 @@ struct rps_table_index {
 };
 _Static_assert(sizeof(struct rps_table_index) == 32, "rps_table_index is 32 bytes");
 #define RPS_TABLE_INDEX_READABLE 0x1u
-/* A bucket: 16 u32 entries, entry = tag << 27 | (slot + 1), 0 empty,
- * tag = bits 27..31 of rps_row_hash(table, id); row id's first bucket is
- * rps_row_hash(table, id) & (nbuckets - 1), then the next ones (linear
- * probing over buckets; a bucket with an empty entry ends a lookup).
+/* A bucket: 16 u32 entries. With h = rps_row_hash(table, id) (src/rowinit.h)
+ * and an array of nbuckets: entry = (tag & ~mask) | (slot + 1), 0 empty,
+ * mask = 2^slot_bits - 1, slot_bits = min(27, log2(16 nbuckets)) (the array
+ * is replaced before its rows reach 80% of 16 nbuckets, so slot + 1 fits),
+ * tag = the high 32 bits of rps_mix64(h) (both: src/rowinit.h): the smaller the array the more of
+ * the tag an entry keeps (fewer other rows' slots read). Row id's first
+ * bucket is h & (nbuckets - 1), then the next ones (linear probing over
+ * buckets; a bucket with an empty entry ends a lookup).
  * RPS_TABLE_ENTRY_MOVED in an entry: the array was replaced (a rehash). */
 #define RPS_TABLE_BUCKET_ENTRIES 16u
-#define RPS_TABLE_ENTRY_SLOTBITS 27u
+#define RPS_TABLE_ENTRY_SLOTBITS 27u /* at most */
 #define RPS_TABLE_ENTRY_MOVED	 0xffffffffu
 
 /* Control path. */

@@ -31,7 +31,8 @@ struct rd_op {
 	uint64_t raddr;
 	uint32_t rkey;
 	uint32_t len;
-	size_t off; /* in rd->scratch */
+	size_t off;  /* in rd->scratch */
+	uint64_t nb; /* bucket READs: the array's buckets */
 };
 
 /* Post the n READs at once, wait for every one. */
@@ -123,6 +124,7 @@ static int read_buckets(struct rps_worker *w, struct rps_wtread *rd, rps_table_t
 		L->ops[k].rkey = c->ix_key;
 		L->ops[k].len = bk + 1 < c->ix_nb ? 2 * BUCKET_BYTES : BUCKET_BYTES;
 		L->ops[k].off = k * 2 * BUCKET_BYTES;
+		L->ops[k].nb = c->ix_nb;
 	}
 	pthread_mutex_unlock(&w->core.lock);
 	rc = read_all(w, rd, L->ops, nl, &w->stat_row_ix_reads);
@@ -132,7 +134,8 @@ static int read_buckets(struct rps_worker *w, struct rps_wtread *rd, rps_table_t
 	*nmoved_p = 0;
 	for (size_t k = 0; k < nl; k++) {
 		size_t u = L->lu[k];
-		uint32_t tag = (uint32_t)(rps_row_hash(table, b->uid[u]) >> 27) & 31u;
+		uint32_t smask = rps_row_entry_mask(L->ops[k].nb);
+		uint32_t tag = rps_row_entry_tag(rps_row_hash(table, b->uid[u])) & ~smask;
 		uint32_t n = L->ops[k].len / 4;
 		const char *e = rd->scratch + L->ops[k].off;
 
@@ -154,9 +157,9 @@ static int read_buckets(struct rps_worker *w, struct rps_wtread *rd, rps_table_t
 			memcpy(&v, e + i * 4, 4);
 			if (!v)
 				break; /* the server stops here too: not further */
-			if (v >> RPS_TABLE_ENTRY_SLOTBITS != tag)
+			if ((v & ~smask) != tag)
 				continue;
-			rc = cand_add(L, u, (v & ((1u << RPS_TABLE_ENTRY_SLOTBITS) - 1)) - 1);
+			rc = cand_add(L, u, (v & smask) - 1);
 			if (rc)
 				return rc;
 		}
