@@ -276,6 +276,13 @@ int rps_wtable_index_lookup(struct rps_worker *w, struct rps_wtread *rd, rps_tab
 	struct lookup L = {0};
 	int rc = 0;
 
+	/* its own scratch: the cached rows' READs land in rd's meanwhile */
+	if (!rd->lk)
+		rd->lk = rps_calloc(1, sizeof(*rd->lk));
+	if (!rd->lk)
+		return -ENOMEM;
+	rd = rd->lk;
+
 	L.lu = rps_malloc(nu * sizeof(*L.lu));
 	L.moved = rps_calloc(nu, 1);
 	L.ops = rps_malloc(nu * sizeof(*L.ops));

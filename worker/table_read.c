@@ -126,6 +126,11 @@ void rps_wtread_free(struct rps_worker *w)
 	if (rd->has_mr)
 		rps_tr_dereg_mem(w->tr, &rd->mr);
 	rps_free(rd->scratch);
+	if (rd->lk && rd->lk->has_mr)
+		rps_tr_dereg_mem(w->tr, &rd->lk->mr);
+	if (rd->lk)
+		rps_free(rd->lk->scratch);
+	rps_free(rd->lk);
 	pthread_mutex_destroy(&rd->lock);
 	rps_free(rd);
 	w->tables->rd = NULL;
@@ -517,15 +522,14 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 		(void)any;
 		if (rc)
 			goto out;
-		/* rows not cached: the shards' row indexes (table_index.c) */
-		if (nix)
-			rc = rps_wtable_index_lookup(w, rd, table, dim, b, out, cs, slot, done);
-		if (!rc && nread)
+		if (nread)
 			rc = rps_wtread_scratch(w, rd, nread * (slot_bytes + 64));
 		if (rc)
 			goto out;
 	}
-	/* 3. READs and frames, all posted before any is waited for */
+	/* 3. READs of the cached rows, all posted at once; while they fly, the
+	 * rows not cached are looked up in the shards' row indexes
+	 * (table_index.c, its own scratch); frames for what is left */
 	req = rps_wreq_new(&w->core, NULL, NULL);
 	if (!req) {
 		rc = -ENOMEM;
@@ -536,15 +540,8 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 		struct rps_piece *p;
 		struct rps_wtshard *c = cs[u];
 
-		if (done[u])
-			continue; /* found through the index */
-		if (slot[u] < 0) {
-			sid[nsend] = b->uid[u];
-			sst[nsend] = b->ustart[u];
-			sen[nsend] = b->uend[u];
-			nsend++;
+		if (slot[u] < 0)
 			continue;
-		}
 		pthread_mutex_lock(&w->core.lock);
 		p = rps_piece_alloc_locked(&w->core, req, RPS_PK_ROWS, RPS_PW_READ);
 		if (!p) {
@@ -578,6 +575,23 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 		atomic_fetch_add_explicit(&w->stat_row_slot_reads, 1, memory_order_relaxed);
 		rps_wtable_post_read(w, p);
 	}
+	rps_wsubmit_leave(w);
+	if (nix) {
+		rc = rps_wtable_index_lookup(w, rd, table, dim, b, out, cs, slot, done);
+		if (rc) {
+			rps_wreq_seal(req);
+			(void)rps_req_wait(req, -1); /* READs land in our scratch */
+			goto out;
+		}
+	}
+	for (size_t u = 0; u < b->nu; u++)
+		if (slot[u] < 0 && !done[u]) {
+			sid[nsend] = b->uid[u];
+			sst[nsend] = b->ustart[u];
+			sen[nsend] = b->uend[u];
+			nsend++;
+		}
+	rps_wsubmit_enter(w);
 	sv.uid = sid;
 	sv.ustart = sst;
 	sv.uend = sen;

@@ -40,6 +40,7 @@ struct rps_wtread {
 	size_t scratch_len;
 	struct rps_tr_mr mr;
 	int has_mr;
+	struct rps_wtread *lk; /* lookups' scratch (only its scratch members) */
 };
 
 /* Under core.lock: cache id -> slot. 0 or -ENOMEM. */

@@ -172,15 +172,23 @@ static void phase_exact(struct rps_worker *w, int rank, int rdma)
 			     s2.row_slot_reads - s1.row_slot_reads != NA ||
 			     s2.row_pull_frames != s1.row_pull_frames))
 			FAIL("rdma: cached rows did not take one READ each");
+		/* a mixed batch: missing rows, then 500 cached ones */
 		for (int i = 0; i < NMISS; i++)
 			ids[i] = row_id(100000 + i);
-		EXPECT(rps_worker_pull_rows(w, TBL, ids, NMISS, out), 0);
+		for (int i = 0; i < 500; i++) {
+			js[i] = 2 * i;
+			ids[NMISS + i] = row_id(2 * i);
+		}
+		EXPECT(rps_worker_pull_rows(w, TBL, ids, NMISS + 500, out), 0);
 		for (int i = 0; i < NMISS * DIM; i++)
 			if (out[i] != 0.0f && bad++ < 5)
 				FAIL("missing row %d: %g, not its initial 0", i / DIM, (double)out[i]);
+		check("mixed pull", out + NMISS * DIM, js, 500);
 		stats(w, &s3);
-		printf("itest-table-index: %d missing rows: %llu index READs, %llu frames\n", NMISS,
-		       (unsigned long long)(s3.row_index_reads - s2.row_index_reads),
+		printf("itest-table-index: %d missing rows with 500 cached ones: %llu index READs, "
+		       "%llu slot READs, %llu frames\n",
+		       NMISS, (unsigned long long)(s3.row_index_reads - s2.row_index_reads),
+		       (unsigned long long)(s3.row_slot_reads - s2.row_slot_reads),
 		       (unsigned long long)(s3.row_pull_frames - s2.row_pull_frames));
 		if (s3.row_pull_frames == s2.row_pull_frames)
 			FAIL("missing rows were not asked of the server");
