@@ -105,10 +105,32 @@ static void test_reader_view(void **state)
 	rps_rowtab_fini(&rt);
 }
 
+/* A TABLE_MAP_RESP carries its chunks, then the index descriptor. */
+static void test_map_resp(void **state)
+{
+	char buf[sizeof(struct rps_table_map) + 2 * sizeof(struct rps_table_chunk) +
+		 sizeof(struct rps_table_index)] = {0};
+	struct rps_table_map m = {.table = 1, .shard = 0, .count = 2};
+	struct rps_frame_hdr h;
+	const char *why = NULL;
+
+	(void)state;
+	memcpy(buf, &m, sizeof(m));
+	rps_proto_hdr_init(&h, RPS_OP_TABLE_MAP_RESP, sizeof(buf), 1);
+	assert_int_equal(rps_proto_payload_check(&h, buf, &why), 0);
+	h.len = sizeof(buf) - sizeof(struct rps_table_index); /* no index: refused */
+	assert_int_equal(rps_proto_payload_check(&h, buf, &why), -EPROTO);
+	assert_non_null(why);
+	h.len = sizeof(buf);
+	h.status = -ENOENT; /* a refusal carries the map only */
+	assert_int_equal(rps_proto_payload_check(&h, buf, &why), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_reader_view),
+	    cmocka_unit_test(test_map_resp),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
