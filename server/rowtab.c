@@ -85,17 +85,13 @@ void rps_rowtab_fini(struct rps_rowtab *rt)
 	memset(rt, 0, sizeof(*rt));
 }
 
-static inline uint32_t tag_of(uint64_t h)
-{
-	return (uint32_t)(h >> 27) & 31u;
-}
-
 int64_t rps_rowtab_find(const struct rps_rowtab *rt, uint64_t id)
 {
 	const uint32_t *ix = atomic_load_explicit(&rt->index, memory_order_relaxed);
 	uint64_t h = rps_row_hash(rt->table, id);
 	uint64_t mask = rt->nbuckets - 1, b = h & mask;
-	uint32_t tag = tag_of(h);
+	uint32_t smask = rps_row_entry_mask(rt->nbuckets);
+	uint32_t tag = rps_row_entry_tag(h) & ~smask;
 
 	for (uint64_t probes = 0; probes < rt->nbuckets; probes++, b = (b + 1) & mask) {
 		const uint32_t *e = ix + b * RPS_ROWTAB_BUCKET;
@@ -106,9 +102,9 @@ int64_t rps_rowtab_find(const struct rps_rowtab *rt, uint64_t id)
 
 			if (!v)
 				return -1;
-			if (v >> RPS_ROWTAB_SLOTBITS != tag)
+			if ((v & ~smask) != tag)
 				continue;
-			s = (v & ((1u << RPS_ROWTAB_SLOTBITS) - 1)) - 1;
+			s = (v & smask) - 1;
 			if (rps_rowtab_slot_id(rt, s) == id)
 				return (int64_t)s;
 		}
@@ -120,7 +116,8 @@ int64_t rps_rowtab_find(const struct rps_rowtab *rt, uint64_t id)
 static void index_insert(uint32_t *ix, uint64_t nb, uint64_t h, uint64_t s)
 {
 	uint64_t mask = nb - 1, b = h & mask;
-	uint32_t v = tag_of(h) << RPS_ROWTAB_SLOTBITS | (uint32_t)(s + 1);
+	uint32_t smask = rps_row_entry_mask(nb);
+	uint32_t v = (rps_row_entry_tag(h) & ~smask) | (uint32_t)(s + 1);
 
 	for (;; b = (b + 1) & mask) {
 		uint32_t *e = ix + b * RPS_ROWTAB_BUCKET;
@@ -154,6 +151,11 @@ static int index_grow(struct rps_rowtab *rt)
 	for (uint64_t s = 0; s < rt->nrows; s++)
 		index_insert(nix, nb, rps_row_hash(rt->table, rps_rowtab_slot_id(rt, s)), s);
 	atomic_store_explicit(&rt->index, nix, memory_order_release);
+	/* one-sided readers of the old array: every entry says "moved" (the
+	 * rows it named are all in the new one; rows never move) */
+	for (uint64_t i = 0; i < rt->nbuckets * RPS_ROWTAB_BUCKET; i++)
+		atomic_store_explicit((_Atomic uint32_t *)&old[i], RPS_ROWTAB_MOVED,
+				      memory_order_relaxed);
 	rt->nbuckets = nb;
 	rt->retired[rt->nretired++] = old;
 	rt->rehashes++;

@@ -13,7 +13,9 @@
  * is the id it looks for.
  *
  * Index: 2^k buckets of RPS_ROWTAB_BUCKET u32 entries (64 bytes, one READ):
- * entry = tag << 27 | (slot + 1), 0 = empty, tag = 5 bits of the row's hash.
+ * entry = (tag & ~mask) | (slot + 1), 0 = empty, mask = the slot bits of an
+ * array of 2^k buckets (rps_row_entry_mask: min(27, k + 4) bits), tag =
+ * rps_row_entry_tag(row hash) (src/rowinit.h; docs/protocol.md).
  * A row goes to the first bucket from (hash & (nbuckets - 1)) on with a free
  * entry (linear probing over buckets); lookups stop at a bucket with a free
  * entry. At most RPS_ROWTAB_MAX_ROWS rows per table and shard. The index
@@ -34,6 +36,10 @@
 #define RPS_ROWTAB_SLOTBITS 27u
 #define RPS_ROWTAB_MAX_ROWS ((1u << RPS_ROWTAB_SLOTBITS) - 2u)
 #define RPS_ROWTAB_HDR	    12u /* id + begin version: where the row's data starts */
+/* Every entry of a retired index array is overwritten with this (never a
+ * real entry: slot 2^27 - 2 does not exist): a one-sided reader holding the
+ * old array's address sees it and fetches the new one (docs/protocol.md). */
+#define RPS_ROWTAB_MOVED 0xffffffffu
 
 struct rps_rowtab {
 	uint32_t table;

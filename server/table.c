@@ -124,6 +124,7 @@ static void reg_chunks(struct rps_shard *sh, struct rps_shard_table *t)
 {
 	size_t bytes = ((size_t)1 << t->rt.chunk_shift) * t->rt.slot_bytes;
 
+	rps_shard_table_reg_index(sh, t); /* after a rehash: the new array */
 	if (!sh->read_tr || t->reg_failed)
 		return;
 	while (t->nreg < t->rt.nchunks) {
@@ -427,6 +428,7 @@ static void handle_map(struct rps_shard *sh, struct rps_srv_req *req)
 	struct rps_table_map m = req->u.tmap;
 	struct rps_shard_table *t = rps_shard_table_find(sh, m.table);
 	struct rps_table_chunk *c;
+	struct rps_table_index ix;
 	uint32_t n;
 
 	if (!t || !sh->read_tr) {
@@ -438,7 +440,7 @@ static void handle_map(struct rps_shard *sh, struct rps_srv_req *req)
 	n = t->nreg > m.first ? t->nreg - m.first : 0;
 	if (n > RPS_TABLE_MAP_MAX)
 		n = RPS_TABLE_MAP_MAX;
-	if (send_room(ts, (size_t)n * sizeof(*c) + 1)) {
+	if (send_room(ts, (size_t)n * sizeof(*c) + sizeof(ix))) {
 		done(sh, req, RPS_OP_TABLE_MAP_RESP, -ENOMEM, 0, &m, sizeof(m), NULL, 0);
 		return;
 	}
@@ -453,7 +455,10 @@ static void handle_map(struct rps_shard *sh, struct rps_srv_req *req)
 	m.chunk_shift = t->rt.chunk_shift;
 	m.slot_bytes = t->rt.slot_bytes;
 	m.dim = t->decl.dim;
-	done(sh, req, RPS_OP_TABLE_MAP_RESP, 0, 0, &m, sizeof(m), c, (size_t)n * sizeof(*c));
+	rps_shard_table_index_desc(t, &ix); /* the row index, after the chunks */
+	memcpy(ts->sendbuf + (size_t)n * sizeof(*c), &ix, sizeof(ix));
+	done(sh, req, RPS_OP_TABLE_MAP_RESP, 0, 0, &m, sizeof(m), c,
+	     (size_t)n * sizeof(*c) + sizeof(ix));
 }
 
 static void handle_pull(struct rps_shard *sh, struct rps_srv_req *req)
@@ -572,6 +577,7 @@ void rps_shard_tables_stop(struct rps_shard *sh)
 		for (uint32_t c = 0; sh->read_tr && c < t->nreg; c++)
 			rps_tr_dereg_mem(sh->read_tr, &t->mrs[c]);
 		t->nreg = 0;
+		rps_shard_table_index_stop(sh, t);
 	}
 
 	r = ts->deferred;

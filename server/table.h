@@ -31,6 +31,13 @@ struct rps_shard_table {
 	struct rps_tr_mr *mrs;
 	uint32_t nreg, mrs_cap;
 	int reg_failed;
+	/* one-sided lookups (table_index.c): the index arrays registered, the
+	 * current one last; older ones stay registered (and allocated) */
+	struct rps_tr_mr *ixmrs;
+	uint32_t nixreg;
+	const uint32_t *ixcur; /* the array registered last */
+	uint64_t ixgen;	       /* rt.rehashes when the last one was registered */
+	int ixreg_failed;
 };
 
 struct rps_shard_tables {
@@ -61,6 +68,13 @@ void rps_shard_tables_after(struct rps_shard *sh);
 void rps_shard_tables_stop(struct rps_shard *sh);
 /* Free everything (after stop). */
 void rps_shard_tables_fini(struct rps_shard *sh);
+
+/* One-sided lookups (table_index.c), update thread: register the table's
+ * current index array for remote READ if it is not yet; describe it (the
+ * tail of a TABLE_MAP_RESP); deregister every one (stop); free. */
+void rps_shard_table_reg_index(struct rps_shard *sh, struct rps_shard_table *t);
+void rps_shard_table_index_desc(const struct rps_shard_table *t, struct rps_table_index *d);
+void rps_shard_table_index_stop(struct rps_shard *sh, struct rps_shard_table *t);
 
 /* Checkpoints (table_ckpt.c), update thread: write every table's file of
  * (rank, clock) into dir before the shard's file commits; remove table files

@@ -251,7 +251,8 @@ static int check_table_map(const struct rps_frame_hdr *h, const void *payload,
 		return bad(why_p, "table map: shard out of range");
 	if (h->op == RPS_OP_TABLE_MAP_RESP && !h->status &&
 	    (m.count > RPS_TABLE_MAP_MAX ||
-	     !len_is(h->len, sizeof(m), sizeof(struct rps_table_chunk), m.count)))
+	     !len_is(h->len, sizeof(m) + sizeof(struct rps_table_index),
+		     sizeof(struct rps_table_chunk), m.count)))
 		return bad(why_p, "table map: length does not match count");
 	return 0;
 }

@@ -349,6 +349,33 @@ struct rps_table_chunk {
 };
 _Static_assert(sizeof(struct rps_table_chunk) == 16, "rps_table_chunk is 16 bytes");
 #define RPS_TABLE_MAP_MAX 4096u /* entries per answer */
+/* A TABLE_MAP_RESP ends (after its chunk entries) with where the shard's row
+ * index is registered for remote READ (docs/protocol.md, Tables): nbuckets
+ * buckets of bucket_bytes (64: 16 u32 entries) from addr. generation counts
+ * the index's rehashes; flags RPS_TABLE_INDEX_READABLE when it can be read
+ * (0: not registered, look rows up by frames). */
+struct rps_table_index {
+	uint64_t addr;
+	uint32_t remote_key;
+	uint32_t bucket_bytes;
+	uint64_t nbuckets;
+	uint32_t generation;
+	uint32_t flags;
+};
+_Static_assert(sizeof(struct rps_table_index) == 32, "rps_table_index is 32 bytes");
+#define RPS_TABLE_INDEX_READABLE 0x1u
+/* A bucket: 16 u32 entries. With h = rps_row_hash(table, id) (src/rowinit.h)
+ * and an array of nbuckets: entry = (tag & ~mask) | (slot + 1), 0 empty,
+ * mask = 2^slot_bits - 1, slot_bits = min(27, log2(16 nbuckets)) (the array
+ * is replaced before its rows reach 80% of 16 nbuckets, so slot + 1 fits),
+ * tag = the high 32 bits of rps_mix64(h) (both: src/rowinit.h): the smaller the array the more of
+ * the tag an entry keeps (fewer other rows' slots read). Row id's first
+ * bucket is h & (nbuckets - 1), then the next ones (linear probing over
+ * buckets; a bucket with an empty entry ends a lookup).
+ * RPS_TABLE_ENTRY_MOVED in an entry: the array was replaced (a rehash). */
+#define RPS_TABLE_BUCKET_ENTRIES 16u
+#define RPS_TABLE_ENTRY_SLOTBITS 27u /* at most */
+#define RPS_TABLE_ENTRY_MOVED	 0xffffffffu
 
 /* Control path. */
 struct rps_register {

@@ -25,6 +25,22 @@ static inline uint64_t rps_row_hash(uint32_t table, uint64_t id)
 	return rps_mix64(id ^ rps_mix64(0x7461626c65000000ull | table));
 }
 
+/* A table index entry (docs/protocol.md, Tables): mask of its slot bits for
+ * an array of nbuckets (min(27, log2(16 nbuckets)) bits), and the tag word
+ * of row hash h (entry = (tag & ~mask) | (slot + 1)). */
+static inline uint32_t rps_row_entry_mask(uint64_t nbuckets)
+{
+	uint32_t bits = 4;
+
+	while (bits < 27 && (1ull << bits) < nbuckets * 16u)
+		bits++;
+	return (uint32_t)((1ull << bits) - 1);
+}
+static inline uint32_t rps_row_entry_tag(uint64_t h)
+{
+	return (uint32_t)(rps_mix64(h) >> 32);
+}
+
 /* Which server (of nservers) and shard (of nshards) hold row id of table. */
 static inline void rps_row_route(uint32_t table, uint64_t id, uint32_t nservers, uint32_t nshards,
 				 uint32_t *server_p, uint32_t *shard_p)

@@ -26,32 +26,10 @@
 #include "src/log.h"
 #include "src/util.h"
 #include "worker/table.h"
+#include "worker/table_read.h"
 #include "worker/worker_int.h"
 
-#define TORN_MAX 100000u /* re-reads of one slot before giving up */
 
-struct rps_wtshard {
-	rps_table_t table;
-	uint32_t server, shard;
-	/* under core.lock */
-	uint32_t chunk_shift, slot_bytes;
-	uint32_t nchunks;
-	uint64_t *caddr;
-	uint32_t *ckey;
-	uint64_t *ids; /* open addressing: ids[i] with slots[i] = slot + 1 (0: empty) */
-	uint32_t *slots;
-	uint64_t cap, n;
-};
-
-struct rps_wtread {
-	pthread_mutex_t lock; /* the list below; one READ call at a time (scratch) */
-	struct rps_wtshard **sh;
-	uint32_t n, cap;
-	char *scratch;
-	size_t scratch_len;
-	struct rps_tr_mr mr;
-	int has_mr;
-};
 
 int rps_wtable_reads_on(struct rps_worker *w)
 {
@@ -131,6 +109,7 @@ static void cache_clear(struct rps_wtshard *c)
 	c->ckey = NULL;
 	c->cap = c->n = 0;
 	c->nchunks = 0;
+	c->ix_known = c->ix_ok = c->ix_tried = 0;
 }
 
 void rps_wtread_free(struct rps_worker *w)
@@ -147,6 +126,11 @@ void rps_wtread_free(struct rps_worker *w)
 	if (rd->has_mr)
 		rps_tr_dereg_mem(w->tr, &rd->mr);
 	rps_free(rd->scratch);
+	if (rd->lk && rd->lk->has_mr)
+		rps_tr_dereg_mem(w->tr, &rd->lk->mr);
+	if (rd->lk)
+		rps_free(rd->lk->scratch);
+	rps_free(rd->lk);
 	pthread_mutex_destroy(&rd->lock);
 	rps_free(rd);
 	w->tables->rd = NULL;
@@ -170,7 +154,7 @@ static inline uint64_t hpos(uint64_t id, uint64_t cap)
 	return (id * 0x9e3779b97f4a7c15ull) >> 7 & (cap - 1);
 }
 
-static int cache_put(struct rps_wtshard *c, uint64_t id, uint32_t slot)
+int rps_wtshard_cache_put(struct rps_wtshard *c, uint64_t id, uint32_t slot)
 {
 	uint64_t i;
 
@@ -225,7 +209,7 @@ void rps_wtshard_learn(struct rps_wtshard *c, const uint64_t *ids, const void *s
 		uint32_t s;
 
 		memcpy(&s, (const char *)slots + (size_t)j * 4, 4);
-		if (cache_put(c, ids[j], s))
+		if (rps_wtshard_cache_put(c, ids[j], s))
 			return; /* out of memory: those rows go by frames */
 	}
 }
@@ -240,7 +224,7 @@ struct map_wait {
 
 /* Ask server/shard for the chunks of c from c->nchunks on; they land in c
  * through rps_wtable_map_recv_locked. */
-static int map_fetch(struct rps_worker *w, struct rps_wtshard *c)
+int rps_wtshard_map_fetch(struct rps_worker *w, struct rps_wtshard *c)
 {
 	struct rps_req *req = rps_wreq_new(&w->core, NULL, NULL);
 	struct rps_piece *p;
@@ -284,6 +268,21 @@ void rps_wtable_map_recv_locked(struct rps_worker *w, struct rps_piece *p,
 	(void)w;
 	if (!m || !c || m->first != c->nchunks || m->table != c->table)
 		return;
+	if (ev->data && ev->data_len == (size_t)m->count * sizeof(struct rps_table_chunk) +
+					       sizeof(struct rps_table_index)) {
+		struct rps_table_index ix;
+
+		memcpy(&ix, (const char *)ev->data + (size_t)m->count * sizeof(struct rps_table_chunk),
+		       sizeof(ix));
+		c->ix_known = 1;
+		c->ix_ok = (ix.flags & RPS_TABLE_INDEX_READABLE) && ix.nbuckets &&
+			   !(ix.nbuckets & (ix.nbuckets - 1)) &&
+			   ix.bucket_bytes == RPS_TABLE_BUCKET_ENTRIES * 4;
+		c->ix_addr = ix.addr;
+		c->ix_key = ix.remote_key;
+		c->ix_nb = ix.nbuckets;
+		c->ix_gen = ix.generation;
+	}
 	total = m->first + m->count;
 	if (total > c->nchunks) {
 		uint64_t *a = rps_realloc(c->caddr, total * sizeof(*a));
@@ -309,7 +308,7 @@ void rps_wtable_map_recv_locked(struct rps_worker *w, struct rps_piece *p,
 
 /* ---- the READs ---- */
 
-static void post_read(struct rps_worker *w, struct rps_piece *p)
+void rps_wtable_post_read(struct rps_worker *w, struct rps_piece *p)
 {
 	struct rps_tr_sge sge = {p->u.rows.local, p->u.rows.slot_bytes, p->u.rows.lhandle};
 	uint64_t ctx = rps_piece_ctx(p, 0);
@@ -338,6 +337,12 @@ int rps_wtable_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 	if (!p || p->kind != RPS_PK_ROWS) {
 		pthread_mutex_unlock(&w->core.lock);
 		return 0;
+	}
+	if (p->u.rows.op == RPS_WT_OP_RAW && (p->waits & RPS_PW_READ)) {
+		/* a lookup READ: table_index.c checks what it read */
+		rps_piece_clear_locked(&w->core, p, RPS_PW_ALL, ev->status);
+		rps_wcore_unlock(&w->core);
+		return 1;
 	}
 	if (p->u.rows.op != RPS_WT_OP_READ || !(p->waits & RPS_PW_READ)) {
 		pthread_mutex_unlock(&w->core.lock);
@@ -372,7 +377,7 @@ int rps_wtable_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 	}
 	rps_wcore_unlock(&w->core);
 	if (again) /* the progress thread posts as the read strategy does */
-		post_read(w, p);
+		rps_wtable_post_read(w, p);
 	return 1;
 }
 
@@ -389,7 +394,7 @@ static int clock_known(struct rps_worker *w, struct rps_wshard *sh, uint32_t c)
 	}
 }
 
-static int scratch_room(struct rps_worker *w, struct rps_wtread *rd, size_t bytes)
+int rps_wtread_scratch(struct rps_worker *w, struct rps_wtread *rd, size_t bytes)
 {
 	size_t len = rd->scratch_len ? rd->scratch_len : 1u << 20;
 	char *b;
@@ -428,13 +433,15 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 	uint64_t *sid = rps_malloc((b->nu ? b->nu : 1) * sizeof(*sid));
 	uint32_t *sst = rps_malloc((b->nu ? b->nu : 1) * sizeof(*sst));
 	uint32_t *sen = rps_malloc((b->nu ? b->nu : 1) * sizeof(*sen));
+	uint8_t *done = rps_calloc(b->nu ? b->nu : 1, 1);
 	uint8_t waited[RPS_MAX_SHARDS * 64] = {0};
-	size_t nread = 0, nsend = 0, off = 0;
+	size_t nread = 0, nsend = 0, off = 0, nix = 0;
+	size_t slot_bytes = RPS_ALIGN_UP(16 + (size_t)dim * 4, 8); /* the slot layout */
 	struct rps_wtrows sv;
 	struct rps_req *req;
 	int rc = 0;
 
-	if (!cs || !slot || !sid || !sst || !sen) {
+	if (!cs || !slot || !sid || !sst || !sen || !done) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -442,7 +449,7 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 	for (int pass = 0; pass < 2 && !rc; pass++) {
 		int need_map = 0;
 
-		nread = 0;
+		nread = nix = 0;
 		for (size_t u = 0; u < b->nu; u++) {
 			uint32_t g = rps_wtable_group(w, table, b->uid[u]);
 
@@ -461,14 +468,20 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 				if (pass == 0)
 					need_map = 1;
 				slot[u] = -1;
+			} else if (slot[u] < 0 && !cs[u]->ix_known && !cs[u]->ix_tried) {
+				/* not cached: look it up in the shard's row index */
+				if (pass == 0)
+					need_map = 1;
 			}
+			nix += slot[u] < 0 && cs[u]->ix_ok;
 			pthread_mutex_unlock(&w->core.lock);
 			nread += slot[u] >= 0;
 		}
 		if (!need_map)
 			break;
 		for (size_t u = 0; u < b->nu && !rc; u++)
-			if ((!u || cs[u] != cs[u - 1]) && cs[u] && map_fetch(w, cs[u]))
+			if ((!u || cs[u] != cs[u - 1]) && cs[u] && (cs[u]->ix_tried = 1) &&
+			    rps_wtshard_map_fetch(w, cs[u]))
 				RPS_DEBUG(
 				    "table %u: no chunk map from server %u shard %u: its rows "
 				    "go by frames",
@@ -477,7 +490,7 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 	if (rc)
 		goto out;
 	/* 2. the consistency condition, one-sided, on every shard we read */
-	if (nread) {
+	if (nread || nix) {
 		struct rps_req *cw = rps_wreq_new(&w->core, NULL, NULL);
 		int any = 0;
 
@@ -490,7 +503,7 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 			struct rps_wshard *sh;
 			uint32_t gi;
 
-			if (slot[u] < 0 || !cs[u])
+			if (!cs[u] || (slot[u] < 0 && !cs[u]->ix_ok))
 				continue;
 			gi = cs[u]->server * RPS_MAX_SHARDS + cs[u]->shard;
 			sh = rps_wshard_get(w, cs[u]->server, cs[u]->shard);
@@ -509,11 +522,14 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 		(void)any;
 		if (rc)
 			goto out;
-		rc = scratch_room(w, rd, nread * (size_t)cs[0]->slot_bytes + 64 * nread);
+		if (nread)
+			rc = rps_wtread_scratch(w, rd, nread * (slot_bytes + 64));
 		if (rc)
 			goto out;
 	}
-	/* 3. READs and frames, all posted before any is waited for */
+	/* 3. READs of the cached rows, all posted at once; while they fly, the
+	 * rows not cached are looked up in the shards' row indexes
+	 * (table_index.c, its own scratch); frames for what is left */
 	req = rps_wreq_new(&w->core, NULL, NULL);
 	if (!req) {
 		rc = -ENOMEM;
@@ -524,13 +540,8 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 		struct rps_piece *p;
 		struct rps_wtshard *c = cs[u];
 
-		if (slot[u] < 0) {
-			sid[nsend] = b->uid[u];
-			sst[nsend] = b->ustart[u];
-			sen[nsend] = b->uend[u];
-			nsend++;
+		if (slot[u] < 0)
 			continue;
-		}
 		pthread_mutex_lock(&w->core.lock);
 		p = rps_piece_alloc_locked(&w->core, req, RPS_PK_ROWS, RPS_PW_READ);
 		if (!p) {
@@ -561,8 +572,26 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 		off += RPS_ALIGN_UP(c->slot_bytes, 64);
 		pthread_mutex_unlock(&w->core.lock);
 		atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
-		post_read(w, p);
+		atomic_fetch_add_explicit(&w->stat_row_slot_reads, 1, memory_order_relaxed);
+		rps_wtable_post_read(w, p);
 	}
+	rps_wsubmit_leave(w);
+	if (nix) {
+		rc = rps_wtable_index_lookup(w, rd, table, dim, b, out, cs, slot, done);
+		if (rc) {
+			rps_wreq_seal(req);
+			(void)rps_req_wait(req, -1); /* READs land in our scratch */
+			goto out;
+		}
+	}
+	for (size_t u = 0; u < b->nu; u++)
+		if (slot[u] < 0 && !done[u]) {
+			sid[nsend] = b->uid[u];
+			sst[nsend] = b->ustart[u];
+			sen[nsend] = b->uend[u];
+			nsend++;
+		}
+	rps_wsubmit_enter(w);
 	sv.uid = sid;
 	sv.ustart = sst;
 	sv.uend = sen;
@@ -580,6 +609,7 @@ out:
 	rps_free(sid);
 	rps_free(sst);
 	rps_free(sen);
+	rps_free(done);
 	return rc;
 }
 

@@ -230,6 +230,7 @@ void rps_wtable_post_frames(struct rps_worker *w, struct rps_req *req, rps_table
 						  memory_order_relaxed);
 		} else {
 			atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&w->stat_row_frames, 1, memory_order_relaxed);
 		}
 		rps_wtable_post(w, p);
 		u = end;

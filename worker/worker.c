@@ -581,6 +581,10 @@ int rps_worker_stats(const struct rps_worker *cw, struct rps_worker_stats *st)
 	STAT(RPS_WORKER_STAT_PUSH_RAW_BYTES, push_raw_bytes, w->stat_push_raw);
 	STAT(RPS_WORKER_STAT_PUSH_WIRE_BYTES, push_wire_bytes, w->stat_push_wire);
 	STAT(RPS_WORKER_STAT_LAST_STEP_PUSH_BYTES, last_step_push_bytes, w->stat_last_step);
+	STAT(RPS_WORKER_STAT_ROW_INDEX_READS, row_index_reads, w->stat_row_ix_reads);
+	STAT(RPS_WORKER_STAT_ROW_SLOT_READS, row_slot_reads, w->stat_row_slot_reads);
+	STAT(RPS_WORKER_STAT_ROW_PULL_FRAMES, row_pull_frames, w->stat_row_frames);
+	STAT(RPS_WORKER_STAT_ROW_INDEX_MOVED, row_index_moved, w->stat_row_moved);
 	return 0;
 }
 #undef STAT

@@ -224,6 +224,10 @@ struct rps_worker {
 	/* pushes on the wire (worker/compress.c): float32 bytes before any
 	 * codec, whole PUSH frames, and the frames' bytes of the last clock */
 	_Atomic uint64_t stat_push_raw, stat_push_wire, stat_step_mark, stat_last_step;
+	/* sparse tables (worker/table_index.c, table_read.c, table_rows.c):
+	 * READs of the servers' row index, READs of row slots, ROWS_PULL frames,
+	 * index buckets found moved (a rehash) */
+	_Atomic uint64_t stat_row_ix_reads, stat_row_slot_reads, stat_row_frames, stat_row_moved;
 
 	struct rps_wring *ring; /* ring all-reduce (worker/ring.h); NULL offline */
 

@@ -175,7 +175,11 @@ RPS_API int rps_worker_unregister(struct rps_worker *worker, void *buf);
 #define RPS_WORKER_STAT_PUSH_RAW_BYTES	     (1ull << 8)
 #define RPS_WORKER_STAT_PUSH_WIRE_BYTES	     (1ull << 9)
 #define RPS_WORKER_STAT_LAST_STEP_PUSH_BYTES (1ull << 10)
-#define RPS_WORKER_STAT_ALL	      ((1ull << 11) - 1)
+#define RPS_WORKER_STAT_ROW_INDEX_READS      (1ull << 11)
+#define RPS_WORKER_STAT_ROW_SLOT_READS	     (1ull << 12)
+#define RPS_WORKER_STAT_ROW_PULL_FRAMES	     (1ull << 13)
+#define RPS_WORKER_STAT_ROW_INDEX_MOVED      (1ull << 14)
+#define RPS_WORKER_STAT_ALL	      ((1ull << 15) - 1)
 
 struct rps_worker_stats {
 	uint64_t field_mask;	/* RPS_WORKER_STAT_*: the members wanted */
@@ -194,6 +198,13 @@ struct rps_worker_stats {
 	uint64_t push_raw_bytes;
 	uint64_t push_wire_bytes;
 	uint64_t last_step_push_bytes; /* push_wire_bytes of the last clock that ended */
+	/* sparse tables over RDMA (docs/tables.md): READs of the servers' row
+	 * index (bucket lookups), READs of row slots, ROWS_PULL frames sent (any
+	 * transport), index buckets a lookup found moved by a rehash */
+	uint64_t row_index_reads;
+	uint64_t row_slot_reads;
+	uint64_t row_pull_frames;
+	uint64_t row_index_moved;
 };
 
 /* 0, or -EINVAL (worker or stats_p NULL). */
