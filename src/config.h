@@ -109,6 +109,8 @@ struct rps_config {
 	int rdma_rnr_timer;        /* RNR NAK delay asked of peers (IB encoding) */
 	int rdma_rnr_retry;        /* RNR retries, 0..7 (7: forever) */
 	uint64_t rdma_read_bytes;  /* largest READ a pull posts (whole chunks) */
+	/* mw (issue 20): per-connection RDMA read access (docs/rdma.md) */
+	char rdma_mw[8];           /* auto | on | off */
 };
 
 enum rps_config_type {

@@ -120,6 +120,9 @@ const struct rps_config_entry rps_config_table[] = {
 	      "RDMA receiver-not-ready retries (7: forever)"),
 	ENTRY(rdma_read_bytes, "256K", RPS_CFG_U64,
 	      "largest RDMA READ a pull posts, in whole store chunks (a bigger chunk is one READ)"),
+	/* mw (issue 20): per-connection RDMA read access (memory windows, docs/rdma.md) */
+	ENTRY(rdma_mw, "auto", RPS_CFG_STRING,
+	      "RDMA read access per connection by memory windows bound to its QP: auto (where the device has type-2 windows) | on (required) | off (one read-only registration for all peers)"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -188,6 +191,8 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "rdma_rnr_timer", IRANGE(0, 31) },
 	{ "rdma_rnr_retry", IRANGE(0, 7) },
 	{ "rdma_read_bytes", URANGE(4096, 1ull << 30) },
+	/* mw (issue 20) */
+	{ "rdma_mw", .choices = "auto|on|off" },
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {
