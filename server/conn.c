@@ -328,7 +328,17 @@ int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, v
 		if (srv->remote_read) {
 			d[s].addr = sh->mr.remote_addr;
 			d[s].size = sh->store.size;
-			d[s].remote_key = sh->mr.remote_key;
+			/* read access for this connection only (a memory window
+			 * where the transport has them, docs/rdma.md): for the
+			 * shards it reads, the others' keys stay 0 */
+			if (!srv->conn_per_shard || (uint32_t)s == h->channel) {
+				int rc = rps_tr_grant(c, &sh->mr, &d[s].remote_key);
+
+				if (rc) {
+					*why_p = "server could not grant read access (see its log)";
+					return rc;
+				}
+			}
 		}
 	}
 	*ack_len_p = sizeof(*a) + (size_t)srv->nshards * sizeof(*d);

@@ -449,6 +449,11 @@ static void handle_map(struct rps_shard *sh, struct rps_srv_req *req)
 		c[i].addr = t->mrs[m.first + i].remote_addr;
 		c[i].remote_key = t->mrs[m.first + i].remote_key;
 		c[i].reserved = 0;
+		/* read access for the asking connection only (docs/rdma.md) */
+		if (rps_srv_req_grant(req, &t->mrs[m.first + i], &c[i].remote_key)) {
+			done(sh, req, RPS_OP_TABLE_MAP_RESP, -ENOMEM, 0, &m, sizeof(m), NULL, 0);
+			return;
+		}
 	}
 	m.count = n;
 	m.nchunks = t->nreg;

@@ -59,6 +59,10 @@ int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d
 			    const struct rps_optim_opts *optim, char *why, size_t len);
 /* An RPS_ENT_TABLE entry. */
 void rps_shard_table_handle(struct rps_shard *sh, struct rps_srv_req *req);
+/* The key req's connection reads mr under (server/grant.c): a memory window
+ * of its own where the transport has them, else mr's key (also without a
+ * connection, in tests). */
+int rps_srv_req_grant(struct rps_srv_req *req, const struct rps_tr_mr *mr, uint32_t *rkey_p);
 /* BSP: the shard finishes clock c: apply the summed row gradients. */
 void rps_shard_tables_apply_clock(struct rps_shard *sh, uint64_t c);
 /* After every entry: deferred pushes whose clock came, parked pulls whose

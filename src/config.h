@@ -113,6 +113,8 @@ struct rps_config {
 	int tls;                   /* 1: TLS 1.3 on every TCP connection, PSK from the secret */
 	/* auth (issue 20): a node's token in place of the job's secret (src/auth.h) */
 	char token[256];           /* RDMAPS_TOKEN; applied into secret/rank by rps_cfg_token_apply */
+	/* mw (issue 20): per-connection RDMA read access (docs/rdma.md) */
+	char rdma_mw[8];           /* auto | on | off */
 };
 
 enum rps_config_type {

@@ -126,6 +126,9 @@ const struct rps_config_entry rps_config_table[] = {
 	/* auth (issue 20): per-node tokens (src/auth_token.c, docs/security.md "Tokens") */
 	ENTRY(token, "", RPS_CFG_STRING,
 	      "this node's token (made by rdmaps-launch / rdmaps-ctl token) in place of the job's secret: proves only its own role and rank"),
+	/* mw (issue 20): per-connection RDMA read access (memory windows, docs/rdma.md) */
+	ENTRY(rdma_mw, "auto", RPS_CFG_STRING,
+	      "RDMA read access per connection by memory windows bound to its QP: auto (where the device has type-2 windows) | on (required) | off (one read-only registration for all peers)"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -196,6 +199,8 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "rdma_read_bytes", URANGE(4096, 1ull << 30) },
 	/* auth (issue 20) */
 	{ "token", .check = rps_cfg_check_token },
+	/* mw (issue 20) */
+	{ "rdma_mw", .choices = "auto|on|off" },
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {

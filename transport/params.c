@@ -34,6 +34,9 @@ void rps_tr_params_from_config(const struct rps_config *cfg, struct rps_tr_param
 	p_p->rdma.ack_timeout = cfg->rdma_ack_timeout;
 	p_p->rdma.retry_count = cfg->rdma_retry_count;
 	p_p->rdma.rnr_timer = cfg->rdma_rnr_timer;
+	p_p->rdma.mw = !strcmp(cfg->rdma_mw, "on")    ? RPS_RDMA_MW_ON
+		       : !strcmp(cfg->rdma_mw, "off") ? RPS_RDMA_MW_OFF
+						      : RPS_RDMA_MW_AUTO;
 	p_p->rdma.expect_out =
 	    (uint32_t)RPS_MAX(cfg->num_servers, 1) * (uint32_t)RPS_MAX(cfg->shards, 1);
 }

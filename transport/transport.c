@@ -45,6 +45,14 @@ static int stub_progress(struct rps_transport *t, struct rps_tr_event *ev, int m
 	return -EOPNOTSUPP;
 }
 
+/* No per-connection access: every peer reads under the registration's key. */
+static int stub_grant(struct rps_conn *c, const struct rps_tr_mr *mr, uint32_t *rkey_p)
+{
+	(void)c;
+	*rkey_p = mr->remote_key;
+	return 0;
+}
+
 /* A capability and the op it promises. */
 static const struct {
 	uint32_t cap;
@@ -74,6 +82,8 @@ static void fill_tables(void)
 			filled[i].read_notify = stub_read_notify;
 		if (!filled[i].progress)
 			filled[i].progress = stub_progress;
+		if (!filled[i].grant)
+			filled[i].grant = stub_grant;
 	}
 }
 

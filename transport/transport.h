@@ -137,7 +137,11 @@ struct rps_rdma_params {
 	int ack_timeout;        /* local ACK timeout exponent, 4.096 us x 2^N; 0: rdma_cm's */
 	int retry_count;        /* retransmissions before a QP fails, 0..7 */
 	int rnr_timer;          /* RNR NAK delay we ask of senders (IB encoding) */
+	int mw;                 /* RPS_RDMA_MW_*: per-connection read access (RDMAPS_RDMA_MW) */
 };
+
+/* rps_rdma_params.mw (docs/rdma.md, "Read access per connection") */
+enum { RPS_RDMA_MW_AUTO = 0, RPS_RDMA_MW_ON, RPS_RDMA_MW_OFF };
 
 /* What a transport is created with. Fill it with rps_tr_params_from_config()
  * (the one place that maps options to transport settings, with the option
@@ -231,6 +235,14 @@ struct rps_transport_ops {
 	int (*reg_mem)(struct rps_transport *t, void *addr, size_t len, unsigned access,
 		       struct rps_tr_mr *mr_p);
 	void (*dereg_mem)(struct rps_transport *t, struct rps_tr_mr *mr);
+	/* Listening side: the key a peer on c passes to read_remote to read mr
+	 * (registered with RPS_TR_ACCESS_REMOTE_READ). RDMA with memory windows:
+	 * a window on mr bound to c's queue pair, made on the first call for
+	 * (c, mr), useless on any other connection and gone when c closes or mr
+	 * is deregistered; may be called from on_hello (bound before the
+	 * HELLO_ACK goes out) or later (bound before any frame posted after
+	 * the call). Otherwise (optional op): mr->remote_key. */
+	int (*grant)(struct rps_conn *c, const struct rps_tr_mr *mr, uint32_t *rkey_p);
 	void (*close)(struct rps_conn *c);
 	/* Make a poll() that is waiting return now. */
 	void (*wake)(struct rps_transport *t);
@@ -320,6 +332,12 @@ static inline int rps_tr_reg_mem(struct rps_transport *t, void *addr, size_t len
 				 unsigned access, struct rps_tr_mr *mr_p)
 {
 	return t->ops->reg_mem(t, addr, len, access, mr_p);
+}
+
+static inline int rps_tr_grant(struct rps_conn *c, const struct rps_tr_mr *mr,
+			       uint32_t *rkey_p)
+{
+	return c->tr->ops->grant(c, mr, rkey_p);
 }
 
 static inline void rps_tr_dereg_mem(struct rps_transport *t, struct rps_tr_mr *mr)

@@ -105,6 +105,10 @@ static int parse_ack(struct rps_worker *w, struct rps_wserver *s, uint32_t chann
 			s->rank, channel, a->num_shards, a->chunk_bytes);
 		return -EPROTO;
 	}
+	/* the key of the shard this connection reads is this connection's own
+	 * (a memory window bound to it, docs/rdma.md) */
+	if (channel < s->nshards)
+		s->shards[channel].desc.remote_key = d[channel].remote_key;
 	return 0;
 }
 

@@ -122,6 +122,9 @@ static int parse_ack_again(struct rps_worker *w, struct rps_wserver *s, uint32_t
 	if (!channel) {
 		memcpy(desc, a + 1, (size_t)s->nshards * sizeof(*desc));
 		s->max_msg = a->max_msg;
+	} else if (channel < s->nshards) {
+		/* this connection's own key for the shard it reads (docs/rdma.md) */
+		desc[channel].remote_key = ((const struct rps_shard_desc *)(a + 1))[channel].remote_key;
 	}
 	(void)w;
 	return 0;

@@ -95,9 +95,11 @@ static struct rps_tr_mr region_mr;
 static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
 		    size_t *ack_len_p, const char **why_p)
 {
-	struct rps_shard_desc d = {
-	    .addr = region_mr.remote_addr, .size = REGION, .remote_key = region_mr.remote_key};
+	struct rps_shard_desc d = {.addr = region_mr.remote_addr, .size = REGION};
+	int rc = rps_tr_grant(c, &region_mr, &d.remote_key); /* this connection's key */
 
+	if (rc)
+		return rc;
 	*ack_len_p = make_ack(ack, 1, &d);
 	return 0;
 }

@@ -26,6 +26,7 @@
 static unsigned char *region;
 static struct rps_tr_mr region_mr;
 static struct rps_shard_desc hello_desc; /* what the server's HELLO_ACK hands out */
+static const struct rps_tr_mr *hello_mr; /* ... for this registration (rps_tr_grant) */
 
 struct srv {
 	atomic_int accepted, closed, recv;
@@ -34,7 +35,12 @@ struct srv {
 static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
 		    size_t *ack_len_p, const char **why_p)
 {
-	*ack_len_p = make_ack(ack, 1, &hello_desc);
+	struct rps_shard_desc d = hello_desc;
+	int rc = rps_tr_grant(c, hello_mr, &d.remote_key); /* this connection's key */
+
+	if (rc)
+		return rc;
+	*ack_len_p = make_ack(ack, 1, &d);
 	return 0;
 }
 
@@ -125,9 +131,9 @@ static void run(int event_mode)
 	struct poller *ps, *pc;
 	struct rps_transport *ts, *tc;
 	struct rps_conn *c1, *c2, *c3;
-	struct rps_shard_desc d;
+	struct rps_shard_desc d, d2;
 	struct rps_rdma_stats st0, st1;
-	char ack[RPS_TR_ACK_MAX];
+	char ack[RPS_TR_ACK_MAX], ack2[RPS_TR_ACK_MAX];
 	size_t ack_len;
 	uint16_t port;
 	int rc;
@@ -147,6 +153,7 @@ static void run(int event_mode)
 	assert_int_equal(rc, 0);
 	hello_desc = (struct rps_shard_desc){
 	    .addr = region_mr.remote_addr, .size = REGION, .remote_key = region_mr.remote_key};
+	hello_mr = &region_mr;
 	/* unknown access bits */
 	assert_int_equal(rps_tr_reg_mem(ts, region, REGION, 2u, &(struct rps_tr_mr){0}), -EINVAL);
 	rc = rps_tr_listen(ts, e.ip0, 0, &port);
@@ -156,11 +163,14 @@ static void run(int event_mode)
 
 	c1 = tr_connect(tc, e.ip0, port, 1, 0, ack, sizeof(ack), &ack_len, &rc);
 	assert_int_equal(rc, 0);
-	c2 = tr_connect(tc, e.ip0, port, 2, 0, NULL, 0, NULL, &rc);
+	c2 = tr_connect(tc, e.ip0, port, 2, 0, ack2, sizeof(ack2), NULL, &rc);
 	assert_int_equal(rc, 0);
+	memcpy(&d2, ack2 + sizeof(struct rps_hello_ack), sizeof(d2));
 	assert_int_equal(ack_len, sizeof(struct rps_hello_ack) + sizeof(d));
 	memcpy(&d, ack + sizeof(struct rps_hello_ack), sizeof(d));
-	assert_int_equal(d.remote_key, region_mr.remote_key);
+	/* c1's own key (a memory window bound to c1 where the device has them);
+	 * c2's reads below use c2's */
+	assert_int_not_equal(d.remote_key, 0);
 	assert_int_equal(d.addr, region_mr.remote_addr);
 
 	/* one sge */
@@ -376,7 +386,7 @@ static void run(int event_mode)
 		struct rps_tr_sge sg = {.addr = b, .len = 2048};
 
 		/* the second connection reads and sends after the failure */
-		assert_int_equal(read_wait(tc, c2, &sg, 1, d.addr + 4096, d.remote_key, 102), 0);
+		assert_int_equal(read_wait(tc, c2, &sg, 1, d.addr + 4096, d2.remote_key, 102), 0);
 		assert_memory_equal(b, region + 4096, 2048);
 		assert_int_equal(send_simple(tc, c2, RPS_OP_BARRIER, 5, 0), 0);
 		assert_true(wait_flag(&cs.acks, 10));
@@ -425,7 +435,7 @@ static void run(int event_mode)
 		struct rps_tr_sge sg = {.addr = b, .len = 64};
 
 		/* the second connection at the end */
-		assert_int_equal(read_wait(tc, c2, &sg, 1, d.addr + 64, d.remote_key, 104), 0);
+		assert_int_equal(read_wait(tc, c2, &sg, 1, d.addr + 64, d2.remote_key, 104), 0);
 		assert_memory_equal(b, region + 64, 64);
 	}
 
@@ -663,6 +673,7 @@ static void run_torn(int event_mode)
 	assert_int_equal(rc, 0);
 	hello_desc =
 	    (struct rps_shard_desc){.addr = smr.remote_addr, .size = tstore.size, .remote_key = smr.remote_key};
+	hello_mr = &smr;
 	cmr_ok = rps_tr_reg_mem(tc, &tbuf, sizeof(tbuf), RPS_TR_ACCESS_LOCAL, &cmr) == 0;
 	{
 		uint16_t port;

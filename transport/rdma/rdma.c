@@ -85,6 +85,8 @@ static int rps_rdma_create(const struct rps_tr_params *p, struct rps_transport *
 	pthread_mutex_init(&t->close_lock, NULL);
 	pthread_mutex_init(&t->mrc_lock, NULL);
 	pthread_mutex_init(&t->res_lock, NULL);
+	pthread_mutex_init(&t->mw_lock, NULL);
+	t->mw_mode = p->rdma.mw;
 	{
 		pthread_condattr_t ca;
 
@@ -172,6 +174,7 @@ static void rps_rdma_destroy(struct rps_transport *tr)
 	for (uint32_t i = 0; i < t->nsrqs; i++)
 		rps_rdma_srq_destroy(t->srqs[i]);
 	rps_rdma_srq_destroy(t->csrq);
+	rps_rdma_mw_destroy(t);
 	rps_rdma_mrc_destroy(t);
 	rps_rdma_dev_destroy(t);
 	rdma_destroy_event_channel(t->cm_ch);
@@ -186,6 +189,7 @@ static void rps_rdma_destroy(struct rps_transport *tr)
 	pthread_mutex_destroy(&t->close_lock);
 	pthread_mutex_destroy(&t->mrc_lock);
 	pthread_mutex_destroy(&t->res_lock);
+	pthread_mutex_destroy(&t->mw_lock);
 	pthread_cond_destroy(&t->res_cv);
 	rps_free(t);
 }
@@ -366,6 +370,10 @@ void rps_rdma_get_stats(struct rps_transport *tr, struct rps_rdma_stats *st_p)
 	st_p->mr_tmp_regs = atomic_load(&t->st_tmp_regs);
 	st_p->srq_low_water = atomic_load(&t->st_low_water);
 	st_p->conns = atomic_load(&t->st_conns);
+	pthread_mutex_lock(&t->mw_lock);
+	st_p->mw = t->mw_state;
+	pthread_mutex_unlock(&t->mw_lock);
+	st_p->mws = rps_rdma_mw_count(t, NULL);
 }
 
 const struct rps_transport_ops rps_rdma_ops = {
@@ -382,6 +390,7 @@ const struct rps_transport_ops rps_rdma_ops = {
     .release = rps_rdma_release,
     .reg_mem = rps_rdma_reg_mem,
     .dereg_mem = rps_rdma_dereg_mem,
+    .grant = rps_rdma_grant,
     .close = rps_rdma_close,
     .wake = rps_rdma_wake,
 };

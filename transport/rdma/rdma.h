@@ -22,6 +22,10 @@ struct rps_rdma_stats {
 	int64_t srq_low_water;	/* fewest receive WQEs seen posted in any SRQ
 				 * after a receive (-1: no receive yet) */
 	uint32_t conns;		/* live connections (gauge) */
+	int32_t mw;		/* read access (rdma_mw.c): 1 memory windows per
+				 * connection, 2 one registration for all, 0 not
+				 * decided yet (nothing registered for reads) */
+	uint32_t mws;		/* memory windows now (gauge) */
 };
 
 void rps_rdma_get_stats(struct rps_transport *t, struct rps_rdma_stats *st_p);

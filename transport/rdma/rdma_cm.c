@@ -149,7 +149,7 @@ static void reject(struct rdma_cm_id *id, const char *peer, int status, const ch
 	rej.magic = RPS_RDMA_CM_MAGIC;
 	rej.status = status;
 	snprintf(rej.reason, sizeof(rej.reason), "%s", why);
-	RPS_WARN("refusing %s: %s", peer, why);
+	RPS_LOG_RATELIMITED(RPS_LOG_WARN, "refusing %s: %s", peer, why);
 	if (rdma_reject(id, &rej, sizeof(rej)))
 		RPS_ERR("refusing %s: rdma_reject: %m", peer);
 }
@@ -197,6 +197,11 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 		reject(id, peer, -EINVAL, msg);
 		return 1;
 	}
+	rc = rps_rdma_admit(t, id, msg, sizeof(msg));
+	if (rc) {
+		reject(id, peer, rc, msg);
+		return 1;
+	}
 	rc = rps_rdma_dev_ensure(t, id->verbs, "connection request");
 	if (!rc)
 		rc = rps_rdma_port_check(id, "connection request");
@@ -216,6 +221,7 @@ static int handle_request(struct rps_rdma_transport *t, struct rdma_cm_event *e)
 	c->t = t;
 	c->base.tr = &t->base;
 	c->base.hello = h;
+	c->born_ns = rps_now_ns();
 	snprintf(c->base.peer, sizeof(c->base.peer), "%s", peer);
 	atomic_store(&c->refs, 1);
 	atomic_store(&c->state, C_ACCEPTING);
@@ -313,8 +319,11 @@ static void accept_up(struct rps_rdma_transport *t, struct rps_rdma_conn *c)
 	int rc;
 
 	atomic_store(&c->state, C_UP);
+	/* the windows whose keys the ack carries, bound on this QP first */
+	rc = rps_rdma_mw_bind_pending(c);
 	rps_proto_hdr_init(&hdr, RPS_OP_HELLO_ACK, c->ack_len, 0);
-	rc = rps_rdma_send_frame(c, &hdr, c->ack, c->ack_len, 0);
+	if (!rc)
+		rc = rps_rdma_send_frame(c, &hdr, c->ack, c->ack_len, 0);
 	if (rc) {
 		RPS_ERR("connection to %s: cannot send HELLO_ACK: %s", c->base.peer, strerror(-rc));
 		rps_rdma_conn_fail(c, rc, NULL);

@@ -215,6 +215,7 @@ void rps_rdma_conn_free_res(struct rps_rdma_conn *c)
 	struct rps_rdma_transport *t = c->t;
 	struct rps_rdma_dev *d = atomic_load(&t->dev);
 
+	rps_rdma_mw_conn_gone(c); /* its windows die with it */
 	if (c->qp) {
 		rdma_destroy_qp(c->id);
 		c->qp = NULL;
@@ -464,6 +465,7 @@ void rps_rdma_slow_path(struct rps_rdma_transport *t)
 
 	rps_rdma_cm_events(t);
 	handle_async(t);
+	rps_rdma_handshake_deadlines(t, now);
 	/* a port down for longer than the timeout: its connections are gone
 	 * (retries need not fail on every device; SoftRoCE never does) */
 	for (int p = 1; p <= RDMA_MAX_PORTS; p++) {

@@ -484,7 +484,7 @@ const char *rps_rdma_wc_reason(enum ibv_wc_status st, int *err_p)
 		return "flushed: connection closed";
 	case IBV_WC_REM_ACCESS_ERR:
 		*err_p = -EACCES;
-		return "remote access error (read outside a registered region?)";
+		return "remote access error (read outside a registered region, or under a key not granted to this connection?)";
 	case IBV_WC_RETRY_EXC_ERR:
 		*err_p = -ETIMEDOUT;
 		return "retry exceeded: peer gone?";

@@ -56,6 +56,7 @@ enum rps_rdma_wr_kind {
 	WR_READ,
 	WR_RNOTIFY, /* a READ of read_notify: ctx is its struct rps_tr_done */
 	WR_DRAIN,
+	WR_BIND, /* a memory window's bind (rdma_mw.c) */
 };
 
 struct rps_rdma_transport;
@@ -159,6 +160,7 @@ struct rps_rdma_conn {
 	_Atomic int ack_state; /* client: 0 waiting, 1 arrived, < 0 error */
 	struct rps_auth_challenge chal; /* listener: the challenge in the accept */
 	int proof_ok; /* listener: the PROOF came before ESTABLISHED (prog_lock) */
+	uint64_t born_ns; /* listener: when the request came (handshake deadline, rdma_limits.c) */
 
 	struct rps_rdma_conn *close_next;
 	struct rps_rdma_conn *all_next, *all_prev;
@@ -253,6 +255,11 @@ struct rps_rdma_transport {
 	_Atomic int64_t st_low_water;
 	_Atomic uint32_t st_conns;
 	_Atomic int64_t locked_bytes;
+	/* read access per connection (rdma_mw.c) */
+	int mw_mode;  /* RPS_RDMA_MW_* */
+	int mw_state; /* 0 undecided, 1 windows, 2 one registration for all, -1 refused (mw_lock) */
+	pthread_mutex_t mw_lock;
+	struct rps_rdma_mw *mws;
 	uint64_t port_down_ns[RDMA_MAX_PORTS + 1]; /* since when a port is down (slow path) */
 };
 
@@ -351,6 +358,27 @@ int rps_rdma_read_remote(struct rps_conn *conn, const struct rps_tr_sge *sge, in
 			 uint64_t raddr, uint32_t rkey, uint64_t ctx);
 int rps_rdma_read_notify(struct rps_conn *conn, const struct rps_tr_sge *sge, int nsge,
 			 uint64_t raddr, uint32_t rkey, struct rps_tr_done *d);
+
+/* rdma_limits.c: listening side (prog_lock held) */
+/* 0, or -errno and msg when id's request is beyond max_conns(_per_addr). */
+int rps_rdma_admit(struct rps_rdma_transport *t, struct rdma_cm_id *id, char *msg, size_t len);
+/* Fail accepted connections still without their proof after timeout_ms. */
+void rps_rdma_handshake_deadlines(struct rps_rdma_transport *t, uint64_t now);
+
+/* rdma_mw.c: read access per connection (memory windows) */
+struct rps_rdma_mw;
+/* Decide once whether regions get windows (RDMAPS_RDMA_MW against what d
+ * can do; logged). -EOPNOTSUPP when windows are required but impossible. */
+int rps_rdma_mw_resolve(struct rps_rdma_transport *t, struct rps_rdma_dev *d);
+int rps_rdma_mw_active(struct rps_rdma_transport *t);
+int rps_rdma_grant(struct rps_conn *conn, const struct rps_tr_mr *mr, uint32_t *rkey_p);
+/* accept_up (state C_UP, before the HELLO_ACK): bind the windows granted in on_hello. */
+int rps_rdma_mw_bind_pending(struct rps_rdma_conn *c);
+void rps_rdma_mw_conn_gone(struct rps_rdma_conn *c);
+void rps_rdma_mw_mr_gone(struct rps_rdma_transport *t, struct ibv_mr *mr);
+void rps_rdma_mw_destroy(struct rps_rdma_transport *t);
+/* Windows of c (NULL: all) now. */
+unsigned rps_rdma_mw_count(struct rps_rdma_transport *t, struct rps_rdma_conn *c);
 
 /* rdma_cq.c */
 /* Given up on c's drain marker (prog_lock held): its read_notify READs end

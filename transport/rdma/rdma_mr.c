@@ -233,8 +233,14 @@ int rps_rdma_reg_mem(struct rps_transport *tr, void *addr, size_t len, unsigned 
 	d = need_dev(t, "reg_mem");
 	if (!d)
 		return -ENODEV;
-	if (access & RPS_TR_ACCESS_REMOTE_READ)
-		acc |= IBV_ACCESS_REMOTE_READ;
+	if (access & RPS_TR_ACCESS_REMOTE_READ) {
+		/* per connection (rdma_mw.c): no remote access of its own, only
+		 * through windows; else one read-only registration for all peers */
+		rc = rps_rdma_mw_resolve(t, d);
+		if (rc)
+			return rc;
+		acc |= rps_rdma_mw_active(t) ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_READ;
+	}
 	rc = rps_rdma_memlock_check(t, len, "reg_mem");
 	if (rc)
 		return rc;
@@ -268,6 +274,7 @@ void rps_rdma_dereg_mem(struct rps_transport *tr, struct rps_tr_mr *mr)
 	pthread_mutex_lock(&t->mrc_lock);
 	mrc_evict_locked(t, (uintptr_t)mr->addr, (uintptr_t)mr->addr + mr->len, imr);
 	pthread_mutex_unlock(&t->mrc_lock);
+	rps_rdma_mw_mr_gone(t, imr); /* a region with windows bound cannot go */
 	rc = ibv_dereg_mr(imr);
 	if (rc)
 		RPS_ERR("dereg_mem %p: ibv_dereg_mr: %s", mr->addr, strerror(rc));
