@@ -81,6 +81,9 @@ def parse_args():
     g.add_argument("--progress", dest="progress", action="store_const", const=1, default=-1)
     g.add_argument("--no-progress", dest="progress", action="store_const", const=0)
     p.add_argument("--eval-every", type=int, default=1)
+    p.add_argument("--profile", action="store_true",
+                   help="time each step's phases (forward, backward, step) and print the "
+                        "mean ms per step at the end (also in the JSON summary)")
     r = p.add_argument_group("training recipe (run by the servers; fmnist-train's defaults)")
     r.add_argument("--optimizer", default="momentum",
                    choices=["sgd", "momentum", "nesterov", "adagrad", "adam", "adamw"])
@@ -278,6 +281,8 @@ def main():
     reporter = None if a.local else Reporter(w, per_step)  # rdmaps: the dashboard's curves
     order = np.arange(first, first + nlocal)
     acc, loss_epoch, train_time, sps = -1.0, 0.0, 0.0, 0.0
+    clk = time.perf_counter
+    prof = {"data": 0.0, "forward": 0.0, "backward": 0.0, "step": 0.0, "rest": 0.0}
     # rdmaps: a worker that replaced a dead one joins at the job's clock (the
     # steps the job made): it goes on from there, with the same rank's data
     c0 = 0 if a.local else w.clock_value
@@ -293,20 +298,26 @@ def main():
         train_model.train()
         first_step = s0 if e == e0 else 0
         for s in range(first_step, steps):
+            t_a = clk() if a.profile else 0.0
             idx = torch.from_numpy(perm[s * per_step:(s + 1) * per_step])
             x, y = xtr[idx], ytr[idx]
+            t_b = clk() if a.profile else 0.0
             loss = F.cross_entropy(train_model(x), y)
+            t_c = clk() if a.profile else 0.0
             if a.local:
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if a.clip_norm > 0:  # per tensor, as the servers clip
                     for p in model.parameters():
                         torch.nn.utils.clip_grad_norm_(p, a.clip_norm)
+                t_d = clk() if a.profile else 0.0
                 opt.step()
                 lr_sched.step()
             else:
                 loss.backward()     # rdmaps: pushes each gradient when ready
+                t_d = clk() if a.profile else 0.0
                 train_model.step()  # rdmaps: ends the clock, pulls the next values
+            t_e = clk() if a.profile else 0.0
             lv = loss.item()
             loss_sum += lv
             if reporter:  # rdmaps
@@ -317,6 +328,11 @@ def main():
                 progress(e, a.epochs, s + 1, steps, loss_sum / (s + 1 - first_step),
                          (s + 1 - first_step) * per_step * workers / el if el > 0 else 0, acc)
                 last_draw = now
+            if a.profile:
+                t_f = clk()
+                for k, d in (("data", t_b - t_a), ("forward", t_c - t_b), ("backward", t_d - t_c),
+                             ("step", t_e - t_d), ("rest", t_f - t_e)):
+                    prof[k] += d
         el = time.monotonic() - t0
         train_time += el
         loss_epoch = loss_sum / (steps - first_step)
@@ -336,9 +352,22 @@ def main():
                       f"test_accuracy {acc:.4f}", flush=True)
     steps_run = max(0, steps * a.epochs - c0)
     sps_all = steps_run * per_step * workers / train_time if train_time > 0 else 0.0
+    profile_ms = None
+    if a.profile and steps_run > 0:
+        profile_ms = {k: round(1000 * v / steps_run, 4) for k, v in prof.items()}
+        if not a.local:  # rdmaps: the parts of forward/backward/step spent in rdmaps
+            ct = train_model.comm_times()
+            profile_ms["pull_wait"] = round(1000 * ct["pull_wait"] / steps_run, 4)
+            profile_ms["push"] = round(1000 * ct["push"] / steps_run, 4)
+        profile_ms["total"] = round(1000 * train_time / steps_run, 4)
     if rank == 0:
         print(f"fmnist.py: done: test accuracy {acc:.4f}, train loss {loss_epoch:.4f}, "
               f"{sps_all:.0f} samples/s", flush=True)
+        if profile_ms:
+            what = "optimizer" if a.local else "step()"
+            print("fmnist.py: ms per step: " + ", ".join(
+                f"{'step (' + what + ')' if k == 'step' else k} {v:.3f}"
+                for k, v in profile_ms.items()), flush=True)
         if a.summary_json:
             summary = {
                 "test_accuracy": round(acc, 4), "train_loss": round(loss_epoch, 4),
@@ -354,6 +383,8 @@ def main():
                 "warmup_steps": spec["warmup_steps"], "steps_per_epoch": steps,
                 "train_loss_exact": f"{loss_epoch:.17g}", "params_fnv1a": fnv1a(model.parameters()),
             }
+            if profile_ms:
+                summary["profile_ms"] = profile_ms
             with open(a.summary_json, "w") as f:
                 json.dump(summary, f, indent=2)
                 f.write("\n")

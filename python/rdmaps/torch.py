@@ -43,6 +43,7 @@ single-process reference.
 
 import atexit
 import math
+from time import perf_counter as _now
 
 import torch
 
@@ -504,6 +505,8 @@ class DistributedModel(torch.nn.Module):
         self._seen = set()
         self._closed = False
         self.steps = 0
+        # seconds spent in rdmaps calls on the training thread (comm_times())
+        self._t_push = self._t_pull_wait = self._t_step = 0.0
 
         self._declare()
         self._start_values()
@@ -569,7 +572,9 @@ class DistributedModel(torch.nn.Module):
                     self._seen.add(i)
                     self._order.append(i)
                 if self._pull[i] is not None:
+                    t = _now()
                     self._wait_pull(i)
+                    self._t_pull_wait += _now() - t
         return hook
 
     # -- the step --
@@ -589,16 +594,19 @@ class DistributedModel(torch.nn.Module):
             g = p.grad = g.contiguous()
         if self._scale != 1.0:
             g.mul_(self._scale)
+        t = _now()
         if self._push[i] is not None:  # the last step's: long done in practice
             self._push[i].wait()
         self._push[i] = self._w.push(self._keys[i], _as_array(g).reshape(-1))
         self._pushed[i] = True
+        self._t_push += _now() - t
 
     def step(self):
         """End this worker's step: push what backward() did not, end the clock,
         start the pulls of the next values (in the order forward uses them)."""
         if self._closed:
             raise RuntimeError("rdmaps.torch: step() after close()")
+        t = _now()
         for i, p in enumerate(self._params):
             if not self._pushed[i] and p.grad is not None:
                 self._grad_ready(i)  # gradient set outside autograd's hooks
@@ -614,6 +622,17 @@ class DistributedModel(torch.nn.Module):
             p.grad = None
             self._pushed[i] = False
         self.steps += 1
+        self._t_step += _now() - t
+
+    def comm_times(self):
+        """Where the training thread spent its time in rdmaps since the model
+        was made, in seconds: ``push`` (the gradients' pushes from backward's
+        hooks, included in backward's time), ``pull_wait`` (forward waiting
+        for fresh values, included in forward's time), ``step`` (``step()``:
+        end the clock, start the pulls), and ``steps``. For a per-step profile
+        (examples/torch/fmnist.py --profile)."""
+        return {"push": self._t_push, "pull_wait": self._t_pull_wait, "step": self._t_step,
+                "steps": self.steps}
 
     def zero_grad(self, set_to_none=True):
         """Gradients are handed to the pushes by step(): nothing to clear."""

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The PyTorch job through rdmaps: examples/torch/fmnist.py for one epoch on 2
 # workers and 2 servers (BSP) over TRANSPORT, and check the JSON summary: test
-# accuracy >= MIN_ACCURACY, the schedule as long as the run, 2 workers.
+# accuracy >= MIN_ACCURACY, the schedule as long as the run, 2 workers, and a
+# per-step profile (--profile) whose parts fit in their wholes.
 #   torch_fmnist.sh BIN_DIR PYTHONPATH [TRANSPORT] [MIN_ACCURACY] [fmnist.py args...]
 # PYTHONPATH: where `import rdmaps` finds the package and its built _core.
 set -euo pipefail
@@ -31,7 +32,7 @@ if [ "$TRANSPORT" = rdma ]; then
 fi
 "$BIN/rdmaps-launch" --servers 2 --workers 2 --consistency bsp --transport "$TRANSPORT" \
 	--timeout 600 "${hosts[@]}" -- \
-	/usr/bin/python3 "$SCRIPT" --epochs 1 --no-progress --summary-json "$OUT/summary.json" "$@"
+	/usr/bin/python3 "$SCRIPT" --epochs 1 --no-progress --profile --summary-json "$OUT/summary.json" "$@"
 cat "$OUT/summary.json"
 /usr/bin/python3 - "$OUT/summary.json" "$MIN" <<'PY'
 import json, sys
@@ -43,6 +44,17 @@ print(f"schedule: {s['total_steps']} steps, warm-up {s['warmup_steps']} (want {w
 ok = (s["total_steps"] == want and 0 < s["warmup_steps"] < want and acc >= need
       and s["workers"] == 2 and s["servers"] == 2 and s["consistency"] == "bsp"
       and s["epochs"] == 1)
+p = s.get("profile_ms", {})
+print(f"ms per step: {p}")
+parts = ("data", "forward", "backward", "step", "rest")
+prof_ok = (all(k in p for k in parts + ("pull_wait", "push", "total"))
+           and p.get("forward", 0) > 0 and p.get("backward", 0) > 0 and p.get("push", 0) > 0
+           and 0 <= p.get("pull_wait", -1) <= p.get("forward", 0)
+           and p.get("push", 0) <= p.get("backward", 0)
+           and sum(p.get(k, 0) for k in parts) <= 1.01 * p.get("total", 0))
+if not prof_ok:
+    print("profile: missing parts, or a part larger than its whole")
+ok = ok and prof_ok
 print("PASS" if ok else "FAIL")
 sys.exit(0 if ok else 1)
 PY
