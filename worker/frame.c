@@ -14,7 +14,7 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 	uint32_t id = rps_piece_reqid(p);
 	const struct rps_frame_hdr *hp;
 	struct rps_frame_hdr h;
-	struct iovec iov[2];
+	struct iovec iov[3];
 	uint64_t ctx = 0;
 	int cnt = 1;
 	int rc;
@@ -65,6 +65,14 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 				   (uint32_t)(sizeof(p->u.push.fixed) + iov[1].iov_len), id);
 		p->u.push.hdr.flags = p->u.push.codec;
 		cnt = iov[1].iov_len ? 2 : 1;
+		if (p->u.push.seq) { /* replicated shards: its sequence number first */
+			p->u.push.hdr.flags |= RPS_PUSH_FLAG_SEQ;
+			p->u.push.hdr.len += (uint32_t)sizeof(p->u.push.seq);
+			iov[2] = iov[1];
+			iov[1].iov_base = &p->u.push.seq;
+			iov[1].iov_len = sizeof(p->u.push.seq);
+			cnt++;
+		}
 		ctx = rps_piece_ctx(p, 0);
 		hp = &p->u.push.hdr;
 		break;

@@ -115,6 +115,7 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 					p->u.push.blob = blob;
 				}
 			}
+			p->u.push.seq = !assign && w->core.keep_pushes ? ++sh->seq : 0;
 			if (!assign)
 				sh->pushes++;
 			batch[nb++] = p;
@@ -269,6 +270,10 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 		rps_proto_hdr_init(&h, RPS_OP_CLOCK, len, 0);
 		iov.iov_base = &f;
 		iov.iov_len = len;
+		if (w->core.keep_pushes) { /* for a failover (reconnect.c) */
+			memcpy(s->last_clock, &f, len);
+			s->last_clock_len = len;
+		}
 		/* One connection: after this clock's pushes on it. One per shard
 		 * (RPS_TR_CAP_CHANNELS): the same frame on every shard's
 		 * connection, each after that shard's pushes (a connection keeps

@@ -58,6 +58,7 @@ struct rps_wshard {
 	_Atomic uint32_t wclock_seen; /* worker_clock[my rank] */
 	/* under core.lock */
 	uint32_t pushes;         /* PUSH frames sent during the current clock */
+	uint64_t seq;            /* the last push's sequence number (replicated shards) */
 	uint32_t wait_tag;       /* BSP wait: last wait that included this shard */
 };
 
@@ -78,6 +79,10 @@ struct rps_wserver {
 	struct rps_wconn *conns;  /* 1, or nshards with RPS_TR_CAP_CHANNELS (channel = shard) */
 	struct rps_wshard *shards;
 	int lost; /* reconnector only: not back within timeout_ms: lost for good */
+	/* replicated shards: the last CLOCK sent to it (under clock_rw), sent
+	 * again to its promoted backup: it may have been lost with it */
+	uint32_t last_clock_len;
+	uint32_t last_clock[2 + RPS_MAX_SHARDS];
 };
 
 struct rps_worker;
