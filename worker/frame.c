@@ -8,6 +8,13 @@
 #include "worker/table.h"
 #include "worker/worker_int.h"
 
+/* A post that failed because its connection is gone (not a bad frame). */
+static int post_lost(int rc)
+{
+	return rc == -ECONNRESET || rc == -EPIPE || rc == -EHOSTDOWN || rc == -ENOTCONN ||
+	       rc == -ECONNABORTED || rc == -ETIMEDOUT;
+}
+
 void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 {
 	struct rps_wconn *wc = p->conn;
@@ -88,6 +95,19 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 			rps_proto_op_name(hp->op), rps_strerror(rc));
 err:
 	pthread_mutex_lock(&w->core.lock);
+	if (rps_piece_by_reqid(&w->core, id) == p && p->kind && w->core.keep_pushes &&
+	    (p->kind == RPS_PK_PUSH || p->kind == RPS_PK_PULL) && post_lost(rc)) {
+		/* replicated shards: the connection died under this post; keep the
+		 * piece for the promoted backup as rps_wcore_fail_conn_locked does
+		 * (the reconnector waits for every submitter before it sends the
+		 * kept pieces again, so this one is among them) */
+		p->waits &= (uint8_t)~RPS_PW_SEND;
+		if (p->kind == RPS_PK_PULL)
+			p->u.pull.receiving = 0;
+		p->resend = 1;
+		rps_wcore_unlock(&w->core);
+		return;
+	}
 	if (rps_piece_by_reqid(&w->core, id) == p && p->kind) {
 		if (p->kind == RPS_PK_PUSH && !p->u.push.assign) {
 			struct rps_wshard *sh = rps_wshard_get(w, p->server, p->shard);
