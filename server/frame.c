@@ -365,6 +365,8 @@ static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const stru
 		rps_srv_ctl_entry(&e, RPS_ENT_CLOCK, (uint32_t)s, sc->rank);
 		e.info.clock = c->clock;
 		e.u64 = n;
+		if (ev->hdr.flags & RPS_CLOCK_FLAG_RESENT) /* replicated shards */
+			e.u64 |= RPS_ENT_CLOCK_RESENT;
 		if (rps_srv_enqueue(srv, &srv->shards[s], &e))
 			return;
 	}

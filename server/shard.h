@@ -96,6 +96,9 @@ enum rps_srv_ent {
 			      * (server/table.c) */
 	RPS_ENT_REPL,	     /* a backup: ptr = a forwarded entry (server/repl.h) */
 };
+/* RPS_ENT_CLOCK u64: the pushes of the clock, and this bit if the worker
+ * sent the CLOCK again to a promoted backup (ignored if finished already) */
+#define RPS_ENT_CLOCK_RESENT (1ull << 63)
 
 struct rps_shard;
 

@@ -416,6 +416,13 @@ static void handle_clock(struct rps_shard *sh, uint32_t w, uint32_t clock, uint6
 
 	if (w >= sh->p.nworkers)
 		return;
+	if (pushes & RPS_ENT_CLOCK_RESENT) {
+		/* sent again after a failover (replicated shards): one this
+		 * shard finished already is no news */
+		pushes &= ~RPS_ENT_CLOCK_RESENT;
+		if (clock < sh->wclock[w])
+			return;
+	}
 	slot = clock_slot(sh, sh->expected, w, clock, "clock");
 	if (!slot)
 		return;

@@ -253,6 +253,9 @@ _Static_assert(sizeof(struct rps_push) == 48, "rps_push is 48 bytes");
  * applies a push of a sequence number it has seen once only (replicated
  * shards, docs/replication.md). */
 #define RPS_PUSH_FLAG_SEQ 0x0100u
+/* CLOCK hdr.flags: sent again to a promoted backup (replicated shards): a
+ * server ignores it silently if the worker finished that clock already. */
+#define RPS_CLOCK_FLAG_RESENT 0x0100u
 
 /* ASSIGN carries a struct rps_push too: elements [offset, offset + count) of
  * the slice become the values that follow, that slice's optimizer state and

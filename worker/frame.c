@@ -8,13 +8,6 @@
 #include "worker/table.h"
 #include "worker/worker_int.h"
 
-/* A post that failed because its connection is gone (not a bad frame). */
-static int post_lost(int rc)
-{
-	return rc == -ECONNRESET || rc == -EPIPE || rc == -EHOSTDOWN || rc == -ENOTCONN ||
-	       rc == -ECONNABORTED || rc == -ETIMEDOUT;
-}
-
 void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 {
 	struct rps_wconn *wc = p->conn;
@@ -96,7 +89,7 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 err:
 	pthread_mutex_lock(&w->core.lock);
 	if (rps_piece_by_reqid(&w->core, id) == p && p->kind && w->core.keep_pushes &&
-	    (p->kind == RPS_PK_PUSH || p->kind == RPS_PK_PULL) && post_lost(rc)) {
+	    (p->kind == RPS_PK_PUSH || p->kind == RPS_PK_PULL) && rps_wrepl_lost(rc)) {
 		/* replicated shards: the connection died under this post; keep the
 		 * piece for the promoted backup as rps_wcore_fail_conn_locked does
 		 * (the reconnector waits for every submitter before it sends the

@@ -270,10 +270,8 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 		rps_proto_hdr_init(&h, RPS_OP_CLOCK, len, 0);
 		iov.iov_base = &f;
 		iov.iov_len = len;
-		if (w->core.keep_pushes) { /* for a failover (reconnect.c) */
-			memcpy(s->last_clock, &f, len);
-			s->last_clock_len = len;
-		}
+		if (w->core.keep_pushes) /* for a failover (worker/repl.c) */
+			rps_wrepl_keep_clock(s, &f, len);
 		/* One connection: after this clock's pushes on it. One per shard
 		 * (RPS_TR_CAP_CHANNELS): the same frame on every shard's
 		 * connection, each after that shard's pushes (a connection keeps
@@ -285,6 +283,8 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 
 			if (!rc)
 				rc = rps_tr_post_send(wc->c, &h, &iov, 1, 0);
+			if (rc && w->core.keep_pushes && rps_wrepl_lost(rc))
+				rc = 0; /* kept: sent again to the promoted backup */
 			if (rc) {
 				if (rc != -ECONNRESET && rc != -EHOSTDOWN && rc != -ENOTCONN)
 					RPS_ERR("server %u channel %u: send clock %u: %s", s->rank,

@@ -163,78 +163,6 @@ static int connect_again(struct rps_worker *w, struct rps_wserver *s, uint64_t d
  * that was killed refuses, and retrying it is noise, not recovery. */
 #define RECONNECT_SAME_MS 1000
 #define RECONNECT_POLL_MS 20
-/* Replicated shards: the push pieces kept when server s's connection died
- * (req.c), under core.lock. fail: fail them with status (no promoted backup
- * came); else mark them sent again and return them in out[] (at most max). */
-static size_t kept_pushes_locked(struct rps_worker *w, struct rps_wserver *s, int fail,
-				 struct rps_piece **out, size_t max)
-{
-	struct rps_wcore *core = &w->core;
-	size_t n = 0;
-
-	for (uint32_t bi = 0; bi < core->nblocks; bi++) {
-		struct rps_piece *b = atomic_load_explicit(&core->blocks[bi], memory_order_relaxed);
-
-		for (uint32_t i = 0; i < RPS_PIECE_BLOCK; i++) {
-			struct rps_piece *p = &b[i];
-
-			if ((p->kind != RPS_PK_PUSH && p->kind != RPS_PK_PULL) || !p->resend ||
-			    !p->conn || p->conn->srv != s)
-				continue;
-			if (fail) {
-				rps_piece_clear_locked(core, p, RPS_PW_ALL, fail);
-				n++;
-			} else if (n < max) {
-				p->resend = 0;
-				if (p->kind == RPS_PK_PUSH)
-					p->waits |= RPS_PW_SEND; /* zero copy again */
-				out[n++] = p;
-			}
-		}
-	}
-	return n;
-}
-
-/* After a failover: the last CLOCK (its forwarding may have died with the
- * primary: the backup ignores one it has) and every push not acknowledged,
- * with its sequence number (one it has is acknowledged, not applied again). */
-static int resend_to_backup(struct rps_worker *w, struct rps_wserver *s)
-{
-	struct rps_piece **ps;
-	size_t n, cap = 1024;
-	int rc = 0;
-
-	for (uint32_t j = 0; s->last_clock_len && j < s->nconns && !rc; j++) {
-		struct rps_frame_hdr h;
-		struct iovec iov = {s->last_clock, s->last_clock_len};
-
-		rps_proto_hdr_init(&h, RPS_OP_CLOCK, s->last_clock_len, 0);
-		rc = rps_tr_post_send(s->conns[j].c, &h, &iov, 1, 0);
-	}
-	if (rc)
-		return rc;
-	rps_wsubmit_enter(w);
-	for (;;) {
-		ps = rps_malloc(cap * sizeof(*ps));
-		if (!ps) {
-			rps_wsubmit_leave(w);
-			return -ENOMEM;
-		}
-		pthread_mutex_lock(&w->core.lock);
-		n = kept_pushes_locked(w, s, 0, ps, cap);
-		pthread_mutex_unlock(&w->core.lock);
-		for (size_t i = 0; i < n; i++)
-			rps_wpost_piece(w, ps[i]);
-		rps_free(ps);
-		if (n < cap)
-			break;
-	}
-	rps_wsubmit_leave(w);
-	if (n)
-		RPS_WARN("server %u: pushes and pulls not answered sent again to its backup",
-			 s->rank);
-	return 0;
-}
 
 static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 {
@@ -346,7 +274,7 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 	}
 	c = atomic_load(&w->clock);
 	if (w->core.keep_pushes) /* a promoted backup: it knows our clocks */
-		rc = resend_to_backup(w, s);
+		rc = rps_wrepl_resend(w, s);
 	else
 		rc = rps_wsync_send(w, (uint32_t)(s - w->servers), c);
 	pthread_rwlock_unlock(&w->clock_rw);
@@ -373,7 +301,7 @@ out:
 		size_t n;
 
 		pthread_mutex_lock(&w->core.lock);
-		n = kept_pushes_locked(w, s, rc, NULL, 0);
+		n = rps_wrepl_kept_locked(w, s, rc, NULL, 0);
 		pthread_mutex_unlock(&w->core.lock);
 		if (n)
 			RPS_ERR("server %u: %zu pushes lost with it: no backup took over", s->rank,
