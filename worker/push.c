@@ -232,6 +232,13 @@ static int push_begin(struct rps_worker *w, const rps_key_t *keys, size_t n)
 		pthread_rwlock_unlock(&w->clock_rw);
 		rc = bsp_wait(w, t, nt, c);
 		rps_free(t);
+		if (rc && w->core.keep_pushes && rps_wrepl_lost(rc)) {
+			/* replicated shards: a clock read on a dead primary (one-sided
+			 * READs are not kept): wait again on its promoted backup */
+			rc = rps_wready(w);
+			if (!rc)
+				continue;
+		}
 		if (rc)
 			return rc;
 		/* the clock may have moved meanwhile: check again under the lock */

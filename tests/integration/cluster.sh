@@ -120,6 +120,10 @@ if [ "$TRANSPORT" = rdma ]; then
 	# the workers read the servers' /metrics at the servers' RDMA address
 	# (inside the guest); HTTP listens on loopback only unless told
 	export RDMAPS_HTTP_HOST='*'
+	case $MODE in
+	repl_*) # a pull by READs of the dead primary fails: pulled again (docs/replication.md)
+		export ITEST_PULL_AGAIN=1 ;;
+	esac
 fi
 ports=()
 if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then

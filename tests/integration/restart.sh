@@ -147,7 +147,14 @@ else
 			echo "FAIL: server 1's backup was not promoted"
 			exit 1
 		}
-		grep "backup promoted\|sent again" "$OUT"/*.log || true
+		grep "backup promoted\|backup took over" "$OUT"/*.log || true
+		# nothing the workers sent may fail during the failover: a push
+		# or pull failed (and a push given up as lost) is an update lost
+		# or applied twice
+		if grep "update lost\|pulling again\|fmnist-train: .* of tensor" "$OUT"/worker*.log; then
+			echo "FAIL: a push or pull failed during the failover"
+			exit 1
+		fi
 	fi
 fi
 run=$(accuracy "$OUT/run.json")
