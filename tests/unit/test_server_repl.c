@@ -121,6 +121,60 @@ static void test_resend_counted_once(void **state)
 	rps_shard_fini(&sh);
 }
 
+/* A CLOCK sent again to a promoted backup (RPS_ENT_CLOCK_RESENT): ignored for
+ * a clock the worker finished there, counted as any CLOCK otherwise; the
+ * same CLOCK twice changes nothing. */
+static void resent_clock(struct rps_shard *sh, uint32_t w, uint32_t clock, uint32_t pushes)
+{
+	struct rps_ring_entry e;
+
+	t_clock_entry(w, clock, pushes, &e);
+	e.u64 |= RPS_ENT_CLOCK_RESENT;
+	rps_shard_handle(sh, &e);
+}
+
+static void test_resent_clocks(void **state)
+{
+	struct rps_shard sh;
+	struct rps_shard_params p;
+	struct t_io io;
+	float g[N], v[N];
+
+	(void)state;
+	memset(&io, 0, sizeof(io));
+	t_params(&p, RPS_BSP);
+	p.optim.lr = 1.0f;
+	p.nworkers = 2;
+	assert_int_equal(rps_shard_init(&sh, &p, &t_io_ops, &io), 0);
+	assert_int_equal(t_declare(&sh, KEY, 0, N, RPS_INIT_ZEROS, 0, 0, NULL), 0);
+	for (int i = 0; i < N; i++)
+		g[i] = 1.0f;
+	/* clock 0: both workers push once and end it */
+	push_seq(&sh, 0, 0, g, 10, 1);
+	push_seq(&sh, 1, 0, g, 20, 2);
+	t_clock(&sh, 0, 0, 1);
+	t_clock(&sh, 1, 0, 1);
+	assert_int_equal(rps_store_clock(&sh.store), 1);
+	/* clock 1: worker 0's CLOCK (1 push) came, its push not yet; then the
+	 * failover: worker 0 sends clocks 0 and 1 again, and its push */
+	t_clock(&sh, 0, 1, 1);
+	resent_clock(&sh, 0, 0, 1); /* finished: ignored */
+	resent_clock(&sh, 0, 1, 1); /* the same again: no change */
+	push_seq(&sh, 0, 1, g, 11, 3);
+	assert_int_equal(rps_store_clock(&sh.store), 1); /* worker 1 still in clock 1 */
+	/* worker 1's CLOCK 1 was lost with the primary: only its resend comes */
+	push_seq(&sh, 1, 1, g, 21, 4);
+	resent_clock(&sh, 1, 0, 1);
+	assert_int_equal(rps_store_clock(&sh.store), 1);
+	resent_clock(&sh, 1, 1, 1);
+	assert_int_equal(rps_store_clock(&sh.store), 2);
+	t_read(&sh, KEY, 0, 0, N, v);
+	for (int i = 0; i < N; i++)
+		assert_true(v[i] == -4.0f);
+	rps_shard_stop(&sh);
+	rps_shard_fini(&sh);
+}
+
 /* A backup fed the primary's entries in the primary's order (as repl.c's
  * forward does): copies of the request, applied through rps_repl_apply. */
 
@@ -225,6 +279,7 @@ int main(void)
 	    cmocka_unit_test(test_seen_window),
 	    cmocka_unit_test(test_resend_applied_once),
 	    cmocka_unit_test(test_resend_counted_once),
+	    cmocka_unit_test(test_resent_clocks),
 	    cmocka_unit_test(test_backup_same_bits_asp),
 	    cmocka_unit_test(test_backup_same_bits_bsp),
 	};
