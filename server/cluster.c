@@ -57,7 +57,7 @@ static void on_shutdown(void *arg)
 	rps_server_stop(srv);
 }
 
-static const struct rps_ctl_events server_ctl_events = {
+const struct rps_ctl_events rps_srv_ctl_events = {
     .on_dead = on_dead,
     .on_shutdown = on_shutdown,
     .on_map = on_map,
@@ -117,7 +117,7 @@ int rps_server_run(struct rps_server *srv)
 	jo.want_rank = want;
 	jo.timeout_ms = srv->opts.timeout_ms;
 	jo.heartbeat_ms = srv->heartbeat_ms;
-	jo.events = &server_ctl_events;
+	jo.events = &rps_srv_ctl_events;
 	jo.arg = srv;
 	rc = rps_ctl_join(&jo, &srv->ctl);
 	if (rc) {
@@ -177,11 +177,14 @@ int rps_server_run(struct rps_server *srv)
 	RPS_INFO("joined as server %u of %u with %u workers", rank, map.num_servers,
 		 atomic_load(&srv->map_workers));
 	rc = rps_srv_metrics_start(srv, rank);
+	if (!rc) /* RDMAPS_REPLICAS > 1: the backup of the previous server */
+		rc = rps_repl_start(srv, rank, nodes, nnodes, map.num_servers);
 	if (rc)
 		goto out_leave;
 
 	rc = rps_server_serve(srv);
 out_leave:
+	rps_repl_stop_standby(srv); /* before the map it reads goes */
 	rps_srv_metrics_stop(srv);
 	rps_ctl_leave(srv->ctl);
 	srv->ctl = NULL;

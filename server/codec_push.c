@@ -10,13 +10,13 @@
 #include "src/log.h"
 
 int rps_srv_push_codec_check(struct rps_server *srv, struct rps_srv_conn *sc,
-			     const struct rps_tr_event *ev)
+			     const struct rps_tr_event *ev, const void *data, size_t data_len)
 {
 	const struct rps_push *p = ev->fixed;
 	unsigned id = ev->hdr.flags & RPS_CODEC_MASK;
 	char why[200], msg[300];
 
-	if (rps_codec_check(id, ev->data, ev->data_len, p->count, why, sizeof(why))) {
+	if (rps_codec_check(id, data, data_len, p->count, why, sizeof(why))) {
 		snprintf(msg, sizeof(msg), "push of key %llu slice %u [%llu, +%u) refused: %s",
 			 (unsigned long long)p->key, p->slice, (unsigned long long)p->offset,
 			 p->count, why);
@@ -24,7 +24,7 @@ int rps_srv_push_codec_check(struct rps_server *srv, struct rps_srv_conn *sc,
 		return -EPROTO;
 	}
 	atomic_fetch_add_explicit(&srv->codec_frames[id], 1, memory_order_relaxed);
-	atomic_fetch_add_explicit(&srv->codec_bytes[id], ev->data_len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&srv->codec_bytes[id], data_len, memory_order_relaxed);
 	atomic_fetch_add_explicit(&srv->codec_raw[id], (uint64_t)p->count * 4,
 				  memory_order_relaxed);
 	return 0;

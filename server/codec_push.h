@@ -17,7 +17,7 @@ struct rps_srv_req;
  * /metrics); otherwise the connection fails with an ERROR naming the key,
  * the codec and both sizes, and -EPROTO (nothing is applied). */
 int rps_srv_push_codec_check(struct rps_server *srv, struct rps_srv_conn *sc,
-			     const struct rps_tr_event *ev);
+			     const struct rps_tr_event *ev, const void *data, size_t data_len);
 /* Update thread: req->data (req->data_len bytes of codec req->codec)
  * widened into the shard's buffer, req->data pointed at it. 0 or -ENOMEM. */
 int rps_srv_push_widen(struct rps_shard *sh, struct rps_srv_req *req);

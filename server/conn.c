@@ -183,6 +183,13 @@ void rps_srv_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req,
 
 	if (req->token)
 		rps_tr_release(srv->tr, req->token);
+	if (req->repl_id && !rps_repl_local_done(srv, req->repl_id, status)) {
+		/* the backup's acknowledgement sends the PUSH_ACK */
+		if (req->sc)
+			rps_srv_conn_put(srv, req->sc);
+		rps_srv_pool_put(req);
+		return;
+	}
 	if (req->sc) {
 		rps_srv_send_small(srv, req->sc, RPS_OP_PUSH_ACK, req->req_id, status, NULL, 0);
 		rps_srv_conn_put(srv, req->sc);
@@ -287,6 +294,10 @@ int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, v
 
 	if (!nw)
 		nw = srv->nworkers;
+	if (h->role == RPS_ROLE_SERVER) /* a backup's link (server/repl.c) */
+		return rps_repl_on_hello(srv, h, ack, ack_len_p, why_p);
+	if (rps_repl_refuses_workers(srv, why_p))
+		return -EAGAIN;
 	if (h->role != RPS_ROLE_WORKER) {
 		*why_p = "only workers connect to a server";
 		return -EPROTO;

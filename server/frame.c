@@ -195,18 +195,32 @@ static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 	struct rps_shard *sh;
 	int kept = 0;
 
+	const char *data = ev->data;
+	size_t data_len = ev->data_len;
+	uint64_t seq = 0;
+
+	if (ev->hdr.flags & RPS_PUSH_FLAG_SEQ) {
+		/* its sequence number first (replicated shards) */
+		if (data_len < sizeof(seq)) {
+			rps_srv_conn_fail(srv, sc, -EPROTO, "push without its sequence number");
+			return 0;
+		}
+		memcpy(&seq, data, sizeof(seq));
+		data += sizeof(seq);
+		data_len -= sizeof(seq);
+	}
 	if (ev->hdr.flags & RPS_CODEC_MASK) {
 		/* compressed (src/codec.h): exactly the codec's bytes, else nothing
 		 * is applied and the connection ends with the reason */
-		if (rps_srv_push_codec_check(srv, sc, ev))
+		if (rps_srv_push_codec_check(srv, sc, ev, data, data_len))
 			return 0;
-	} else if (ev->data_len != (size_t)p->count * sizeof(float)) {
+	} else if (data_len != (size_t)p->count * sizeof(float)) {
 		rps_srv_conn_fail(srv, sc, -EPROTO, "push data length disagrees with its count");
 		return 0;
 	} else if (!assign) {
 		atomic_fetch_add_explicit(&srv->codec_frames[0], 1, memory_order_relaxed);
-		atomic_fetch_add_explicit(&srv->codec_bytes[0], ev->data_len, memory_order_relaxed);
-		atomic_fetch_add_explicit(&srv->codec_raw[0], ev->data_len, memory_order_relaxed);
+		atomic_fetch_add_explicit(&srv->codec_bytes[0], data_len, memory_order_relaxed);
+		atomic_fetch_add_explicit(&srv->codec_raw[0], data_len, memory_order_relaxed);
 	}
 	if (!assign)
 		atomic_fetch_add_explicit(&srv->n_push, 1, memory_order_relaxed);
@@ -233,6 +247,8 @@ static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 		return 0;
 	}
 	req->u.push = *p;
+	req->seq = seq;
+	req->has_seq = !!(ev->hdr.flags & RPS_PUSH_FLAG_SEQ);
 	req->status = rps_shard_push_check(sh, p, &req->meta);
 	if (!req->status && !assign && RPS_FAULT_DROP()) {
 		/* fault injection: the push is lost, and the worker is told so
@@ -243,9 +259,9 @@ static int on_push(struct rps_server *srv, struct rps_srv_conn *sc, const struct
 	if (!req->status) {
 		/* the gradient stays in the transport's buffer until applied */
 		req->token = ev->token;
-		req->data = ev->data;
+		req->data = (float *)(void *)data;
 		req->codec = ev->hdr.flags & RPS_CODEC_MASK;
-		req->data_len = (uint32_t)ev->data_len;
+		req->data_len = (uint32_t)data_len;
 		kept = 1;
 	} else {
 		/* refused now, but the worker counted it: the update thread counts
@@ -349,6 +365,8 @@ static void on_clock(struct rps_server *srv, struct rps_srv_conn *sc, const stru
 		rps_srv_ctl_entry(&e, RPS_ENT_CLOCK, (uint32_t)s, sc->rank);
 		e.info.clock = c->clock;
 		e.u64 = n;
+		if (ev->hdr.flags & RPS_CLOCK_FLAG_RESENT) /* replicated shards */
+			e.u64 |= RPS_ENT_CLOCK_RESENT;
 		if (rps_srv_enqueue(srv, &srv->shards[s], &e))
 			return;
 	}
@@ -400,6 +418,11 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 	if (rps_proto_payload_check(&ev->hdr, ev->fixed, &why)) {
 		rps_srv_conn_fail(srv, sc, -EPROTO, why ? why : "malformed frame");
 		rps_tr_release(srv->tr, ev->token);
+		return;
+	}
+	if (sc->repl) { /* a server-to-server link (server/repl.c) */
+		if (!rps_repl_on_frame(srv, sc, ev))
+			rps_tr_release(srv->tr, ev->token);
 		return;
 	}
 	switch (ev->hdr.op) {
@@ -489,6 +512,12 @@ static void on_accepted(struct rps_server *srv, struct rps_conn *c)
 		srv->conns->prev = sc;
 	srv->conns = sc;
 	c->user = sc;
+	if (c->hello.role == RPS_ROLE_SERVER) { /* a backup's link: no worker's identity */
+		sc->repl = 1;
+		sc->rank = UINT32_MAX;
+		sc->shard_lo = sc->shard_hi = 0;
+		return;
+	}
 	twin = live_twin(srv, sc);
 	if (twin) {
 		char why[160];
@@ -514,6 +543,11 @@ static void on_closed(struct rps_server *srv, const struct rps_tr_event *ev)
 	}
 	if (!sc->net_ref)
 		return; /* we dropped it already; the last reference closes it */
+	if (sc->repl) {
+		rps_repl_conn_closed(srv, sc);
+		rps_srv_conn_drop(srv, sc);
+		return;
+	}
 	/* the transport logged why */
 	RPS_LOG_RATELIMITED_EX(RPS_LOG_INFO, RPS_LOG_RL_MS, 20, "worker %u at %s disconnected (%s)", sc->rank, ev->conn->peer,
 		 rps_strerror(ev->status));

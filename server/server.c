@@ -241,6 +241,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 			sh->read_tr = srv->tr; /* tables' row chunks (server/table.c) */
 	}
 	rc = rps_srv_cores_setup(srv);
+	if (!rc)
+		rc = rps_repl_init(srv); /* before the update threads start */
 	if (rc)
 		goto err;
 	for (int s = 0; s < srv->nshards; s++) {
@@ -290,6 +292,7 @@ void rps_server_destroy(struct rps_server *srv)
 	if (!srv)
 		return;
 	atomic_store(&srv->stop, 1);
+	rps_repl_fini(srv); /* the backup this server hosts, and the link to its own */
 	/* update threads drain their rings: queued pushes are applied and acked */
 	for (int s = 0; s < srv->shards_ready; s++)
 		rps_shard_stop(&srv->shards[s]);

@@ -29,6 +29,7 @@
 
 #include "server/ckpt.h"
 #include "server/pull.h"
+#include "server/repl.h"
 #include "server/shard.h"
 #include "server/update.h"
 #include "src/codec.h"
@@ -52,6 +53,7 @@ struct rps_srv_conn {
 	int net_ref;			  /* network thread: still holds its reference */
 	struct rps_srv_conn *prev, *next; /* network thread's list */
 	struct rps_srv_conn *close_next;  /* close stack */
+	int repl;			  /* a server-to-server link (server/repl.h) */
 };
 
 /* ---- the server (server.c, opts.c, conn.c, frame.c, cluster.c, metrics.c) ---- */
@@ -144,6 +146,8 @@ struct rps_server {
 		uint32_t a_req_id;
 		uint32_t gen;
 	} creq;
+
+	struct rps_repl *repl; /* replicated shards (server/repl.h); NULL: none */
 };
 
 /* server.c: entries into the shards' rings (network and control threads). */
@@ -212,6 +216,10 @@ void rps_srv_creq_on_request(void *arg, const struct rps_frame_hdr *h, const voi
 void rps_srv_creq_poll(struct rps_server *srv);
 /* Shards stopped: free what no one collected. */
 void rps_srv_creq_fini(struct rps_server *srv);
+
+/* cluster.c: what the scheduler tells a server (also a promoted backup's) */
+struct rps_ctl_events;
+extern const struct rps_ctl_events rps_srv_ctl_events;
 
 /* metrics.c */
 void rps_srv_heartbeat(struct rps_server *srv);

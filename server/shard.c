@@ -431,6 +431,8 @@ void rps_shard_fini(struct rps_shard *sh)
 	if (!sh->ring)
 		return;
 	rps_srv_keytab_fini(&sh->tab, meta_free);
+	rps_free(sh->seen);
+	sh->seen = NULL;
 	specs_free(sh);
 	rps_shard_tables_fini(sh);
 	rps_ring_destroy(sh->ring);

@@ -52,6 +52,10 @@ struct rps_srv_req {
 	 * bytes of it until the update thread widens it (server/codec_push.c) */
 	uint16_t codec;
 	uint32_t data_len;
+	uint64_t seq;	 /* PUSH: the worker's sequence number (has_seq) */
+	uint8_t has_seq;
+	uint32_t repl_id; /* PUSH / ASSIGN forwarded to a backup: its pending ack (repl.c) */
+	uint16_t flags;	  /* the frame's hdr.flags */
 	union {
 		struct {
 			struct rps_declare decl;
@@ -91,7 +95,11 @@ enum rps_srv_ent {
 	RPS_ENT_ASSIGN,	     /* ptr = req (RPS_REQ_ASSIGN), ptr2 = conn: no clock counts it */
 	RPS_ENT_TABLE,	     /* ptr = req: a table's DECLARE, ROWS_PUSH or ROWS_PULL
 			      * (server/table.c) */
+	RPS_ENT_REPL,	     /* a backup: ptr = a forwarded entry (server/repl.h) */
 };
+/* RPS_ENT_CLOCK u64: the pushes of the clock, and this bit if the worker
+ * sent the CLOCK again to a promoted backup (ignored if finished already) */
+#define RPS_ENT_CLOCK_RESENT (1ull << 63)
 
 struct rps_shard;
 
@@ -228,6 +236,12 @@ struct rps_shard {
 	/* set by the server when workers read remotely: tables register their
 	 * row chunks with it (NULL: none) */
 	struct rps_transport *read_tr;
+	/* replicated shards (server/repl.h): every entry the update thread
+	 * takes, handed to fwd first (NULL: no backup); the sequence numbers
+	 * of pushes seen, per worker (update thread) */
+	void (*fwd)(void *arg, struct rps_shard *sh, const struct rps_ring_entry *e);
+	void *fwd_arg;
+	struct rps_repl_seen *seen; /* [nworkers], NULL until the first push with one */
 };
 
 /* Store, key table, ring, clocks. -EINVAL, -ENOMEM. No thread yet. */

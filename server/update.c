@@ -31,6 +31,7 @@
 #include "server/ckpt.h"
 #include "server/ckpt_async.h"
 #include "server/pull.h"
+#include "server/repl.h"
 #include "server/snap.h"
 #include "server/table.h"
 #include "src/alloc.h"
@@ -351,9 +352,20 @@ static void handle_push(struct rps_shard *sh, struct rps_srv_req *req)
 	uint32_t *slot;
 	int status = req->status;
 
+	if (req->has_seq && rps_repl_seen_check(sh, w, req->seq)) {
+		/* resent after a failure, already applied here: once only */
+		RPS_LOG_RATELIMITED(RPS_LOG_INFO, "shard %u: push of worker %u (sequence number "
+				    "%llu) seen already: acknowledged, not applied again",
+				    sh->p.idx, w, (unsigned long long)req->seq);
+		sh->io->push_done(sh->io_arg, sh, req, 0);
+		return;
+	}
+
 	if (sh->p.consistency == RPS_BSP && p->clock > sh->clock && w < sh->p.nworkers &&
 	    sh->live[w]) {
-		/* a push for a later clock: keep it until the shard gets there */
+		/* a push for a later clock: keep it until the shard gets there
+		 * (its sequence number is counted as seen already) */
+		req->has_seq = 0;
 		req->next = NULL;
 		if (sh->deferred_tail)
 			sh->deferred_tail->next = req;
@@ -408,6 +420,13 @@ static void handle_clock(struct rps_shard *sh, uint32_t w, uint32_t clock, uint6
 
 	if (w >= sh->p.nworkers)
 		return;
+	if (pushes & RPS_ENT_CLOCK_RESENT) {
+		/* sent again after a failover (replicated shards): one this
+		 * shard finished already is no news */
+		pushes &= ~RPS_ENT_CLOCK_RESENT;
+		if (clock < sh->wclock[w])
+			return;
+	}
 	slot = clock_slot(sh, sh->expected, w, clock, "clock");
 	if (!slot)
 		return;
@@ -517,6 +536,8 @@ static void retry_deferred(struct rps_shard *sh)
 
 void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 {
+	if (sh->fwd)
+		sh->fwd(sh->fwd_arg, sh, e); /* to the backup first, in this order */
 	switch (e->type) {
 	case RPS_ENT_PUSH: {
 		uint64_t stall = RPS_FAULT_STALL_NS();
@@ -565,6 +586,9 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 		break;
 	case RPS_ENT_TABLE:
 		rps_shard_table_handle(sh, e->ptr);
+		break;
+	case RPS_ENT_REPL:
+		rps_repl_apply(sh, e); /* a backup: what its primary took */
 		break;
 	default:
 		RPS_ERR("shard %u: ring entry of unknown type %u dropped", sh->p.idx, e->type);

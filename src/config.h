@@ -103,6 +103,7 @@ struct rps_config {
 	char ring_transport[16];   /* tcp | rdma: frames between workers */
 	/* aggregation on the host (worker/local_agg.c) */
 	char local_agg[8];         /* auto | off */
+	int replicas;              /* copies of every shard (docs/replication.md); 1 = none */
 	/* perf (issue 21): RDMA over lossy RoCE (docs/rdma.md, "Retransmission") */
 	int rdma_ack_timeout;      /* local ACK timeout exponent (4.096 us x 2^N); 0: rdma_cm's */
 	int rdma_retry_count;      /* retransmissions before a connection fails, 0..7 */

@@ -77,7 +77,10 @@ static int check_push(const struct rps_frame_hdr *h, const void *payload, const 
 			return bad(why_p, "assign: compressed data (only a PUSH may be)");
 		if ((h->flags & RPS_CODEC_MASK) >= RPS_CODEC_COUNT)
 			return bad(why_p, "push: unknown codec in flags");
-	} else if (!len_is(h->len, sizeof(p), sizeof(float), p.count)) {
+		if (h->len < sizeof(p) + (h->flags & RPS_PUSH_FLAG_SEQ ? sizeof(uint64_t) : 0))
+			return bad(why_p, "push: shorter than its header");
+	} else if (!len_is(h->len, sizeof(p) + (h->flags & RPS_PUSH_FLAG_SEQ ? sizeof(uint64_t) : 0),
+			   sizeof(float), p.count)) {
 		return bad(why_p, "push: length does not match count");
 	}
 	if (p.shard >= RPS_MAX_SHARDS)
@@ -266,7 +269,7 @@ static int check_table_map(const struct rps_frame_hdr *h, const void *payload,
 #define TAIL .has_data = 1
 
 /* A new op needs a descriptor here: adjust this count with it. */
-_Static_assert(RPS_OP_MAX == 44, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+_Static_assert(RPS_OP_MAX == 52, "a new op in enum rps_op needs a descriptor in rps_op_descs");
 
 /* clang-format off */
 static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
@@ -344,6 +347,10 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 			       .senders = BY(WORKER), .check = check_ring },
 	[RPS_OP_RING_ABORT] = { "RING_ABORT", sizeof(struct rps_ring_data), TAIL,
 				.senders = BY(WORKER), .max_len = sizeof(struct rps_ring_data) + 256 },
+	/* the entry's data is checked by the backup (server/repl.c) */
+	[RPS_OP_REPL_FWD] = { "REPL_FWD", sizeof(struct rps_repl_fwd), TAIL,
+			      .senders = BY(SERVER) },
+	[RPS_OP_REPL_READY] = { "REPL_READY", 0, .senders = BY(SERVER) },
 };
 /* clang-format on */
 

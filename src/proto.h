@@ -98,6 +98,10 @@ enum rps_op {
 	/* ring all-reduce, worker -> worker (its right neighbour) */
 	RPS_OP_RING_DATA = 42,   /* rps_ring_data + float[count] */
 	RPS_OP_RING_ABORT = 43,  /* rps_ring_data (count 0) + char reason[]; hdr.status */
+	/* replicated shards (server/repl.c, docs/replication.md): 50-57 */
+	RPS_OP_REPL_FWD = 50,    /* primary -> backup: rps_repl_fwd + the entry's data; a
+				  * forwarded push is answered by PUSH_ACK (same req_id) */
+	RPS_OP_REPL_READY = 51,  /* backup -> primary: the link is set up, forward from now */
 	RPS_OP_MAX
 };
 
@@ -244,6 +248,15 @@ struct rps_push {
 };
 _Static_assert(sizeof(struct rps_push) == 48, "rps_push is 48 bytes");
 
+/* PUSH hdr.flags: a uint64 sequence number (per worker and shard, never
+ * reused by a rank) follows the struct rps_push, before the floats; a server
+ * applies a push of a sequence number it has seen once only (replicated
+ * shards, docs/replication.md). */
+#define RPS_PUSH_FLAG_SEQ 0x0100u
+/* CLOCK hdr.flags: sent again to a promoted backup (replicated shards): a
+ * server ignores it silently if the worker finished that clock already. */
+#define RPS_CLOCK_FLAG_RESENT 0x0100u
+
 /* ASSIGN carries a struct rps_push too: elements [offset, offset + count) of
  * the slice become the values that follow, that slice's optimizer state and
  * step count start afresh; clock, timestamp_ns and the norms are ignored, and
@@ -376,6 +389,22 @@ _Static_assert(sizeof(struct rps_table_index) == 32, "rps_table_index is 32 byte
 #define RPS_TABLE_BUCKET_ENTRIES 16u
 #define RPS_TABLE_ENTRY_SLOTBITS 27u /* at most */
 #define RPS_TABLE_ENTRY_MOVED	 0xffffffffu
+/* REPL_FWD: one entry a primary shard's update thread took from its ring, in
+ * the order it took them, for the same shard of its backup (docs/replication.md).
+ * Data after it: PUSH / ASSIGN: struct rps_push, [uint64 seq if flags has
+ * RPS_PUSH_FLAG_SEQ], float[count]; DECLARE: struct rps_declare [+ struct
+ * rps_optim_wire if flags has RPS_DECLARE_FLAG_OPTIM]; others: none. */
+struct rps_repl_fwd {
+	uint32_t type;   /* the ring entry type (server/shard.h, enum rps_srv_ent) */
+	uint32_t shard;
+	uint32_t worker;
+	uint32_t clock;
+	uint64_t u64;    /* CLOCK: the pushes of the clock */
+	int32_t status;  /* PUSH / ASSIGN refused by the primary: counted, not applied */
+	uint16_t flags;  /* the worker frame's hdr.flags */
+	uint16_t reserved;
+};
+_Static_assert(sizeof(struct rps_repl_fwd) == 32, "rps_repl_fwd is 32 bytes");
 
 /* Control path. */
 struct rps_register {

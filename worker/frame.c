@@ -14,7 +14,7 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 	uint32_t id = rps_piece_reqid(p);
 	const struct rps_frame_hdr *hp;
 	struct rps_frame_hdr h;
-	struct iovec iov[2];
+	struct iovec iov[3];
 	uint64_t ctx = 0;
 	int cnt = 1;
 	int rc;
@@ -65,6 +65,14 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 				   (uint32_t)(sizeof(p->u.push.fixed) + iov[1].iov_len), id);
 		p->u.push.hdr.flags = p->u.push.codec;
 		cnt = iov[1].iov_len ? 2 : 1;
+		if (p->u.push.seq) { /* replicated shards: its sequence number first */
+			p->u.push.hdr.flags |= RPS_PUSH_FLAG_SEQ;
+			p->u.push.hdr.len += (uint32_t)sizeof(p->u.push.seq);
+			iov[2] = iov[1];
+			iov[1].iov_base = &p->u.push.seq;
+			iov[1].iov_len = sizeof(p->u.push.seq);
+			cnt++;
+		}
 		ctx = rps_piece_ctx(p, 0);
 		hp = &p->u.push.hdr;
 		break;
@@ -80,6 +88,19 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 			rps_proto_op_name(hp->op), rps_strerror(rc));
 err:
 	pthread_mutex_lock(&w->core.lock);
+	if (rps_piece_by_reqid(&w->core, id) == p && p->kind && w->core.keep_pushes &&
+	    (p->kind == RPS_PK_PUSH || p->kind == RPS_PK_PULL) && rps_wrepl_lost(rc)) {
+		/* replicated shards: the connection died under this post; keep the
+		 * piece for the promoted backup as rps_wcore_fail_conn_locked does
+		 * (the reconnector waits for every submitter before it sends the
+		 * kept pieces again, so this one is among them) */
+		p->waits &= (uint8_t)~RPS_PW_SEND;
+		if (p->kind == RPS_PK_PULL)
+			p->u.pull.receiving = 0;
+		p->resend = 1;
+		rps_wcore_unlock(&w->core);
+		return;
+	}
 	if (rps_piece_by_reqid(&w->core, id) == p && p->kind) {
 		if (p->kind == RPS_PK_PUSH && !p->u.push.assign) {
 			struct rps_wshard *sh = rps_wshard_get(w, p->server, p->shard);

@@ -53,6 +53,9 @@ static void handle_events(struct rps_worker *w, struct rps_tr_event *ev, int n)
 				pthread_mutex_lock(&w->core.lock);
 				locked = 1;
 			}
+			if (p && p->kind == RPS_PK_PUSH && (p->waits & RPS_PW_SEND) &&
+			    w->core.keep_pushes && rps_wkept_send_done_locked(w, p, e))
+				break; /* replicated shards: kept for the promoted backup */
 			if (p && p->kind == RPS_PK_PUSH && (p->waits & RPS_PW_SEND)) {
 				rps_piece_clear_locked(&w->core, p, RPS_PW_SEND, e->status);
 				if (p->kind && p->req && p->req->aborted)

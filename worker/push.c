@@ -115,6 +115,7 @@ static int push_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 					p->u.push.blob = blob;
 				}
 			}
+			p->u.push.seq = !assign && w->core.keep_pushes ? ++sh->seq : 0;
 			if (!assign)
 				sh->pushes++;
 			batch[nb++] = p;
@@ -231,6 +232,13 @@ static int push_begin(struct rps_worker *w, const rps_key_t *keys, size_t n)
 		pthread_rwlock_unlock(&w->clock_rw);
 		rc = bsp_wait(w, t, nt, c);
 		rps_free(t);
+		if (rc && w->core.keep_pushes && rps_wrepl_lost(rc)) {
+			/* replicated shards: a clock read on a dead primary (one-sided
+			 * READs are not kept): wait again on its promoted backup */
+			rc = rps_wready(w);
+			if (!rc)
+				continue;
+		}
 		if (rc)
 			return rc;
 		/* the clock may have moved meanwhile: check again under the lock */
@@ -269,6 +277,8 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 		rps_proto_hdr_init(&h, RPS_OP_CLOCK, len, 0);
 		iov.iov_base = &f;
 		iov.iov_len = len;
+		if (w->core.keep_pushes) /* for a failover (worker/repl.c) */
+			rps_wrepl_keep_clock(s, &f, len);
 		/* One connection: after this clock's pushes on it. One per shard
 		 * (RPS_TR_CAP_CHANNELS): the same frame on every shard's
 		 * connection, each after that shard's pushes (a connection keeps
@@ -280,6 +290,8 @@ int rps_wclock_send(struct rps_worker *w, uint32_t *new_clock_p)
 
 			if (!rc)
 				rc = rps_tr_post_send(wc->c, &h, &iov, 1, 0);
+			if (rc && w->core.keep_pushes && rps_wrepl_lost(rc))
+				rc = 0; /* kept: sent again to the promoted backup */
 			if (rc) {
 				if (rc != -ECONNRESET && rc != -EHOSTDOWN && rc != -ENOTCONN)
 					RPS_ERR("server %u channel %u: send clock %u: %s", s->rank,

@@ -259,7 +259,8 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 		struct rps_wshard *sh = &s->shards[j];
 
 		sh->desc = desc[j];
-		sh->pushes = 0;
+		if (!w->core.keep_pushes) /* a restarted server counts afresh (SYNC) */
+			sh->pushes = 0;
 		atomic_store(&sh->clock_seen, 0);
 		atomic_store(&sh->wclock_seen, 0);
 	}
@@ -275,7 +276,10 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 		atomic_store(&wc->dead, 0);
 	}
 	c = atomic_load(&w->clock);
-	rc = rps_wsync_send(w, (uint32_t)(s - w->servers), c);
+	if (w->core.keep_pushes) /* a promoted backup: it knows our clocks */
+		rc = rps_wrepl_resend(w, s);
+	else
+		rc = rps_wsync_send(w, (uint32_t)(s - w->servers), c);
 	pthread_rwlock_unlock(&w->clock_rw);
 	/* what the pull strategy needs of the new stores, and our keys'
 	 * places in them; others wait */
@@ -296,6 +300,16 @@ static int reconnect_server(struct rps_worker *w, struct rps_wserver *s)
 	RPS_WARN("server %u reconnected at %s:%u (pid %u) at clock %u", s->rank, s->host, s->port,
 		 s->node_pid, c);
 out:
+	if (rc && w->core.keep_pushes && (!remaining_ms(deadline) || atomic_load(&w->leaving))) {
+		size_t n;
+
+		pthread_mutex_lock(&w->core.lock);
+		n = rps_wrepl_kept_locked(w, s, rc, NULL, 0);
+		pthread_mutex_unlock(&w->core.lock);
+		if (n)
+			RPS_ERR("server %u: %zu pushes lost with it: no backup took over", s->rank,
+				n);
+	}
 	rps_free(nodes);
 	return rc;
 }

@@ -138,6 +138,7 @@ struct rps_piece *rps_piece_alloc_locked(struct rps_wcore *core, struct rps_req 
 	atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
 	p->kind = kind;
 	p->waits = waits;
+	p->resend = 0;
 	p->status = 0;
 	p->req = req;
 	p->conn = NULL;
@@ -209,6 +210,16 @@ int rps_wcore_fail_conn_locked(struct rps_wcore *core, const struct rps_wconn *c
 			struct rps_piece *p = &b[i];
 
 			if (p->kind && p->conn == c) {
+				if ((p->kind == RPS_PK_PUSH || p->kind == RPS_PK_PULL) &&
+				    core->keep_pushes) {
+					/* sent again to the promoted backup
+					 * (reconnect.c); the old SEND_DONE never comes */
+					p->waits &= (uint8_t)~RPS_PW_SEND;
+					if (p->kind == RPS_PK_PULL)
+						p->u.pull.receiving = 0;
+					p->resend = 1;
+					continue;
+				}
 				if (p->kind == RPS_PK_RPULL || p->kind == RPS_PK_RHDR)
 					p->u.rp.outstanding = 0;
 				rps_piece_clear_locked(core, p, RPS_PW_ALL, status);

@@ -100,6 +100,7 @@ struct rps_piece {
 	_Atomic uint32_t gen;  /* bumped on every allocation */
 	uint8_t kind;          /* enum rps_piece_kind; 0 = free */
 	uint8_t waits;         /* RPS_PW_* outstanding */
+	uint8_t resend;        /* replicated shards: kept to be sent again after a failover */
 	int status;            /* first error */
 	struct rps_req *req;
 	struct rps_wconn *conn;
@@ -120,6 +121,9 @@ struct rps_piece {
 			const void *cdata;
 			struct rps_cblob *blob;
 			struct rps_wkey *wkey; /* its per-key wire counters */
+			/* replicated shards: its sequence number (0: none, sent
+			 * without) */
+			uint64_t seq;
 		} push;
 		struct {
 			struct rps_pull fixed;
@@ -232,6 +236,9 @@ struct rps_wcore {
 	int (*direct_step)(void *arg, struct rps_req *req, int arm);
 	void (*direct_fini_locked)(void *arg, struct rps_req *req);
 	void *direct_arg;
+	/* replicated shards (RDMAPS_REPLICAS > 1): push pieces of a lost
+	 * connection are kept for the promoted backup, not failed */
+	int keep_pushes;
 	/* finished direct requests kept, one per thread (rps_wreq_new_direct) */
 	_Atomic(struct rps_req *) kept[RPS_KEPT_SLOTS];
 	/* called under the lock when a piece finishes, before it is freed */

@@ -411,6 +411,17 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 	rc = rps_wconn_connect_all(w, nodes, nnodes);
 	if (rc)
 		goto err;
+	if (w->cfg->replicas > 1) {
+		/* replicated shards: pushes carry sequence numbers, never reused by
+		 * this rank (a replacement starts at its own start time), and are
+		 * kept for a promoted backup when a server dies (docs/replication.md) */
+		uint64_t base = rps_wall_ns();
+
+		w->core.keep_pushes = 1;
+		for (uint32_t i = 0; i < w->num_servers; i++)
+			for (uint32_t j = 0; j < w->servers[i].nshards; j++)
+				w->servers[i].shards[j].seq = base;
+	}
 	rc = build_keymap(w);
 	if (rc)
 		goto err;

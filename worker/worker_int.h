@@ -58,8 +58,13 @@ struct rps_wshard {
 	_Atomic uint32_t wclock_seen; /* worker_clock[my rank] */
 	/* under core.lock */
 	uint32_t pushes;         /* PUSH frames sent during the current clock */
+	uint64_t seq;            /* the last push's sequence number (replicated shards) */
 	uint32_t wait_tag;       /* BSP wait: last wait that included this shard */
 };
+
+/* Replicated shards: CLOCK frames a worker keeps per server, sent again to a
+ * promoted backup (more than a worker can be ahead of a shard under BSP/SSP). */
+#define RPS_WREPL_CLOCKS 16
 
 struct rps_wserver {
 	uint32_t rank;
@@ -78,6 +83,13 @@ struct rps_wserver {
 	struct rps_wconn *conns;  /* 1, or nshards with RPS_TR_CAP_CHANNELS (channel = shard) */
 	struct rps_wshard *shards;
 	int lost; /* reconnector only: not back within timeout_ms: lost for good */
+	/* replicated shards: the last RPS_WREPL_CLOCKS CLOCK frames sent to it
+	 * (under clock_rw), the newest at clk_next - 1, sent again to its
+	 * promoted backup: any of them may have been lost with it (worker/repl.c) */
+	uint32_t clk_len;  /* bytes of each (the same for every clock) */
+	uint32_t clk_n;    /* kept (<= RPS_WREPL_CLOCKS) */
+	uint32_t clk_next; /* slot of the next one */
+	uint32_t clk_frames[RPS_WREPL_CLOCKS][2 + RPS_MAX_SHARDS];
 };
 
 struct rps_worker;
@@ -299,6 +311,24 @@ static inline int rps_wready(struct rps_worker *w)
 int rps_wsync_send(struct rps_worker *w, uint32_t server, uint32_t c);
 /* Declare every key's slices on one server again (after its restart). */
 int rps_wdeclare_server(struct rps_worker *w, uint32_t server);
+
+/* ---- replicated shards (repl.c): kept for a promoted backup ---- */
+/* rc: a post failed because the connection is gone. */
+int rps_wrepl_lost(int rc);
+/* rps_wclock_send, under clock_rw: keep the CLOCK frame sent to s. */
+void rps_wrepl_keep_clock(struct rps_wserver *s, const void *frame, uint32_t len);
+/* Progress thread, under core.lock: SEND_DONE e of push p. 1 if handled
+ * (a completion of a replaced connection, or a broken one: p is kept). */
+int rps_wkept_send_done_locked(struct rps_worker *w, struct rps_piece *p,
+			       const struct rps_tr_event *e);
+/* Under core.lock: the pieces of server s kept for its backup. fail: fail
+ * them with that status; else mark them sent again and return them in
+ * out[] (at most max). Their number. */
+size_t rps_wrepl_kept_locked(struct rps_worker *w, struct rps_wserver *s, int fail,
+			     struct rps_piece **out, size_t max);
+/* Reconnector, clock_rw held, publishing: to s's promoted backup, the kept
+ * CLOCK frames and every kept piece. */
+int rps_wrepl_resend(struct rps_worker *w, struct rps_wserver *s);
 
 /* ---- progress (progress.c, worker.c) ---- */
 /* The progress thread's main loop (arg: the worker). */

@@ -12,6 +12,10 @@
 # MODE launch: rdmaps-launch --restart-servers, with RDMAPS_FAULT killing
 #   server 1 at clock KILL_AFTER + KILL_OFFSET (7); the launcher restarts it
 #   with --restore.
+# MODE repl: replicated shards (RDMAPS_REPLICAS=2, docs/replication.md), the
+#   reference too; server 1 is killed with SIGKILL as in manual mode and
+#   nobody is restarted: its backup on server 0 takes over, the same worker
+#   processes finish the job.
 # BSP, fmnist-train's recipe with lr 0.05, checkpoints every 20 clocks, 4 epochs of 20000
 # images (312 clocks). Smaller jobs (the SoftRoCE guest is slow):
 # ITEST_EPOCHS, ITEST_TRAIN, ITEST_LR, ITEST_CKPT_EVERY, KILL_AFTER, KILL_OFFSET.
@@ -34,6 +38,9 @@ export RDMAPS_CONSISTENCY=bsp
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn} RDMAPS_SECRET=restart-test
 export RDMAPS_HEARTBEAT_MS=200 RDMAPS_HEARTBEAT_TIMEOUT_MS=2000 RDMAPS_TIMEOUT_MS=60000
 export RDMAPS_CHECKPOINT_EVERY=${ITEST_CKPT_EVERY:-20}
+if [ "$MODE" = repl ]; then
+	export RDMAPS_REPLICAS=2
+fi
 TRAIN=("$BIN/fmnist-train" --epochs ${ITEST_EPOCHS:-4} --train-limit ${ITEST_TRAIN:-20000} --no-progress
 	--lr ${ITEST_LR:-0.05})
 SHOST=127.0.0.1 WHOST=127.0.0.1
@@ -113,9 +120,13 @@ else
 		echo "FAIL: the scheduler did not notice"
 		exit 1
 	}
-	RDMAPS_HOST=$SHOST "$BIN/rdmaps-server" --restore "$RDMAPS_CHECKPOINT_DIR" \
-		> "$OUT/server1-restored.log" 2>&1 &
-	pids+=($!)
+	if [ "$MODE" = repl ]; then
+		: > "$OUT/server1-restored.log" # its backup in server 0 takes over
+	else
+		RDMAPS_HOST=$SHOST "$BIN/rdmaps-server" --restore "$RDMAPS_CHECKPOINT_DIR" \
+			> "$OUT/server1-restored.log" 2>&1 &
+		pids+=($!)
+	fi
 	for r in 0 1; do
 		if ! timeout 120 tail --pid="${wpid[$r]}" -f /dev/null; then
 			echo "FAIL: worker $r did not finish"
@@ -130,9 +141,24 @@ else
 	done
 	wait "$sched" || true
 	cat "$OUT/server1-restored.log"
+	if [ "$MODE" = repl ]; then
+		grep -q "backup promoted" "$OUT/server0.log" || {
+			cat "$OUT"/*.log
+			echo "FAIL: server 1's backup was not promoted"
+			exit 1
+		}
+		grep "backup promoted\|backup took over" "$OUT"/*.log || true
+		# nothing the workers sent may fail during the failover: a push
+		# or pull failed (and a push given up as lost) is an update lost
+		# or applied twice
+		if grep "update lost\|pulling again\|fmnist-train: .* of tensor" "$OUT"/worker*.log; then
+			echo "FAIL: a push or pull failed during the failover"
+			exit 1
+		fi
+	fi
 fi
 run=$(accuracy "$OUT/run.json")
-echo "server 1 killed and restored: test accuracy $run (uninterrupted $ref)"
+echo "server 1 killed and $([ "$MODE" = repl ] && echo "taken over by its backup" || echo restored): test accuracy $run (uninterrupted $ref)"
 python3 - "$ref" "$run" "$MAXDIFF" <<'PY'
 import sys
 ref, run, d = map(float, sys.argv[1:])

@@ -6,6 +6,11 @@ foreach(mode bsp asp torn torn_sleep errors ssp ssp0 dead_bsp dead_ssp drop bsp_
     TIMEOUT 300)
 endforeach()
 
+# Not here yet: replicated shards (cluster.sh repl_bsp rdma). Run in the guest
+# it did not get going: a server's second RDMA transport (the standby it hosts)
+# failed rdma_create_qp with EINVAL and the workers' connects to server 0 timed
+# out (docs/replication.md, "What is not (yet)").
+
 # The job's optimizer spec per key (DECLARE with a spec, refusals with their
 # reason), values read back with one-sided READs.
 rps_rdma_test(integration.optim_spec

@@ -407,8 +407,16 @@ static int maybe_restart(struct proc *p)
 	return 1;
 }
 
+/* RDMAPS_REPLICAS > 1: a dead server's backup takes over its shards. */
+static int replicated(void)
+{
+	const char *r = getenv("RDMAPS_REPLICAS");
+
+	return r && atoi(r) > 1;
+}
+
 /* A server or the scheduler died while workers still run: the job is lost
- * (unless --restart-servers starts it again). */
+ * (unless --restart-servers starts it again, or a backup takes over). */
 static int infra_failed_or_workers_done(void)
 {
 	for (int i = 0; i < nprocs; i++) {
@@ -419,6 +427,8 @@ static int infra_failed_or_workers_done(void)
 			continue;
 		if ((p->is_server || p->is_worker) && maybe_restart(p))
 			continue;
+		if (p->is_server && replicated())
+			continue; /* its backup takes over (docs/replication.md) */
 		if (!p->is_worker)
 			return 1; /* a server or the scheduler is gone for good */
 	}

@@ -1,0 +1,860 @@
+/* Replicated shards, the server's part (server/repl.h): the primary's link
+ * to its backup and the forwarding from its update threads, the pushes'
+ * acknowledgements that wait for both, and the standby: its link to its
+ * primary, the entries it receives, its promotion when the primary dies. */
+#include "server/repl.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "control/control.h"
+#include "server/server_int.h"
+#include "src/alloc.h"
+#include "src/codec.h"
+#include "src/log.h"
+#include "src/util.h"
+
+#define PEND_MAX 65536u
+
+enum { LINK_NONE = 0, LINK_WAIT, LINK_UP, LINK_LOST };
+
+/* A worker's push forwarded: acknowledged when both are done. */
+struct pend {
+	struct rps_srv_conn *sc; /* a reference; NULL: free */
+	uint32_t req_id;
+	int32_t status;
+	uint32_t left; /* 2: local and backup, 1, 0 */
+	uint32_t next_free;
+};
+
+struct rps_repl {
+	struct rps_server *srv;
+	/* primary */
+	pthread_mutex_t lock; /* pend, link */
+	pthread_cond_t cond;  /* link state */
+	atomic_int state;     /* LINK_* */
+	struct rps_srv_conn *link;
+	struct pend *pend;
+	uint32_t free_head; /* index + 1, 0: none */
+	uint32_t npend;
+	int timeout_ms;
+	/* the standby this server hosts (a primary's struct) */
+	struct rps_server *sb;
+	/* a standby's own (srv is the standby): the backup of server standby_of */
+	uint32_t standby_of; /* UINT32_MAX: this is no standby */
+	struct rps_server *host; /* the server whose process hosts it */
+	uint32_t host_rank;
+	char phost[64];
+	uint16_t pport;
+	struct rps_srv_conn *uplink;
+	atomic_int uplink_lost, promoted, stop;
+	pthread_t serve_thread, link_thread;
+	int serve_ok, link_ok;
+};
+
+/* ---- pending acknowledgements (primary) ----------------------------------- */
+
+static uint32_t pend_alloc(struct rps_repl *r, struct rps_srv_conn *sc, uint32_t req_id)
+{
+	uint32_t id;
+
+	pthread_mutex_lock(&r->lock);
+	while (!r->free_head && atomic_load(&r->state) == LINK_UP) {
+		/* as many pushes wait for the backup as fit: wait for its acks */
+		pthread_mutex_unlock(&r->lock);
+		rps_sleep_ms(1);
+		pthread_mutex_lock(&r->lock);
+	}
+	if (!r->free_head || atomic_load(&r->state) != LINK_UP) {
+		pthread_mutex_unlock(&r->lock);
+		return 0;
+	}
+	id = r->free_head;
+	r->free_head = r->pend[id - 1].next_free;
+	rps_srv_conn_get(sc);
+	r->pend[id - 1] = (struct pend){.sc = sc, .req_id = req_id, .left = 2};
+	pthread_mutex_unlock(&r->lock);
+	return id;
+}
+
+/* Under lock: one of the two is done; the ack goes if both are. */
+static void pend_done_locked(struct rps_repl *r, uint32_t id, int local, int status)
+{
+	struct pend *p = &r->pend[id - 1];
+
+	if (local)
+		p->status = status;
+	if (--p->left)
+		return;
+	rps_srv_send_small(r->srv, p->sc, RPS_OP_PUSH_ACK, p->req_id, p->status, NULL, 0);
+	rps_srv_conn_put(r->srv, p->sc);
+	p->sc = NULL;
+	p->next_free = r->free_head;
+	r->free_head = id;
+}
+
+int rps_repl_local_done(struct rps_server *srv, uint32_t id, int status)
+{
+	struct rps_repl *r = srv->repl;
+	struct pend *p;
+
+	if (!r || !id || id > r->npend)
+		return 1;
+	pthread_mutex_lock(&r->lock);
+	p = &r->pend[id - 1];
+	if (p->left == 2) {
+		p->status = status;
+		p->left = 1; /* the backup's ack sends it */
+		pthread_mutex_unlock(&r->lock);
+		return 0;
+	}
+	/* the backup was first (or is gone): the caller acks now */
+	rps_srv_conn_put(srv, p->sc);
+	p->sc = NULL;
+	p->left = 0;
+	p->next_free = r->free_head;
+	r->free_head = id;
+	pthread_mutex_unlock(&r->lock);
+	return 1;
+}
+
+static void backup_ack(struct rps_repl *r, uint32_t id, int status)
+{
+	if (!id || id > r->npend)
+		return;
+	pthread_mutex_lock(&r->lock);
+	if (r->pend[id - 1].sc && r->pend[id - 1].left) {
+		if (status)
+			RPS_WARN("backup: a forwarded push failed there: %s", rps_strerror(status));
+		pend_done_locked(r, id, 0, 0);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* The backup is gone: every push waits for the primary only. */
+static void link_lost(struct rps_repl *r, const char *why)
+{
+	int was = atomic_exchange(&r->state, LINK_LOST);
+
+	pthread_mutex_lock(&r->lock);
+	if (was != LINK_LOST && !atomic_load(&r->srv->stop))
+		RPS_WARN("replication: the backup of this server's shards is lost (%s): they are "
+			 "no longer replicated",
+			 why);
+	for (uint32_t i = 0; i < r->npend; i++)
+		if (r->pend[i].sc && r->pend[i].left)
+			pend_done_locked(r, i + 1, 0, 0);
+	if (r->link) {
+		rps_srv_conn_put(r->srv, r->link);
+		r->link = NULL;
+	}
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- forwarding (primary's update threads) ------------------------------- */
+
+static int link_wait(struct rps_repl *r)
+{
+	int st = atomic_load(&r->state);
+
+	if (st == LINK_WAIT) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += r->timeout_ms / 1000;
+		ts.tv_nsec += (long)(r->timeout_ms % 1000) * 1000000l;
+		if (ts.tv_nsec >= 1000000000l) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000l;
+		}
+		pthread_mutex_lock(&r->lock);
+		while (atomic_load(&r->state) == LINK_WAIT &&
+		       !atomic_load(&r->srv->stop))
+			if (pthread_cond_timedwait(&r->cond, &r->lock, &ts))
+				break;
+		pthread_mutex_unlock(&r->lock);
+		st = atomic_load(&r->state);
+		if (st == LINK_WAIT && !atomic_load(&r->srv->stop)) {
+			RPS_ERR("replication: no backup connected within %d ms (RDMAPS_TIMEOUT_MS): "
+				"going on without one; check that every server of the job runs "
+				"with RDMAPS_REPLICAS=%d",
+				r->timeout_ms, r->srv->cfg->replicas);
+			link_lost(r, "never connected");
+		}
+		st = atomic_load(&r->state);
+	}
+	return st == LINK_UP;
+}
+
+static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry *e)
+{
+	struct rps_repl *r = arg;
+	struct rps_repl_fwd f;
+	struct rps_frame_hdr h;
+	struct iovec iov[4];
+	struct rps_push pcopy;
+	struct rps_optim_wire wire;
+	struct rps_srv_req *req = NULL;
+	struct rps_srv_conn *link;
+	int n = 1, rc;
+	uint32_t id = 0;
+	size_t len;
+
+	switch (e->type) {
+	case RPS_ENT_PUSH:
+	case RPS_ENT_ASSIGN:
+	case RPS_ENT_DECLARE:
+	case RPS_ENT_CLOCK:
+	case RPS_ENT_DEAD:
+	case RPS_ENT_REVIVE:
+	case RPS_ENT_SYNC:
+		break;
+	default:
+		return; /* checkpoints, restores, control requests: the primary's own */
+	}
+	if (!link_wait(r))
+		return;
+	memset(&f, 0, sizeof(f));
+	f.type = e->type;
+	f.shard = sh->p.idx;
+	f.worker = e->info.worker;
+	f.clock = (uint32_t)e->info.clock;
+	f.u64 = e->u64;
+	iov[0].iov_base = &f;
+	iov[0].iov_len = sizeof(f);
+	if (e->type == RPS_ENT_PUSH || e->type == RPS_ENT_ASSIGN) {
+		req = e->ptr;
+		f.status = req->status;
+		f.worker = req->worker;
+		pcopy = req->u.push;
+		if (req->status || !req->data)
+			pcopy.count = 0; /* refused: counted there, not applied */
+		iov[n].iov_base = &pcopy;
+		iov[n++].iov_len = sizeof(pcopy);
+		if (req->has_seq) {
+			f.flags |= RPS_PUSH_FLAG_SEQ;
+			iov[n].iov_base = &req->seq;
+			iov[n++].iov_len = sizeof(req->seq);
+		}
+		if (pcopy.count) {
+			iov[n].iov_base = req->data;
+			iov[n++].iov_len = (size_t)pcopy.count * sizeof(float);
+			if (req->codec) { /* still compressed: forwarded as it came */
+				f.flags |= req->codec;
+				iov[n - 1].iov_len = req->data_len;
+			}
+		}
+	} else if (e->type == RPS_ENT_DECLARE) {
+		req = e->ptr;
+		f.worker = req->worker;
+		iov[n].iov_base = &req->u.decl;
+		iov[n++].iov_len = sizeof(req->u.decl);
+		if (req->u.decl_optim) {
+			f.flags = RPS_DECLARE_FLAG_OPTIM;
+			rps_optim_wire_encode(req->u.decl_optim, &wire);
+			iov[n].iov_base = &wire;
+			iov[n++].iov_len = sizeof(wire);
+		}
+		req = NULL;
+	}
+	len = 0;
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	if (req && req->sc) {
+		id = pend_alloc(r, req->sc, req->req_id);
+		if (!id)
+			return; /* the link went meanwhile */
+	}
+	pthread_mutex_lock(&r->lock);
+	link = r->link;
+	if (link)
+		rps_srv_conn_get(link);
+	pthread_mutex_unlock(&r->lock);
+	if (!link) {
+		if (id)
+			rps_repl_local_done(r->srv, id, 0); /* only the local ack then */
+		return;
+	}
+	rps_proto_hdr_init(&h, RPS_OP_REPL_FWD, (uint32_t)len, id);
+	rc = rps_tr_post_send(link->conn, &h, iov, n, 0);
+	rps_srv_conn_put(r->srv, link);
+	if (rc) {
+		if (id)
+			rps_repl_local_done(r->srv, id, 0);
+		link_lost(r, rps_strerror(rc));
+		return;
+	}
+	if (req)
+		req->repl_id = id;
+}
+
+/* ---- the standby's side: entries from the primary (network thread) ----- */
+
+static int standby_frame(struct rps_server *sb, struct rps_srv_conn *sc,
+			 const struct rps_tr_event *ev)
+{
+	const struct rps_repl_fwd *f = ev->fixed;
+	const char *d = ev->data;
+	size_t dl = ev->data_len;
+	struct rps_ring_entry e;
+	struct rps_srv_req *req;
+	struct rps_shard *sh;
+	char why[160];
+
+	if (f->shard >= (uint32_t)sb->nshards) {
+		snprintf(why, sizeof(why), "forwarded entry for shard %u of %d", f->shard,
+			 sb->nshards);
+		goto bad;
+	}
+	sh = &sb->shards[f->shard];
+	switch (f->type) {
+	case RPS_ENT_PUSH:
+	case RPS_ENT_ASSIGN:
+	case RPS_ENT_DECLARE: {
+		size_t off;
+
+		req = rps_srv_pool_get(&sb->reqs);
+		if (!req) {
+			snprintf(why, sizeof(why), "out of memory for a forwarded entry");
+			goto bad;
+		}
+		memset(req, 0, sizeof(*req));
+		req->worker = f->worker;
+		req->status = f->status;
+		if (f->type == RPS_ENT_DECLARE) {
+			req->op = RPS_REQ_DECLARE;
+			if (dl < sizeof(req->u.decl))
+				goto bad_req;
+			memcpy(&req->u.decl, d, sizeof(req->u.decl));
+			req->u.decl_flags = f->flags;
+			if (f->flags & RPS_DECLARE_FLAG_OPTIM) {
+				struct rps_optim_wire w;
+				struct rps_optim_opts o;
+
+				if (dl != sizeof(req->u.decl) + sizeof(w))
+					goto bad_req;
+				memcpy(&w, d + sizeof(req->u.decl), sizeof(w));
+				if (rps_optim_wire_decode(&w, &o, why, sizeof(why)))
+					goto bad_req;
+				req->u.decl_optim = rps_malloc(sizeof(o));
+				if (!req->u.decl_optim)
+					goto bad_req;
+				*req->u.decl_optim = o;
+			}
+		} else {
+			req->op = f->type == RPS_ENT_PUSH ? RPS_REQ_PUSH : RPS_REQ_ASSIGN;
+			if (dl < sizeof(req->u.push))
+				goto bad_req;
+			memcpy(&req->u.push, d, sizeof(req->u.push));
+			off = sizeof(req->u.push);
+			if (f->flags & RPS_PUSH_FLAG_SEQ) {
+				if (dl < off + sizeof(req->seq))
+					goto bad_req;
+				memcpy(&req->seq, d + off, sizeof(req->seq));
+				req->has_seq = 1;
+				off += sizeof(req->seq);
+			}
+			if (f->flags & RPS_CODEC_MASK) { /* a compressed push (src/codec.h) */
+				req->codec = f->flags & RPS_CODEC_MASK;
+				req->data_len = (uint32_t)(dl - off);
+				if (f->type != RPS_ENT_PUSH ||
+				    rps_codec_check(req->codec, d + off, dl - off, req->u.push.count,
+						    why, sizeof(why)))
+					goto bad_req;
+			} else if (dl != off + (size_t)req->u.push.count * sizeof(float)) {
+				goto bad_req;
+			}
+			if (req->u.push.count) {
+				req->data = (float *)(void *)(d + off);
+				req->token = ev->token;
+			}
+			/* acknowledged to the primary when applied */
+			req->req_id = ev->hdr.req_id;
+			if (ev->hdr.req_id) {
+				req->sc = sc;
+				rps_srv_conn_get(sc);
+			}
+		}
+		rps_srv_ctl_entry(&e, RPS_ENT_REPL, f->shard, f->worker);
+		e.ptr = req;
+		if (rps_srv_enqueue(sb, sh, &e)) {
+			if (req->op == RPS_REQ_DECLARE)
+				rps_srv_declare_done(sb, sh, req, -ECANCELED, NULL, NULL);
+			else
+				rps_srv_push_done(sb, sh, req, -ECANCELED);
+		}
+		return req->token != NULL;
+	bad_req:
+		rps_free(req->u.decl_optim);
+		rps_srv_pool_put(req);
+		if (!why[0] || f->type != RPS_ENT_DECLARE)
+			snprintf(why, sizeof(why), "forwarded entry of type %u: bad length %zu",
+				 f->type, dl);
+		goto bad;
+	}
+	case RPS_ENT_CLOCK:
+	case RPS_ENT_DEAD:
+	case RPS_ENT_REVIVE:
+	case RPS_ENT_SYNC:
+		rps_srv_ctl_entry(&e, f->type, f->shard, f->worker);
+		e.info.clock = f->clock;
+		e.u64 = f->u64;
+		rps_srv_enqueue(sb, sh, &e);
+		return 0;
+	default:
+		snprintf(why, sizeof(why), "forwarded entry of unknown type %u", f->type);
+		goto bad;
+	}
+bad:
+	RPS_ERR("replication link from the primary: %s: closing it", why);
+	rps_srv_conn_fail(sb, sc, -EPROTO, why);
+	return 0;
+}
+
+/* ---- network thread hooks ---------------------------------------------- */
+
+int rps_repl_on_hello(struct rps_server *srv, const struct rps_hello *h, void *ack,
+		      size_t *ack_len_p, const char **why_p)
+{
+	struct rps_repl *r = srv->repl;
+	struct rps_hello_ack *a = ack;
+
+	if (!r || r->standby_of != UINT32_MAX || !r->pend) {
+		*why_p = "only workers connect to a server (RDMAPS_REPLICAS is 1 here: "
+			 "every server of the job needs the same RDMAPS_REPLICAS)";
+		return -EPROTO;
+	}
+	if (atomic_load(&r->state) != LINK_WAIT) {
+		*why_p = "this server has its backup already";
+		return -EADDRINUSE;
+	}
+	(void)h;
+	memset(a, 0, sizeof(*a));
+	a->server_rank = atomic_load(&srv->rank);
+	a->num_shards = (uint32_t)srv->nshards;
+	a->consistency = srv->opts.consistency;
+	a->staleness = srv->opts.staleness;
+	a->chunk_bytes = srv->chunk_bytes;
+	a->max_msg = srv->max_msg;
+	*ack_len_p = sizeof(*a);
+	return 0;
+}
+
+int rps_repl_on_frame(struct rps_server *srv, struct rps_srv_conn *sc,
+		      const struct rps_tr_event *ev)
+{
+	struct rps_repl *r = srv->repl;
+
+	if (!r) {
+		rps_srv_conn_fail(srv, sc, -EPROTO, "replication is off here");
+		return 0;
+	}
+	switch (ev->hdr.op) {
+	case RPS_OP_REPL_READY:
+		pthread_mutex_lock(&r->lock);
+		if (atomic_load(&r->state) == LINK_WAIT && !r->link) {
+			rps_srv_conn_get(sc);
+			r->link = sc;
+			atomic_store(&r->state, LINK_UP);
+			RPS_INFO("replication: backup connected from %s", sc->conn->peer);
+		}
+		pthread_cond_broadcast(&r->cond);
+		pthread_mutex_unlock(&r->lock);
+		return 0;
+	case RPS_OP_PUSH_ACK:
+		if (sc == r->link)
+			backup_ack(r, ev->hdr.req_id, ev->hdr.status);
+		return 0;
+	case RPS_OP_REPL_FWD:
+		if (r->standby_of != UINT32_MAX && sc == r->uplink)
+			return standby_frame(srv, sc, ev);
+		break;
+	case RPS_OP_ERROR:
+		RPS_WARN("replication link %s: error %s", sc->conn->peer,
+			 rps_strerror(ev->hdr.status));
+		rps_srv_conn_drop(srv, sc);
+		return 0;
+	default:
+		break;
+	}
+	{
+		char why[96];
+
+		snprintf(why, sizeof(why), "unexpected %s frame on a replication link",
+			 rps_proto_op_name(ev->hdr.op));
+		rps_srv_conn_fail(srv, sc, -EPROTO, why);
+	}
+	return 0;
+}
+
+void rps_repl_conn_closed(struct rps_server *srv, struct rps_srv_conn *sc)
+{
+	struct rps_repl *r = srv->repl;
+
+	if (!r)
+		return;
+	if (r->standby_of != UINT32_MAX && sc == r->uplink) {
+		if (!atomic_load(&r->stop))
+			RPS_WARN("replication: link to primary server %u lost: taking over its "
+				 "shards once the scheduler says it is dead",
+				 r->standby_of);
+		atomic_store(&r->uplink_lost, 1);
+		r->uplink = NULL; /* dropped by the caller, freed by the close drain */
+		return;
+	}
+	if (sc == r->link)
+		link_lost(r, "its connection closed");
+}
+
+int rps_repl_refuses_workers(const struct rps_server *srv, const char **why_p)
+{
+	const struct rps_repl *r = srv->repl;
+
+	if (r && r->standby_of != UINT32_MAX && !atomic_load(&r->promoted)) {
+		*why_p = "this is a backup: it serves workers once its primary died";
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+/* ---- set-up ------------------------------------------------------------- */
+
+static struct rps_repl *repl_new(struct rps_server *srv)
+{
+	struct rps_repl *r = rps_calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->srv = srv;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+	atomic_init(&r->state, LINK_NONE);
+	r->standby_of = UINT32_MAX;
+	r->timeout_ms = srv->opts.timeout_ms > 0 ? srv->opts.timeout_ms : srv->cfg->timeout_ms;
+	return r;
+}
+
+int rps_repl_init(struct rps_server *srv)
+{
+	struct rps_repl *r;
+
+	if (srv->cfg->replicas <= 1)
+		return 0;
+	r = repl_new(srv);
+	if (!r)
+		return -ENOMEM;
+	r->npend = PEND_MAX;
+	r->pend = rps_calloc(r->npend, sizeof(*r->pend));
+	if (!r->pend) {
+		rps_free(r);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < r->npend; i++)
+		r->pend[i].next_free = i + 2 <= r->npend ? i + 2 : 0;
+	r->free_head = 1;
+	atomic_store(&r->state, LINK_WAIT);
+	srv->repl = r;
+	for (int s = 0; s < srv->nshards; s++) {
+		srv->shards[s].fwd_arg = r;
+		srv->shards[s].fwd = forward;
+	}
+	return 0;
+}
+
+/* The standby's network loop. */
+static void *serve_main(void *arg)
+{
+	struct rps_repl *r = arg;
+
+	rps_server_serve(r->srv);
+	return NULL;
+}
+
+static int uplink_connect(struct rps_repl *r)
+{
+	struct rps_server *sb = r->srv;
+	uint64_t deadline = rps_now_ns() + (uint64_t)r->timeout_ms * 1000000ull;
+	char *ack = rps_malloc(RPS_TR_ACK_MAX);
+	struct rps_srv_conn *sc;
+	struct rps_conn *c = NULL;
+	struct rps_frame_hdr h;
+	struct rps_hello hello;
+	size_t ack_len = 0;
+	int rc;
+
+	if (!ack)
+		return -ENOMEM;
+	rps_proto_hello_init(&hello, RPS_ROLE_SERVER, r->host_rank);
+	for (;;) {
+		rc = rps_tr_connect(sb->tr, r->phost, r->pport, &hello, ack, RPS_TR_ACK_MAX,
+				    &ack_len, r->timeout_ms, &c);
+		if (!rc || rps_now_ns() >= deadline || atomic_load(&r->stop) ||
+		    rc == -EACCES || rc == -EPROTO)
+			break;
+		rps_sleep_ms(100);
+	}
+	rps_free(ack);
+	if (rc) {
+		RPS_ERR("replication: cannot connect to primary server %u at %s:%u: %s",
+			r->standby_of, r->phost, r->pport, rps_strerror(rc));
+		return rc;
+	}
+	sc = rps_calloc(1, sizeof(*sc));
+	if (!sc) {
+		rps_tr_close(c);
+		return -ENOMEM;
+	}
+	sc->conn = c;
+	sc->owner = sb;
+	sc->rank = UINT32_MAX;
+	sc->repl = 1;
+	atomic_init(&sc->refs, 1);
+	atomic_init(&sc->closed, 0);
+	atomic_init(&sc->nparked, 0);
+	sc->net_ref = 1;
+	r->uplink = sc;
+	c->user = sc;
+	rps_proto_hdr_init(&h, RPS_OP_REPL_READY, 0, 0);
+	rc = rps_tr_post_send(c, &h, NULL, 0, 0);
+	if (rc)
+		RPS_ERR("replication: REPL_READY to %s:%u: %s", r->phost, r->pport,
+			rps_strerror(rc));
+	else
+		RPS_INFO("replication: backup of server %u (%s:%u) here, listening on port %u",
+			 r->standby_of, r->phost, r->pport, sb->port);
+	return rc;
+}
+
+/* Join the scheduler in the dead primary's rank: the workers find us in
+ * the map as its replacement. */
+static int promote(struct rps_repl *r)
+{
+	struct rps_server *sb = r->srv;
+	struct rps_ctl_join_opts jo;
+	struct rps_ctl *ctl = NULL;
+	struct rps_map map;
+	uint64_t deadline = rps_now_ns() + (uint64_t)r->timeout_ms * 1000000ull;
+	int rc;
+
+	rps_ctl_join_opts_init(&jo, sb->cfg, RPS_ROLE_SERVER);
+	jo.scheduler = sb->scheduler;
+	jo.secret = sb->secret;
+	jo.transport = sb->remote_read ? 1 : 0;
+	jo.host = rps_srv_advertised_host(sb);
+	jo.port = sb->port;
+	jo.want_rank = r->standby_of;
+	jo.timeout_ms = r->timeout_ms;
+	jo.heartbeat_ms = sb->heartbeat_ms;
+	jo.events = &rps_srv_ctl_events;
+	jo.arg = sb;
+	for (;;) {
+		rc = rps_ctl_join(&jo, &ctl);
+		if (!rc && rps_ctl_rank(ctl) != r->standby_of) {
+			RPS_ERR("replication: asked the scheduler for rank %u, got %u",
+				r->standby_of, rps_ctl_rank(ctl));
+			rps_ctl_leave(ctl);
+			ctl = NULL;
+			rc = -EBUSY;
+		}
+		if (!rc || rps_now_ns() >= deadline || atomic_load(&r->stop) || rc == -ECANCELED)
+			break; /* -ECANCELED: the job is ending */
+		rps_sleep_ms(200);
+	}
+	if (rc) {
+		RPS_ERR("replication: cannot take over server %u's rank: %s", r->standby_of,
+			rps_strerror(rc));
+		return rc;
+	}
+	memset(&map, 0, sizeof(map));
+	rps_ctl_map(ctl, &map, NULL, 0);
+	if (map.num_workers)
+		atomic_store(&sb->map_workers, map.num_workers);
+	atomic_store(&sb->rank, r->standby_of);
+	atomic_store(&r->promoted, 1);
+	sb->ctl = ctl;
+	RPS_WARN("replication: server %u's backup promoted: serving its shards at %s:%u",
+		 r->standby_of, rps_srv_advertised_host(sb), sb->port);
+	return 0;
+}
+
+/* The link closed: 1 once the scheduler's map says the primary is dead, 0
+ * if it stays alive (its link was cut: this copy is out of date). */
+static int primary_dead(struct rps_repl *r)
+{
+	uint64_t deadline = rps_now_ns() + (uint64_t)r->timeout_ms * 1000000ull;
+	struct rps_node *nodes = rps_calloc(RPS_MAX_NODES, sizeof(*nodes));
+	int dead = 0;
+
+	if (!nodes)
+		return 0;
+	while (!dead && !atomic_load(&r->stop) && rps_now_ns() < deadline) {
+		int n = r->host->ctl ? rps_ctl_map(r->host->ctl, NULL, nodes, RPS_MAX_NODES) : 0;
+
+		dead = 1;
+		for (int i = 0; i < n; i++)
+			if (nodes[i].role == RPS_ROLE_SERVER && nodes[i].rank == r->standby_of &&
+			    nodes[i].alive)
+				dead = 0;
+		if (!dead)
+			rps_sleep_ms(50);
+	}
+	rps_free(nodes);
+	return dead;
+}
+
+static void *link_main(void *arg)
+{
+	struct rps_repl *r = arg;
+
+	if (uplink_connect(r))
+		return NULL;
+	while (!atomic_load(&r->stop) && !atomic_load(&r->uplink_lost))
+		rps_sleep_ms(20);
+	if (atomic_load(&r->stop))
+		return NULL;
+	if (!primary_dead(r)) {
+		if (!atomic_load(&r->stop))
+			RPS_ERR("replication: the link to primary server %u closed but it lives on: "
+				"this backup of its shards is out of date and will not take over",
+				r->standby_of);
+		return NULL;
+	}
+	promote(r);
+	return NULL;
+}
+
+int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node *nodes, int nnodes,
+		   uint32_t nservers)
+{
+	struct rps_server_opts o;
+	struct rps_config cfg;
+	struct rps_repl *r = srv->repl;
+	uint32_t prev;
+	int rc, found = -1;
+
+	if (!r)
+		return 0;
+	if (nservers < 2) {
+		RPS_ERR("RDMAPS_REPLICAS=%d needs at least 2 servers (the job has %u): a backup "
+			"lives on another server",
+			srv->cfg->replicas, nservers);
+		return -EINVAL;
+	}
+	prev = (rank + nservers - 1) % nservers;
+	for (int i = 0; i < nnodes; i++)
+		if (nodes[i].role == RPS_ROLE_SERVER && nodes[i].rank == prev && nodes[i].alive)
+			found = i;
+	if (found < 0) {
+		RPS_ERR("replication: server %u (whose backup this server keeps) is not in the map",
+			prev);
+		return -ENOENT;
+	}
+	/* the standby: this server's settings, no replication or checkpoints of
+	 * its own, entries taken in the order they come (fifo) */
+	cfg = *srv->cfg;
+	cfg.replicas = 1;
+	cfg.checkpoint_dir[0] = 0;
+	cfg.checkpoint_every = 0;
+	cfg.checkpoint_secs = 0;
+	cfg.metrics_port = 0;
+	o = srv->opts;
+	o.field_mask = RPS_SERVER_OPT_ALL;
+	o.scheduler = srv->scheduler;
+	o.transport = srv->transport;
+	o.host = srv->host;
+	o.secret = srv->secret;
+	o.port = 0;
+	o.priority = RPS_PRIO_FIFO;
+	o.priority_fn = NULL;
+	o.ncores = 0;
+	o.config = &cfg;
+	r->standby_of = UINT32_MAX; /* the primary's fields stay ours */
+	{
+		struct rps_repl *sr;
+		struct rps_server *sb;
+
+		rc = rps_server_create(&o, &sb);
+		if (rc) {
+			RPS_ERR("replication: cannot create the backup of server %u: %s", prev,
+				rps_strerror(rc));
+			return rc;
+		}
+		sr = repl_new(sb);
+		if (!sr) {
+			rps_server_destroy(sb);
+			return -ENOMEM;
+		}
+		sr->standby_of = prev;
+		sr->host_rank = rank;
+		sr->host = srv;
+		snprintf(sr->phost, sizeof(sr->phost), "%.63s", nodes[found].host);
+		sr->pport = nodes[found].port;
+		sb->repl = sr;
+		r->sb = sb;
+		rc = pthread_create(&sr->serve_thread, NULL, serve_main, sr);
+		if (rc)
+			return -rc;
+		sr->serve_ok = 1;
+		rc = pthread_create(&sr->link_thread, NULL, link_main, sr);
+		if (rc)
+			return -rc;
+		sr->link_ok = 1;
+	}
+	return 0;
+}
+
+void rps_repl_stop_standby(struct rps_server *srv)
+{
+	struct rps_repl *r = srv->repl;
+	struct rps_repl *sr;
+
+	if (!r || !r->sb)
+		return;
+	sr = r->sb->repl;
+	atomic_store(&sr->stop, 1);
+	if (sr->link_ok)
+		pthread_join(sr->link_thread, NULL);
+	sr->link_ok = 0;
+}
+
+static void repl_free(struct rps_repl *r)
+{
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->cond);
+	rps_free(r->pend);
+	rps_free(r);
+}
+
+void rps_repl_fini(struct rps_server *srv)
+{
+	struct rps_repl *r = srv->repl;
+
+	if (!r)
+		return;
+	if (r->standby_of != UINT32_MAX && r->uplink) {
+		/* a standby's link that never closed (its network thread is gone):
+		 * dropped here, freed by the server's close drain */
+		rps_srv_conn_drop(srv, r->uplink);
+		r->uplink = NULL;
+	}
+	if (r->sb) {
+		struct rps_server *sb = r->sb;
+		struct rps_repl *sr = sb->repl;
+
+		atomic_store(&sr->stop, 1);
+		rps_server_stop(sb);
+		if (sr->link_ok)
+			pthread_join(sr->link_thread, NULL);
+		if (sr->serve_ok)
+			pthread_join(sr->serve_thread, NULL);
+		rps_server_destroy(sb); /* frees sr (rps_repl_fini of sb) */
+		r->sb = NULL;
+	}
+	if (r->standby_of == UINT32_MAX)
+		link_lost(r, "stopping");
+	srv->repl = NULL;
+	repl_free(r);
+}
