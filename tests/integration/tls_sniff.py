@@ -10,6 +10,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 
 ETH_P_ALL = 0x0003
 
@@ -34,7 +35,14 @@ def main():
     npkt = nbytes = 0
     with open(out_path + ".tmp", "wb") as out:
         open(out_path + ".ready", "w").close()
+        stop_at = None
         while True:
+            # told to stop: take what is queued, for at most 3 s (other
+            # processes' loopback traffic never lets the socket go quiet)
+            if stop and stop_at is None:
+                stop_at = time.monotonic() + 3
+            if stop_at is not None and time.monotonic() > stop_at:
+                break
             try:
                 frame, addr = s.recvfrom(262144)
             except socket.timeout:
