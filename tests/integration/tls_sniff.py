@@ -57,7 +57,7 @@ def main():
             p = frame[14:]
             if eth_type == 0x0800 and len(p) >= 20 and p[9] == 6:
                 ihl = (p[0] & 0x0F) * 4
-                total = struct.unpack("!H", p[2:4])[0]
+                total = struct.unpack("!H", p[2:4])[0] or len(p)  # 0: a BIG TCP GSO packet
                 tcp = p[ihl:total]
             elif eth_type == 0x86DD and len(p) >= 40 and p[6] == 6:
                 plen = struct.unpack("!H", p[4:6])[0]
