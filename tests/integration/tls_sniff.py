@@ -10,6 +10,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 
 ETH_P_ALL = 0x0003
 
@@ -34,7 +35,14 @@ def main():
     npkt = nbytes = 0
     with open(out_path + ".tmp", "wb") as out:
         open(out_path + ".ready", "w").close()
+        stop_at = None
         while True:
+            # told to stop: take what is queued, for at most 3 s (other
+            # processes' loopback traffic never lets the socket go quiet)
+            if stop and stop_at is None:
+                stop_at = time.monotonic() + 3
+            if stop_at is not None and time.monotonic() > stop_at:
+                break
             try:
                 frame, addr = s.recvfrom(262144)
             except socket.timeout:
@@ -49,7 +57,7 @@ def main():
             p = frame[14:]
             if eth_type == 0x0800 and len(p) >= 20 and p[9] == 6:
                 ihl = (p[0] & 0x0F) * 4
-                total = struct.unpack("!H", p[2:4])[0]
+                total = struct.unpack("!H", p[2:4])[0] or len(p)  # 0: a BIG TCP GSO packet
                 tcp = p[ihl:total]
             elif eth_type == 0x86DD and len(p) >= 40 and p[6] == 6:
                 plen = struct.unpack("!H", p[4:6])[0]

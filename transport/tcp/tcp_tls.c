@@ -684,11 +684,11 @@ ssize_t tcp_tls_sendmsg(struct tcp_conn *c, const struct msghdr *msg)
 	if (err != SSL_ERROR_NONE && err != SSL_ERROR_WANT_WRITE && err != SSL_ERROR_WANT_READ)
 		ERR_clear_error();
 	else if (out_flush(ssl_bio(c->ssl)) < 0 && !total)
-		err = SSL_ERROR_SYSCALL; /* what is left waits for EPOLLOUT (tcp_tls_out_pending) */
+		err = SSL_ERROR_SYSCALL; /* a broken socket; a full one waits for EPOLLOUT */
 	syserr = syserr ? syserr : ssl_bio(c->ssl)->err;
 	pthread_mutex_unlock(&c->tlock);
-	if (total)
-		return total;
+	if (total || err == SSL_ERROR_NONE)
+		return total; /* (0 only for empty iovecs) */
 	if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ) {
 		errno = EAGAIN;
 		return -1;
