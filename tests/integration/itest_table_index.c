@@ -31,13 +31,13 @@
 
 #define TBL   11
 #define DIM   16
-#define NA    3000
-#define NB    2000
+#define NA    2000
+#define NB    1000
 #define NMISS 100
 #define NC    64
 #define CDIM  128
-#define GROW_S 6.0
-#define TORN_S 4.0
+#define GROW_S 4.0
+#define TORN_S 3.0
 
 static int failures;
 
