@@ -543,6 +543,14 @@ int rps_repl_init(struct rps_server *srv)
 
 	if (srv->cfg->replicas <= 1)
 		return 0;
+	if (strcmp(srv->transport, "tcp")) {
+		/* the standby's own RDMA transport in this process, and workers
+		 * failing over their one-sided READs, are not done (issue 24) */
+		RPS_ERR("RDMAPS_REPLICAS=%d works over TCP only so far (RDMAPS_TRANSPORT=tcp); "
+			"this server uses %s: run without replicas, or over TCP",
+			srv->cfg->replicas, srv->transport);
+		return -ENOTSUP;
+	}
 	r = repl_new(srv);
 	if (!r)
 		return -ENOMEM;
