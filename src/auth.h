@@ -84,6 +84,8 @@ struct rps_auth_token {
 	uint8_t vkey[4][RPS_AUTH_KEY_LEN];
 	int has_ring;
 	uint8_t ring[RPS_AUTH_KEY_LEN]; /* Rr (workers) */
+	int has_tls;
+	uint8_t tls[RPS_AUTH_KEY_LEN]; /* the job's TLS key (transport/tcp/tcp_tls.c) */
 };
 /* Does s start with RPS_TOKEN_PREFIX? */
 int rps_auth_is_token(const char *s);
@@ -108,6 +110,12 @@ int rps_auth_token_role_ok(const char *secret, uint8_t role);
  * every worker's, nothing else). 0, or -EACCES (a token without a ring key)
  * or -ENOSPC. */
 int rps_auth_ring_credential(const char *secret, char *buf, size_t len);
+/* The job's TLS 1.3 pre-shared key (RDMAPS_TLS=1): HMAC-SHA256(secret,
+ * RPS_AUTH_TLS_LABEL), or for a token the copy it carries (field "tls"), so
+ * that a node holding only its token can open the tunnel. 0, or -EACCES (an
+ * empty secret, or a token without a TLS key). */
+#define RPS_AUTH_TLS_LABEL "rdmaps-tls-psk-v1"
+int rps_auth_tls_psk(const char *secret, uint8_t psk_p[RPS_AUTH_KEY_LEN]);
 /* "scheduler", "server", "worker", "ctl"; NULL for others. */
 const char *rps_auth_role_word(uint8_t role);
 

@@ -76,6 +76,7 @@ int rps_auth_token_parse(const char *s, struct rps_auth_token *t_p, const char *
 	size_t n;
 	int role;
 	uint32_t rank = 0;
+	uint64_t rank64 = 0;
 
 	memset(t_p, 0, sizeof(*t_p));
 	if (!rps_auth_is_token(s)) {
@@ -104,12 +105,13 @@ int rps_auth_token_parse(const char *s, struct rps_auth_token *t_p, const char *
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (f[i] < '0' || f[i] > '9' || rank > (UINT32_MAX - 9) / 10) {
+		if (f[i] < '0' || f[i] > '9' || rank64 * 10 + (uint64_t)(f[i] - '0') >= UINT32_MAX) {
 			*why_p = "the rank is not a number below 4294967295";
 			return -EINVAL;
 		}
-		rank = rank * 10 + (uint32_t)(f[i] - '0');
+		rank64 = rank64 * 10 + (uint64_t)(f[i] - '0');
 	}
+	rank = (uint32_t)rank64;
 	if (rank == UINT32_MAX) {
 		*why_p = "the rank is not a number below 4294967295";
 		return -EINVAL;
@@ -135,9 +137,18 @@ int rps_auth_token_parse(const char *s, struct rps_auth_token *t_p, const char *
 			t_p->has_ring = 1;
 			continue;
 		}
+		if (n == 3 && !memcmp(f, "tls", 3) && !t_p->has_tls) {
+			f = s ? field(&s, &n) : "";
+			if (!f[0] || unhex(f, n, t_p->tls)) {
+				*why_p = "the tls key is not 64 hex digits";
+				goto bad;
+			}
+			t_p->has_tls = 1;
+			continue;
+		}
 		if (n < 7 || memcmp(f, "verify-", 7) || (role = role_of(f + 7, n - 7)) != 2 ||
 		    (t_p->verify & (1u << role))) {
-			*why_p = "an extra field other than verify-worker or ring";
+			*why_p = "an extra field other than verify-worker, ring or tls";
 			goto bad;
 		}
 		if (!s) {
@@ -189,6 +200,7 @@ int rps_auth_token_make(const char *secret, uint8_t role, uint32_t rank, char *b
 {
 	uint8_t rk[RPS_AUTH_KEY_LEN], k[RPS_AUTH_KEY_LEN];
 	char kh[2 * RPS_AUTH_KEY_LEN + 1], vh[2 * RPS_AUTH_KEY_LEN + 1] = "";
+	char th[2 * RPS_AUTH_KEY_LEN + 1];
 	static const char ring_label[] = "rdmaps-ring-v1";
 	int n;
 
@@ -207,17 +219,42 @@ int rps_auth_token_make(const char *secret, uint8_t role, uint32_t rank, char *b
 		     sizeof(ring_label) - 1, rk, &l);
 	}
 	hex(vh, rk);
-	n = snprintf(buf, len, RPS_TOKEN_PREFIX "%s:%u:%s%s%s", role_words[role], rank, kh,
-		     role == 1 ? ":verify-worker:" : ":ring:", vh);
+	rps_auth_tls_psk(secret, k);
+	hex(th, k);
+	n = snprintf(buf, len, RPS_TOKEN_PREFIX "%s:%u:%s%s%s:tls:%s", role_words[role], rank, kh,
+		     role == 1 ? ":verify-worker:" : ":ring:", vh, th);
 	OPENSSL_cleanse(rk, sizeof(rk));
 	OPENSSL_cleanse(k, sizeof(k));
 	OPENSSL_cleanse(kh, sizeof(kh));
 	OPENSSL_cleanse(vh, sizeof(vh));
+	OPENSSL_cleanse(th, sizeof(th));
 	if (n < 0 || (size_t)n >= len) {
 		OPENSSL_cleanse(buf, len);
 		return -ENOSPC;
 	}
 	return 0;
+}
+
+int rps_auth_tls_psk(const char *secret, uint8_t psk_p[RPS_AUTH_KEY_LEN])
+{
+	struct rps_auth_token t;
+	const char *why;
+	unsigned int l = RPS_AUTH_KEY_LEN;
+	int rc = -EACCES;
+
+	if (!secret || !secret[0])
+		return -EACCES;
+	if (!rps_auth_is_token(secret)) {
+		HMAC(EVP_sha256(), secret, (int)strlen(secret), (const uint8_t *)RPS_AUTH_TLS_LABEL,
+		     sizeof(RPS_AUTH_TLS_LABEL) - 1, psk_p, &l);
+		return 0;
+	}
+	if (!rps_auth_token_parse(secret, &t, &why) && t.has_tls) {
+		memcpy(psk_p, t.tls, RPS_AUTH_KEY_LEN);
+		rc = 0;
+	}
+	OPENSSL_cleanse(&t, sizeof(t));
+	return rc;
 }
 
 const char *rps_auth_refusal(const char *secret, const struct rps_hello *h)
@@ -263,6 +300,7 @@ int rps_auth_ring_credential(const char *secret, char *buf, size_t len)
 	struct rps_auth_token t;
 	uint8_t k[RPS_AUTH_KEY_LEN];
 	char kh[2 * RPS_AUTH_KEY_LEN + 1], rh[2 * RPS_AUTH_KEY_LEN + 1];
+	char th[2 * RPS_AUTH_KEY_LEN + 1] = "";
 	const char *why;
 	int n, rc = 0;
 
@@ -277,13 +315,17 @@ int rps_auth_ring_credential(const char *secret, char *buf, size_t len)
 	rps_auth_id_key(t.ring, t.rank, k);
 	hex(kh, k);
 	hex(rh, t.ring);
-	n = snprintf(buf, len, RPS_TOKEN_PREFIX "worker:%u:%s:verify-worker:%s", t.rank, kh, rh);
+	if (t.has_tls)
+		hex(th, t.tls);
+	n = snprintf(buf, len, RPS_TOKEN_PREFIX "worker:%u:%s:verify-worker:%s%s%s", t.rank, kh,
+		     rh, t.has_tls ? ":tls:" : "", t.has_tls ? th : "");
 	if (n < 0 || (size_t)n >= len)
 		rc = -ENOSPC;
 	OPENSSL_cleanse(&t, sizeof(t));
 	OPENSSL_cleanse(k, sizeof(k));
 	OPENSSL_cleanse(kh, sizeof(kh));
 	OPENSSL_cleanse(rh, sizeof(rh));
+	OPENSSL_cleanse(th, sizeof(th));
 	if (rc)
 		OPENSSL_cleanse(buf, len);
 	return rc;

@@ -283,12 +283,52 @@ static void test_ring(void **state)
 	}
 }
 
+/* RDMAPS_TLS=1 with tokens: every token (and a worker's ring credential)
+ * carries the job's TLS key, the one the secret gives; without it, -EACCES. */
+static void test_tls(void **state)
+{
+	char w[256], srv[256], rc[256], old[256];
+	uint8_t want[RPS_AUTH_KEY_LEN], k[RPS_AUTH_KEY_LEN];
+	char *tail;
+
+	(void)state;
+	assert_int_equal(rps_auth_tls_psk(sec, want), 0);
+	assert_int_equal(rps_auth_token_make(sec, RPS_ROLE_WORKER, 4294967294u, w, sizeof(w)), 0);
+	assert_int_equal(rps_auth_token_make(sec, RPS_ROLE_SERVER, 4294967294u, srv, sizeof(srv)),
+			 0);
+	assert_true(strlen(w) <= RPS_TOKEN_MAX && strlen(srv) <= RPS_TOKEN_MAX);
+	assert_int_equal(rps_auth_tls_psk(w, k), 0);
+	assert_memory_equal(k, want, sizeof(k));
+	assert_int_equal(rps_auth_tls_psk(srv, k), 0);
+	assert_memory_equal(k, want, sizeof(k));
+	assert_int_equal(rps_auth_ring_credential(w, rc, sizeof(rc)), 0);
+	assert_int_equal(rps_auth_tls_psk(rc, k), 0);
+	assert_memory_equal(k, want, sizeof(k));
+	/* another secret, another key */
+	assert_int_equal(rps_auth_tls_psk("another-secret", k), 0);
+	assert_memory_not_equal(k, want, sizeof(k));
+	/* a token without its tls field (an older maker), an empty secret */
+	strcpy(old, w);
+	tail = strstr(old, ":tls:");
+	assert_non_null(tail);
+	*tail = 0;
+	assert_true(rps_auth_is_token(old));
+	assert_int_equal(rps_auth_tls_psk(old, k), -EACCES);
+	assert_int_equal(rps_auth_tls_psk("", k), -EACCES);
+	/* a malformed tls field is refused by the parser */
+	strcpy(old, w);
+	tail = strstr(old, ":tls:");
+	tail[6] = 'x';
+	assert_int_equal(rps_auth_tls_psk(old, k), -EACCES);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_make_parse), cmocka_unit_test(test_parse_rejects),
 	    cmocka_unit_test(test_reach),      cmocka_unit_test(test_handshake),
 	    cmocka_unit_test(test_config),     cmocka_unit_test(test_ring),
+	    cmocka_unit_test(test_tls),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,8 @@
  * role), K = HMAC-SHA256(R, "rdmaps-id-v2" | rank_le32), text
  * "rdmaps-token-v1:ROLE:RANK:hex(K)" and for a server ":verify-worker:hex(R
  * of the worker role)", for a worker ":ring:hex(HMAC-SHA256(secret,
- * "rdmaps-ring-v1"))" (the workers' ring all-reduce). */
+ * "rdmaps-ring-v1"))" (the workers' ring all-reduce); both end with
+ * ":tls:hex(HMAC-SHA256(secret, "rdmaps-tls-psk-v1"))" (the TLS key). */
 #include "job_token.h"
 
 #include <stdio.h>
@@ -32,7 +33,7 @@ int rps_tool_token(const char *secret, int role, unsigned rank, char *buf, size_
 {
 	unsigned char r[32], k[32], msg[16];
 	unsigned int klen = 32;
-	char kh[65], vh[65] = "";
+	char kh[65], vh[65] = "", th[65];
 	int n;
 
 	if (!secret || !secret[0] || (role != 1 && role != 2) || rank == 0xffffffffu)
@@ -51,12 +52,18 @@ int rps_tool_token(const char *secret, int role, unsigned rank, char *buf, size_
 		     (const unsigned char *)"rdmaps-ring-v1", 14, r, &klen);
 	}
 	hex(vh, r);
-	n = snprintf(buf, len, "rdmaps-token-v1:%s:%u:%s%s%s", role == 1 ? "server" : "worker",
-		     rank, kh, role == 1 ? ":verify-worker:" : ":ring:", vh);
+	klen = 32;
+	HMAC(EVP_sha256(), secret, (int)strlen(secret),
+	     (const unsigned char *)"rdmaps-tls-psk-v1", 17, k, &klen);
+	hex(th, k);
+	n = snprintf(buf, len, "rdmaps-token-v1:%s:%u:%s%s%s:tls:%s",
+		     role == 1 ? "server" : "worker", rank, kh,
+		     role == 1 ? ":verify-worker:" : ":ring:", vh, th);
 	OPENSSL_cleanse(r, sizeof(r));
 	OPENSSL_cleanse(k, sizeof(k));
 	OPENSSL_cleanse(kh, sizeof(kh));
 	OPENSSL_cleanse(vh, sizeof(vh));
+	OPENSSL_cleanse(th, sizeof(th));
 	if (n < 0 || (size_t)n >= len) {
 		OPENSSL_cleanse(buf, len);
 		return -1;

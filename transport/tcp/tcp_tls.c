@@ -6,7 +6,9 @@
  *
  *   PSK = HMAC-SHA256(secret, "rdmaps-tls-psk-v1")    identity "rdmaps-job-v1"
  *
- * so "holds the secret" is "can open the tunnel"; the challenge-response of
+ * (a node holding only its token, RDMAPS_TOKEN, finds the same key in the
+ * token's "tls" field: rps_auth_tls_psk), so "holds the secret" is "can open
+ * the tunnel"; the challenge-response of
  * src/auth.h then runs inside it as without TLS (identities, ranks). The
  * handshake is psk_dhe_ke (ECDHE on top of the PSK: forward secrecy), cipher
  * TLS_AES_128_GCM_SHA256 or TLS_CHACHA20_POLY1305_SHA256, no session tickets.
@@ -43,11 +45,11 @@
 #include <openssl/ssl.h>
 
 #include "src/alloc.h"
+#include "src/auth.h"
 #include "src/log.h"
 #include "src/util.h"
 #include "transport/tcp/tcp_int.h"
 
-#define TLS_PSK_LABEL	  "rdmaps-tls-psk-v1"
 #define TLS_PSK_ID	  "rdmaps-job-v1"
 #define TLS_REC_HANDSHAKE 0x16		/* first byte of a ClientHello record */
 #define TLS_READ_AHEAD	  (256u * 1024) /* bytes one read may bring in (read-ahead) */
@@ -295,6 +297,12 @@ int tcp_tls_init(struct tcp_transport *tt)
 			"derived from it; --insecure cannot be combined with --tls");
 		return -EINVAL;
 	}
+	if (rps_auth_tls_psk(tt->secret, psk)) {
+		RPS_ERR("tcp: RDMAPS_TLS=1 but RDMAPS_TOKEN carries no TLS key (a token made by an "
+			"older rdmaps-launch or rdmaps-ctl token): make the tokens again");
+		return -EINVAL;
+	}
+	len = sizeof(psk);
 	if (meth_get())
 		return -ENOMEM;
 	ctx = SSL_CTX_new(TLS_method());
@@ -313,9 +321,6 @@ int tcp_tls_init(struct tcp_transport *tt)
 	SSL_CTX_set_psk_use_session_callback(ctx, use_session);
 	SSL_CTX_set_psk_find_session_callback(ctx, find_session);
 
-	if (!HMAC(EVP_sha256(), tt->secret, (int)strlen(tt->secret),
-		  (const unsigned char *)TLS_PSK_LABEL, strlen(TLS_PSK_LABEL), psk, &len))
-		goto err_ssl;
 	tmp = SSL_new(ctx);
 	if (!tmp)
 		goto err_ssl;
