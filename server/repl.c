@@ -11,6 +11,7 @@
 
 #include "control/control.h"
 #include "server/server_int.h"
+#include "src/auth.h"
 #include "src/alloc.h"
 #include "src/codec.h"
 #include "src/log.h"
@@ -550,6 +551,13 @@ int rps_repl_init(struct rps_server *srv)
 			"this server uses %s: run without replicas, or over TCP",
 			srv->cfg->replicas, srv->transport);
 		return -ENOTSUP;
+	}
+	if (rps_auth_is_token(srv->secret)) {
+		RPS_ERR("RDMAPS_REPLICAS=%d needs the job secret (RDMAPS_SECRET) on every server, "
+			"not a token: a backup takes over its primary's identity, which a token "
+			"does not allow (rdmaps-launch gives the secret when replicas > 1)",
+			srv->cfg->replicas);
+		return -EACCES;
 	}
 	r = repl_new(srv);
 	if (!r)

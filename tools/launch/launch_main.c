@@ -530,6 +530,14 @@ int main(int argc, char **argv)
 	worker_argv = &argv[optind];
 	server_host_g = server_host;
 	worker_host_g = worker_host;
+	if (replicated() && !shared_secret) {
+		/* a backup takes over its primary's rank: it must prove that
+		 * identity, which a server's token does not allow */
+		shared_secret = 1;
+		fprintf(stderr, "rdmaps-launch: RDMAPS_REPLICAS > 1: every process gets the job "
+				"secret (--shared-secret): a backup server takes over its "
+				"primary's identity, which per-node tokens do not allow yet\n");
+	}
 	if (restart_servers && !getenv("RDMAPS_CHECKPOINT_DIR")) {
 		fprintf(stderr, "rdmaps-launch: --restart-servers needs RDMAPS_CHECKPOINT_DIR\n");
 		return 2;
