@@ -9,7 +9,7 @@ install(TARGETS rdmaps rdmaps_static EXPORT rdmapsTargets
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/rdmaps DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT rdmapsTargets NAMESPACE rdmaps:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rdmaps)
 
-set(RPS_PC_REQUIRES_PRIVATE "openblas libzip libmicrohttpd libisal jansson libcrypto")
+set(RPS_PC_REQUIRES_PRIVATE "openblas libzip libmicrohttpd libisal jansson libssl libcrypto")
 if(RPS_WITH_JEMALLOC)
   string(APPEND RPS_PC_REQUIRES_PRIVATE " jemalloc")
 endif()

@@ -54,7 +54,7 @@ acc=$(sed -n 's/.*done: test accuracy \([0-9.]*\).*/\1/p' "$T/launch.log" | tail
 echo "ok   token mode: 2x2 BSP fmnist-train trains (test accuracy $acc)"
 for r in 0 1; do
 	grep -qx "secret=" "$T/env.$r" || fail "worker $r has RDMAPS_SECRET"
-	grep -q "^token=rdmaps-token-v1:worker:$r:[0-9a-f]\{64\}:ring:[0-9a-f]\{64\}$" "$T/env.$r" ||
+	grep -q "^token=rdmaps-token-v1:worker:$r:[0-9a-f]\{64\}:ring:[0-9a-f]\{64\}:tls:[0-9a-f]\{64\}$" "$T/env.$r" ||
 		fail "worker $r has no worker token of rank $r: $(grep -c token= "$T/env.$r")"
 done
 echo "ok   token mode: each worker holds only the token of its own rank, no secret"
@@ -64,7 +64,7 @@ for f in "$T"/server.*; do
 	n=$((n + 1))
 	! grep -q '^RDMAPS_SECRET=' "$f" || fail "a server has RDMAPS_SECRET"
 	r=$(sed -n 's/^RDMAPS_RANK=//p' "$f")
-	grep -q "^RDMAPS_TOKEN=rdmaps-token-v1:server:$r:[0-9a-f]\{64\}:verify-worker:[0-9a-f]\{64\}$" "$f" ||
+	grep -q "^RDMAPS_TOKEN=rdmaps-token-v1:server:$r:[0-9a-f]\{64\}:verify-worker:[0-9a-f]\{64\}:tls:[0-9a-f]\{64\}$" "$f" ||
 		fail "server $r has no server token of its rank"
 done
 [ "$n" -eq 2 ] || fail "found $n servers in /proc, not 2"
