@@ -1,6 +1,7 @@
 /* Sparse tables: initial row values (src/rowinit.h). */
 #include "src/rowinit.h"
 
+#include <errno.h>
 #include <math.h>
 
 #include <rdmaps/table.h>
@@ -38,4 +39,15 @@ void rps_row_init(uint32_t init, float scale, uint64_t seed, uint64_t id, uint32
 			break;
 		}
 	}
+}
+
+int rps_table_initial_row(const struct rps_table_spec *spec, uint64_t id, float *row)
+{
+	if (!spec || !row || !spec->dim)
+		return -EINVAL;
+	if (spec->init != RPS_TABLE_INIT_ZERO && spec->init != RPS_TABLE_INIT_UNIFORM &&
+	    spec->init != RPS_TABLE_INIT_NORMAL)
+		return -EINVAL;
+	rps_row_init(spec->init, spec->init_scale, spec->seed, id, spec->dim, row);
+	return 0;
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "row_init.h"
+#include <rdmaps/table.h>
 
 int local_table_init(struct local_table *t, const struct rps_table_spec *spec, uint64_t nids)
 {
@@ -63,7 +63,7 @@ static float *row(struct local_table *t, uint64_t id, size_t *idx_p)
 		if (t->n == t->cap && grow(t))
 			return NULL;
 		i = t->n++;
-		text_row_init(&t->spec, id, t->rows + i * dim);
+		rps_table_initial_row(&t->spec, id, t->rows + i * dim);
 		if (t->nstate >= 1)
 			memset(t->m + i * dim, 0, dim * sizeof(float));
 		if (t->nstate >= 2) {

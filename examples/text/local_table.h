@@ -1,6 +1,6 @@
 /* text-train --local: the embedding table in this process, as the servers
  * keep it (include/rdmaps/table.h): a row is created on its first touch with
- * the table's initial value for its id (row_init.h), and a push updates only
+ * the table's initial value for its id (rps_table_initial_row), and a push updates only
  * the rows it names, each with the table's optimizer and per-row state (lazy
  * sgd, adagrad, adam). Ids are < nids (the buckets); rows are packed in the
  * order they were created, so memory is that of the rows touched. */

@@ -19,7 +19,7 @@
  * global batch and scales its gradient by 1 / B, so under BSP the servers
  * apply exactly --local's step (up to the order of float sums).
  *
- * --local: the same model, data order, row initialisation (row_init.h) and
+ * --local: the same model, data order, row initialisation (rps_table_initial_row) and
  * optimizers (local_table.h for the rows, rps_optimizer for the dense key)
  * in one process: the reference. */
 #include <errno.h>

@@ -106,6 +106,14 @@ RPS_API int rps_worker_table_rows(struct rps_worker *w, rps_table_t table, uint6
 /* A table's dim as declared through this worker, or 0 if not declared. */
 RPS_API uint32_t rps_worker_table_dim(const struct rps_worker *w, rps_table_t table);
 
+/* The value a server gives row id of a table with this spec when the row is
+ * first touched (spec->init, init_scale, seed and dim; docs/tables.md has
+ * the formula), written to row[0 .. spec->dim). Pure: no worker needed, the
+ * same on every machine. For a single-process reference run that must start
+ * where the servers start. 0, or -EINVAL for a NULL pointer, dim 0 or an
+ * unknown init. */
+RPS_API int rps_table_initial_row(const struct rps_table_spec *spec, uint64_t id, float *row);
+
 #ifdef __cplusplus
 }
 #endif

@@ -100,6 +100,46 @@ static void test_spec(void **state)
 	assert_int_equal(rps_worker_table_dim(w, 2), 0);
 }
 
+/* rps_table_initial_row: the servers' formula (src/rowinit.c) behind the
+ * public API, checked against values worked out by hand, and refused input. */
+static void test_initial_row(void **state)
+{
+	struct rps_table_spec s;
+	float a[8], b[8], z[3] = {1, 1, 1};
+
+	(void)state;
+	rps_table_spec_init(&s);
+	s.dim = 8;
+	s.init = RPS_TABLE_INIT_UNIFORM;
+	s.init_scale = 0.5f;
+	s.seed = 42;
+	assert_int_equal(rps_table_initial_row(&s, 7, a), 0);
+	rps_row_init(RPS_TABLE_INIT_UNIFORM, 0.5f, 42, 7, 8, b);
+	assert_memory_equal(a, b, sizeof(a));
+	for (int e = 0; e < 8; e++)
+		assert_true(a[e] >= -0.5f && a[e] <= 0.5f);
+	/* another id or seed gives another row */
+	assert_int_equal(rps_table_initial_row(&s, 8, b), 0);
+	assert_memory_not_equal(a, b, sizeof(a));
+	s.seed = 43;
+	assert_int_equal(rps_table_initial_row(&s, 7, b), 0);
+	assert_memory_not_equal(a, b, sizeof(a));
+	/* zero init, dim 3 */
+	rps_table_spec_init(&s);
+	s.dim = 3;
+	s.init = RPS_TABLE_INIT_ZERO;
+	assert_int_equal(rps_table_initial_row(&s, 1, z), 0);
+	assert_true(z[0] == 0.0f && z[1] == 0.0f && z[2] == 0.0f);
+	/* refused */
+	assert_int_equal(rps_table_initial_row(NULL, 1, z), -EINVAL);
+	assert_int_equal(rps_table_initial_row(&s, 1, NULL), -EINVAL);
+	s.init = 9;
+	assert_int_equal(rps_table_initial_row(&s, 1, z), -EINVAL);
+	s.init = RPS_TABLE_INIT_ZERO;
+	s.dim = 0;
+	assert_int_equal(rps_table_initial_row(&s, 1, z), -EINVAL);
+}
+
 static void cb(int status, void *arg)
 {
 	(void)status;
@@ -176,6 +216,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_spec, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_calls, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_fanout, setup, teardown),
+	    cmocka_unit_test(test_initial_row),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
