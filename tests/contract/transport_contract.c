@@ -578,6 +578,7 @@ static void test_read_remote(void **state)
 	struct rps_conn *c, *sc;
 	struct rps_tr_mr rmr, lmr;
 	struct rps_tr_sge sge[2];
+	uint32_t rkey = 0;
 	uint8_t *remote, *local;
 	struct rec *r;
 
@@ -599,10 +600,23 @@ static void test_read_remote(void **state)
 	memset(local, 0, LEN);
 	assert_int_equal(rps_tr_reg_mem(srv.t, remote, LEN, RPS_TR_ACCESS_REMOTE_READ, &rmr), 0);
 	assert_int_equal(rps_tr_reg_mem(cl.t, local, LEN, RPS_TR_ACCESS_LOCAL, &lmr), 0);
+	/* the key for this connection (rps_tr_grant: a memory window bound to it
+	 * where the transport has them), sent after the grant in a frame as a
+	 * server does: the client reads once it has it */
+	{
+		struct rps_frame_hdr h;
+		size_t seen = count(&cl, RPS_TR_EV_RECV, c);
+
+		assert_int_equal(rps_tr_grant(sc, &rmr, &rkey), 0);
+		rps_proto_hdr_init(&h, RPS_OP_BARRIER_DONE, 0, 1);
+		h.aux = rkey;
+		assert_int_equal(rps_tr_post_send(sc, &h, NULL, 0, 0), 0);
+		assert_true(wait_count(&cl, RPS_TR_EV_RECV, c, seen + 1));
+	}
 
 	/* the whole region */
 	sge[0] = (struct rps_tr_sge){.addr = local, .len = LEN};
-	assert_int_equal(rps_tr_read_remote(c, sge, 1, rmr.remote_addr, rmr.remote_key, 77), 0);
+	assert_int_equal(rps_tr_read_remote(c, sge, 1, rmr.remote_addr, rkey, 77), 0);
 	assert_true(wait_count(&cl, RPS_TR_EV_READ_DONE, c, 1));
 	r = nth(&cl, RPS_TR_EV_READ_DONE, c, 0);
 	assert_int_equal(r->ctx, 77);
@@ -613,7 +627,7 @@ static void test_read_remote(void **state)
 	memset(local, 0, LEN);
 	sge[0] = (struct rps_tr_sge){.addr = local + 8192, .len = 1000};
 	sge[1] = (struct rps_tr_sge){.addr = local, .len = 2000};
-	assert_int_equal(rps_tr_read_remote(c, sge, 2, rmr.remote_addr + 1000, rmr.remote_key, 78), 0);
+	assert_int_equal(rps_tr_read_remote(c, sge, 2, rmr.remote_addr + 1000, rkey, 78), 0);
 	assert_true(wait_count(&cl, RPS_TR_EV_READ_DONE, c, 2));
 	r = nth(&cl, RPS_TR_EV_READ_DONE, c, 1);
 	assert_int_equal(r->ctx, 78);

@@ -11,7 +11,8 @@
  * (as TABLE_MAP does) is bound before the frame that carries it; granting
  * again gives the same key; deregistering the region drops its windows.
  * Off (RDMAPS_RDMA_MW=off): one registration for all, every connection
- * gets the region's key, and the transport says so in its log. */
+ * gets the region's key, and the transport says so in its log.
+ * Limits: the listener refuses connections beyond max_conns_per_addr. */
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -347,6 +348,69 @@ static void test_off(void **state)
 	region = region2 = NULL;
 }
 
+/* The RDMA listener's admission limits (rdma_limits.c): max_conns_per_addr
+ * and max_conns refuse a request beyond them; a slot freed by a close is
+ * taken again. */
+static void test_limits(void **state)
+{
+	static struct srv s;
+	struct tenv e;
+	struct rps_config cfg;
+	struct rps_transport *ts, *tc;
+	struct rps_conn *c[3];
+	uint16_t port;
+	int rc;
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	memset(&cs, 0, sizeof(cs));
+	tenv_get(&e);
+	tcfg_init(&cfg, 1);
+	region_fill();
+	ts = tr_create(&cfg, e.dev0, 1, on_hello, &s);
+	/* set after tr_create's rps_tr_params_from_config: the params are copied */
+	ts->params.max_conns_per_addr = 2;
+	ts->params.max_conns = 3;
+	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
+	assert_int_equal(rps_tr_reg_mem(ts, region, REGION, RPS_TR_ACCESS_REMOTE_READ, &region_mr),
+			 0);
+	assert_int_equal(rps_tr_listen(ts, e.ip0, 0, &port), 0);
+	poller_start(ts, srv_event, &s);
+	poller_start(tc, cli_event, &cs);
+	c[0] = tr_connect(tc, e.ip0, port, 1, 0, NULL, 0, NULL, &rc);
+	assert_int_equal(rc, 0);
+	c[1] = tr_connect(tc, e.ip0, port, 2, 0, NULL, 0, NULL, &rc);
+	assert_int_equal(rc, 0);
+	/* a third from the same address: refused, the others stay */
+	c[2] = tr_connect(tc, e.ip0, port, 3, 0, NULL, 0, NULL, &rc);
+	assert_null(c[2]);
+	assert_int_equal(rc, -EADDRINUSE);
+	/* one leaves: its place is free again once the server closed it */
+	atomic_store(&s.closed, 0);
+	rps_tr_close(c[0]);
+	assert_true(wait_flag(&s.closed, 10));
+	{
+		double end = now_s() + 10;
+
+		do {
+			c[2] = tr_connect(tc, e.ip0, port, 3, 0, NULL, 0, NULL, &rc);
+			if (!rc)
+				break;
+			usleep(100000);
+		} while (now_s() < end);
+	}
+	assert_int_equal(rc, 0);
+	rps_tr_close(c[1]);
+	rps_tr_close(c[2]);
+	tr_stop_pollers();
+	tr_destroy(tc);
+	rps_tr_dereg_mem(ts, &region_mr);
+	tr_destroy(ts);
+	free(region);
+	free(region2);
+	region = region2 = NULL;
+}
+
 static int teardown(void **state)
 {
 	tr_teardown(state);
@@ -361,6 +425,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_windows, teardown),
 	    cmocka_unit_test_teardown(test_off, teardown),
+	    cmocka_unit_test_teardown(test_limits, teardown),
 	};
 	struct tenv e;
 
