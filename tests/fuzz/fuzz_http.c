@@ -81,9 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int fd;
 
 	pthread_once(&once, start);
-	fd = fuzz_connect(port);
-	if (fd < 0)
-		abort(); /* the server stopped accepting: that is a finding */
+	fd = fuzz_connect_or_die(port, "fuzz_http");
 	deadline = fuzz_now_ms() + WAIT_MS;
 	while (sent < size) {
 		ssize_t k = write(fd, data + sent, size - sent);

@@ -79,10 +79,8 @@ static void start(void)
 static int open_worker(uint8_t head)
 {
 	uint32_t rank = head & 0x80 ? UINT32_MAX : head % 2u;
-	int fd = fuzz_connect(port);
+	int fd = fuzz_connect_or_die(port, "fuzz_server");
 
-	if (fd < 0)
-		abort(); /* the server stopped accepting: a finding */
 	if (head & 0x20)
 		return fd;
 	if (head & 0x10) {

@@ -148,6 +148,29 @@ F_FN int fuzz_connect(uint16_t port)
 	return fd;
 }
 
+/* fuzz_connect for a target whose server must always accept: a refusal is a
+ * finding (abort, with the reason on stderr). Out of local ports
+ * (EADDRNOTAVAIL: a long run leaves tens of thousands of closed connections
+ * in TIME_WAIT) or of descriptors in this process (EMFILE) is the machine,
+ * not the server: wait and try again, for up to 5 s. */
+F_FN int fuzz_connect_or_die(uint16_t port, const char *who)
+{
+	int fd = -EAGAIN;
+
+	for (int i = 0; i < 50; i++) {
+		fd = fuzz_connect(port);
+		if (fd >= 0 || (fd != -EADDRNOTAVAIL && fd != -EMFILE && fd != -ENFILE))
+			break;
+		poll(NULL, 0, 100);
+	}
+	if (fd < 0) {
+		fprintf(stderr, "%s: cannot connect to the server under test (127.0.0.1:%u): %s\n",
+			who, port, strerror(-fd));
+		abort(); /* the server stopped accepting: a finding */
+	}
+	return fd;
+}
+
 /* Read exactly n bytes (or fail) within the deadline. */
 F_FN int fuzz_read_full(int fd, void *buf, size_t n, uint64_t deadline_ms)
 {
