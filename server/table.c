@@ -461,6 +461,13 @@ static void handle_map(struct rps_shard *sh, struct rps_srv_req *req)
 	m.slot_bytes = t->rt.slot_bytes;
 	m.dim = t->decl.dim;
 	rps_shard_table_index_desc(t, &ix); /* the row index, after the chunks */
+	/* the index too is read through the asking connection's own window
+	 * (RDMAPS_RDMA_MW): the region's key reads nothing then */
+	if ((ix.flags & RPS_TABLE_INDEX_READABLE) &&
+	    rps_srv_req_grant(req, &t->ixmrs[t->nixreg - 1], &ix.remote_key)) {
+		done(sh, req, RPS_OP_TABLE_MAP_RESP, -ENOMEM, 0, &m, sizeof(m), NULL, 0);
+		return;
+	}
 	memcpy(ts->sendbuf + (size_t)n * sizeof(*c), &ix, sizeof(ix));
 	done(sh, req, RPS_OP_TABLE_MAP_RESP, 0, 0, &m, sizeof(m), c,
 	     (size_t)n * sizeof(*c) + sizeof(ix));
