@@ -143,7 +143,7 @@ static void cow_release(struct cow_set *c)
 
 static void max_store(atomic_ullong *a, uint64_t v)
 {
-	uint64_t cur = atomic_load(a);
+	unsigned long long cur = atomic_load(a);
 
 	while (v > cur && !atomic_compare_exchange_weak(a, &cur, v))
 		;
