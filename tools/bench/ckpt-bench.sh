@@ -33,5 +33,5 @@ export RDMAPS_SHARDS=${CKPT_BENCH_SHARDS:-2} RDMAPS_SHARD_BYTES=${CKPT_BENCH_SHA
 export RDMAPS_CHECKPOINT_DIR=$DIR RDMAPS_TIMEOUT_MS=120000
 echo "ckpt-bench: $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
 	"$RDMAPS_SHARDS shards, checkpoints in $DIR ($(df -T "$DIR" | awk 'NR == 2 {print $2}'))"
-"$BIN/rdmaps-launch" --servers 1 --workers 1 --transport tcp --timeout 900 ${CKPT_BENCH_VERBOSE:+--quiet-servers} \
+"$BIN/rdmaps-launch" --servers 1 --workers 1 --transport tcp --timeout 900 --shared-secret ${CKPT_BENCH_VERBOSE:+--quiet-servers} \
 	-- "$BIN/rdmaps-bench-ckpt" --ctl "$BIN/rdmaps-ctl" "$@"
