@@ -159,11 +159,27 @@ def blocked_join():
     return 0
 
 
+def stopped_then_declare():
+    """Connects, says so, then declares after a pause the test stops us in
+    (SIGSTOP) for longer than the servers' idle timeout."""
+    with rdmaps.Worker() as w:
+        print("CONNECTED")
+        time.sleep(0.5)
+        w.declare(7, 4, init="zeros")
+        w.push(7, np.full(4, 3, np.float32)).wait()
+        w.clock()
+        out = np.empty(4, np.float32)
+        w.pull(7, out).wait()
+        print("DONE %g" % out[0])
+        return 0 if list(out) == [-3.0] * 4 else 1
+
+
 def main():
     mode = sys.argv[1]
     args = [int(a) for a in sys.argv[2:]]
     return {"bsp_sums": bsp_sums, "asp": asp, "blocked_pull": blocked_pull,
-            "blocked_barrier": blocked_barrier, "blocked_join": blocked_join}[mode](*args)
+            "blocked_barrier": blocked_barrier, "blocked_join": blocked_join,
+            "stopped_then_declare": stopped_then_declare}[mode](*args)
 
 
 if __name__ == "__main__":

@@ -95,3 +95,21 @@ def test_server_killed_during_wait(cluster):
         t0 = time.monotonic()
         together(lambda w: w.close(), [a, b])
         assert time.monotonic() - t0 < 15 * SLOW  # closing does not hang either
+
+
+
+def test_declare_after_idle_close(cluster):
+    """A worker stopped (SIGSTOP, a debugger) longer than the servers' idle
+    timeout finds its connections closed when it goes on: its declare
+    reconnects and succeeds, and the values are right."""
+    c = cluster(servers=1, workers=1, idle_timeout_ms=int(800 * SLOW))
+    p = Proc(c, "stopped_then_declare")
+    try:
+        p.expect("CONNECTED", 30)
+        p.p.send_signal(signal.SIGSTOP)
+        time.sleep(2.0 * SLOW)  # the server closes the silent connection
+        p.p.send_signal(signal.SIGCONT)
+        assert p.expect("DONE", 20) == "DONE -3"  # sgd lr 1
+        assert p.wait(10) == 0
+    finally:
+        p.kill()
