@@ -184,11 +184,6 @@ static int declare_wait(struct rps_worker *w, struct rps_wkey **ents, struct rps
 /* Attempts of one declare when connections are lost under it. */
 #define DECLARE_TRIES 3
 
-static int declare_lost(int rc)
-{
-	return rc == -ECONNRESET || rc == -EHOSTDOWN || rc == -EPIPE || rc == -ENOTCONN;
-}
-
 /* The worker's copy of optim (checked), NULL for none: 0 or -EINVAL / -ENOMEM. */
 static int spec_of(struct rps_worker *w, const struct rps_optim_opts *optim,
 		   const struct rps_optim_opts **spec_p)
@@ -265,15 +260,15 @@ int rps_worker_declare_opt(struct rps_worker *w, const rps_key_t *keys, const si
 		/* a server connection lost meanwhile (an idle timeout while this
 		 * process was stopped, a restarted server): DECLARE is idempotent,
 		 * so reconnect and send it again, as a push or pull would be */
-		if (!declare_lost(rc) || tries == DECLARE_TRIES - 1)
+		if (!rc || tries == DECLARE_TRIES - 1)
 			break;
-		RPS_WARN("declare: %s; reconnecting and declaring again (%d of %d)",
-			 rps_strerror(rc), tries + 2, DECLARE_TRIES);
-		r = rps_wready(w);
+		r = rps_wretry_lost(w, rc);
 		if (r) {
 			rc = r;
 			break;
 		}
+		RPS_WARN("declare: %s; reconnected, declaring again (%d of %d)",
+			 rps_strerror(rc), tries + 2, DECLARE_TRIES);
 	}
 	if (rc)
 		goto out_free;

@@ -87,7 +87,7 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 		RPS_ERR("server %u channel %u: send %s: %s", wc->srv->rank, wc->channel,
 			rps_proto_op_name(hp->op), rps_strerror(rc));
 err:
-	if (rps_wrepl_lost(rc) && rc != -ETIMEDOUT)
+	if (wc->c && rps_wrepl_lost(rc) && rc != -ETIMEDOUT)
 		rps_wconn_mark_dead(w, wc, rc); /* now, not when the transport says so */
 	pthread_mutex_lock(&w->core.lock);
 	if (rps_piece_by_reqid(&w->core, id) == p && p->kind && w->core.keep_pushes &&

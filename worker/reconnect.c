@@ -340,6 +340,23 @@ out:
 	return rc;
 }
 
+int rps_wretry_lost(struct rps_worker *w, int rc)
+{
+	if (rc != -ECONNRESET && rc != -EHOSTDOWN && rc != -EPIPE && rc != -ENOTCONN)
+		return rc;
+	if (!w->servers || !w->tr)
+		return rc; /* an offline worker: nothing to reconnect to */
+	/* the progress thread marks the connection dead when it reads the close */
+	for (int i = 0; i < 100 && !atomic_load(&w->reconnect) && !atomic_load(&w->leaving); i++) {
+		atomic_store(&w->dead_pending, 1);
+		rps_worker_wake(w);
+		rps_sleep_ms(2);
+	}
+	if (!atomic_load(&w->reconnect))
+		return rc; /* nothing to reconnect: the error stands */
+	return rps_wreconnect(w);
+}
+
 int rps_wsync_send(struct rps_worker *w, uint32_t server, uint32_t c)
 {
 	struct rps_sync y = { .clock = c, .pid = (uint32_t)getpid() };

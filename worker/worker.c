@@ -443,10 +443,16 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		goto err;
 	}
 	pthread_setname_np(w->progress, "rps-progress");
-	rc = w->pull->attach(w, UINT32_MAX);
-	if (rc)
-		goto err;
-	rc = join_clock(w);
+	for (int tries = 0;; tries++) {
+		/* a connection lost meanwhile (a server's idle timeout while this
+		 * process was stopped): reconnect and do it again */
+		rc = w->pull->attach(w, UINT32_MAX);
+		if (!rc)
+			rc = join_clock(w);
+		if (!rc || tries == 2 || rps_wretry_lost(w, rc))
+			break;
+		RPS_WARN("worker: reconnected while joining; joining again (%d of 3)", tries + 2);
+	}
 	if (rc)
 		goto err;
 	rc = rps_wreconnector_start(w);

@@ -299,6 +299,11 @@ static inline struct rps_wshard *rps_wshard_get(struct rps_worker *w, uint32_t s
  * that were in flight on the dead connection have failed with -ECONNRESET /
  * -EHOSTDOWN. Returns 0, or -EHOSTDOWN if it did not come back in time. */
 int rps_wreconnect(struct rps_worker *w);
+/* A call failed with rc: if rc says a connection was lost (-ECONNRESET,
+ * -EHOSTDOWN, -EPIPE, -ENOTCONN), give the progress thread a moment to mark
+ * it and reconnect (rps_wreconnect), and return 0 if the caller may try the
+ * idempotent call again; else (or if reconnecting failed) the error. */
+int rps_wretry_lost(struct rps_worker *w, int rc);
 int rps_wreconnector_start(struct rps_worker *w);
 void rps_wreconnector_stop(struct rps_worker *w);
 static inline int rps_wready(struct rps_worker *w)
