@@ -12,11 +12,14 @@
  * copies it into its one-chunk buffer, marks it DONE and appends it to the
  * file. Before the update thread writes into a chunk (write_runs, update.c:
  * pushes, BSP sums, assignments) it looks at the chunk's arrays: DONE or
- * SAVED, write; TODO, save the old values in a side buffer first (-> SAVED),
- * which the writer appends and frees when it gets there; BUSY, wait for the
- * writer's copy of that one chunk (a memcpy of chunk_bytes). So the file is
- * the shard at the boundary, and the snapshot holds in memory only the
- * chunks written into before the writer reached them.
+ * SAVED, write; TODO or BUSY, save the old values in a side buffer first
+ * (-> SAVED), which the writer appends and frees when it gets there. A chunk
+ * the writer was copying (BUSY) is not waited for: the saved copy wins and
+ * the writer, whose BUSY -> DONE then fails, takes it instead of its own
+ * (which may hold the new values). So the file is the shard at the boundary,
+ * the update thread never waits for the writer (which runs at SCHED_IDLE and
+ * may lose its core in the middle of a chunk), and the snapshot holds in
+ * memory only the chunks written into before the writer reached them.
  *
  * Why not a plain copy of the whole shard on the update thread: it is simple
  * but a pause of the whole shard: 100 MB took 170-220 ms on the loaded 2-core
@@ -117,6 +120,8 @@ struct rps_ckpt_async {
 	pthread_cond_t cv;
 	struct snap *job; /* in flight (NULL: idle) */
 	int stop, hold;
+	atomic_int hold_chunk; /* tests: the writer stops inside its next chunk copy */
+	int in_chunk;
 	int warned_busy;
 	struct cow_set cow; /* update thread only */
 	atomic_ullong written, failed, skipped, waited, take_ns_max, write_ns_max, cow_chunks;
@@ -331,6 +336,19 @@ static void publish_creq(struct rps_shard *sh, uint32_t gen, int rc, const char 
 	atomic_store_explicit(&sh->creq_done, gen, memory_order_release);
 }
 
+/* Tests (rps_shard_ckpt_async_hold_chunk): the writer has copied a chunk it
+ * claimed (BUSY) and waits until released before it marks it DONE. */
+static void writer_hold_in_chunk(struct rps_ckpt_async *a)
+{
+	pthread_mutex_lock(&a->lock);
+	a->in_chunk = 1;
+	pthread_cond_broadcast(&a->cv);
+	while (atomic_load(&a->hold_chunk) && !a->stop)
+		pthread_cond_wait(&a->cv, &a->lock);
+	a->in_chunk = 0;
+	pthread_mutex_unlock(&a->lock);
+}
+
 static void snap_write(struct rps_shard *sh, struct snap *s)
 {
 	struct rps_ckpt_async *a = sh->ckpt_async;
@@ -371,6 +389,8 @@ static void snap_write(struct rps_shard *sh, struct snap *s)
 
 					if (!rc)
 						memcpy(tmp, from, n * sizeof(float));
+					if (atomic_load_explicit(&a->hold_chunk, memory_order_relaxed))
+						writer_hold_in_chunk(a);
 					/* DONE, unless the update thread saved the chunk
 					 * meanwhile (SAVED): then its copy is the one of the
 					 * snapshot (ours may hold its new values) */
@@ -569,6 +589,22 @@ void rps_shard_ckpt_async_hold(struct rps_shard *sh, int hold)
 	pthread_mutex_lock(&a->lock);
 	a->hold = hold;
 	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->lock);
+}
+
+void rps_shard_ckpt_async_hold_chunk(struct rps_shard *sh, int hold)
+{
+	struct rps_ckpt_async *a = sh->ckpt_async;
+
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	atomic_store(&a->hold_chunk, hold);
+	a->hold = 0;
+	pthread_cond_broadcast(&a->cv);
+	if (hold)
+		while (!a->in_chunk && !a->stop)
+			pthread_cond_wait(&a->cv, &a->lock);
 	pthread_mutex_unlock(&a->lock);
 }
 
