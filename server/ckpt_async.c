@@ -12,11 +12,14 @@
  * copies it into its one-chunk buffer, marks it DONE and appends it to the
  * file. Before the update thread writes into a chunk (write_runs, update.c:
  * pushes, BSP sums, assignments) it looks at the chunk's arrays: DONE or
- * SAVED, write; TODO, save the old values in a side buffer first (-> SAVED),
- * which the writer appends and frees when it gets there; BUSY, wait for the
- * writer's copy of that one chunk (a memcpy of chunk_bytes). So the file is
- * the shard at the boundary, and the snapshot holds in memory only the
- * chunks written into before the writer reached them.
+ * SAVED, write; TODO or BUSY, save the old values in a side buffer first
+ * (-> SAVED), which the writer appends and frees when it gets there. A chunk
+ * the writer was copying (BUSY) is not waited for: the saved copy wins and
+ * the writer, whose BUSY -> DONE then fails, takes it instead of its own
+ * (which may hold the new values). So the file is the shard at the boundary,
+ * the update thread never waits for the writer (which runs at SCHED_IDLE and
+ * may lose its core in the middle of a chunk), and the snapshot holds in
+ * memory only the chunks written into before the writer reached them.
  *
  * Why not a plain copy of the whole shard on the update thread: it is simple
  * but a pause of the whole shard: 100 MB took 170-220 ms on the loaded 2-core
@@ -64,7 +67,7 @@
 #include "src/log.h"
 #include "src/util.h"
 
-#define RPS_CKPT_WRITER_NICE 10 /* the writer thread's nice value */
+#define RPS_CKPT_WRITER_NICE 10 /* without SCHED_IDLE: the writer thread's nice value */
 
 /* State of one array (values, state[0], state[1]) of one chunk of a slice in
  * the snapshot in flight. */
@@ -117,9 +120,13 @@ struct rps_ckpt_async {
 	pthread_cond_t cv;
 	struct snap *job; /* in flight (NULL: idle) */
 	int stop, hold;
+	atomic_int hold_chunk; /* tests: the writer stops inside its next chunk copy */
+	int in_chunk;
 	int warned_busy;
 	struct cow_set cow; /* update thread only */
 	atomic_ullong written, failed, skipped, waited, take_ns_max, write_ns_max, cow_chunks;
+	/* the slice the writer is copying a chunk of (NULL: none) */
+	_Atomic(struct rps_ckpt_cow_slice *) reading;
 };
 
 static void snap_free(struct snap *s)
@@ -163,13 +170,12 @@ static const float *cow_src(const struct rps_ckpt_cow_slice *cs, uint32_t j, uin
 	return cs->src_s[j - 1] + e0;
 }
 
-static void wait_not_busy(atomic_uchar *st)
-{
-	while (atomic_load_explicit(st, memory_order_acquire) == COW_BUSY)
-		sched_yield(); /* the other side copies one chunk */
-}
-
-/* Update thread, before it writes into chunk c of m. */
+/* Update thread, before it writes into chunk c of m. It never waits for the
+ * writer: a chunk the writer is copying (COW_BUSY) is saved all the same
+ * (both only read it until this returns) and the saved copy wins; the
+ * writer then drops its own (see snap_write). Waiting there was a priority
+ * inversion: the writer runs at SCHED_IDLE and may lose its core in the
+ * middle of a chunk. */
 void rps_ckpt_cow_copy(struct rps_slice_meta *m, uint64_t c)
 {
 	struct rps_ckpt_cow_slice *cs = m->ckpt_cow;
@@ -181,19 +187,13 @@ void rps_ckpt_cow_copy(struct rps_slice_meta *m, uint64_t c)
 	for (uint32_t j = 0; j < cs->narr; j++) {
 		size_t i = (size_t)j * cs->nchunks + c;
 		atomic_uchar *st = &cs->state[i];
-		unsigned char want = COW_TODO;
+		unsigned char cur = atomic_load_explicit(st, memory_order_acquire);
 		const float *src;
 		uint64_t n;
 		float *b;
 
-		if (atomic_load_explicit(st, memory_order_acquire) >= COW_DONE)
+		if (cur >= COW_DONE)
 			continue;
-		if (!atomic_compare_exchange_strong_explicit(st, &want, COW_BUSY,
-							     memory_order_acquire,
-							     memory_order_acquire)) {
-			wait_not_busy(st); /* the writer takes it */
-			continue;
-		}
 		src = cow_src(cs, j, c, &n);
 		b = rps_malloc(n * sizeof(float));
 		if (!b) {
@@ -201,23 +201,41 @@ void rps_ckpt_cow_copy(struct rps_slice_meta *m, uint64_t c)
 			RPS_WARN("shard %u: no memory to keep a chunk for the checkpoint in "
 				 "flight: waiting for the writer",
 				 cs->sh->p.idx);
-			atomic_store_explicit(st, COW_TODO, memory_order_release);
 			while (atomic_load_explicit(st, memory_order_acquire) < COW_DONE)
 				sched_yield();
 			continue;
 		}
 		memcpy(b, src, n * sizeof(float));
-		cs->side[i] = b;
-		atomic_store_explicit(st, COW_SAVED, memory_order_release);
-		atomic_fetch_add_explicit(&cs->sh->ckpt_async->cow_chunks, 1,
-					  memory_order_relaxed);
+		cs->side[i] = b; /* published by the exchange below */
+		for (;;) {
+			if (atomic_compare_exchange_weak_explicit(st, &cur, COW_SAVED,
+								  memory_order_seq_cst,
+								  memory_order_seq_cst)) {
+				atomic_fetch_add_explicit(&cs->sh->ckpt_async->cow_chunks, 1,
+							  memory_order_relaxed);
+				break;
+			}
+			if (cur >= COW_DONE) { /* the writer finished its copy first */
+				cs->side[i] = NULL;
+				rps_free(b);
+				break;
+			}
+		}
 	}
 }
 
 void rps_ckpt_cow_slice_all(struct rps_slice_meta *m)
 {
-	for (uint64_t c = 0; m->ckpt_cow && c < m->ckpt_cow->nchunks; c++)
-		rps_ckpt_cow_chunk(m, c);
+	struct rps_ckpt_cow_slice *cs = m->ckpt_cow;
+
+	if (!cs)
+		return;
+	for (uint64_t c = 0; m->ckpt_cow && c < cs->nchunks; c++)
+		rps_ckpt_cow_copy(m, c);
+	/* every chunk is saved or written; the writer may still be reading one it
+	 * lost to a save: m's arrays are freed next, so wait for that copy */
+	while (atomic_load_explicit(&cs->sh->ckpt_async->reading, memory_order_seq_cst) == cs)
+		sched_yield();
 }
 
 /* ---- the snapshot (update thread) ------------------------------------------------- */
@@ -318,6 +336,19 @@ static void publish_creq(struct rps_shard *sh, uint32_t gen, int rc, const char 
 	atomic_store_explicit(&sh->creq_done, gen, memory_order_release);
 }
 
+/* Tests (rps_shard_ckpt_async_hold_chunk): the writer has copied a chunk it
+ * claimed (BUSY) and waits until released before it marks it DONE. */
+static void writer_hold_in_chunk(struct rps_ckpt_async *a)
+{
+	pthread_mutex_lock(&a->lock);
+	a->in_chunk = 1;
+	pthread_cond_broadcast(&a->cv);
+	while (atomic_load(&a->hold_chunk) && !a->stop)
+		pthread_cond_wait(&a->cv, &a->lock);
+	a->in_chunk = 0;
+	pthread_mutex_unlock(&a->lock);
+}
+
 static void snap_write(struct rps_shard *sh, struct snap *s)
 {
 	struct rps_ckpt_async *a = sh->ckpt_async;
@@ -346,28 +377,33 @@ static void snap_write(struct rps_shard *sh, struct snap *s)
 				const float *from;
 				uint64_t n;
 
-				for (;;) {
-					unsigned char want = COW_TODO;
+				unsigned char want = COW_TODO;
 
+				from = cow_src(cs, j, c, &n);
+				/* announced before the claim (rps_ckpt_cow_slice_all) */
+				atomic_store_explicit(&a->reading, cs, memory_order_seq_cst);
+				if (atomic_compare_exchange_strong_explicit(
+					&cs->state[k], &want, COW_BUSY, memory_order_seq_cst,
+					memory_order_seq_cst)) {
+					unsigned char busy = COW_BUSY;
+
+					if (!rc)
+						memcpy(tmp, from, n * sizeof(float));
+					if (atomic_load_explicit(&a->hold_chunk, memory_order_relaxed))
+						writer_hold_in_chunk(a);
+					/* DONE, unless the update thread saved the chunk
+					 * meanwhile (SAVED): then its copy is the one of the
+					 * snapshot (ours may hold its new values) */
 					if (atomic_compare_exchange_strong_explicit(
-						&cs->state[k], &want, COW_BUSY,
-						memory_order_acquire, memory_order_acquire)) {
-						from = cow_src(cs, j, c, &n);
-						if (!rc)
-							memcpy(tmp, from, n * sizeof(float));
-						atomic_store_explicit(&cs->state[k], COW_DONE,
-								      memory_order_release);
+						&cs->state[k], &busy, COW_DONE,
+						memory_order_acq_rel, memory_order_acquire))
 						from = tmp;
-						break;
-					}
-					if (want == COW_BUSY) { /* being saved (or given back) */
-						wait_not_busy(&cs->state[k]);
-						continue;
-					}
-					(void)cow_src(cs, j, c, &n);
+					else
+						from = cs->side[k];
+				} else {
 					from = cs->side[k]; /* COW_SAVED */
-					break;
 				}
+				atomic_store_explicit(&a->reading, NULL, memory_order_release);
 				if (!rc)
 					rc = rps_ckpt_writer_append(w, from, n);
 				if (from != tmp) {
@@ -415,15 +451,31 @@ static void snap_write(struct rps_shard *sh, struct snap *s)
 	publish_creq(sh, s->creq_gen, rc, info.path, info.nslices);
 }
 
+/* Background work: the writer runs at SCHED_IDLE, so any other thread that
+ * wakes on its core (an update or network thread, a worker) takes the core at
+ * once. At nice 10 (before) it kept the core until the next scheduler tick
+ * (4 ms at HZ=250): with a wake-up preemption refused, pushes waited 3-9 ms
+ * behind each writer (perf sched timehist, docs/benchmarks.md). With
+ * autogroups (the default) it competes at that level only with its own
+ * process's threads, so on a busy machine it still gets the server's share.
+ * Where SCHED_IDLE is refused, nice 10 (best effort). */
+static void writer_background(struct rps_shard *sh)
+{
+	struct sched_param sp;
+
+	memset(&sp, 0, sizeof(sp));
+	if (!pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp))
+		return;
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), RPS_CKPT_WRITER_NICE))
+		RPS_DEBUG("shard %u: checkpoint writer keeps its priority: %m", sh->p.idx);
+}
+
 static void *writer_main(void *arg)
 {
 	struct rps_shard *sh = arg;
 	struct rps_ckpt_async *a = sh->ckpt_async;
 
-	/* background work: on a busy machine the update and network threads
-	 * come first (Linux: a thread's own nice value); best effort */
-	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), RPS_CKPT_WRITER_NICE))
-		RPS_DEBUG("shard %u: checkpoint writer keeps its priority: %m", sh->p.idx);
+	writer_background(sh);
 	pthread_mutex_lock(&a->lock);
 	for (;;) {
 		struct snap *s;
@@ -537,6 +589,22 @@ void rps_shard_ckpt_async_hold(struct rps_shard *sh, int hold)
 	pthread_mutex_lock(&a->lock);
 	a->hold = hold;
 	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->lock);
+}
+
+void rps_shard_ckpt_async_hold_chunk(struct rps_shard *sh, int hold)
+{
+	struct rps_ckpt_async *a = sh->ckpt_async;
+
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	atomic_store(&a->hold_chunk, hold);
+	a->hold = 0;
+	pthread_cond_broadcast(&a->cv);
+	if (hold)
+		while (!a->in_chunk && !a->stop)
+			pthread_cond_wait(&a->cv, &a->lock);
 	pthread_mutex_unlock(&a->lock);
 }
 

@@ -26,16 +26,16 @@ void rps_ckpt_cow_copy(struct rps_slice_meta *m, uint64_t c);
 
 /* Update thread, before it writes into chunk c of slice m (parameters or
  * optimizer state of that chunk's elements): the old values of a chunk a
- * snapshot in flight has not written yet are saved first (or the writer's
- * copy of that chunk is waited for). One pointer test when no snapshot is in
- * flight. */
+ * snapshot in flight has not written yet are saved first (also one the writer
+ * is copying: the update thread never waits for the writer). One pointer test
+ * when no snapshot is in flight. */
 static inline void rps_ckpt_cow_chunk(struct rps_slice_meta *m, uint64_t c)
 {
 	if (m->ckpt_cow)
 		rps_ckpt_cow_copy(m, c);
 }
-/* Update thread: copy every chunk of m not copied yet (before m's optimizer
- * state is reallocated). */
+/* Update thread: copy every chunk of m not copied yet and wait until the
+ * writer no longer reads m (before m's optimizer state is freed). */
 void rps_ckpt_cow_slice_all(struct rps_slice_meta *m);
 
 /* What to do when the previous snapshot is still being written. */
@@ -71,6 +71,10 @@ int rps_shard_ckpt_async_creq_pending(struct rps_shard *sh);
 
 /* Tests: hold the writer before it writes a snapshot it took (1), release it (0). */
 void rps_shard_ckpt_async_hold(struct rps_shard *sh, int hold);
+/* Tests: 1 = the writer stops inside the next chunk it copies (claimed, copied,
+ * not yet marked written); releases rps_shard_ckpt_async_hold and returns once
+ * the writer is there (it must have a snapshot to write). 0 releases it. */
+void rps_shard_ckpt_async_hold_chunk(struct rps_shard *sh, int hold);
 
 /* Counters (any thread). */
 struct rps_ckpt_async_stats {

@@ -41,12 +41,20 @@ static int fsync_dir(const char *dir)
 	return rc;
 }
 
+/* Bytes per write(2): the kernel copies a write into the page cache without
+ * giving up the core (a kernel built without preemption, the common server
+ * configuration), so a 1 MiB write by the background checkpoint writer
+ * (server/ckpt_async.c) delays a push that wakes on its core by the whole
+ * copy; pieces of 128 KiB bound that to tens of microseconds. */
+#define CKPT_WRITE_PIECE (128u << 10)
+
 static int write_full(int fd, const void *buf, size_t len, int64_t off)
 {
 	const char *p = buf;
 
 	while (len) {
-		ssize_t n = off >= 0 ? pwrite(fd, p, len, (off_t)off) : write(fd, p, len);
+		size_t k = RPS_MIN(len, CKPT_WRITE_PIECE);
+		ssize_t n = off >= 0 ? pwrite(fd, p, k, (off_t)off) : write(fd, p, k);
 
 		if (n < 0) {
 			if (errno == EINTR)

@@ -183,6 +183,35 @@ static void test_snapshot_not_live(void **state)
 	assert_int_equal(st.cow_chunks, 10);
 }
 
+/* A push into a chunk the writer is copying (claimed, not yet marked written)
+ * does not wait for the writer: the update thread saves the chunk too, its
+ * copy is the one in the file, and the writer drops its own. */
+static void test_push_during_chunk_copy(void **state)
+{
+	struct fixture *f = *state;
+	struct rps_shard *sh = &f->sh;
+	struct rps_ckpt_async_stats st;
+	float at1[N7], m1[N7];
+
+	assert_int_equal(t_declare(sh, 7, 0, N7, RPS_INIT_CONST, 1.5f, 0, NULL), 0);
+	one_clock(sh, 0);
+	t_read(sh, 7, 0, 0, N7, at1);
+	memcpy(m1, rps_srv_keytab_lookup(&sh->tab, 7, 0)->opt.m, sizeof(m1));
+
+	rps_shard_ckpt_async_hold(sh, 1);
+	request(sh); /* snapshot of clock 1 */
+	/* the writer stops inside its first chunk: key 7's values, chunk 0 */
+	rps_shard_ckpt_async_hold_chunk(sh, 1);
+	one_clock(sh, 1); /* writes every chunk, the one being copied too */
+	assert_int_equal(sh->clock, 2);
+	rps_shard_ckpt_async_stats(sh, &st);
+	assert_int_equal(st.cow_chunks, 10); /* 5 chunks x (values, momentum) */
+	rps_shard_ckpt_async_hold_chunk(sh, 0);
+	rps_shard_ckpt_async_wait(sh);
+	assert_int_equal(atomic_load(&sh->ckpts_ok), 1);
+	restore_check(f, 1, at1, m1);
+}
+
 /* A request while one is in flight waits for it; both files are right. */
 static void test_request_waits(void **state)
 {
@@ -321,6 +350,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_snapshot_not_live, setup_bsp, teardown),
+	    cmocka_unit_test_setup_teardown(test_push_during_chunk_copy, setup_bsp, teardown),
 	    cmocka_unit_test_setup_teardown(test_request_waits, setup_bsp, teardown),
 	    cmocka_unit_test_setup_teardown(test_creq_published_after_write, setup_bsp, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_keeps_previous, setup_bsp, teardown),

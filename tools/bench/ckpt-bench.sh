@@ -31,7 +31,13 @@ BIN=$LBIN
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn} RDMAPS_CONSISTENCY=asp RDMAPS_OPTIMIZER=sgd
 export RDMAPS_SHARDS=${CKPT_BENCH_SHARDS:-2} RDMAPS_SHARD_BYTES=${CKPT_BENCH_SHARD_BYTES:-160M}
 export RDMAPS_CHECKPOINT_DIR=$DIR RDMAPS_TIMEOUT_MS=120000
+# No OpenBLAS thread pool in any process of the job: the `rdmaps-ctl
+# checkpoint` each ckpt round starts would otherwise spin its pool thread in
+# sched_yield for ~0.1 s (60-65 ms of CPU per start seen with perf) on one of
+# the cores, inside the round it measures. OPENBLAS_NUM_THREADS=0 keeps
+# OpenBLAS's own choice (as measured before 2026-11-27 19:00 UTC).
+if [ "${OPENBLAS_NUM_THREADS:-1}" = 0 ]; then unset OPENBLAS_NUM_THREADS; else export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}; fi
 echo "ckpt-bench: $(date -u '+%F %T UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)," \
-	"$RDMAPS_SHARDS shards, checkpoints in $DIR ($(df -T "$DIR" | awk 'NR == 2 {print $2}'))"
+	"$RDMAPS_SHARDS shards, checkpoints in $DIR ($(df -T "$DIR" | awk 'NR == 2 {print $2}')), OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-unset}"
 "$BIN/rdmaps-launch" --servers 1 --workers 1 --transport tcp --timeout 900 --shared-secret ${CKPT_BENCH_VERBOSE:+--quiet-servers} \
 	-- "$BIN/rdmaps-bench-ckpt" --ctl "$BIN/rdmaps-ctl" "$@"

@@ -3,7 +3,7 @@
  * tools/bench/ckpt-bench.sh, which starts the job).
  *
  *   rdmaps-bench-ckpt --ctl PATH/rdmaps-ctl [--mb 100] [--elems 256] [--rounds 5]
- *                     [--rate 2000]
+ *                     [--rate 2000] [--trace FILE]
  *
  * One worker of an ASP job. It declares a big key (--mb MiB of float32
  * parameters, split into slices over the shards) and a small one (--elems
@@ -16,6 +16,9 @@
  *   none  the same pushes for as long as the last ckpt round, no checkpoint.
  * Each round prints its pushes, p50, p99 and max latency; the end prints the
  * medians over the rounds of each kind and the ratio of the p99 medians.
+ * --trace FILE writes one line per push: round, kind, its due time and its
+ * completion (CLOCK_MONOTONIC seconds, the clock of `perf sched record -k
+ * CLOCK_MONOTONIC`), latency in us; and the start and end of each round.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +42,10 @@ static double now_s(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
+
+static FILE *trace_f; /* --trace */
+static int trace_round;
+static const char *trace_kind = "warm";
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -107,6 +114,9 @@ static int push_loop(struct rps_worker *w, rps_key_t key, const float *g, size_t
 				return -ENOMEM;
 		}
 		(*lat)[n++] = (b - due) * 1e6;
+		if (trace_f)
+			fprintf(trace_f, "push %d %s %.6f %.6f %.1f\n", trace_round, trace_kind, due,
+				b, (b - due) * 1e6);
 		if (child > 0) {
 			int st;
 			pid_t p = waitpid(child, &st, WNOHANG);
@@ -133,7 +143,7 @@ static int push_loop(struct rps_worker *w, rps_key_t key, const float *g, size_t
 
 int main(int argc, char **argv)
 {
-	const char *ctl = NULL;
+	const char *ctl = NULL, *trace = NULL;
 	double mb = 100, rate = 2000;
 	size_t elems = 256;
 	int rounds = 5, rc;
@@ -142,6 +152,7 @@ int main(int argc, char **argv)
 					   {"elems", required_argument, NULL, 'e'},
 					   {"rounds", required_argument, NULL, 'r'},
 					   {"rate", required_argument, NULL, 'p'},
+					   {"trace", required_argument, NULL, 't'},
 					   {NULL, 0, NULL, 0}};
 	struct rps_worker_opts o;
 	struct rps_worker *w;
@@ -161,15 +172,20 @@ int main(int argc, char **argv)
 		case 'e': elems = (size_t)atol(optarg); break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'p': rate = atof(optarg); break;
+		case 't': trace = optarg; break;
 		default:
 			fprintf(stderr, "usage: rdmaps-bench-ckpt --ctl PATH [--mb N] [--elems N] "
-					"[--rounds N] [--rate PUSHES_PER_S]\n");
+					"[--rounds N] [--rate PUSHES_PER_S] [--trace FILE]\n");
 			return 2;
 		}
 	}
 	if (!ctl || mb <= 0 || !elems || rounds < 1 || rounds > 64 || !(rate > 0)) {
 		fprintf(stderr, "rdmaps-bench-ckpt: --ctl PATH/rdmaps-ctl is required; --mb > 0, "
 				"--elems > 0, --rounds 1..64, --rate > 0\n");
+		return 2;
+	}
+	if (trace && !(trace_f = fopen(trace, "w"))) {
+		fprintf(stderr, "rdmaps-bench-ckpt: --trace %s: %s\n", trace, strerror(errno));
 		return 2;
 	}
 	lens[0] = (size_t)(mb * 1024 * 1024 / sizeof(float));
@@ -213,6 +229,10 @@ int main(int argc, char **argv)
 		int kind = i % 2 == 0; /* 1: ckpt first in each pair */
 		struct round_res r;
 
+		trace_round = i / 2 + 1;
+		trace_kind = kind ? "ckpt" : "none";
+		if (trace_f)
+			fprintf(trace_f, "start %d %s %.6f\n", trace_round, trace_kind, now_s());
 		if (kind) {
 			char *args[] = {(char *)ctl, "checkpoint", NULL};
 			posix_spawn_file_actions_t fa;
@@ -233,6 +253,8 @@ int main(int argc, char **argv)
 			rc = push_loop(w, keys[1], g, elems, rate, 0, now_s() + last_ckpt, &lat,
 				       &cap, &r);
 		}
+		if (trace_f)
+			fprintf(trace_f, "end %d %s %.6f\n", trace_round, trace_kind, now_s());
 		if (rc)
 			break;
 		printf("round %2d %-4s %7.3f s %7zu pushes  p50 %8.1f us  p99 %8.1f us  max %9.1f us\n",
@@ -253,6 +275,8 @@ int main(int argc, char **argv)
 		printf("p99 ratio ckpt / none: %.2f\n", b > 0 ? a / b : 0);
 	}
 	rps_worker_destroy(w);
+	if (trace_f)
+		fclose(trace_f);
 	free(lat);
 	free(big);
 	free(g);
