@@ -12,7 +12,8 @@
  * (rps_table_initial_row), then per clock one fp32 optimizer step on the
  * widened row with the summed gradient, rounded to nearest even. Rows never
  * pushed equal rps_table_initial_row, whichever worker created them.
- * Declaring a table again with another precision is refused (-EEXIST).
+ * Declaring a table again with another precision is refused (-EEXIST), by
+ * the worker that declared it and by the servers for another worker.
  *
  * Exit 0 on success; every mismatch is printed.
  */
@@ -168,7 +169,16 @@ int main(void)
 		make_spec(&s, t);
 		EXPECT(rps_worker_declare_table(w, (rps_table_t)(t + 1), &s), 0);
 	}
+	if (rank == 0) { /* table 4: fp16, declared by worker 0 only */
+		make_spec(&s, 0);
+		EXPECT(rps_worker_declare_table(w, 4, &s), 0);
+	}
 	EXPECT(rps_worker_barrier(w), 0);
+	if (rank == 1) { /* the servers refuse table 4 as bf16 (their check) */
+		make_spec(&s, 0);
+		s.precision = RPS_TABLE_BF16;
+		EXPECT(rps_worker_declare_table(w, 4, &s), -EEXIST);
+	}
 	if (rank == 0) { /* another precision: refused, the table unchanged */
 		make_spec(&s, 0);
 		s.precision = RPS_TABLE_BF16;
