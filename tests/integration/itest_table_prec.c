@@ -156,7 +156,8 @@ int main(void)
 	struct rps_worker *w;
 	struct rps_table_spec s;
 	uint64_t ids[POOL];
-	int rank, nw, rc;
+	struct rps_worker_stats s0, s1;
+	int rank, nw, rc, rdma;
 
 	rc = rps_worker_create(NULL, &w);
 	if (rc) {
@@ -165,6 +166,7 @@ int main(void)
 	}
 	rank = rps_worker_rank(w);
 	nw = rps_worker_num_workers(w);
+	rdma = !strcmp(rps_worker_transport(w), "rdma");
 	for (int t = 0; t < NT; t++) {
 		make_spec(&s, t);
 		EXPECT(rps_worker_declare_table(w, (rps_table_t)(t + 1), &s), 0);
@@ -208,8 +210,26 @@ int main(void)
 		EXPECT(rps_worker_pull_rows(w, (rps_table_t)(t + 1), ids, POOL, out), 0);
 		bad = check(rank, t, "first pull", out, exp);
 		memset(out, 0, sizeof(out));
+		memset(&s0, 0, sizeof(s0));
+		s0.field_mask = RPS_WORKER_STAT_ALL;
+		EXPECT(rps_worker_stats(w, &s0), 0);
 		EXPECT(rps_worker_pull_rows(w, (rps_table_t)(t + 1), ids, POOL, out), 0);
 		bad += check(rank, t, "second pull", out, exp);
+		memset(&s1, 0, sizeof(s1));
+		s1.field_mask = RPS_WORKER_STAT_ALL;
+		EXPECT(rps_worker_stats(w, &s1), 0);
+		if (rdma && s1.row_slot_reads - s0.row_slot_reads < POOL)
+			FAIL("worker %d table %d: second pull over rdma took %llu slot READs, "
+			     "expected %d (rows seen before are read one-sided)",
+			     rank, t + 1,
+			     (unsigned long long)(s1.row_slot_reads - s0.row_slot_reads), POOL);
+		if (rdma && !bad)
+			printf("itest-table-prec: worker %d table %d: second pull: %llu one-sided "
+			       "slot READs of %u bytes, %llu frames\n",
+			       rank, t + 1,
+			       (unsigned long long)(s1.row_slot_reads - s0.row_slot_reads),
+			       (unsigned)(16 + DIM * 2 + 7) / 8 * 8,
+			       (unsigned long long)(s1.row_pull_frames - s0.row_pull_frames));
 		if (!bad)
 			printf("itest-table-prec: worker %d table %d (%s, %s): %d rows exact after "
 			       "%d clocks of %d workers (fp32 step, rounded)\n",
