@@ -10,6 +10,7 @@
 #include "src/log.h"
 #include "src/optim.h"
 #include "src/rowinit.h"
+#include "src/rowprec.h"
 #include "src/util.h"
 
 #define CHUNK_TARGET (2u << 20) /* arena bytes per chunk, about */
@@ -23,6 +24,41 @@ static uint64_t pow2_at_least(uint64_t x)
 	while (p < x)
 		p <<= 1;
 	return p;
+}
+
+/* slot_bytes and chunk_shift from dim and eb. */
+static void slot_geometry(struct rps_rowtab *rt)
+{
+	rt->slot_bytes = (uint32_t)RPS_ALIGN_UP(16 + (uint64_t)rt->dim * rt->eb, 8);
+	rt->chunk_shift = 6;
+	while (((uint64_t)rt->slot_bytes << (rt->chunk_shift + 1)) <= CHUNK_TARGET &&
+	       rt->chunk_shift < 20)
+		rt->chunk_shift++;
+}
+
+int rps_rowtab_set_precision(struct rps_rowtab *rt, uint32_t prec)
+{
+	if (!rps_row_prec_valid(prec) || rt->nrows || rt->nchunks)
+		return -EINVAL;
+	if (prec != RPS_TABLE_FP32 && !rt->wide) {
+		rt->wide = rps_aligned_alloc(64, (size_t)rt->dim * sizeof(float));
+		if (!rt->wide)
+			return -ENOMEM;
+	}
+	rt->prec = prec;
+	rt->eb = rps_row_elem_bytes(prec);
+	slot_geometry(rt);
+	return 0;
+}
+
+void rps_rowtab_load(const struct rps_rowtab *rt, uint64_t s, float *out)
+{
+	rps_row_widen(rt->prec, rps_rowtab_raw(rt, s), out, rt->dim);
+}
+
+void rps_rowtab_store(struct rps_rowtab *rt, uint64_t s, const float *in)
+{
+	rps_row_narrow(rt->prec, in, rps_rowtab_raw(rt, s), rt->dim);
 }
 
 static uint32_t *index_alloc(uint64_t nbuckets)
@@ -46,11 +82,9 @@ int rps_rowtab_init(struct rps_rowtab *rt, uint32_t table, uint32_t dim, uint32_
 	rt->init_scale = init_scale;
 	rt->seed = seed;
 	rt->state_floats = rps_optim_state_floats(kind);
-	rt->slot_bytes = (uint32_t)RPS_ALIGN_UP(16 + (uint64_t)dim * 4, 8);
-	rt->chunk_shift = 6;
-	while (((uint64_t)rt->slot_bytes << (rt->chunk_shift + 1)) <= CHUNK_TARGET &&
-	       rt->chunk_shift < 20)
-		rt->chunk_shift++;
+	rt->prec = RPS_TABLE_FP32;
+	rt->eb = 4;
+	slot_geometry(rt);
 	if (capacity_hint > RPS_ROWTAB_MAX_ROWS)
 		capacity_hint = RPS_ROWTAB_MAX_ROWS;
 	want = capacity_hint * LOAD_DEN / LOAD_NUM / RPS_ROWTAB_BUCKET + 1;
@@ -82,6 +116,7 @@ void rps_rowtab_fini(struct rps_rowtab *rt)
 	for (uint32_t i = 0; i < rt->nretired; i++)
 		rps_free(rt->retired[i]);
 	rps_free(rt->retired);
+	rps_free(rt->wide);
 	memset(rt, 0, sizeof(*rt));
 }
 
@@ -238,13 +273,17 @@ static int64_t row_new(struct rps_rowtab *rt, uint64_t id, const float *vals)
 	slot = rps_rowtab_slot(rt, s);
 	memcpy(slot, &id, 8);
 	memcpy(slot + 8, &zero, 4);
-	if (vals)
-		memcpy(slot + RPS_ROWTAB_HDR, vals, (size_t)rt->dim * 4);
-	else
+	if (vals) {
+		rps_row_narrow(rt->prec, vals, slot + RPS_ROWTAB_HDR, rt->dim);
+	} else if (rt->prec == RPS_TABLE_FP32) {
 		rps_row_init(rt->init, rt->init_scale, rt->seed, id, rt->dim,
 			     (float *)(slot + RPS_ROWTAB_HDR));
-	memset(slot + RPS_ROWTAB_HDR + (size_t)rt->dim * 4, 0,
-	       rt->slot_bytes - RPS_ROWTAB_HDR - (size_t)rt->dim * 4);
+	} else { /* the fp32 initial row, rounded (rps_table_initial_row) */
+		rps_row_init(rt->init, rt->init_scale, rt->seed, id, rt->dim, rt->wide);
+		rps_row_narrow(rt->prec, rt->wide, slot + RPS_ROWTAB_HDR, rt->dim);
+	}
+	memset(slot + RPS_ROWTAB_HDR + (size_t)rt->dim * rt->eb, 0,
+	       rt->slot_bytes - RPS_ROWTAB_HDR - (size_t)rt->dim * rt->eb);
 	rt->nrows = s + 1;
 	index_insert(atomic_load_explicit(&rt->index, memory_order_relaxed), rt->nbuckets,
 		     rps_row_hash(rt->table, id), s);
@@ -268,7 +307,7 @@ int64_t rps_rowtab_put(struct rps_rowtab *rt, uint64_t id, const float *vals)
 
 	if (s >= 0) {
 		rps_rowtab_write_begin(rt, (uint64_t)s);
-		memcpy(rps_rowtab_data(rt, (uint64_t)s), vals, (size_t)rt->dim * 4);
+		rps_rowtab_store(rt, (uint64_t)s, vals);
 		rps_rowtab_write_end(rt, (uint64_t)s);
 		return s;
 	}

@@ -2,11 +2,12 @@
  * one-sided READs, an index id -> slot, and the rows' optimizer state kept
  * apart. Written by the shard's update thread only.
  *
- * Arena: slots of slot_bytes = roundup(16 + dim * 4, 8) in chunks of
+ * Arena: slots of slot_bytes = roundup(16 + dim * eb, 8) in chunks of
  * 2^chunk_shift slots (each chunk allocated once, 64-byte aligned; over RDMA
  * a chunk is a region of its own): rows never move.
- *   slot: u64 id | u32 begin version | float data[dim] | (4 bytes pad if dim
- *         is odd) | u32 end version (the slot's last 4 bytes)
+ *   slot: u64 id | u32 begin version | data[dim] (eb bytes each: fp32, or
+ *         fp16 / bf16, rps_rowtab_set_precision) | pad to 8 bytes | u32 end
+ *         version (the slot's last 4 bytes)
  * The versions follow the store's seqlock (src/store.h), in 32 bits: a writer
  * makes both odd (begin, then end), writes, then makes both even (end, then
  * begin); a reader of the whole slot takes it iff begin == end, even, and id
@@ -48,6 +49,9 @@ struct rps_rowtab {
 	float init_scale;
 	uint64_t seed;
 	int state_floats; /* 0, 1 (m) or 2 (m, v) per element */
+	uint32_t prec;	   /* enum rps_table_precision of the stored rows */
+	uint32_t eb;	   /* bytes per stored element: 4, or 2 (fp16, bf16) */
+	float *wide;	   /* fp16 / bf16: one row of floats (initial values) */
 
 	uint32_t slot_bytes;
 	uint32_t chunk_shift; /* slots per chunk = 1 << chunk_shift */
@@ -70,13 +74,18 @@ int rps_rowtab_init(struct rps_rowtab *rt, uint32_t table, uint32_t dim, uint32_
 		    float init_scale, uint64_t seed, enum rps_optim_kind kind,
 		    uint64_t capacity_hint);
 void rps_rowtab_fini(struct rps_rowtab *rt);
+/* Store rows as prec (enum rps_table_precision) instead of fp32: right after
+ * init, before any row. 0, or -EINVAL (unknown prec, rows exist). The
+ * optimizer state stays fp32. -ENOMEM. */
+int rps_rowtab_set_precision(struct rps_rowtab *rt, uint32_t prec);
 
 /* The slot of row id, or -1. */
 int64_t rps_rowtab_find(const struct rps_rowtab *rt, uint64_t id);
 /* The slot of row id, created (with its initial value) if it does not
  * exist; *created_p (may be NULL) says so. -ENOSPC (table full), -ENOMEM. */
 int64_t rps_rowtab_get(struct rps_rowtab *rt, uint64_t id, int *created_p);
-/* Create row id with the given values (restore): its slot, or < 0. */
+/* Create row id with the given values (restore; rounded to the table's
+ * precision): its slot, or < 0. */
 int64_t rps_rowtab_put(struct rps_rowtab *rt, uint64_t id, const float *vals);
 
 static inline char *rps_rowtab_slot(const struct rps_rowtab *rt, uint64_t s)
@@ -88,10 +97,21 @@ static inline uint64_t rps_rowtab_slot_id(const struct rps_rowtab *rt, uint64_t 
 {
 	return *(const uint64_t *)rps_rowtab_slot(rt, s);
 }
+/* The stored row of slot s (rt->eb bytes an element). rps_rowtab_data: the
+ * same as floats, for fp32 tables only (rt->prec == 0); any precision reads
+ * and writes through rps_rowtab_load / rps_rowtab_store. */
+static inline void *rps_rowtab_raw(const struct rps_rowtab *rt, uint64_t s)
+{
+	return rps_rowtab_slot(rt, s) + RPS_ROWTAB_HDR;
+}
 static inline float *rps_rowtab_data(const struct rps_rowtab *rt, uint64_t s)
 {
 	return (float *)(rps_rowtab_slot(rt, s) + RPS_ROWTAB_HDR);
 }
+/* Slot s's row as dim floats (widened: exact) / from dim floats (rounded to
+ * nearest even; the caller holds the write seqlock). */
+void rps_rowtab_load(const struct rps_rowtab *rt, uint64_t s, float *out);
+void rps_rowtab_store(struct rps_rowtab *rt, uint64_t s, const float *in);
 /* The optimizer state of slot s: m and v (NULL when the optimizer keeps
  * none), its update count. */
 static inline float *rps_rowtab_m(const struct rps_rowtab *rt, uint64_t s)

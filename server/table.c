@@ -27,6 +27,7 @@
 #include "src/alloc.h"
 #include "src/log.h"
 #include "src/optim.h"
+#include "src/rowprec.h"
 
 struct rps_shard_table *rps_shard_table_find(const struct rps_shard *sh, uint32_t table)
 {
@@ -58,10 +59,10 @@ int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d
 			 RPS_TABLE_MAX_DIM);
 		return -EINVAL;
 	}
-	if (d->precision != RPS_TABLE_FP32) {
-		snprintf(why, len, "table %u: precision %u not served (only fp32, 0)", d->table,
-			 d->precision);
-		return -ENOTSUP;
+	if (!rps_row_prec_valid(d->precision)) {
+		snprintf(why, len, "table %u: unknown precision %u (fp32 0, fp16 1, bf16 2)",
+			 d->table, d->precision);
+		return -EINVAL;
 	}
 	if (d->init > RPS_TABLE_INIT_NORMAL || !isfinite(d->init_scale) || d->init_scale < 0) {
 		snprintf(why, len, "table %u: bad initialiser %u scale %g", d->table, d->init,
@@ -70,6 +71,7 @@ int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d
 	}
 	if (t) {
 		if (t->decl.dim != d->dim || t->decl.init != d->init ||
+		    t->decl.precision != d->precision ||
 		    t->decl.init_scale != d->init_scale || t->decl.seed != d->seed ||
 		    !rps_optim_opts_same(&t->optim, optim)) {
 			char a[96], b[96];
@@ -77,11 +79,13 @@ int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d
 			rps_optim_describe(&t->optim, a, sizeof(a));
 			rps_optim_describe(optim, b, sizeof(b));
 			snprintf(why, len,
-				 "table %u exists with dim %u init %u scale %g seed %llu (%s); "
-				 "declared again with dim %u init %u scale %g seed %llu (%s)",
-				 d->table, t->decl.dim, t->decl.init, (double)t->decl.init_scale,
-				 (unsigned long long)t->decl.seed, a, d->dim, d->init,
-				 (double)d->init_scale, (unsigned long long)d->seed, b);
+				 "table %u exists with dim %u %s init %u scale %g seed %llu (%s); "
+				 "declared again with dim %u %s init %u scale %g seed %llu (%s)",
+				 d->table, t->decl.dim, rps_row_prec_name(t->decl.precision),
+				 t->decl.init, (double)t->decl.init_scale,
+				 (unsigned long long)t->decl.seed, a, d->dim,
+				 rps_row_prec_name(d->precision), d->init, (double)d->init_scale,
+				 (unsigned long long)d->seed, b);
 			return -EEXIST;
 		}
 		return 0;
@@ -98,6 +102,8 @@ int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d
 	}
 	rc = rps_rowtab_init(&t->rt, d->table, d->dim, d->init, d->init_scale, d->seed, optim->kind,
 			     d->capacity_hint);
+	if (!rc)
+		rc = rps_rowtab_set_precision(&t->rt, d->precision);
 	if (!rc && !ts->scratch) {
 		ts->scratch = rps_aligned_alloc(64, RPS_TABLE_MAX_DIM * sizeof(float));
 		if (!ts->scratch)
@@ -113,7 +119,8 @@ int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d
 	t->decl.shard = sh->p.idx;
 	t->optim = *optim;
 	ts->t[ts->n++] = t;
-	RPS_DEBUG("shard %u: table %u declared, dim %u", sh->p.idx, d->table, d->dim);
+	RPS_DEBUG("shard %u: table %u declared, dim %u, %s", sh->p.idx, d->table, d->dim,
+		  rps_row_prec_name(d->precision));
 	return 0;
 }
 
@@ -206,6 +213,15 @@ static struct rps_shard_table *rows_table(struct rps_shard *sh, const struct rps
 		*status_p = -EINVAL;
 		return NULL;
 	}
+	if (req->op == RPS_REQ_ROWS_PULL && RPS_ROWS_PREC_OF(r->flags) != t->decl.precision) {
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+				    "rows of table %u from worker %u: asked as %s, the table "
+				    "stores %s (declare it with the same precision)",
+				    r->table, req->worker, rps_row_prec_name(RPS_ROWS_PREC_OF(r->flags)),
+				    rps_row_prec_name(t->decl.precision));
+		*status_p = -EINVAL;
+		return NULL;
+	}
 	return t;
 }
 
@@ -219,9 +235,16 @@ static int row_step(struct rps_shard_table *t, uint64_t id, float *g, uint32_t s
 		return (int)s;
 	step = rps_rowtab_step(&t->rt, (uint64_t)s);
 	rps_rowtab_write_begin(&t->rt, (uint64_t)s);
-	rps_optim_apply(&t->optim, rps_rowtab_data(&t->rt, (uint64_t)s), g,
-			rps_rowtab_m(&t->rt, (uint64_t)s), rps_rowtab_v(&t->rt, (uint64_t)s),
-			t->decl.dim, *step, staleness);
+	if (t->rt.prec == RPS_TABLE_FP32) {
+		rps_optim_apply(&t->optim, rps_rowtab_data(&t->rt, (uint64_t)s), g,
+				rps_rowtab_m(&t->rt, (uint64_t)s), rps_rowtab_v(&t->rt, (uint64_t)s),
+				t->decl.dim, *step, staleness);
+	} else { /* widen, step in fp32, round to nearest even */
+		rps_rowtab_load(&t->rt, (uint64_t)s, t->rt.wide);
+		rps_optim_apply(&t->optim, t->rt.wide, g, rps_rowtab_m(&t->rt, (uint64_t)s),
+				rps_rowtab_v(&t->rt, (uint64_t)s), t->decl.dim, *step, staleness);
+		rps_rowtab_store(&t->rt, (uint64_t)s, t->rt.wide);
+	}
 	rps_rowtab_write_end(&t->rt, (uint64_t)s);
 	(*step)++;
 	return 0;
@@ -388,7 +411,7 @@ static void pull_answer(struct rps_shard *sh, struct rps_shard_table *t, struct 
 {
 	struct rps_shard_tables *ts = sh->tables;
 	struct rps_rows r = req->u.rows.r;
-	size_t row = (size_t)r.dim * sizeof(float);
+	size_t row = (size_t)r.dim * t->rt.eb; /* stored precision (rows_table checked) */
 	uint32_t aux = (uint32_t)rps_store_clock(&sh->store);
 	int slots = !!(r.flags & RPS_ROWS_FLAG_SLOTS);
 	size_t dlen = (size_t)r.count * (row + (slots ? 4 : 0));
@@ -403,7 +426,7 @@ static void pull_answer(struct rps_shard *sh, struct rps_shard_table *t, struct 
 			break;
 		}
 		t->rows_created += (uint64_t)created;
-		memcpy(ts->sendbuf + i * row, rps_rowtab_data(&t->rt, (uint64_t)s), row);
+		memcpy(ts->sendbuf + i * row, rps_rowtab_raw(&t->rt, (uint64_t)s), row);
 		if (slots) {
 			uint32_t s32 = (uint32_t)s;
 

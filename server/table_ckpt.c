@@ -5,7 +5,9 @@
  *   <dir>/server<R>-shard<S>-clock<C>.table<T>
  *   struct table_file_hdr (96 bytes), struct rps_optim_wire (80 bytes), then
  *   nrows records: u64 id, u32 step, u32 0, float row[dim], float state[nstate][dim]
- *   (rows in slot order; nstate as the optimizer's kind: 0, 1 or 2).
+ *   (rows in slot order; nstate as the optimizer's kind: 0, 1 or 2). Rows of
+ *   an fp16 / bf16 table are written widened to fp32 (exact) and rounded back
+ *   when read (exact again): restored bit for bit.
  * payload_crc: CRC-32C of everything after the header; hdr_crc: of the
  * header's first 92 bytes (the rest). Written to "<name>.tmp", fsync'ed, renamed.
  * The shard's checkpoint file commits after its tables' files: a .ckpt file
@@ -91,6 +93,7 @@ static int write_table(const struct rps_shard_table *t, const char *dir, uint32_
 	struct rps_optim_wire ow;
 	struct wbuf b = {0};
 	uint32_t zero = 0;
+	float *wide = NULL;
 	int rc, fd;
 
 	rc = table_path(path, sizeof(path), dir, rank, shard, clock, t->decl.table, "");
@@ -109,18 +112,26 @@ static int write_table(const struct rps_shard_table *t, const char *dir, uint32_
 		b.err = -EIO;
 	rps_optim_wire_encode(&t->optim, &ow);
 	put(&b, &ow, sizeof(ow));
+	if (rt->prec != RPS_TABLE_FP32 && !(wide = rps_malloc((size_t)rt->dim * 4)))
+		b.err = -ENOMEM;
 	for (uint64_t s = 0; s < rt->nrows && !b.err; s++) {
 		uint64_t id = rps_rowtab_slot_id(rt, s);
 
 		put(&b, &id, 8);
 		put(&b, rps_rowtab_step(rt, s), 4);
 		put(&b, &zero, 4);
-		put(&b, rps_rowtab_data(rt, s), (size_t)rt->dim * 4);
+		if (wide) {
+			rps_rowtab_load(rt, s, wide);
+			put(&b, wide, (size_t)rt->dim * 4);
+		} else {
+			put(&b, rps_rowtab_data(rt, s), (size_t)rt->dim * 4);
+		}
 		if (rt->state_floats >= 1)
 			put(&b, rps_rowtab_m(rt, s), (size_t)rt->dim * 4);
 		if (rt->state_floats >= 2)
 			put(&b, rps_rowtab_v(rt, s), (size_t)rt->dim * 4);
 	}
+	rps_free(wide);
 	memcpy(h.magic, TABLE_MAGIC, 8);
 	h.version = TABLE_VERSION;
 	h.hdr_bytes = sizeof(h);

@@ -233,12 +233,15 @@ static int check_rows(const struct rps_frame_hdr *h, const void *payload, const 
 		return bad(why_p, "rows: shard out of range");
 	if (r.count > RPS_ROWS_FRAME_MAX || r.dim > 4096u)
 		return bad(why_p, "rows: count or dim out of range");
-	if (r.flags & ~RPS_ROWS_FLAG_SLOTS || (r.flags && h->op == RPS_OP_ROWS_PUSH))
+	if (r.flags & ~(RPS_ROWS_FLAG_SLOTS | RPS_ROWS_FLAG_PREC_MASK) ||
+	    RPS_ROWS_PREC_OF(r.flags) > 2u || (r.flags && h->op == RPS_OP_ROWS_PUSH))
 		return bad(why_p, "rows: unknown flags");
 	per = h->op == RPS_OP_ROWS_PULL	     ? 8u
 	      : h->op == RPS_OP_ROWS_PUSH    ? 8u + 4ull * r.dim
-	      : /* ROWS_PULL_RESP */ (h->status ? 0u
-					       : 4ull * r.dim + (r.flags & RPS_ROWS_FLAG_SLOTS ? 4u : 0u));
+	      : /* ROWS_PULL_RESP: rows in the precision of the flags */
+		(h->status ? 0u
+			   : (RPS_ROWS_PREC_OF(r.flags) ? 2ull : 4ull) * r.dim +
+				 (r.flags & RPS_ROWS_FLAG_SLOTS ? 4u : 0u));
 	if (!len_is(h->len, sizeof(r), per, r.count))
 		return bad(why_p, "rows: length does not match count and dim");
 	return 0;

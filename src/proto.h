@@ -341,6 +341,15 @@ _Static_assert(sizeof(struct rps_rows) == 32, "rps_rows is 32 bytes");
  * carries u32 slot[count], each row's slot in the shard's arena (one-sided
  * readers cache it). */
 #define RPS_ROWS_FLAG_SLOTS 0x1u
+/* Bits 1-2 of a ROWS_PULL's flags (and its answer): the table's storage
+ * precision (enum rps_table_precision) as the worker declared it; the
+ * answer's rows are in it (4 bytes an element for fp32, 2 for fp16 / bf16;
+ * the worker widens). The server refuses a pull whose precision is not the
+ * table's (-EINVAL). Pushes carry fp32 gradients and flags 0. */
+#define RPS_ROWS_FLAG_PREC_SHIFT 1
+#define RPS_ROWS_FLAG_PREC_MASK	 0x6u
+#define RPS_ROWS_FLAG_PREC(p)	 (((uint32_t)(p) << RPS_ROWS_FLAG_PREC_SHIFT) & RPS_ROWS_FLAG_PREC_MASK)
+#define RPS_ROWS_PREC_OF(flags)	 (((flags) & RPS_ROWS_FLAG_PREC_MASK) >> RPS_ROWS_FLAG_PREC_SHIFT)
 
 /* TABLE_MAP: where a table's arena chunks are registered, from chunk `first`
  * on. The answer echoes it with count, geometry and count chunk entries. */

@@ -1,5 +1,6 @@
 /* Sparse tables: initial row values (src/rowinit.h). */
 #include "src/rowinit.h"
+#include "src/rowprec.h"
 
 #include <errno.h>
 #include <math.h>
@@ -49,5 +50,7 @@ int rps_table_initial_row(const struct rps_table_spec *spec, uint64_t id, float 
 	    spec->init != RPS_TABLE_INIT_NORMAL)
 		return -EINVAL;
 	rps_row_init(spec->init, spec->init_scale, spec->seed, id, spec->dim, row);
+	if (spec->precision == RPS_TABLE_FP16 || spec->precision == RPS_TABLE_BF16)
+		rps_row_round(spec->precision, row, spec->dim); /* what the server stores */
 	return 0;
 }

@@ -57,12 +57,8 @@ int rps_wtable_resolve(const struct rps_table_spec *in_p, struct rps_table_spec 
 		RPS_ERR("table spec: dim %u outside 1..%u", out->dim, RPS_TABLE_MAX_DIM);
 		return -EINVAL;
 	}
-	if (out->precision == RPS_TABLE_FP16 || out->precision == RPS_TABLE_BF16) {
-		RPS_ERR("table spec: precision %s is not served yet (only RPS_TABLE_FP32)",
-			out->precision == RPS_TABLE_FP16 ? "fp16" : "bf16");
-		return -ENOTSUP;
-	}
-	if (out->precision != RPS_TABLE_FP32) {
+	if (out->precision != RPS_TABLE_FP32 && out->precision != RPS_TABLE_FP16 &&
+	    out->precision != RPS_TABLE_BF16) {
 		RPS_ERR("table spec: unknown precision %u (RPS_TABLE_FP32, _FP16, _BF16)",
 			out->precision);
 		return -EINVAL;

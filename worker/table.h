@@ -51,7 +51,7 @@ struct rps_wtshard;
 /* Are table pulls read one-sided (the read strategy, a READ transport)? */
 int rps_wtable_reads_on(struct rps_worker *w);
 /* A blocking pull: READs of cached slots, frames (with slots) for the rest. */
-int rps_wtable_read_pull(struct rps_worker *w, rps_table_t table, uint32_t dim,
+int rps_wtable_read_pull(struct rps_worker *w, rps_table_t table, uint32_t dim, uint32_t prec,
 			 const struct rps_wtrows *b, float *out, uint32_t clock);
 /* The cache of (table, server, shard), created if needed (NULL: no memory). */
 struct rps_wtshard *rps_wtshard_get(struct rps_worker *w, rps_table_t table, uint32_t server,

@@ -19,6 +19,7 @@
 #include "src/alloc.h"
 #include "src/log.h"
 #include "src/rowinit.h"
+#include "src/rowprec.h"
 #include "src/util.h"
 #include "worker/table.h"
 #include "worker/table_read.h"
@@ -200,11 +201,12 @@ static void check_chunks(struct rps_worker *w, struct rps_wtshard **cs, struct l
 }
 
 /* 2. the candidate slots, again while torn. */
-static int read_slots(struct rps_worker *w, struct rps_wtread *rd, uint32_t dim,
+static int read_slots(struct rps_worker *w, struct rps_wtread *rd, uint32_t dim, uint32_t prec,
 		      const struct rps_wtrows *b, float *out, struct rps_wtshard **cs,
 		      struct lookup *L, uint8_t *done)
 {
-	size_t sb = RPS_ALIGN_UP(16 + (size_t)dim * 4, 8), stride = RPS_ALIGN_UP(sb, 64);
+	size_t eb = rps_row_elem_bytes(prec);
+	size_t sb = RPS_ALIGN_UP(16 + (size_t)dim * eb, 8), stride = RPS_ALIGN_UP(sb, 64);
 	uint32_t tries = 0;
 	int rc;
 
@@ -252,9 +254,9 @@ static int read_slots(struct rps_worker *w, struct rps_wtread *rd, uint32_t dim,
 				L->cand[keep++] = L->cand[j];
 				continue;
 			}
-			for (uint32_t k = b->ustart[u]; k < b->uend[u]; k++)
-				memcpy(out + (size_t)b->pos[k] * dim, s + 12, (size_t)dim * 4);
-			atomic_fetch_add_explicit(&w->stat_bytes_in, (uint64_t)dim * 4,
+			for (uint32_t k = b->ustart[u]; k < b->uend[u]; k++) /* widened */
+				rps_row_widen(prec, s + 12, out + (size_t)b->pos[k] * dim, dim);
+			atomic_fetch_add_explicit(&w->stat_bytes_in, (uint64_t)dim * eb,
 						  memory_order_relaxed);
 			done[u] = 1;
 			pthread_mutex_lock(&w->core.lock);
@@ -269,7 +271,7 @@ static int read_slots(struct rps_worker *w, struct rps_wtread *rd, uint32_t dim,
 }
 
 int rps_wtable_index_lookup(struct rps_worker *w, struct rps_wtread *rd, rps_table_t table,
-			    uint32_t dim, const struct rps_wtrows *b, float *out,
+			    uint32_t dim, uint32_t prec, const struct rps_wtrows *b, float *out,
 			    struct rps_wtshard **cs, const int64_t *slot, uint8_t *done)
 {
 	size_t nu = b->nu ? b->nu : 1;
@@ -305,7 +307,7 @@ int rps_wtable_index_lookup(struct rps_worker *w, struct rps_wtread *rd, rps_tab
 		if (rc)
 			break;
 		check_chunks(w, cs, &L);
-		rc = read_slots(w, rd, dim, b, out, cs, &L, done);
+		rc = read_slots(w, rd, dim, prec, b, out, cs, &L, done);
 		if (rc || !nmoved)
 			break;
 		/* a rehash: the shards' new index arrays, then those rows again */

@@ -24,6 +24,7 @@
 
 #include "src/alloc.h"
 #include "src/log.h"
+#include "src/rowprec.h"
 #include "src/util.h"
 #include "worker/table.h"
 #include "worker/table_read.h"
@@ -366,12 +367,14 @@ int rps_wtable_read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 	} else if (id != p->u.rows.ids[0]) {
 		rps_piece_clear_locked(&w->core, p, RPS_PW_ALL, -ESTALE);
 	} else {
-		uint32_t dim = p->u.rows.r.dim;
+		uint32_t dim = p->u.rows.r.dim, prec = RPS_ROWS_PREC_OF(p->u.rows.r.flags);
 
+		/* stored precision -> fp32 (exact) */
 		for (uint32_t k = p->u.rows.ustart[0]; k < p->u.rows.uend[0]; k++)
-			memcpy(p->u.rows.out + (size_t)p->u.rows.pos[k] * dim, s + 12,
-			       (size_t)dim * 4);
-		atomic_fetch_add_explicit(&w->stat_bytes_in, (uint64_t)dim * 4,
+			rps_row_widen(prec, s + 12, p->u.rows.out + (size_t)p->u.rows.pos[k] * dim,
+				      dim);
+		atomic_fetch_add_explicit(&w->stat_bytes_in,
+					  (uint64_t)dim * rps_row_elem_bytes(prec),
 					  memory_order_relaxed);
 		rps_piece_clear_locked(&w->core, p, RPS_PW_READ, 0);
 	}
@@ -426,7 +429,8 @@ int rps_wtread_scratch(struct rps_worker *w, struct rps_wtread *rd, size_t bytes
 }
 
 static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table_t table,
-			  uint32_t dim, const struct rps_wtrows *b, float *out, uint32_t clock)
+			  uint32_t dim, uint32_t prec, const struct rps_wtrows *b, float *out,
+			  uint32_t clock)
 {
 	struct rps_wtshard **cs = rps_calloc(b->nu ? b->nu : 1, sizeof(*cs));
 	int64_t *slot = rps_malloc((b->nu ? b->nu : 1) * sizeof(*slot));
@@ -436,7 +440,8 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 	uint8_t *done = rps_calloc(b->nu ? b->nu : 1, 1);
 	uint8_t waited[RPS_MAX_SHARDS * 64] = {0};
 	size_t nread = 0, nsend = 0, off = 0, nix = 0;
-	size_t slot_bytes = RPS_ALIGN_UP(16 + (size_t)dim * 4, 8); /* the slot layout */
+	size_t slot_bytes = /* the slot layout */
+	    RPS_ALIGN_UP(16 + (size_t)dim * rps_row_elem_bytes(prec), 8);
 	struct rps_wtrows sv;
 	struct rps_req *req;
 	int rc = 0;
@@ -556,6 +561,7 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 		p->u.rows.op = RPS_WT_OP_READ;
 		p->u.rows.r.table = table;
 		p->u.rows.r.dim = dim;
+		p->u.rows.r.flags = RPS_ROWS_FLAG_PREC(prec); /* read_done widens */
 		p->u.rows.ids = &b->uid[u];
 		p->u.rows.ustart = &b->ustart[u];
 		p->u.rows.uend = &b->uend[u];
@@ -577,7 +583,7 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 	}
 	rps_wsubmit_leave(w);
 	if (nix) {
-		rc = rps_wtable_index_lookup(w, rd, table, dim, b, out, cs, slot, done);
+		rc = rps_wtable_index_lookup(w, rd, table, dim, prec, b, out, cs, slot, done);
 		if (rc) {
 			rps_wreq_seal(req);
 			(void)rps_req_wait(req, -1); /* READs land in our scratch */
@@ -599,7 +605,8 @@ static int read_pull_once(struct rps_worker *w, struct rps_wtread *rd, rps_table
 	sv.ugrads = NULL;
 	sv.nu = nsend;
 	if (nsend)
-		rps_wtable_post_frames(w, req, table, dim, &sv, out, 0, clock, RPS_ROWS_FLAG_SLOTS);
+		rps_wtable_post_frames(w, req, table, dim, &sv, out, 0, clock,
+				       RPS_ROWS_FLAG_SLOTS | RPS_ROWS_FLAG_PREC(prec));
 	rps_wsubmit_leave(w);
 	rps_wreq_seal(req);
 	rc = rps_req_wait(req, -1);
@@ -613,7 +620,7 @@ out:
 	return rc;
 }
 
-int rps_wtable_read_pull(struct rps_worker *w, rps_table_t table, uint32_t dim,
+int rps_wtable_read_pull(struct rps_worker *w, rps_table_t table, uint32_t dim, uint32_t prec,
 			 const struct rps_wtrows *b, float *out, uint32_t clock)
 {
 	struct rps_wtread *rd = rd_of(w);
@@ -622,7 +629,7 @@ int rps_wtable_read_pull(struct rps_worker *w, rps_table_t table, uint32_t dim,
 	if (!rd)
 		return -ENOMEM;
 	pthread_mutex_lock(&rd->lock);
-	rc = read_pull_once(w, rd, table, dim, b, out, clock);
+	rc = read_pull_once(w, rd, table, dim, prec, b, out, clock);
 	if (rc == -ESTALE) {
 		/* a slot held another row: the server is not the one we cached */
 		RPS_WARN("table %u: a cached row slot holds another row: slots forgotten, "
@@ -630,7 +637,7 @@ int rps_wtable_read_pull(struct rps_worker *w, rps_table_t table, uint32_t dim,
 			 table);
 		for (uint32_t s = 0; s < w->num_servers; s++)
 			rps_wtable_forget(w, s);
-		rc = read_pull_once(w, rd, table, dim, b, out, clock);
+		rc = read_pull_once(w, rd, table, dim, prec, b, out, clock);
 	}
 	pthread_mutex_unlock(&rd->lock);
 	return rc;

@@ -61,7 +61,7 @@ void rps_wtable_post_read(struct rps_worker *w, struct rps_piece *p);
  * the pull's consistency condition already holds. 0 or -errno (a READ
  * failed). */
 int rps_wtable_index_lookup(struct rps_worker *w, struct rps_wtread *rd, rps_table_t table,
-			    uint32_t dim, const struct rps_wtrows *b, float *out,
+			    uint32_t dim, uint32_t prec, const struct rps_wtrows *b, float *out,
 			    struct rps_wtshard **cs, const int64_t *slot, uint8_t *done);
 
 #endif

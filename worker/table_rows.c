@@ -16,6 +16,7 @@
 #include "src/alloc.h"
 #include "src/log.h"
 #include "src/rowinit.h"
+#include "src/rowprec.h"
 #include "src/util.h"
 #include "worker/table.h"
 #include "worker/worker_int.h"
@@ -72,7 +73,7 @@ static void batch_done(int status, void *arg)
 /* Check a call's arguments: 0 with *dim_p, or -EINVAL / -ENOENT logged. */
 static int rows_check(struct rps_worker *w, const char *what, rps_table_t table,
 		      const uint64_t *ids, size_t n, const void *buf, const char *bufname,
-		      uint32_t *dim_p)
+		      uint32_t *dim_p, uint32_t *prec_p)
 {
 	struct rps_table_spec s;
 
@@ -96,6 +97,7 @@ static int rows_check(struct rps_worker *w, const char *what, rps_table_t table,
 		return -EINVAL;
 	}
 	*dim_p = s.dim;
+	*prec_p = s.precision;
 	return 0;
 }
 
@@ -345,8 +347,8 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 	} else if (h->op == RPS_OP_ROWS_PULL_RESP && !st) {
 		const struct rps_rows *f = ev->fixed;
 		const struct rps_rows *mine = &p->u.rows.r;
-		size_t row = (size_t)mine->dim * sizeof(float);
-
+		uint32_t prec = RPS_ROWS_PREC_OF(mine->flags); /* rows as stored */
+		size_t row = (size_t)mine->dim * rps_row_elem_bytes(prec);
 		int slots = !!(mine->flags & RPS_ROWS_FLAG_SLOTS);
 
 		if (!f || f->table != mine->table || f->count != mine->count ||
@@ -361,8 +363,10 @@ void rps_wtable_recv_locked(struct rps_worker *w, struct rps_wconn *wc,
 
 			for (uint32_t j = 0; j < mine->count; j++)
 				for (uint32_t k = us[j]; k < ue[j]; k++)
-					memcpy(p->u.rows.out + (size_t)p->u.rows.pos[k] * mine->dim,
-					       src + j * row, row);
+					rps_row_widen(prec, src + j * row,
+						      p->u.rows.out +
+							  (size_t)p->u.rows.pos[k] * mine->dim,
+						      mine->dim);
 			if (slots && p->u.rows.cache)
 				rps_wtshard_learn(p->u.rows.cache, p->u.rows.ids,
 						  src + (size_t)mine->count * row, mine->count);
@@ -386,9 +390,9 @@ static int rows_call(struct rps_worker *w, rps_table_t table, const uint64_t *id
 	const char *what = push ? "push_rows" : "pull_rows";
 	struct batch *b;
 	struct rps_req *req;
-	uint32_t dim, clock;
+	uint32_t dim, prec, clock;
 	int rc = rows_check(w, what, table, ids, n, push ? (const void *)grads : out,
-			    push ? "grads" : "out", &dim);
+			    push ? "grads" : "out", &dim, &prec);
 
 	if (rc)
 		return rc;
@@ -417,12 +421,14 @@ static int rows_call(struct rps_worker *w, rps_table_t table, const uint64_t *id
 		/* one-sided reads of the rows seen before, frames for the rest */
 		rps_wreq_seal(req);
 		rc = rps_req_wait(req, -1); /* an empty request: completes at once */
-		rc = rps_wtable_read_pull(w, table, dim, &b->v, out, clock);
+		rc = rps_wtable_read_pull(w, table, dim, prec, &b->v, out, clock);
 		batch_free(b);
 		return rc;
 	}
 	rps_wsubmit_enter(w);
-	rps_wtable_post_frames(w, req, table, dim, &b->v, out, push, clock, 0);
+	/* a pull names the table's precision: the answer's rows are in it */
+	rps_wtable_post_frames(w, req, table, dim, &b->v, out, push, clock,
+			       push ? 0 : RPS_ROWS_FLAG_PREC(prec));
 	rps_wsubmit_leave(w);
 	if (push)
 		pthread_rwlock_unlock(&w->clock_rw);

@@ -57,7 +57,8 @@ enum rps_table_init {
 struct rps_table_spec {
 	uint64_t field_mask; /* RPS_TABLE_SPEC_* bits, as other option structs here */
 	uint32_t dim;	     /* floats per row, 1..4096 */
-	uint32_t precision;  /* enum rps_table_precision; fp32 default (fp16/bf16 optional) */
+	uint32_t precision;  /* enum rps_table_precision: how servers store rows (fp32
+			      * default; fp16/bf16: 2 bytes, fp32 math, docs/tables.md) */
 	uint32_t init;	     /* enum rps_table_init */
 	float init_scale;    /* uniform in [-s, s] or normal(0, s) */
 	uint64_t seed;	     /* row value at creation = f(seed, id) only */
@@ -110,7 +111,8 @@ RPS_API uint32_t rps_worker_table_dim(const struct rps_worker *w, rps_table_t ta
  * first touched (spec->init, init_scale, seed and dim; docs/tables.md has
  * the formula), written to row[0 .. spec->dim). Pure: no worker needed, the
  * same on every machine. For a single-process reference run that must start
- * where the servers start. 0, or -EINVAL for a NULL pointer, dim 0 or an
+ * where the servers start. For spec->precision fp16 / bf16 the row is rounded
+ * to it (what the servers store). 0, or -EINVAL for a NULL pointer, dim 0 or an
  * unknown init. */
 RPS_API int rps_table_initial_row(const struct rps_table_spec *spec, uint64_t id, float *row);
 

@@ -39,6 +39,7 @@
 
 #include "src/optim.h"
 #include "src/rowinit.h"
+#include "src/rowprec.h"
 
 #define DIM   8
 #define POOL  48
@@ -99,10 +100,21 @@ static void make_spec(struct rps_table_spec *s, int kind, int zero_init)
 }
 
 static const int kinds[NT] = {RPS_OPT_SGD, RPS_OPT_ADAGRAD, RPS_OPT_ADAM};
+/* ckpt: a 4th table, adam stored as fp16 (docs/tables.md, Storage precision) */
+#define T16 (NT + 1)
+static int kind_of(int t)
+{
+	return t == T16 ? RPS_OPT_ADAM : kinds[t - 1];
+}
+static uint32_t prec_of(int t)
+{
+	return t == T16 ? RPS_TABLE_FP16 : RPS_TABLE_FP32;
+}
 
-/* Local math of table t (kind) for the touched pool rows: exp[POOL][DIM]. */
-static void expected(int kind, int nworkers, int bsp, int nclocks, float exp[POOL][DIM],
-		     int touched[POOL])
+/* Local math of table t (kind) for the touched pool rows: exp[POOL][DIM];
+ * prec fp16 / bf16: the initial row and every step rounded as stored. */
+static void expected_prec(int kind, uint32_t prec, int nworkers, int bsp, int nclocks,
+			  float exp[POOL][DIM], int touched[POOL])
 {
 	struct rps_optim_opts o;
 	static float m[POOL][DIM], v[POOL][DIM];
@@ -116,6 +128,8 @@ static void expected(int kind, int nworkers, int bsp, int nclocks, float exp[POO
 	memset(touched, 0, POOL * sizeof(int));
 	for (int j = 0; j < POOL; j++)
 		rps_row_init(s.init, s.init_scale, s.seed, pool_id(j), DIM, exp[j]);
+	for (int j = 0; j < POOL; j++)
+		rps_row_round(prec, exp[j], DIM);
 	for (int c = 0; c < nclocks; c++) {
 		float sum[POOL][DIM];
 		int hit[POOL] = {0};
@@ -137,8 +151,15 @@ static void expected(int kind, int nworkers, int bsp, int nclocks, float exp[POO
 			if (hit[p]) {
 				touched[p] = 1;
 				rps_optim_apply(&o, exp[p], sum[p], m[p], v[p], DIM, steps[p]++, 0);
+				rps_row_round(prec, exp[p], DIM);
 			}
 	}
+}
+
+static void expected(int kind, int nworkers, int bsp, int nclocks, float exp[POOL][DIM],
+		     int touched[POOL])
+{
+	expected_prec(kind, RPS_TABLE_FP32, nworkers, bsp, nclocks, exp, touched);
 }
 
 static int check_rows(const char *what, const float *got, const float exp[POOL][DIM],
@@ -219,7 +240,7 @@ static int check_table(struct rps_worker *w, int t, int nclocks, const char *whe
 	uint64_t ids[POOL];
 	char what[96];
 
-	expected(kinds[t - 1], 1, 1, nclocks, exp, touched);
+	expected_prec(kind_of(t), prec_of(t), 1, 1, nclocks, exp, touched);
 	for (int p = 0; p < POOL; p++)
 		if (touched[p]) {
 			ids[n] = pool_id(p);
@@ -246,7 +267,8 @@ static void wait_file(const char *path)
 /* 1 worker, BSP, checkpoints every KC clocks: KC clocks, the server is
  * killed and restored (table.sh ckpt), KC more clocks: every row equals 2 KC
  * clocks of local math, rows (and Adam's per-row steps and moments) came
- * back from the file. */
+ * back from the file; table 4 (adam, rows stored as fp16) too, every step
+ * rounded to fp16. */
 #define KC 4
 static void run_ckpt(struct rps_worker *w)
 {
@@ -260,19 +282,20 @@ static void run_ckpt(struct rps_worker *w)
 		FAIL("ITEST_READY and ITEST_GO must be set");
 		return;
 	}
-	for (int t = 1; t <= NT; t++) {
-		make_spec(&s, kinds[t - 1], 0);
+	for (int t = 1; t <= T16; t++) {
+		make_spec(&s, kind_of(t), 0);
+		s.precision = prec_of(t);
 		EXPECT(rps_worker_declare_table(w, (rps_table_t)t, &s), 0);
 	}
-	push_clocks(w, 0, NT, 0, KC);
-	for (int t = 1; t <= NT; t++)
+	push_clocks(w, 0, T16, 0, KC);
+	for (int t = 1; t <= T16; t++)
 		n = check_table(w, t, KC, "before the restart");
 	f = fopen(ready, "w");
 	if (f)
 		fclose(f);
 	wait_file(go);
-	push_clocks(w, 0, NT, KC, 2 * KC);
-	for (int t = 1; t <= NT; t++)
+	push_clocks(w, 0, T16, KC, 2 * KC);
+	for (int t = 1; t <= T16; t++)
 		check_table(w, t, 2 * KC, "after the restore");
 	EXPECT(rps_worker_table_rows(w, 3, &rows), 0);
 	if (n > 0 && rows != (uint64_t)n)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sparse tables in checkpoints: 1 server (2 shards), 1 worker, BSP, a
-# checkpoint every 4 clocks. itest-table ckpt trains 4 clocks on three tables
-# (sgd, adagrad, adam); the server is killed (SIGKILL) and restored from its
+# checkpoint every 4 clocks. itest-table ckpt trains 4 clocks on four tables
+# (sgd, adagrad, adam; adam stored as fp16); the server is killed (SIGKILL) and restored from its
 # checkpoint of clock 4 (table files beside the shard files); the worker goes
 # on 4 clocks and every row must equal 8 clocks of local math.
 #   table_ckpt.sh BIN_DIR

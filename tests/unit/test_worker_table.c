@@ -74,7 +74,11 @@ static void test_spec(void **state)
 	assert_int_equal(rps_wtable_resolve(&s, &r), -EINVAL); /* unknown bit */
 	s.field_mask = RPS_TABLE_SPEC_DIM | RPS_TABLE_SPEC_PRECISION;
 	s.precision = RPS_TABLE_FP16;
-	assert_int_equal(rps_wtable_resolve(&s, &r), -ENOTSUP);
+	assert_int_equal(rps_wtable_resolve(&s, &r), 0);
+	assert_int_equal(r.precision, RPS_TABLE_FP16);
+	s.precision = RPS_TABLE_BF16;
+	assert_int_equal(rps_wtable_resolve(&s, &r), 0);
+	assert_int_equal(r.precision, RPS_TABLE_BF16);
 	s.precision = 9;
 	assert_int_equal(rps_wtable_resolve(&s, &r), -EINVAL);
 	s.precision = 0;
