@@ -61,9 +61,10 @@ def test_sync_ring_same_parameters_everywhere(cluster):
     c = cluster(servers=1, workers=3)
     ws = workers(c, 3)
     steps = 4
+    tiny = [_tiny(r) for r in range(3)]  # here: torch's seed is global, not per thread
 
     def run(w):
-        model = rt.DistributedModel(_tiny(w.rank), rt.SGD(lr=0.1, momentum=0.9), worker=w,
+        model = rt.DistributedModel(tiny[w.rank], rt.SGD(lr=0.1, momentum=0.9), worker=w,
                                     sync="ring")
         start = [p.detach().clone() for p in model.parameters()]
         for s in range(steps):
