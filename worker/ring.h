@@ -58,6 +58,7 @@ struct rps_wring {
 	uint64_t seq;
 	uint64_t sends_posted; /* RING_DATA frames posted zero-copy (ctx 1) */
 	int broken; /* a call failed: the ring is not used again (that error) */
+	char broken_why[400]; /* its reason, as logged (rps_worker_allreduce_error) */
 };
 
 /* Listen (cfg host, any port) and start the poller; *port_p gets the port

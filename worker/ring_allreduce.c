@@ -373,6 +373,9 @@ int rps_worker_allreduce(struct rps_worker *w, const rps_key_t *keys, float *val
 		rc = rps_wring_connect_right(r, rps_now_ns() + (uint64_t)a.timeout_ms * 1000000ull);
 		if (rc) {
 			r->broken = -EHOSTDOWN;
+			snprintf(r->broken_why, sizeof(r->broken_why),
+				 "could not connect to worker rank %u (right ring neighbour): %s",
+				 r->right_rank, rps_strerror(rc));
 			rc = -EHOSTDOWN;
 			goto out;
 		}
@@ -403,6 +406,9 @@ int rps_worker_allreduce(struct rps_worker *w, const rps_key_t *keys, float *val
 		pthread_mutex_unlock(&r->lock);
 		rps_tr_close(c); /* nothing reads vals or a.fx any more */
 		r->broken = -EHOSTDOWN;
+		snprintf(r->broken_why, sizeof(r->broken_why),
+			 "worker rank %u (right ring neighbour) left at the end of call %" PRIu64,
+			 r->right_rank, a.seq);
 		rc = 0;
 	}
 	if (rc) {
@@ -415,6 +421,11 @@ int rps_worker_allreduce(struct rps_worker *w, const rps_key_t *keys, float *val
 				a.seq, total, n, why);
 		send_abort(&a, origin, rc, why);
 		r->broken = rc;
+		if (origin != a.rank)
+			snprintf(r->broken_why, sizeof(r->broken_why), "worker rank %u failed: %s",
+				 origin, why);
+		else
+			snprintf(r->broken_why, sizeof(r->broken_why), "%s", why);
 		/* nothing may read vals or a.fx once we return: drop what is
 		 * still queued (the ring is not used again) */
 		if (r->right) {
@@ -428,6 +439,25 @@ int rps_worker_allreduce(struct rps_worker *w, const rps_key_t *keys, float *val
 	}
 	rps_free(a.fx);
 out:
+	pthread_mutex_unlock(&r->call_lock);
+	return rc;
+}
+
+int rps_worker_allreduce_error(struct rps_worker *w, char *buf, size_t cap)
+{
+	struct rps_wring *r;
+	int rc;
+
+	if (!w || !buf || !cap)
+		return -EINVAL;
+	buf[0] = '\0';
+	r = w->ring;
+	if (!r)
+		return 0;
+	pthread_mutex_lock(&r->call_lock);
+	rc = r->broken;
+	if (rc)
+		snprintf(buf, cap, "%s", r->broken_why[0] ? r->broken_why : rps_strerror(rc));
 	pthread_mutex_unlock(&r->call_lock);
 	return rc;
 }

@@ -81,6 +81,12 @@ def parse_args():
     g.add_argument("--progress", dest="progress", action="store_const", const=1, default=-1)
     g.add_argument("--no-progress", dest="progress", action="store_const", const=0)
     p.add_argument("--eval-every", type=int, default=1)
+    p.add_argument("--sync", choices=["ps", "ring"], default="ps",
+                   help="ps: the servers run the optimizer (default); ring: the workers "
+                        "all-reduce the gradients and each runs it (fmnist-train --sync)")
+    p.add_argument("--compress", default=None, metavar="CODEC",
+                   help="push gradients compressed: none|fp16|bf16|sign|topk:R|randk:R "
+                        "(fmnist-train --compress; --sync ps only)")
     p.add_argument("--profile", action="store_true",
                    help="time each step's phases (forward, backward, step) and print the "
                         "mean ms per step at the end (also in the JSON summary)")
@@ -268,7 +274,8 @@ def main():
         opt_spec, sched = recipe(a, steps, rt)
         train_model = rt.DistributedModel(model, opt_spec, schedule=sched,  # rdmaps
                                           async_momentum=not a.no_async_momentum,
-                                          staleness_lr=a.staleness_lr)
+                                          staleness_lr=a.staleness_lr,
+                                          sync=a.sync, compress=a.compress)
         spec = train_model.spec
 
     bar = rank == 0 and (a.progress == 1 or (a.progress < 0 and sys.stdout.isatty()))
@@ -374,6 +381,7 @@ def main():
                 "epochs": a.epochs, "samples_per_sec": round(sps_all, 1),
                 "workers": workers, "servers": servers, "transport": transport,
                 "consistency": cons, "staleness": staleness,
+                "sync": a.sync, "compress": a.compress or "none",
                 "staleness_lr": int(spec["staleness_lr"]),
                 "max_staleness": train_model.max_staleness if not a.local else 0,
                 "batch": a.batch, "optimizer": spec["kind"], "lr": float(f"{spec['lr']:.9g}"),

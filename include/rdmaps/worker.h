@@ -265,6 +265,12 @@ RPS_API int rps_worker_load_model(struct rps_worker *worker, const rps_key_t *ke
  * error (a job whose worker died restarts). One worker: 0, vals unchanged. */
 RPS_API int rps_worker_allreduce(struct rps_worker *worker, const rps_key_t *keys, float *vals,
 				 const size_t *lens, size_t n);
+/* Why the ring failed: 0 while it works (buf ""), else the error every later
+ * rps_worker_allreduce returns, with its reason as logged in buf (at most cap
+ * bytes, NUL-terminated), e.g. "lost worker rank 3 (left ring neighbour):
+ * ..." or "worker rank 0 failed: ...". For bindings that show the reason
+ * with the error. -EINVAL for NULL or cap 0. */
+RPS_API int rps_worker_allreduce_error(struct rps_worker *worker, char *buf, size_t cap);
 
 /* End the current clock: every push of this clock has been sent before. */
 RPS_API int rps_worker_clock(struct rps_worker *worker);

@@ -47,6 +47,8 @@ class Worker:
     clock_value: int
     closed: bool
     declared: Mapping[int, int]
+    local_size: int  # after the first local_pushpull
+    local_leader: int
 
     def __init__(self, scheduler: Optional[str] = None, transport: Optional[str] = None,
                  secret: Optional[str] = None, timeout: Optional[float] = None) -> None: ...
@@ -74,6 +76,22 @@ class Worker:
         name: 1 to 23 characters of [A-Za-z0-9_.-]."""
         ...
     def stats(self) -> Dict[str, int]: ...
+    def allreduce(self, keys: Keys, bufs: Union[Buffer, Sequence[Buffer]]) -> None:
+        """Ring all-reduce: bufs (in place) become the element-wise SUM over all
+        workers, the same bits everywhere. Blocking, releases the GIL.
+        ValueError (every rank) when the workers passed different keys or
+        lengths; ConnectionError naming the rank when a worker died."""
+        ...
+    def local_pushpull(self, keys: Keys, grads: Union[Buffer, Sequence[Buffer]],
+                       outs: Union[Buffer, Sequence[Buffer]]) -> None:
+        """One BSP step with the host's gradients summed in shared memory first
+        (one worker per host pushes and pulls). Blocking."""
+        ...
+    def set_compression(self, keys: Keys, codec: str,
+                        error_feedback: Optional[bool] = None) -> None:
+        """codec: 'none' | 'fp16' | 'bf16' | 'sign' | 'topk:R' | 'randk:R'."""
+        ...
+    def wire_stats(self, key: int) -> Dict[str, int]: ...
 
 class _Process:
     argv: List[str]

@@ -463,6 +463,18 @@ class DistributedModel(torch.nn.Module):
         pushed, so a BSP clock applies the mean (as one process with the
         global batch would).
       async_momentum, staleness_lr: see :func:`spec`.
+      sync: ``"ps"`` (default): the parameters live on the servers, which run
+        the optimizer, as above. ``"ring"``: the servers are not used; at
+        ``step()`` the gradients are all-reduced among the workers
+        (``Worker.allreduce``, a ring, docs/allreduce.md), averaged (with
+        ``average``), and every worker applies the same optimizer and schedule
+        locally (``optimizer.torch(params)``), so the parameters stay the same
+        bits on every worker: what ``fmnist-train --sync ring`` does. Rank 0's
+        initial values are what every worker starts from here too.
+      compress: ``None`` / ``"none"`` (default), ``"fp16"``, ``"bf16"``,
+        ``"sign"``, ``"topk:R"``, ``"randk:R"``: every gradient is pushed
+        compressed (``Worker.set_compression``, docs/compression.md); a push
+        to the servers only (``sync="ring"`` sends float32: ValueError).
 
     Use: ``loss.backward()`` then ``model.step()``, once per batch. Do not
     modify ``param.data`` yourself: pulls write into it. ``synchronize()``
@@ -470,8 +482,23 @@ class DistributedModel(torch.nn.Module):
     """
 
     def __init__(self, module, optimizer, schedule=None, worker=None, key_base=0,
-                 average=True, async_momentum=True, staleness_lr=False):
+                 average=True, async_momentum=True, staleness_lr=False, sync="ps",
+                 compress=None):
         super().__init__()
+        if sync not in ("ps", "ring"):
+            raise ValueError(f"rdmaps.torch: sync={sync!r}: 'ps' (the servers run the "
+                             f"optimizer) or 'ring' (all-reduce, the optimizer here)")
+        if compress == "none":
+            compress = None
+        if compress is not None and sync == "ring":
+            raise ValueError(f"rdmaps.torch: compress={compress!r} compresses pushes to the "
+                             f"servers; sync='ring' all-reduces float32: use sync='ps'")
+        if isinstance(optimizer, torch.optim.Optimizer):
+            optimizer = from_torch(optimizer)
+        if sync == "ring" and getattr(optimizer, "clip_norm", 0.0):
+            raise ValueError("rdmaps.torch: clip_norm is applied by the servers; "
+                             "sync='ring' runs torch's optimizer, which has none")
+        self.sync, self.compress = sync, compress
         self.module = module
         w = worker if worker is not None else init()
         self._w = w
@@ -508,8 +535,11 @@ class DistributedModel(torch.nn.Module):
         # seconds spent in rdmaps calls on the training thread (comm_times())
         self._t_push = self._t_pull_wait = self._t_step = 0.0
 
-        self._declare()
-        self._start_values()
+        if sync == "ring":
+            self._ring_setup(optimizer, schedule)
+        else:
+            self._declare()
+            self._start_values()
         self._hook()
 
     # -- set-up --
@@ -522,6 +552,8 @@ class DistributedModel(torch.nn.Module):
                 _note(e, f"rdmaps.torch: declaring parameter {self._names[i]} (key {k}, "
                          f"{v.size} floats)")
                 raise
+        if self.compress is not None:
+            self._w.set_compression(self._keys, self.compress)
         # pulls straight into param.data (over RDMA: no bounce buffer, no
         # copy); an optimisation only: 64 buffers per worker at most
         self._regs = []
@@ -530,6 +562,47 @@ class DistributedModel(torch.nn.Module):
                 self._regs.append(self._w.register(v))
             except rdmaps.Error:
                 break
+
+    def _ring_setup(self, optimizer, schedule):
+        """sync='ring': rank 0's values to everyone (an all-reduce of them
+        and zeros: exact), the job's optimizer and schedule here."""
+        if self.rank != 0:
+            for v in self._vals:
+                v[...] = 0.0
+        self._w.allreduce(self._keys, self._vals)
+        self._regs = []
+        self._opt = optimizer.torch(self._params)
+        sched = schedule if schedule is not None else Constant()
+        self._sched = sched.torch_scheduler(self._opt)
+        total = sum(v.size for v in self._vals)
+        self._gflat = torch.zeros(total, dtype=torch.float32)
+        self._gviews, off = [], 0
+        for v in self._vals:
+            self._gviews.append(self._gflat[off:off + v.size])
+            off += v.size
+        self._gbufs = [_as_array(g) for g in self._gviews]
+
+    def _ring_step(self):
+        """sync='ring': sum the gradients (scaled by 1/W with average), then
+        the local optimizer and schedule."""
+        for i, p in enumerate(self._params):
+            if p.grad is None:
+                self._gviews[i].zero_()
+            else:
+                self._gviews[i].copy_(p.grad.reshape(-1))
+        if self._scale != 1.0:
+            self._gflat.mul_(self._scale)
+        try:
+            self._w.allreduce(self._keys, self._gbufs)
+        except Exception as e:
+            _note(e, "rdmaps.torch: all-reducing the gradients (sync='ring')")
+            raise
+        for i, p in enumerate(self._params):
+            p.grad = self._gviews[i].view_as(p)
+        self._opt.step()
+        self._sched.step()
+        for p in self._params:
+            p.grad = None
 
     def _start_values(self):
         """Rank 0 assigns its values; after a barrier everyone pulls them."""
@@ -582,7 +655,7 @@ class DistributedModel(torch.nn.Module):
     def _grad_ready(self, i):
         p = self._params[i]
         g = p.grad
-        if g is None or self._closed:
+        if g is None or self._closed or self.sync == "ring":
             return
         if self._pushed[i]:
             raise RuntimeError(f"rdmaps.torch: a second gradient of {self._names[i]} in one "
@@ -607,6 +680,11 @@ class DistributedModel(torch.nn.Module):
         if self._closed:
             raise RuntimeError("rdmaps.torch: step() after close()")
         t = _now()
+        if self.sync == "ring":
+            self._ring_step()
+            self.steps += 1
+            self._t_step += _now() - t
+            return
         for i, p in enumerate(self._params):
             if not self._pushed[i] and p.grad is not None:
                 self._grad_ready(i)  # gradient set outside autograd's hooks

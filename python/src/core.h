@@ -5,6 +5,7 @@
  *   module.c   module init, errors (rdmaps.errors), small helpers
  *   worker.c   the Worker type: create, close, properties, blocking calls
  *   ops.c      push / pull / pushpull: buffers in, one request out
+ *   collective.c  allreduce, local_pushpull, set_compression, wire_stats
  *   request.c  the Request type and the C completion record (struct pyreq)
  *   bufs.c     Python buffers -> float32 memory, checked per key
  *   reg.c      the Registration type (rps_worker_register)
@@ -141,6 +142,12 @@ PyObject *rps_py_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs, P
 PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *rps_py_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+
+/* collective.c */
+PyObject *rps_py_allreduce(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *rps_py_local_pushpull(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *rps_py_set_compression(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *rps_py_wire_stats(PyObject *self, PyObject *arg);
 
 /* barrier.c */
 PyObject *rps_py_barrier(PyObject *self, PyObject *unused);

@@ -562,6 +562,8 @@ INT_GETTER(num_servers, rps_worker_num_servers(w))
 INT_GETTER(clock_value, rps_worker_clock_value(w))
 INT_GETTER(staleness_bound, rps_worker_staleness_bound(w))
 INT_GETTER(max_staleness, rps_worker_max_staleness(w))
+INT_GETTER(local_size, rps_worker_local_size(w))
+INT_GETTER(local_leader, rps_worker_local_leader(w))
 
 static PyObject *get_transport(PyObject *self, void *c)
 {
@@ -635,6 +637,14 @@ static PyGetSetDef worker_getset[] = {
      "The largest staleness (clock lag) any pull of this worker saw so far: 0 under "
      "BSP, at most staleness_bound under SSP.",
      NULL},
+    {"local_size", get_local_size, NULL,
+     "After the first local_pushpull(): the job's workers on this host that\n"
+     "aggregate together (1: alone, or RDMAPS_LOCAL_AGG=off). Before it: 1.",
+     NULL},
+    {"local_leader", get_local_leader, NULL,
+     "After the first local_pushpull(): the rank that pushes and pulls for this\n"
+     "host's workers (the lowest); this worker's rank when alone or before it.",
+     NULL},
     {"closed", get_closed, NULL, "True after close().", NULL},
     {"declared", get_declared, NULL,
      "Read-only mapping key -> length (float32 elements) of the keys declared "
@@ -702,6 +712,60 @@ static PyMethodDef worker_methods[] = {
      "worker after declare and before any push; every worker then calls\n"
      "barrier() before its first pull, which sees these values. Typical:\n"
      "rank 0 assigns its initial model so that every worker starts from it."},
+    {"allreduce", (PyCFunction)(void (*)(void))rps_py_allreduce, METH_VARARGS | METH_KEYWORDS,
+     "allreduce($self, /, keys, bufs)\n--\n\n"
+     "Ring all-reduce among the job's workers, beside the servers (no server\n"
+     "takes part; keys need not be declared): every worker calls it with the\n"
+     "same keys and lengths; on return bufs hold, in place, the element-wise\n"
+     "SUM over all workers (divide by num_workers for the mean), the same bits\n"
+     "on every worker. Blocking; releases the GIL; one call at a time per\n"
+     "worker. With one worker: bufs unchanged.\n\n"
+     "keys: an int or a sequence of ints (they name the tensors for the\n"
+     "  check that every worker passed the same).\n"
+     "bufs: writable C-contiguous float32 buffer(s) as for push: one per key\n"
+     "  (a list/tuple; their lengths are the keys' lengths) or one holding\n"
+     "  the keys back to back (then the keys must be declared, for their\n"
+     "  lengths). A declared key's buffer must have its declared length.\n\n"
+     "Raises TypeError / ValueError naming the key (dtype, contiguity, length)\n"
+     "before anything is sent; rdmaps.InvalidArgumentError (a ValueError) on\n"
+     "EVERY worker when the workers passed different keys or lengths;\n"
+     "rdmaps.ConnectionError naming the rank when a worker died (the others\n"
+     "get it too, not a hang); rdmaps.TimeoutError when nothing came from the\n"
+     "left neighbour for the worker's timeout. After a failure the ring is not\n"
+     "used again: later calls raise the same error (docs/allreduce.md)."},
+    {"local_pushpull", (PyCFunction)(void (*)(void))rps_py_local_pushpull,
+     METH_VARARGS | METH_KEYWORDS,
+     "local_pushpull($self, /, keys, grads, outs)\n--\n\n"
+     "One synchronous training step with aggregation on the host: the\n"
+     "gradients of this host's workers are summed in shared memory, the host's\n"
+     "leader (its lowest rank) pushes the sum, ends the clock and pulls the\n"
+     "values of the next clock, which every worker of the host copies into\n"
+     "outs. Under BSP outs are exactly what pushpull() would give. A\n"
+     "collective: every worker of the job calls it, step after step, with the\n"
+     "same declared keys; the first call is a barrier of all workers.\n"
+     "Blocking; releases the GIL. RDMAPS_LOCAL_AGG=off: a plain pushpull.\n\n"
+     "grads, outs: as for pushpull (one buffer per key, or one holding the\n"
+     "keys back to back; the declared lengths; outs writable).\n"
+     "Raises TypeError / ValueError naming the key; rdmaps.ConnectionError\n"
+     "when a worker of this host died; rdmaps.TimeoutError when one did not\n"
+     "contribute in time (docs/local-aggregation.md)."},
+    {"set_compression", (PyCFunction)(void (*)(void))rps_py_set_compression,
+     METH_VARARGS | METH_KEYWORDS,
+     "set_compression($self, /, keys, codec, error_feedback=None)\n--\n\n"
+     "Push the declared keys compressed from the next push on (local: nothing\n"
+     "is sent). codec: 'none', 'fp16', 'bf16', 'sign', 'topk:RATIO' or\n"
+     "'randk:RATIO' (RATIO a fraction in (0, 1], e.g. 'topk:0.01'), the names\n"
+     "fmnist-train --compress takes. The servers widen to float32 before the\n"
+     "sum or the optimizer; pulls stay float32. error_feedback: None (the\n"
+     "codec's default: on for topk, randk, sign) or a bool. Setting a key again\n"
+     "starts its residual afresh. Call it between pushes of those keys.\n"
+     "Raises ValueError for an unknown codec or an undeclared key\n"
+     "(docs/compression.md)."},
+    {"wire_stats", rps_py_wire_stats, METH_O,
+     "wire_stats($self, key, /)\n--\n\n-> dict. "
+     "What the key's pushes put on the wire since it was declared: pushes\n"
+     "(PUSH frames), raw_bytes (their elements as float32), data_bytes (their\n"
+     "data as sent, compressed) and wire_bytes (whole frames)."},
     {"clock", worker_clock, METH_NOARGS,
      "clock($self, /)\n--\n\n"
      "End the current clock (iteration): every push made before belongs to it.\n"

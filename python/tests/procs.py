@@ -174,12 +174,25 @@ def stopped_then_declare():
         return 0 if list(out) == [-3.0] * 4 else 1
 
 
+def ring_then_hang():
+    """For the dead-worker test: one all-reduce with the others, then wait
+    to be killed (the others' next all-reduce must fail, not hang)."""
+    w = rdmaps.Worker()
+    print("RANK %d" % w.rank, flush=True)
+    v = np.full(5, w.rank + 1, np.float32)
+    w.allreduce(9, v)
+    print("REDUCED %g" % v[0], flush=True)
+    time.sleep(120)
+    return 1
+
+
 def main():
     mode = sys.argv[1]
     args = [int(a) for a in sys.argv[2:]]
     return {"bsp_sums": bsp_sums, "asp": asp, "blocked_pull": blocked_pull,
             "blocked_barrier": blocked_barrier, "blocked_join": blocked_join,
-            "stopped_then_declare": stopped_then_declare}[mode](*args)
+            "stopped_then_declare": stopped_then_declare,
+            "ring_then_hang": ring_then_hang}[mode](*args)
 
 
 if __name__ == "__main__":

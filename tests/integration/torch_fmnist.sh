@@ -48,7 +48,7 @@ p = s.get("profile_ms", {})
 print(f"ms per step: {p}")
 parts = ("data", "forward", "backward", "step", "rest")
 prof_ok = (all(k in p for k in parts + ("pull_wait", "push", "total"))
-           and p.get("forward", 0) > 0 and p.get("backward", 0) > 0 and p.get("push", 0) > 0
+           and p.get("forward", 0) > 0 and p.get("backward", 0) > 0 and (p.get("push", 0) > 0 or s.get("sync") == "ring")
            and 0 <= p.get("pull_wait", -1) <= p.get("forward", 0)
            and p.get("push", 0) <= p.get("backward", 0)
            and sum(p.get(k, 0) for k in parts) <= 1.01 * p.get("total", 0))
