@@ -41,12 +41,15 @@ struct rps_repl {
 	uint32_t free_head; /* index + 1, 0: none */
 	uint32_t npend;
 	int timeout_ms;
-	/* the standby this server hosts (a primary's struct) */
-	struct rps_server *sb;
+	struct rps_repl_addr b1; /* where the backup listens (port 0: not known yet) */
+	/* the standbys this server hosts (a primary's struct): [0] the backup of
+	 * server rank - 1, [1] (RDMAPS_REPLICAS=3) the second of rank - 2 */
+	struct rps_server *sb[2];
 	/* a standby's own (srv is the standby): the backup of server standby_of */
 	uint32_t standby_of; /* UINT32_MAX: this is no standby */
 	struct rps_server *host; /* the server whose process hosts it */
 	uint32_t host_rank;
+	uint32_t pos; /* 1: the primary's first backup, 2: the second (linked to the first) */
 	char phost[64];
 	uint16_t pport;
 	struct rps_srv_conn *uplink;
@@ -201,10 +204,19 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 	struct rps_srv_req *req = NULL;
 	struct rps_srv_conn *link;
 	int n = 1, rc;
-	uint32_t id = 0;
+	uint32_t id = 0, type = e->type;
 	size_t len;
 
-	switch (e->type) {
+	if (type == RPS_ENT_REPL) {
+		/* a first backup of a chain (RDMAPS_REPLICAS=3): what its primary
+		 * forwarded goes on down to the second */
+		req = e->ptr;
+		type = req->op == RPS_REQ_PUSH	   ? RPS_ENT_PUSH
+		       : req->op == RPS_REQ_ASSIGN ? RPS_ENT_ASSIGN
+						   : RPS_ENT_DECLARE;
+		req = NULL;
+	}
+	switch (type) {
 	case RPS_ENT_PUSH:
 	case RPS_ENT_ASSIGN:
 	case RPS_ENT_DECLARE:
@@ -219,14 +231,14 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 	if (!link_wait(r))
 		return;
 	memset(&f, 0, sizeof(f));
-	f.type = e->type;
+	f.type = type;
 	f.shard = sh->p.idx;
 	f.worker = e->info.worker;
 	f.clock = (uint32_t)e->info.clock;
 	f.u64 = e->u64;
 	iov[0].iov_base = &f;
 	iov[0].iov_len = sizeof(f);
-	if (e->type == RPS_ENT_PUSH || e->type == RPS_ENT_ASSIGN) {
+	if (type == RPS_ENT_PUSH || type == RPS_ENT_ASSIGN) {
 		req = e->ptr;
 		f.status = req->status;
 		f.worker = req->worker;
@@ -248,7 +260,7 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 				iov[n - 1].iov_len = req->data_len;
 			}
 		}
-	} else if (e->type == RPS_ENT_DECLARE) {
+	} else if (type == RPS_ENT_DECLARE) {
 		req = e->ptr;
 		f.worker = req->worker;
 		iov[n].iov_base = &req->u.decl;
@@ -423,10 +435,26 @@ int rps_repl_on_hello(struct rps_server *srv, const struct rps_hello *h, void *a
 	struct rps_repl *r = srv->repl;
 	struct rps_hello_ack *a = ack;
 
-	if (!r || r->standby_of != UINT32_MAX || !r->pend) {
-		*why_p = "only workers connect to a server (RDMAPS_REPLICAS is 1 here: "
-			 "every server of the job needs the same RDMAPS_REPLICAS)";
+	if (!r || !r->pend) {
+		*why_p = "only workers connect to a server (RDMAPS_REPLICAS is 1 here, or this "
+			 "is the last backup of a chain: every server of the job needs the same "
+			 "RDMAPS_REPLICAS)";
 		return -EPROTO;
+	}
+	if (h->channel == RPS_REPL_HELLO_WHERE) {
+		/* a second backup asks where the first listens (chain.c) */
+		struct rps_repl_addr where;
+
+		pthread_mutex_lock(&r->lock);
+		where = r->b1;
+		pthread_mutex_unlock(&r->lock);
+		if (atomic_load(&r->state) != LINK_UP)
+			where.port = 0; /* not linked yet: port 0, asked again */
+		memset(a, 0, sizeof(*a));
+		a->server_rank = atomic_load(&srv->rank);
+		memcpy(a + 1, &where, sizeof(where));
+		*ack_len_p = sizeof(*a) + sizeof(where);
+		return 0;
 	}
 	if (atomic_load(&r->state) != LINK_WAIT) {
 		*why_p = "this server has its backup already";
@@ -459,6 +487,11 @@ int rps_repl_on_frame(struct rps_server *srv, struct rps_srv_conn *sc,
 		if (atomic_load(&r->state) == LINK_WAIT && !r->link) {
 			rps_srv_conn_get(sc);
 			r->link = sc;
+			memset(&r->b1, 0, sizeof(r->b1));
+			if (ev->data_len == sizeof(r->b1)) {
+				memcpy(&r->b1, ev->data, sizeof(r->b1));
+				r->b1.host[sizeof(r->b1.host) - 1] = 0;
+			}
 			atomic_store(&r->state, LINK_UP);
 			RPS_INFO("replication: backup connected from %s", sc->conn->peer);
 		}
@@ -499,9 +532,9 @@ void rps_repl_conn_closed(struct rps_server *srv, struct rps_srv_conn *sc)
 		return;
 	if (r->standby_of != UINT32_MAX && sc == r->uplink) {
 		if (!atomic_load(&r->stop))
-			RPS_WARN("replication: link to primary server %u lost: taking over its "
+			RPS_WARN("replication: link to %s server %u lost: taking over its "
 				 "shards once the scheduler says it is dead",
-				 r->standby_of);
+				 r->pos == 2 ? "the first backup of" : "primary", r->standby_of);
 		atomic_store(&r->uplink_lost, 1);
 		r->uplink = NULL; /* dropped by the caller, freed by the close drain */
 		return;
@@ -538,6 +571,27 @@ static struct rps_repl *repl_new(struct rps_server *srv)
 	return r;
 }
 
+/* r's server forwards every shard's entries to a backup (a primary, or the
+ * first backup of a chain). 0 or -ENOMEM. */
+static int forwarding_init(struct rps_repl *r)
+{
+	struct rps_server *srv = r->srv;
+
+	r->npend = PEND_MAX;
+	r->pend = rps_calloc(r->npend, sizeof(*r->pend));
+	if (!r->pend)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->npend; i++)
+		r->pend[i].next_free = i + 2 <= r->npend ? i + 2 : 0;
+	r->free_head = 1;
+	atomic_store(&r->state, LINK_WAIT);
+	for (int s = 0; s < srv->nshards; s++) {
+		srv->shards[s].fwd_arg = r;
+		srv->shards[s].fwd = forward;
+	}
+	return 0;
+}
+
 int rps_repl_init(struct rps_server *srv)
 {
 	struct rps_repl *r;
@@ -562,21 +616,11 @@ int rps_repl_init(struct rps_server *srv)
 	r = repl_new(srv);
 	if (!r)
 		return -ENOMEM;
-	r->npend = PEND_MAX;
-	r->pend = rps_calloc(r->npend, sizeof(*r->pend));
-	if (!r->pend) {
+	if (forwarding_init(r)) {
 		rps_free(r);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < r->npend; i++)
-		r->pend[i].next_free = i + 2 <= r->npend ? i + 2 : 0;
-	r->free_head = 1;
-	atomic_store(&r->state, LINK_WAIT);
 	srv->repl = r;
-	for (int s = 0; s < srv->nshards; s++) {
-		srv->shards[s].fwd_arg = r;
-		srv->shards[s].fwd = forward;
-	}
 	return 0;
 }
 
@@ -589,6 +633,47 @@ static void *serve_main(void *arg)
 	return NULL;
 }
 
+/* A second backup (RDMAPS_REPLICAS=3): ask the primary where its first
+ * backup listens, and link there instead (the chain). 0 or -errno. */
+static int ask_first_backup(struct rps_repl *r, char *ack, uint64_t deadline)
+{
+	struct rps_hello hello;
+	struct rps_repl_addr where;
+	struct rps_conn *c = NULL;
+	size_t ack_len = 0;
+	int rc;
+
+	rps_proto_hello_init(&hello, RPS_ROLE_SERVER, r->host_rank);
+	hello.channel = RPS_REPL_HELLO_WHERE;
+	for (;;) {
+		rc = rps_tr_connect(r->srv->tr, r->phost, r->pport, &hello, ack, RPS_TR_ACK_MAX,
+				    &ack_len, r->timeout_ms, &c);
+		if (!rc) {
+			rps_tr_close(c);
+			if (ack_len != sizeof(struct rps_hello_ack) + sizeof(where))
+				rc = -EPROTO;
+			else
+				memcpy(&where, ack + sizeof(struct rps_hello_ack), sizeof(where));
+			if (!rc && where.port)
+				break;
+			if (!rc)
+				rc = -EAGAIN; /* the first backup is not linked yet */
+		}
+		if (rps_now_ns() >= deadline || atomic_load(&r->stop) || rc == -EACCES ||
+		    rc == -EPROTO) {
+			RPS_ERR("replication: cannot learn from primary server %u (%s:%u) where "
+				"its first backup is: %s",
+				r->standby_of, r->phost, r->pport, rps_strerror(rc));
+			return rc;
+		}
+		rps_sleep_ms(100);
+	}
+	where.host[sizeof(where.host) - 1] = 0;
+	snprintf(r->phost, sizeof(r->phost), "%.63s", where.host);
+	r->pport = (uint16_t)where.port;
+	return 0;
+}
+
 static int uplink_connect(struct rps_repl *r)
 {
 	struct rps_server *sb = r->srv;
@@ -598,13 +683,17 @@ static int uplink_connect(struct rps_repl *r)
 	struct rps_conn *c = NULL;
 	struct rps_frame_hdr h;
 	struct rps_hello hello;
+	struct rps_repl_addr me;
+	struct iovec v;
 	size_t ack_len = 0;
-	int rc;
+	int rc = 0;
 
 	if (!ack)
 		return -ENOMEM;
+	if (r->pos == 2)
+		rc = ask_first_backup(r, ack, deadline);
 	rps_proto_hello_init(&hello, RPS_ROLE_SERVER, r->host_rank);
-	for (;;) {
+	for (; !rc;) {
 		rc = rps_tr_connect(sb->tr, r->phost, r->pport, &hello, ack, RPS_TR_ACK_MAX,
 				    &ack_len, r->timeout_ms, &c);
 		if (!rc || rps_now_ns() >= deadline || atomic_load(&r->stop) ||
@@ -614,8 +703,9 @@ static int uplink_connect(struct rps_repl *r)
 	}
 	rps_free(ack);
 	if (rc) {
-		RPS_ERR("replication: cannot connect to primary server %u at %s:%u: %s",
-			r->standby_of, r->phost, r->pport, rps_strerror(rc));
+		RPS_ERR("replication: cannot connect to %s of server %u at %s:%u: %s",
+			r->pos == 2 ? "the first backup" : "primary", r->standby_of, r->phost,
+			r->pport, rps_strerror(rc));
 		return rc;
 	}
 	sc = rps_calloc(1, sizeof(*sc));
@@ -633,14 +723,21 @@ static int uplink_connect(struct rps_repl *r)
 	sc->net_ref = 1;
 	r->uplink = sc;
 	c->user = sc;
-	rps_proto_hdr_init(&h, RPS_OP_REPL_READY, 0, 0);
-	rc = rps_tr_post_send(c, &h, NULL, 0, 0);
+	/* where this backup listens: a second backup links there (chain) */
+	memset(&me, 0, sizeof(me));
+	me.port = sb->port;
+	snprintf(me.host, sizeof(me.host), "%.63s", rps_srv_advertised_host(sb));
+	v.iov_base = &me;
+	v.iov_len = sizeof(me);
+	rps_proto_hdr_init(&h, RPS_OP_REPL_READY, sizeof(me), 0);
+	rc = rps_tr_post_send(c, &h, &v, 1, 0);
 	if (rc)
 		RPS_ERR("replication: REPL_READY to %s:%u: %s", r->phost, r->pport,
 			rps_strerror(rc));
 	else
-		RPS_INFO("replication: backup of server %u (%s:%u) here, listening on port %u",
-			 r->standby_of, r->phost, r->pport, sb->port);
+		RPS_INFO("replication: backup %u of server %u (linked to %s:%u) here, listening "
+			 "on port %u",
+			 r->pos, r->standby_of, r->phost, r->pport, sb->port);
 	return rc;
 }
 
@@ -733,41 +830,29 @@ static void *link_main(void *arg)
 		return NULL;
 	if (!primary_dead(r)) {
 		if (!atomic_load(&r->stop))
-			RPS_ERR("replication: the link to primary server %u closed but it lives on: "
+			RPS_ERR("replication: the link to %s server %u closed but it lives on: "
 				"this backup of its shards is out of date and will not take over",
-				r->standby_of);
+				r->pos == 2 ? "the first backup of" : "primary", r->standby_of);
 		return NULL;
 	}
 	promote(r);
 	return NULL;
 }
 
-int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node *nodes, int nnodes,
-		   uint32_t nservers)
+static void repl_free(struct rps_repl *r);
+
+/* Create and start the standby `pos` (1 or 2) this server hosts: the backup
+ * of server prev, whose node is nodes[found]. */
+static int start_standby(struct rps_server *srv, uint32_t rank, uint32_t pos, uint32_t prev,
+			 const struct rps_node *node)
 {
 	struct rps_server_opts o;
 	struct rps_config cfg;
 	struct rps_repl *r = srv->repl;
-	uint32_t prev;
-	int rc, found = -1;
+	struct rps_repl *sr;
+	struct rps_server *sb;
+	int rc;
 
-	if (!r)
-		return 0;
-	if (nservers < 2) {
-		RPS_ERR("RDMAPS_REPLICAS=%d needs at least 2 servers (the job has %u): a backup "
-			"lives on another server",
-			srv->cfg->replicas, nservers);
-		return -EINVAL;
-	}
-	prev = (rank + nservers - 1) % nservers;
-	for (int i = 0; i < nnodes; i++)
-		if (nodes[i].role == RPS_ROLE_SERVER && nodes[i].rank == prev && nodes[i].alive)
-			found = i;
-	if (found < 0) {
-		RPS_ERR("replication: server %u (whose backup this server keeps) is not in the map",
-			prev);
-		return -ENOENT;
-	}
 	/* the standby: this server's settings, no replication or checkpoints of
 	 * its own, entries taken in the order they come (fifo) */
 	cfg = *srv->cfg;
@@ -787,37 +872,78 @@ int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node 
 	o.priority_fn = NULL;
 	o.ncores = 0;
 	o.config = &cfg;
-	r->standby_of = UINT32_MAX; /* the primary's fields stay ours */
-	{
-		struct rps_repl *sr;
-		struct rps_server *sb;
+	rc = rps_server_create(&o, &sb);
+	if (rc) {
+		RPS_ERR("replication: cannot create the backup of server %u: %s", prev,
+			rps_strerror(rc));
+		return rc;
+	}
+	sr = repl_new(sb);
+	if (!sr) {
+		rps_server_destroy(sb);
+		return -ENOMEM;
+	}
+	sr->standby_of = prev;
+	sr->host_rank = rank;
+	sr->host = srv;
+	sr->pos = pos;
+	/* the first backup of a chain of 3 forwards to the second (before any
+	 * entry can come: the link to the primary is not up yet) */
+	sr->timeout_ms = r->timeout_ms;
+	if (pos == 1 && srv->cfg->replicas > 2 && forwarding_init(sr)) {
+		repl_free(sr);
+		rps_server_destroy(sb);
+		return -ENOMEM;
+	}
+	snprintf(sr->phost, sizeof(sr->phost), "%.63s", node->host);
+	sr->pport = node->port;
+	sb->repl = sr;
+	r->sb[pos - 1] = sb;
+	rc = pthread_create(&sr->serve_thread, NULL, serve_main, sr);
+	if (rc)
+		return -rc;
+	sr->serve_ok = 1;
+	rc = pthread_create(&sr->link_thread, NULL, link_main, sr);
+	if (rc)
+		return -rc;
+	sr->link_ok = 1;
+	return 0;
+}
 
-		rc = rps_server_create(&o, &sb);
-		if (rc) {
-			RPS_ERR("replication: cannot create the backup of server %u: %s", prev,
-				rps_strerror(rc));
+int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node *nodes, int nnodes,
+		   uint32_t nservers)
+{
+	struct rps_repl *r = srv->repl;
+	uint32_t want;
+	int rc;
+
+	if (!r)
+		return 0;
+	want = (uint32_t)srv->cfg->replicas;
+	if (nservers < want) {
+		RPS_ERR("RDMAPS_REPLICAS=%u needs at least %u servers (the job has %u): every "
+			"copy of a shard lives on another server",
+			want, want, nservers);
+		return -EINVAL;
+	}
+	r->standby_of = UINT32_MAX; /* the primary's fields stay ours */
+	for (uint32_t pos = 1; pos < want; pos++) {
+		uint32_t prev = (rank + nservers - pos) % nservers;
+		int found = -1;
+
+		for (int i = 0; i < nnodes; i++)
+			if (nodes[i].role == RPS_ROLE_SERVER && nodes[i].rank == prev &&
+			    nodes[i].alive)
+				found = i;
+		if (found < 0) {
+			RPS_ERR("replication: server %u (whose backup this server keeps) is not in "
+				"the map",
+				prev);
+			return -ENOENT;
+		}
+		rc = start_standby(srv, rank, pos, prev, &nodes[found]);
+		if (rc)
 			return rc;
-		}
-		sr = repl_new(sb);
-		if (!sr) {
-			rps_server_destroy(sb);
-			return -ENOMEM;
-		}
-		sr->standby_of = prev;
-		sr->host_rank = rank;
-		sr->host = srv;
-		snprintf(sr->phost, sizeof(sr->phost), "%.63s", nodes[found].host);
-		sr->pport = nodes[found].port;
-		sb->repl = sr;
-		r->sb = sb;
-		rc = pthread_create(&sr->serve_thread, NULL, serve_main, sr);
-		if (rc)
-			return -rc;
-		sr->serve_ok = 1;
-		rc = pthread_create(&sr->link_thread, NULL, link_main, sr);
-		if (rc)
-			return -rc;
-		sr->link_ok = 1;
 	}
 	return 0;
 }
@@ -825,15 +951,20 @@ int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node 
 void rps_repl_stop_standby(struct rps_server *srv)
 {
 	struct rps_repl *r = srv->repl;
-	struct rps_repl *sr;
 
-	if (!r || !r->sb)
+	if (!r)
 		return;
-	sr = r->sb->repl;
-	atomic_store(&sr->stop, 1);
-	if (sr->link_ok)
-		pthread_join(sr->link_thread, NULL);
-	sr->link_ok = 0;
+	for (int k = 0; k < 2; k++) {
+		struct rps_repl *sr;
+
+		if (!r->sb[k])
+			continue;
+		sr = r->sb[k]->repl;
+		atomic_store(&sr->stop, 1);
+		if (sr->link_ok)
+			pthread_join(sr->link_thread, NULL);
+		sr->link_ok = 0;
+	}
 }
 
 static void repl_free(struct rps_repl *r)
@@ -856,10 +987,13 @@ void rps_repl_fini(struct rps_server *srv)
 		rps_srv_conn_drop(srv, r->uplink);
 		r->uplink = NULL;
 	}
-	if (r->sb) {
-		struct rps_server *sb = r->sb;
-		struct rps_repl *sr = sb->repl;
+	for (int k = 0; k < 2; k++) {
+		struct rps_server *sb = r->sb[k];
+		struct rps_repl *sr;
 
+		if (!sb)
+			continue;
+		sr = sb->repl;
 		atomic_store(&sr->stop, 1);
 		rps_server_stop(sb);
 		if (sr->link_ok)
@@ -867,9 +1001,9 @@ void rps_repl_fini(struct rps_server *srv)
 		if (sr->serve_ok)
 			pthread_join(sr->serve_thread, NULL);
 		rps_server_destroy(sb); /* frees sr (rps_repl_fini of sb) */
-		r->sb = NULL;
+		r->sb[k] = NULL;
 	}
-	if (r->standby_of == UINT32_MAX)
+	if (r->pend)
 		link_lost(r, "stopping");
 	srv->repl = NULL;
 	repl_free(r);

@@ -350,7 +350,8 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 	/* the entry's data is checked by the backup (server/repl.c) */
 	[RPS_OP_REPL_FWD] = { "REPL_FWD", sizeof(struct rps_repl_fwd), TAIL,
 			      .senders = BY(SERVER) },
-	[RPS_OP_REPL_READY] = { "REPL_READY", 0, .senders = BY(SERVER) },
+	[RPS_OP_REPL_READY] = { "REPL_READY", 0, TAIL, .senders = BY(SERVER),
+				.max_len = sizeof(struct rps_repl_addr) },
 };
 /* clang-format on */
 
