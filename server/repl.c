@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "control/control.h"
+#include "server/repl_log.h"
 #include "server/server_int.h"
 #include "src/auth.h"
 #include "src/alloc.h"
@@ -19,7 +20,9 @@
 
 #define PEND_MAX 65536u
 
-enum { LINK_NONE = 0, LINK_WAIT, LINK_UP, LINK_LOST };
+/* LINK_CLOSING: the head of a chain of 3 lost its first backup; it logs and
+ * waits for the second to link (repl_log.h) */
+enum { LINK_NONE = 0, LINK_WAIT, LINK_UP, LINK_LOST, LINK_CLOSING };
 
 /* A worker's push forwarded: acknowledged when both are done. */
 struct pend {
@@ -28,6 +31,8 @@ struct pend {
 	int32_t status;
 	uint32_t left; /* 2: local and backup, 1, 0 */
 	uint32_t next_free;
+	uint32_t shard; /* with a log (repl_log.h): the entry's shard and number */
+	uint64_t seq;
 };
 
 struct rps_repl {
@@ -56,7 +61,21 @@ struct rps_repl {
 	atomic_int uplink_lost, promoted, stop;
 	pthread_t serve_thread, link_thread;
 	int serve_ok, link_ok;
+	/* the head of a chain of 3 (RDMAPS_REPLICAS=3): what it forwarded, kept
+	 * until the last backup holds it (repl_log.h); closing_off: no more
+	 * closing over a dead first backup (done once, or stopping) */
+	struct rps_repl_log *log;
+	atomic_int closing_off;
+	pthread_t closer;
+	int closer_ok;
+	/* a second backup: the head's address, and the entries of each shard
+	 * received from the first backup (its place in the head's log) */
+	char hhost[64];
+	uint16_t hport;
+	uint64_t *rcvd;
 };
+
+static void repl_free(struct rps_repl *r);
 
 /* ---- pending acknowledgements (primary) ----------------------------------- */
 
@@ -65,13 +84,15 @@ static uint32_t pend_alloc(struct rps_repl *r, struct rps_srv_conn *sc, uint32_t
 	uint32_t id;
 
 	pthread_mutex_lock(&r->lock);
-	while (!r->free_head && atomic_load(&r->state) == LINK_UP) {
+	while (!r->free_head && (atomic_load(&r->state) == LINK_UP ||
+				 atomic_load(&r->state) == LINK_CLOSING)) {
 		/* as many pushes wait for the backup as fit: wait for its acks */
 		pthread_mutex_unlock(&r->lock);
 		rps_sleep_ms(1);
 		pthread_mutex_lock(&r->lock);
 	}
-	if (!r->free_head || atomic_load(&r->state) != LINK_UP) {
+	if (!r->free_head ||
+	    (atomic_load(&r->state) != LINK_UP && atomic_load(&r->state) != LINK_CLOSING)) {
 		pthread_mutex_unlock(&r->lock);
 		return 0;
 	}
@@ -126,24 +147,88 @@ int rps_repl_local_done(struct rps_server *srv, uint32_t id, int status)
 
 static void backup_ack(struct rps_repl *r, uint32_t id, int status)
 {
+	uint32_t shard = 0;
+	uint64_t seq = 0;
+
 	if (!id || id > r->npend)
 		return;
 	pthread_mutex_lock(&r->lock);
 	if (r->pend[id - 1].sc && r->pend[id - 1].left) {
 		if (status)
 			RPS_WARN("backup: a forwarded push failed there: %s", rps_strerror(status));
+		shard = r->pend[id - 1].shard;
+		seq = r->pend[id - 1].seq;
 		pend_done_locked(r, id, 0, 0);
 	}
 	pthread_mutex_unlock(&r->lock);
+	if (seq && r->log) /* the last backup holds it and everything before */
+		rps_repl_log_trim(r->log, (int)shard, seq);
 }
 
-/* The backup is gone: every push waits for the primary only. */
+/* A chain of 3 whose first backup died: give up waiting for the second
+ * after RDMAPS_TIMEOUT_MS (then unreplicated, as without a log). */
+static void link_lost(struct rps_repl *r, const char *why);
+static void *closer_main(void *arg)
+{
+	struct rps_repl *r = arg;
+	uint64_t deadline = rps_now_ns() + (uint64_t)r->timeout_ms * 1000000ull;
+
+	while (atomic_load(&r->state) == LINK_CLOSING && !atomic_load(&r->srv->stop) &&
+	       !atomic_load(&r->closing_off) && rps_now_ns() < deadline)
+		rps_sleep_ms(10);
+	if (atomic_load(&r->state) == LINK_CLOSING) {
+		atomic_store(&r->closing_off, 1);
+		link_lost(r, atomic_load(&r->srv->stop)
+				 ? "stopping"
+				 : "the second backup did not link within RDMAPS_TIMEOUT_MS");
+	}
+	return NULL;
+}
+
+/* The backup is gone: every push waits for the primary only; or, the head
+ * of a chain of 3 that lost its first backup, the second is waited for. */
 static void link_lost(struct rps_repl *r, const char *why)
 {
-	int was = atomic_exchange(&r->state, LINK_LOST);
+	int was;
+
+	if (r->log && !atomic_load(&r->closing_off) && !atomic_load(&r->srv->stop) &&
+	    !rps_repl_log_broken(r->log)) {
+		pthread_mutex_lock(&r->lock);
+		was = atomic_load(&r->state);
+		if (was == LINK_UP) {
+			atomic_store(&r->state, LINK_CLOSING);
+			if (r->link) {
+				rps_srv_conn_put(r->srv, r->link);
+				r->link = NULL;
+			}
+			RPS_WARN("replication: the first backup of this server's shards is lost (%s): "
+				 "waiting up to %d ms (RDMAPS_TIMEOUT_MS) for the second to link here "
+				 "(the chain closes over the dead one); pushes wait meanwhile",
+				 why, r->timeout_ms);
+			if (!r->closer_ok && !pthread_create(&r->closer, NULL, closer_main, r))
+				r->closer_ok = 1;
+			pthread_cond_broadcast(&r->cond);
+			pthread_mutex_unlock(&r->lock);
+			return;
+		}
+		pthread_mutex_unlock(&r->lock);
+		if (was == LINK_CLOSING)
+			return; /* the closer decides */
+	}
+	was = atomic_exchange(&r->state, LINK_LOST);
+	if (was != LINK_LOST && r->pos == 1 && r->uplink && !atomic_load(&r->uplink_lost) &&
+	    !atomic_load(&r->stop)) {
+		/* the first backup of a chain of 3 lost the second: the head
+		 * has no chain to close if this one dies too */
+		rps_srv_send_small(r->srv, r->uplink, RPS_OP_REPL_LAST, 0, 0, NULL, 0);
+	}
 
 	pthread_mutex_lock(&r->lock);
-	if (was != LINK_LOST && !atomic_load(&r->srv->stop))
+	if (was != LINK_LOST && !atomic_load(&r->srv->stop) && r->standby_of != UINT32_MAX)
+		RPS_WARN("replication: the second backup of server %u's shards is lost (%s): "
+			 "this first backup is the last",
+			 r->standby_of, why);
+	else if (was != LINK_LOST && !atomic_load(&r->srv->stop))
 		RPS_WARN("replication: the backup of this server's shards is lost (%s): they are "
 			 "no longer replicated",
 			 why);
@@ -190,7 +275,7 @@ static int link_wait(struct rps_repl *r)
 		}
 		st = atomic_load(&r->state);
 	}
-	return st == LINK_UP;
+	return st == LINK_UP || st == LINK_CLOSING;
 }
 
 static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry *e)
@@ -203,19 +288,14 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 	struct rps_optim_wire wire;
 	struct rps_srv_req *req = NULL;
 	struct rps_srv_conn *link;
-	int n = 1, rc;
+	int n = 1, rc, logging, closing;
 	uint32_t id = 0, type = e->type;
+	uint64_t seq = 0;
 	size_t len;
 
-	if (type == RPS_ENT_REPL) {
-		/* a first backup of a chain (RDMAPS_REPLICAS=3): what its primary
-		 * forwarded goes on down to the second */
-		req = e->ptr;
-		type = req->op == RPS_REQ_PUSH	   ? RPS_ENT_PUSH
-		       : req->op == RPS_REQ_ASSIGN ? RPS_ENT_ASSIGN
-						   : RPS_ENT_DECLARE;
-		req = NULL;
-	}
+	/* a first backup of a chain (RDMAPS_REPLICAS=3) goes on down to the
+	 * second: an RPS_ENT_REPL comes back here as the PUSH / ASSIGN /
+	 * DECLARE it holds (rps_repl_apply), forwarded then */
 	switch (type) {
 	case RPS_ENT_PUSH:
 	case RPS_ENT_ASSIGN:
@@ -281,19 +361,42 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 		if (!id)
 			return; /* the link went meanwhile */
 	}
+	rps_proto_hdr_init(&h, RPS_OP_REPL_FWD, (uint32_t)len, id);
+	logging = r->log && !atomic_load(&r->closing_off);
+	if (logging) { /* the head of a chain of 3: kept until the last backup has it */
+		rps_repl_log_lock(r->log, (int)sh->p.idx);
+		seq = rps_repl_log_add(r->log, (int)sh->p.idx, &h, iov, n);
+	}
 	pthread_mutex_lock(&r->lock);
+	if (id && seq) {
+		r->pend[id - 1].shard = sh->p.idx;
+		r->pend[id - 1].seq = seq;
+	}
 	link = r->link;
 	if (link)
 		rps_srv_conn_get(link);
+	closing = atomic_load(&r->state) == LINK_CLOSING;
 	pthread_mutex_unlock(&r->lock);
+	rc = 0;
+	if (link) {
+		rc = rps_tr_post_send(link->conn, &h, iov, n, 0);
+		rps_srv_conn_put(r->srv, link);
+	}
+	if (logging)
+		rps_repl_log_unlock(r->log, (int)sh->p.idx);
+	if (seq && (link || closing)) {
+		/* sent, or kept for the second backup when it links here */
+		if (rc)
+			link_lost(r, rps_strerror(rc));
+		if (req)
+			req->repl_id = id;
+		return;
+	}
 	if (!link) {
 		if (id)
 			rps_repl_local_done(r->srv, id, 0); /* only the local ack then */
 		return;
 	}
-	rps_proto_hdr_init(&h, RPS_OP_REPL_FWD, (uint32_t)len, id);
-	rc = rps_tr_post_send(link->conn, &h, iov, n, 0);
-	rps_srv_conn_put(r->srv, link);
 	if (rc) {
 		if (id)
 			rps_repl_local_done(r->srv, id, 0);
@@ -393,6 +496,8 @@ static int standby_frame(struct rps_server *sb, struct rps_srv_conn *sc,
 		}
 		rps_srv_ctl_entry(&e, RPS_ENT_REPL, f->shard, f->worker);
 		e.ptr = req;
+		if (sb->repl->rcvd)
+			sb->repl->rcvd[f->shard]++; /* its place in the head's log */
 		if (rps_srv_enqueue(sb, sh, &e)) {
 			if (req->op == RPS_REQ_DECLARE)
 				rps_srv_declare_done(sb, sh, req, -ECANCELED, NULL, NULL);
@@ -415,6 +520,8 @@ static int standby_frame(struct rps_server *sb, struct rps_srv_conn *sc,
 		rps_srv_ctl_entry(&e, f->type, f->shard, f->worker);
 		e.info.clock = f->clock;
 		e.u64 = f->u64;
+		if (sb->repl->rcvd)
+			sb->repl->rcvd[f->shard]++;
 		rps_srv_enqueue(sb, sh, &e);
 		return 0;
 	default:
@@ -425,6 +532,105 @@ bad:
 	RPS_ERR("replication link from the primary: %s: closing it", why);
 	rps_srv_conn_fail(sb, sc, -EPROTO, why);
 	return 0;
+}
+
+/* ---- closing a chain of 3 over its dead first backup (head) ------------- */
+
+struct resend {
+	struct rps_repl *r;
+	struct rps_conn *c;
+	uint32_t shard;
+	uint64_t have; /* entries of the shard the second backup holds */
+	uint64_t sent, held, done; /* entries sent, held there, pushes acknowledged so */
+	int rc;
+};
+
+static int resend_one(void *arg, uint64_t seq, const struct rps_frame_hdr *h, const void *payload)
+{
+	struct resend *x = arg;
+	struct rps_repl *r = x->r;
+	struct rps_frame_hdr h2 = *h;
+	struct iovec v = {.iov_base = (void *)payload, .iov_len = h->len};
+	uint32_t id = h->req_id;
+	int mine;
+
+	pthread_mutex_lock(&r->lock);
+	mine = id && id <= r->npend && r->pend[id - 1].sc && r->pend[id - 1].left &&
+	       r->pend[id - 1].shard == x->shard && r->pend[id - 1].seq == seq;
+	if (seq <= x->have) {
+		/* the second backup holds it: its ack died with the first */
+		if (mine) {
+			pend_done_locked(r, id, 0, 0);
+			x->done++;
+		}
+		x->held++;
+		pthread_mutex_unlock(&r->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (!mine)
+		h2.req_id = 0; /* acknowledged already */
+	x->rc = rps_tr_post_send(x->c, &h2, &v, 1, 0);
+	x->sent++;
+	return x->rc;
+}
+
+/* REPL_READY from the second backup while the first is dead: it holds the
+ * entries counted in its payload; it gets the rest from the log, then the
+ * head forwards to it (a chain of 2 from now on). Network thread. */
+static void relink(struct rps_repl *r, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	struct rps_server *srv = r->srv;
+	const uint64_t *have = NULL;
+	uint64_t nheld = 0;
+	int ns = srv->nshards, ok = 0;
+
+	if (ev->data_len == sizeof(struct rps_repl_addr) + (size_t)ns * sizeof(uint64_t))
+		have = (const uint64_t *)(const void *)((const char *)ev->data +
+							sizeof(struct rps_repl_addr));
+	for (int s = 0; s < ns; s++)
+		rps_repl_log_lock(r->log, s);
+	pthread_mutex_lock(&r->lock);
+	if (have && atomic_load(&r->state) == LINK_CLOSING && !r->link) {
+		rps_srv_conn_get(sc);
+		r->link = sc;
+		memcpy(&r->b1, ev->data, sizeof(r->b1));
+		r->b1.host[sizeof(r->b1.host) - 1] = 0;
+		atomic_store(&r->state, LINK_UP);
+		atomic_store(&r->closing_off, 1); /* a chain of 2 now */
+		ok = 1;
+	}
+	pthread_mutex_unlock(&r->lock);
+	for (int s = 0; ok && s < ns; s++) {
+		struct resend x = {.r = r, .c = sc->conn, .shard = (uint32_t)s, .have = have[s]};
+
+		rps_repl_log_each(r->log, s, resend_one, &x);
+		RPS_INFO("replication: shard %d: the second backup holds %llu entries of %llu (%llu of "
+			 "them still in the log, %llu pushes acknowledged so); %llu sent from the log",
+			 s, (unsigned long long)have[s],
+			 (unsigned long long)rps_repl_log_last(r->log, s), (unsigned long long)x.held,
+			 (unsigned long long)x.done, (unsigned long long)x.sent);
+		if (x.rc) {
+			RPS_ERR("replication: sending the log to the second backup: %s",
+				rps_strerror(x.rc));
+			break;
+		}
+	}
+	for (int s = ns - 1; s >= 0; s--)
+		rps_repl_log_unlock(r->log, s);
+	if (!ok) {
+		rps_srv_conn_fail(srv, sc, -EPROTO,
+				  have ? "this server has its backup already"
+				       : "REPL_READY without the entries held");
+		return;
+	}
+	for (int s = 0; s < ns; s++) {
+		nheld += have[s];
+		rps_repl_log_trim(r->log, s, UINT64_MAX);
+	}
+	RPS_WARN("replication: the second backup linked here from %s: the chain is closed over "
+		 "the dead first backup (it held %llu entries; the rest sent from the log)",
+		 sc->conn->peer, (unsigned long long)nheld);
 }
 
 /* ---- network thread hooks ---------------------------------------------- */
@@ -456,7 +662,7 @@ int rps_repl_on_hello(struct rps_server *srv, const struct rps_hello *h, void *a
 		*ack_len_p = sizeof(*a) + sizeof(where);
 		return 0;
 	}
-	if (atomic_load(&r->state) != LINK_WAIT) {
+	if (atomic_load(&r->state) != LINK_WAIT && atomic_load(&r->state) != LINK_CLOSING) {
 		*why_p = "this server has its backup already";
 		return -EADDRINUSE;
 	}
@@ -483,12 +689,16 @@ int rps_repl_on_frame(struct rps_server *srv, struct rps_srv_conn *sc,
 	}
 	switch (ev->hdr.op) {
 	case RPS_OP_REPL_READY:
+		if (atomic_load(&r->state) == LINK_CLOSING) {
+			relink(r, sc, ev);
+			return 0;
+		}
 		pthread_mutex_lock(&r->lock);
 		if (atomic_load(&r->state) == LINK_WAIT && !r->link) {
 			rps_srv_conn_get(sc);
 			r->link = sc;
 			memset(&r->b1, 0, sizeof(r->b1));
-			if (ev->data_len == sizeof(r->b1)) {
+			if (ev->data_len >= sizeof(r->b1)) {
 				memcpy(&r->b1, ev->data, sizeof(r->b1));
 				r->b1.host[sizeof(r->b1.host) - 1] = 0;
 			}
@@ -501,6 +711,11 @@ int rps_repl_on_frame(struct rps_server *srv, struct rps_srv_conn *sc,
 	case RPS_OP_PUSH_ACK:
 		if (sc == r->link)
 			backup_ack(r, ev->hdr.req_id, ev->hdr.status);
+		return 0;
+	case RPS_OP_REPL_LAST:
+		if (sc == r->link && r->log && !atomic_exchange(&r->closing_off, 1))
+			RPS_WARN("replication: the second backup of this server's shards is lost: "
+				 "they have one backup left");
 		return 0;
 	case RPS_OP_REPL_FWD:
 		if (r->standby_of != UINT32_MAX && sc == r->uplink)
@@ -620,6 +835,13 @@ int rps_repl_init(struct rps_server *srv)
 		rps_free(r);
 		return -ENOMEM;
 	}
+	if (srv->cfg->replicas > 2) { /* the head of a chain of 3 (repl_log.h) */
+		r->log = rps_repl_log_new(srv->nshards);
+		if (!r->log) {
+			repl_free(r);
+			return -ENOMEM;
+		}
+	}
 	srv->repl = r;
 	return 0;
 }
@@ -684,7 +906,8 @@ static int uplink_connect(struct rps_repl *r)
 	struct rps_frame_hdr h;
 	struct rps_hello hello;
 	struct rps_repl_addr me;
-	struct iovec v;
+	uint64_t have[RPS_MAX_SHARDS];
+	struct iovec v[2];
 	size_t ack_len = 0;
 	int rc = 0;
 
@@ -723,14 +946,21 @@ static int uplink_connect(struct rps_repl *r)
 	sc->net_ref = 1;
 	r->uplink = sc;
 	c->user = sc;
-	/* where this backup listens: a second backup links there (chain) */
+	/* where this backup listens: a second backup links there (chain); and
+	 * the entries of each shard held (a second backup linking to the head
+	 * over a dead first: the head sends the rest) */
 	memset(&me, 0, sizeof(me));
 	me.port = sb->port;
 	snprintf(me.host, sizeof(me.host), "%.63s", rps_srv_advertised_host(sb));
-	v.iov_base = &me;
-	v.iov_len = sizeof(me);
-	rps_proto_hdr_init(&h, RPS_OP_REPL_READY, sizeof(me), 0);
-	rc = rps_tr_post_send(c, &h, &v, 1, 0);
+	memset(have, 0, sizeof(have));
+	for (int s = 0; r->rcvd && s < sb->nshards; s++)
+		have[s] = r->rcvd[s];
+	v[0].iov_base = &me;
+	v[0].iov_len = sizeof(me);
+	v[1].iov_base = have;
+	v[1].iov_len = (size_t)sb->nshards * sizeof(have[0]);
+	rps_proto_hdr_init(&h, RPS_OP_REPL_READY, (uint32_t)(v[0].iov_len + v[1].iov_len), 0);
+	rc = rps_tr_post_send(c, &h, v, 2, 0);
 	if (rc)
 		RPS_ERR("replication: REPL_READY to %s:%u: %s", r->phost, r->pport,
 			rps_strerror(rc));
@@ -818,16 +1048,75 @@ static int primary_dead(struct rps_repl *r)
 	return dead;
 }
 
+/* A second backup lost its link to the first: 1 if the head (the primary)
+ * lives on at its address (link there: the chain closes over the dead
+ * first), 0 if the rank is dead (the first had taken over and died: take
+ * over), -1 on stop or after RDMAPS_TIMEOUT_MS. */
+static int head_lives(struct rps_repl *r)
+{
+	uint64_t deadline = rps_now_ns() + (uint64_t)r->timeout_ms * 1000000ull;
+	struct rps_node *nodes = rps_calloc(RPS_MAX_NODES, sizeof(*nodes));
+	int res = -1;
+
+	if (!nodes)
+		return -1;
+	while (res < 0 && !atomic_load(&r->stop) && rps_now_ns() < deadline) {
+		int n = r->host->ctl ? rps_ctl_map(r->host->ctl, NULL, nodes, RPS_MAX_NODES) : 0;
+		int alive = 0, head = 0;
+
+		for (int i = 0; i < n; i++)
+			if (nodes[i].role == RPS_ROLE_SERVER && nodes[i].rank == r->standby_of &&
+			    nodes[i].alive) {
+				alive = 1;
+				head = nodes[i].port == r->hport && !strcmp(nodes[i].host, r->hhost);
+			}
+		if (n > 0 && !alive)
+			res = 0;
+		else if (head)
+			res = 1;
+		else
+			rps_sleep_ms(50);
+	}
+	rps_free(nodes);
+	return res;
+}
+
 static void *link_main(void *arg)
 {
 	struct rps_repl *r = arg;
 
+again:
 	if (uplink_connect(r))
 		return NULL;
 	while (!atomic_load(&r->stop) && !atomic_load(&r->uplink_lost))
 		rps_sleep_ms(20);
 	if (atomic_load(&r->stop))
 		return NULL;
+	if (r->pos == 2) {
+		int h = head_lives(r);
+
+		if (h == 1) {
+			RPS_WARN("replication: the first backup of server %u is lost, the server "
+				 "lives: this second backup links to it (the chain closes over the "
+				 "dead one)",
+				 r->standby_of);
+			snprintf(r->phost, sizeof(r->phost), "%s", r->hhost);
+			r->pport = r->hport;
+			r->pos = 1;
+			atomic_store(&r->uplink_lost, 0);
+			goto again;
+		}
+		if (h < 0) {
+			if (!atomic_load(&r->stop))
+				RPS_ERR("replication: the first backup of server %u is lost and the "
+					"scheduler's map says neither that the server lives nor that "
+					"it died: this backup will not take over",
+					r->standby_of);
+			return NULL;
+		}
+		promote(r);
+		return NULL;
+	}
 	if (!primary_dead(r)) {
 		if (!atomic_load(&r->stop))
 			RPS_ERR("replication: the link to %s server %u closed but it lives on: "
@@ -838,8 +1127,6 @@ static void *link_main(void *arg)
 	promote(r);
 	return NULL;
 }
-
-static void repl_free(struct rps_repl *r);
 
 /* Create and start the standby `pos` (1 or 2) this server hosts: the backup
  * of server prev, whose node is nodes[found]. */
@@ -897,6 +1184,16 @@ static int start_standby(struct rps_server *srv, uint32_t rank, uint32_t pos, ui
 	}
 	snprintf(sr->phost, sizeof(sr->phost), "%.63s", node->host);
 	sr->pport = node->port;
+	snprintf(sr->hhost, sizeof(sr->hhost), "%.63s", node->host);
+	sr->hport = node->port;
+	if (pos == 2) {
+		sr->rcvd = rps_calloc((size_t)sb->nshards, sizeof(*sr->rcvd));
+		if (!sr->rcvd) {
+			repl_free(sr);
+			rps_server_destroy(sb);
+			return -ENOMEM;
+		}
+	}
 	sb->repl = sr;
 	r->sb[pos - 1] = sb;
 	rc = pthread_create(&sr->serve_thread, NULL, serve_main, sr);
@@ -969,6 +1266,8 @@ void rps_repl_stop_standby(struct rps_server *srv)
 
 static void repl_free(struct rps_repl *r)
 {
+	rps_repl_log_free(r->log);
+	rps_free(r->rcvd);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
 	rps_free(r->pend);
@@ -1003,6 +1302,10 @@ void rps_repl_fini(struct rps_server *srv)
 		rps_server_destroy(sb); /* frees sr (rps_repl_fini of sb) */
 		r->sb[k] = NULL;
 	}
+	atomic_store(&r->closing_off, 1);
+	if (r->closer_ok)
+		pthread_join(r->closer, NULL);
+	r->closer_ok = 0;
 	if (r->pend)
 		link_lost(r, "stopping");
 	srv->repl = NULL;

@@ -102,7 +102,10 @@ enum rps_op {
 	RPS_OP_REPL_FWD = 50,    /* primary -> backup: rps_repl_fwd + the entry's data; a
 				  * forwarded push is answered by PUSH_ACK (same req_id) */
 	RPS_OP_REPL_READY = 51,  /* backup -> primary: the link is set up, forward from now;
-				  * [struct rps_repl_addr: where the backup listens] */
+				  * [struct rps_repl_addr: where the backup listens,
+				  * uint64 entries held per shard (server/repl_log.h)] */
+	RPS_OP_REPL_LAST = 52,   /* first backup -> primary (RDMAPS_REPLICAS=3): the second
+				  * is gone, this one is the last: no chain to close */
 	RPS_OP_MAX
 };
 
