@@ -916,13 +916,14 @@ static int uplink_connect(struct rps_repl *r)
 	if (r->pos == 2)
 		rc = ask_first_backup(r, ack, deadline);
 	rps_proto_hello_init(&hello, RPS_ROLE_SERVER, r->host_rank);
-	for (; !rc;) {
+	while (!rc) { /* (ask_first_backup failed: rc set, no connect) */
 		rc = rps_tr_connect(sb->tr, r->phost, r->pport, &hello, ack, RPS_TR_ACK_MAX,
 				    &ack_len, r->timeout_ms, &c);
 		if (!rc || rps_now_ns() >= deadline || atomic_load(&r->stop) ||
 		    rc == -EACCES || rc == -EPROTO)
 			break;
 		rps_sleep_ms(100);
+		rc = 0; /* again */
 	}
 	rps_free(ack);
 	if (rc) {
