@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "control/control.h"
+#include "server/repl_log.h"
 #include "server/server_int.h"
 #include "src/auth.h"
 #include "src/alloc.h"
@@ -19,7 +20,9 @@
 
 #define PEND_MAX 65536u
 
-enum { LINK_NONE = 0, LINK_WAIT, LINK_UP, LINK_LOST };
+/* LINK_CLOSING: the head of a chain of 3 lost its first backup; it logs and
+ * waits for the second to link (repl_log.h) */
+enum { LINK_NONE = 0, LINK_WAIT, LINK_UP, LINK_LOST, LINK_CLOSING };
 
 /* A worker's push forwarded: acknowledged when both are done. */
 struct pend {
@@ -28,6 +31,8 @@ struct pend {
 	int32_t status;
 	uint32_t left; /* 2: local and backup, 1, 0 */
 	uint32_t next_free;
+	uint32_t shard; /* with a log (repl_log.h): the entry's shard and number */
+	uint64_t seq;
 };
 
 struct rps_repl {
@@ -41,19 +46,36 @@ struct rps_repl {
 	uint32_t free_head; /* index + 1, 0: none */
 	uint32_t npend;
 	int timeout_ms;
-	/* the standby this server hosts (a primary's struct) */
-	struct rps_server *sb;
+	struct rps_repl_addr b1; /* where the backup listens (port 0: not known yet) */
+	/* the standbys this server hosts (a primary's struct): [0] the backup of
+	 * server rank - 1, [1] (RDMAPS_REPLICAS=3) the second of rank - 2 */
+	struct rps_server *sb[2];
 	/* a standby's own (srv is the standby): the backup of server standby_of */
 	uint32_t standby_of; /* UINT32_MAX: this is no standby */
 	struct rps_server *host; /* the server whose process hosts it */
 	uint32_t host_rank;
+	uint32_t pos; /* 1: the primary's first backup, 2: the second (linked to the first) */
 	char phost[64];
 	uint16_t pport;
 	struct rps_srv_conn *uplink;
 	atomic_int uplink_lost, promoted, stop;
 	pthread_t serve_thread, link_thread;
 	int serve_ok, link_ok;
+	/* the head of a chain of 3 (RDMAPS_REPLICAS=3): what it forwarded, kept
+	 * until the last backup holds it (repl_log.h); closing_off: no more
+	 * closing over a dead first backup (done once, or stopping) */
+	struct rps_repl_log *log;
+	atomic_int closing_off;
+	pthread_t closer;
+	int closer_ok;
+	/* a second backup: the head's address, and the entries of each shard
+	 * received from the first backup (its place in the head's log) */
+	char hhost[64];
+	uint16_t hport;
+	uint64_t *rcvd;
 };
+
+static void repl_free(struct rps_repl *r);
 
 /* ---- pending acknowledgements (primary) ----------------------------------- */
 
@@ -62,13 +84,15 @@ static uint32_t pend_alloc(struct rps_repl *r, struct rps_srv_conn *sc, uint32_t
 	uint32_t id;
 
 	pthread_mutex_lock(&r->lock);
-	while (!r->free_head && atomic_load(&r->state) == LINK_UP) {
+	while (!r->free_head && (atomic_load(&r->state) == LINK_UP ||
+				 atomic_load(&r->state) == LINK_CLOSING)) {
 		/* as many pushes wait for the backup as fit: wait for its acks */
 		pthread_mutex_unlock(&r->lock);
 		rps_sleep_ms(1);
 		pthread_mutex_lock(&r->lock);
 	}
-	if (!r->free_head || atomic_load(&r->state) != LINK_UP) {
+	if (!r->free_head ||
+	    (atomic_load(&r->state) != LINK_UP && atomic_load(&r->state) != LINK_CLOSING)) {
 		pthread_mutex_unlock(&r->lock);
 		return 0;
 	}
@@ -123,24 +147,88 @@ int rps_repl_local_done(struct rps_server *srv, uint32_t id, int status)
 
 static void backup_ack(struct rps_repl *r, uint32_t id, int status)
 {
+	uint32_t shard = 0;
+	uint64_t seq = 0;
+
 	if (!id || id > r->npend)
 		return;
 	pthread_mutex_lock(&r->lock);
 	if (r->pend[id - 1].sc && r->pend[id - 1].left) {
 		if (status)
 			RPS_WARN("backup: a forwarded push failed there: %s", rps_strerror(status));
+		shard = r->pend[id - 1].shard;
+		seq = r->pend[id - 1].seq;
 		pend_done_locked(r, id, 0, 0);
 	}
 	pthread_mutex_unlock(&r->lock);
+	if (seq && r->log) /* the last backup holds it and everything before */
+		rps_repl_log_trim(r->log, (int)shard, seq);
 }
 
-/* The backup is gone: every push waits for the primary only. */
+/* A chain of 3 whose first backup died: give up waiting for the second
+ * after RDMAPS_TIMEOUT_MS (then unreplicated, as without a log). */
+static void link_lost(struct rps_repl *r, const char *why);
+static void *closer_main(void *arg)
+{
+	struct rps_repl *r = arg;
+	uint64_t deadline = rps_now_ns() + (uint64_t)r->timeout_ms * 1000000ull;
+
+	while (atomic_load(&r->state) == LINK_CLOSING && !atomic_load(&r->srv->stop) &&
+	       !atomic_load(&r->closing_off) && rps_now_ns() < deadline)
+		rps_sleep_ms(10);
+	if (atomic_load(&r->state) == LINK_CLOSING) {
+		atomic_store(&r->closing_off, 1);
+		link_lost(r, atomic_load(&r->srv->stop)
+				 ? "stopping"
+				 : "the second backup did not link within RDMAPS_TIMEOUT_MS");
+	}
+	return NULL;
+}
+
+/* The backup is gone: every push waits for the primary only; or, the head
+ * of a chain of 3 that lost its first backup, the second is waited for. */
 static void link_lost(struct rps_repl *r, const char *why)
 {
-	int was = atomic_exchange(&r->state, LINK_LOST);
+	int was;
+
+	if (r->log && !atomic_load(&r->closing_off) && !atomic_load(&r->srv->stop) &&
+	    !rps_repl_log_broken(r->log)) {
+		pthread_mutex_lock(&r->lock);
+		was = atomic_load(&r->state);
+		if (was == LINK_UP) {
+			atomic_store(&r->state, LINK_CLOSING);
+			if (r->link) {
+				rps_srv_conn_put(r->srv, r->link);
+				r->link = NULL;
+			}
+			RPS_WARN("replication: the first backup of this server's shards is lost (%s): "
+				 "waiting up to %d ms (RDMAPS_TIMEOUT_MS) for the second to link here "
+				 "(the chain closes over the dead one); pushes wait meanwhile",
+				 why, r->timeout_ms);
+			if (!r->closer_ok && !pthread_create(&r->closer, NULL, closer_main, r))
+				r->closer_ok = 1;
+			pthread_cond_broadcast(&r->cond);
+			pthread_mutex_unlock(&r->lock);
+			return;
+		}
+		pthread_mutex_unlock(&r->lock);
+		if (was == LINK_CLOSING)
+			return; /* the closer decides */
+	}
+	was = atomic_exchange(&r->state, LINK_LOST);
+	if (was != LINK_LOST && r->pos == 1 && r->uplink && !atomic_load(&r->uplink_lost) &&
+	    !atomic_load(&r->stop)) {
+		/* the first backup of a chain of 3 lost the second: the head
+		 * has no chain to close if this one dies too */
+		rps_srv_send_small(r->srv, r->uplink, RPS_OP_REPL_LAST, 0, 0, NULL, 0);
+	}
 
 	pthread_mutex_lock(&r->lock);
-	if (was != LINK_LOST && !atomic_load(&r->srv->stop))
+	if (was != LINK_LOST && !atomic_load(&r->srv->stop) && r->standby_of != UINT32_MAX)
+		RPS_WARN("replication: the second backup of server %u's shards is lost (%s): "
+			 "this first backup is the last",
+			 r->standby_of, why);
+	else if (was != LINK_LOST && !atomic_load(&r->srv->stop))
 		RPS_WARN("replication: the backup of this server's shards is lost (%s): they are "
 			 "no longer replicated",
 			 why);
@@ -187,7 +275,7 @@ static int link_wait(struct rps_repl *r)
 		}
 		st = atomic_load(&r->state);
 	}
-	return st == LINK_UP;
+	return st == LINK_UP || st == LINK_CLOSING;
 }
 
 static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry *e)
@@ -200,11 +288,15 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 	struct rps_optim_wire wire;
 	struct rps_srv_req *req = NULL;
 	struct rps_srv_conn *link;
-	int n = 1, rc;
-	uint32_t id = 0;
+	int n = 1, rc, logging, closing;
+	uint32_t id = 0, type = e->type;
+	uint64_t seq = 0;
 	size_t len;
 
-	switch (e->type) {
+	/* a first backup of a chain (RDMAPS_REPLICAS=3) goes on down to the
+	 * second: an RPS_ENT_REPL comes back here as the PUSH / ASSIGN /
+	 * DECLARE it holds (rps_repl_apply), forwarded then */
+	switch (type) {
 	case RPS_ENT_PUSH:
 	case RPS_ENT_ASSIGN:
 	case RPS_ENT_DECLARE:
@@ -219,14 +311,14 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 	if (!link_wait(r))
 		return;
 	memset(&f, 0, sizeof(f));
-	f.type = e->type;
+	f.type = type;
 	f.shard = sh->p.idx;
 	f.worker = e->info.worker;
 	f.clock = (uint32_t)e->info.clock;
 	f.u64 = e->u64;
 	iov[0].iov_base = &f;
 	iov[0].iov_len = sizeof(f);
-	if (e->type == RPS_ENT_PUSH || e->type == RPS_ENT_ASSIGN) {
+	if (type == RPS_ENT_PUSH || type == RPS_ENT_ASSIGN) {
 		req = e->ptr;
 		f.status = req->status;
 		f.worker = req->worker;
@@ -248,7 +340,7 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 				iov[n - 1].iov_len = req->data_len;
 			}
 		}
-	} else if (e->type == RPS_ENT_DECLARE) {
+	} else if (type == RPS_ENT_DECLARE) {
 		req = e->ptr;
 		f.worker = req->worker;
 		iov[n].iov_base = &req->u.decl;
@@ -269,19 +361,42 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 		if (!id)
 			return; /* the link went meanwhile */
 	}
+	rps_proto_hdr_init(&h, RPS_OP_REPL_FWD, (uint32_t)len, id);
+	logging = r->log && !atomic_load(&r->closing_off);
+	if (logging) { /* the head of a chain of 3: kept until the last backup has it */
+		rps_repl_log_lock(r->log, (int)sh->p.idx);
+		seq = rps_repl_log_add(r->log, (int)sh->p.idx, &h, iov, n);
+	}
 	pthread_mutex_lock(&r->lock);
+	if (id && seq) {
+		r->pend[id - 1].shard = sh->p.idx;
+		r->pend[id - 1].seq = seq;
+	}
 	link = r->link;
 	if (link)
 		rps_srv_conn_get(link);
+	closing = atomic_load(&r->state) == LINK_CLOSING;
 	pthread_mutex_unlock(&r->lock);
+	rc = 0;
+	if (link) {
+		rc = rps_tr_post_send(link->conn, &h, iov, n, 0);
+		rps_srv_conn_put(r->srv, link);
+	}
+	if (logging)
+		rps_repl_log_unlock(r->log, (int)sh->p.idx);
+	if (seq && (link || closing)) {
+		/* sent, or kept for the second backup when it links here */
+		if (rc)
+			link_lost(r, rps_strerror(rc));
+		if (req)
+			req->repl_id = id;
+		return;
+	}
 	if (!link) {
 		if (id)
 			rps_repl_local_done(r->srv, id, 0); /* only the local ack then */
 		return;
 	}
-	rps_proto_hdr_init(&h, RPS_OP_REPL_FWD, (uint32_t)len, id);
-	rc = rps_tr_post_send(link->conn, &h, iov, n, 0);
-	rps_srv_conn_put(r->srv, link);
 	if (rc) {
 		if (id)
 			rps_repl_local_done(r->srv, id, 0);
@@ -381,6 +496,8 @@ static int standby_frame(struct rps_server *sb, struct rps_srv_conn *sc,
 		}
 		rps_srv_ctl_entry(&e, RPS_ENT_REPL, f->shard, f->worker);
 		e.ptr = req;
+		if (sb->repl->rcvd)
+			sb->repl->rcvd[f->shard]++; /* its place in the head's log */
 		if (rps_srv_enqueue(sb, sh, &e)) {
 			if (req->op == RPS_REQ_DECLARE)
 				rps_srv_declare_done(sb, sh, req, -ECANCELED, NULL, NULL);
@@ -403,6 +520,8 @@ static int standby_frame(struct rps_server *sb, struct rps_srv_conn *sc,
 		rps_srv_ctl_entry(&e, f->type, f->shard, f->worker);
 		e.info.clock = f->clock;
 		e.u64 = f->u64;
+		if (sb->repl->rcvd)
+			sb->repl->rcvd[f->shard]++;
 		rps_srv_enqueue(sb, sh, &e);
 		return 0;
 	default:
@@ -415,6 +534,105 @@ bad:
 	return 0;
 }
 
+/* ---- closing a chain of 3 over its dead first backup (head) ------------- */
+
+struct resend {
+	struct rps_repl *r;
+	struct rps_conn *c;
+	uint32_t shard;
+	uint64_t have; /* entries of the shard the second backup holds */
+	uint64_t sent, held, done; /* entries sent, held there, pushes acknowledged so */
+	int rc;
+};
+
+static int resend_one(void *arg, uint64_t seq, const struct rps_frame_hdr *h, const void *payload)
+{
+	struct resend *x = arg;
+	struct rps_repl *r = x->r;
+	struct rps_frame_hdr h2 = *h;
+	struct iovec v = {.iov_base = (void *)payload, .iov_len = h->len};
+	uint32_t id = h->req_id;
+	int mine;
+
+	pthread_mutex_lock(&r->lock);
+	mine = id && id <= r->npend && r->pend[id - 1].sc && r->pend[id - 1].left &&
+	       r->pend[id - 1].shard == x->shard && r->pend[id - 1].seq == seq;
+	if (seq <= x->have) {
+		/* the second backup holds it: its ack died with the first */
+		if (mine) {
+			pend_done_locked(r, id, 0, 0);
+			x->done++;
+		}
+		x->held++;
+		pthread_mutex_unlock(&r->lock);
+		return 0;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (!mine)
+		h2.req_id = 0; /* acknowledged already */
+	x->rc = rps_tr_post_send(x->c, &h2, &v, 1, 0);
+	x->sent++;
+	return x->rc;
+}
+
+/* REPL_READY from the second backup while the first is dead: it holds the
+ * entries counted in its payload; it gets the rest from the log, then the
+ * head forwards to it (a chain of 2 from now on). Network thread. */
+static void relink(struct rps_repl *r, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	struct rps_server *srv = r->srv;
+	const uint64_t *have = NULL;
+	uint64_t nheld = 0;
+	int ns = srv->nshards, ok = 0;
+
+	if (ev->data_len == sizeof(struct rps_repl_addr) + (size_t)ns * sizeof(uint64_t))
+		have = (const uint64_t *)(const void *)((const char *)ev->data +
+							sizeof(struct rps_repl_addr));
+	for (int s = 0; s < ns; s++)
+		rps_repl_log_lock(r->log, s);
+	pthread_mutex_lock(&r->lock);
+	if (have && atomic_load(&r->state) == LINK_CLOSING && !r->link) {
+		rps_srv_conn_get(sc);
+		r->link = sc;
+		memcpy(&r->b1, ev->data, sizeof(r->b1));
+		r->b1.host[sizeof(r->b1.host) - 1] = 0;
+		atomic_store(&r->state, LINK_UP);
+		atomic_store(&r->closing_off, 1); /* a chain of 2 now */
+		ok = 1;
+	}
+	pthread_mutex_unlock(&r->lock);
+	for (int s = 0; ok && s < ns; s++) {
+		struct resend x = {.r = r, .c = sc->conn, .shard = (uint32_t)s, .have = have[s]};
+
+		rps_repl_log_each(r->log, s, resend_one, &x);
+		RPS_INFO("replication: shard %d: the second backup holds %llu entries of %llu (%llu of "
+			 "them still in the log, %llu pushes acknowledged so); %llu sent from the log",
+			 s, (unsigned long long)have[s],
+			 (unsigned long long)rps_repl_log_last(r->log, s), (unsigned long long)x.held,
+			 (unsigned long long)x.done, (unsigned long long)x.sent);
+		if (x.rc) {
+			RPS_ERR("replication: sending the log to the second backup: %s",
+				rps_strerror(x.rc));
+			break;
+		}
+	}
+	for (int s = ns - 1; s >= 0; s--)
+		rps_repl_log_unlock(r->log, s);
+	if (!ok) {
+		rps_srv_conn_fail(srv, sc, -EPROTO,
+				  have ? "this server has its backup already"
+				       : "REPL_READY without the entries held");
+		return;
+	}
+	for (int s = 0; s < ns; s++) {
+		nheld += have[s];
+		rps_repl_log_trim(r->log, s, UINT64_MAX);
+	}
+	RPS_WARN("replication: the second backup linked here from %s: the chain is closed over "
+		 "the dead first backup (it held %llu entries; the rest sent from the log)",
+		 sc->conn->peer, (unsigned long long)nheld);
+}
+
 /* ---- network thread hooks ---------------------------------------------- */
 
 int rps_repl_on_hello(struct rps_server *srv, const struct rps_hello *h, void *ack,
@@ -423,12 +641,28 @@ int rps_repl_on_hello(struct rps_server *srv, const struct rps_hello *h, void *a
 	struct rps_repl *r = srv->repl;
 	struct rps_hello_ack *a = ack;
 
-	if (!r || r->standby_of != UINT32_MAX || !r->pend) {
-		*why_p = "only workers connect to a server (RDMAPS_REPLICAS is 1 here: "
-			 "every server of the job needs the same RDMAPS_REPLICAS)";
+	if (!r || !r->pend) {
+		*why_p = "only workers connect to a server (RDMAPS_REPLICAS is 1 here, or this "
+			 "is the last backup of a chain: every server of the job needs the same "
+			 "RDMAPS_REPLICAS)";
 		return -EPROTO;
 	}
-	if (atomic_load(&r->state) != LINK_WAIT) {
+	if (h->channel == RPS_REPL_HELLO_WHERE) {
+		/* a second backup asks where the first listens (chain.c) */
+		struct rps_repl_addr where;
+
+		pthread_mutex_lock(&r->lock);
+		where = r->b1;
+		pthread_mutex_unlock(&r->lock);
+		if (atomic_load(&r->state) != LINK_UP)
+			where.port = 0; /* not linked yet: port 0, asked again */
+		memset(a, 0, sizeof(*a));
+		a->server_rank = atomic_load(&srv->rank);
+		memcpy(a + 1, &where, sizeof(where));
+		*ack_len_p = sizeof(*a) + sizeof(where);
+		return 0;
+	}
+	if (atomic_load(&r->state) != LINK_WAIT && atomic_load(&r->state) != LINK_CLOSING) {
 		*why_p = "this server has its backup already";
 		return -EADDRINUSE;
 	}
@@ -455,10 +689,19 @@ int rps_repl_on_frame(struct rps_server *srv, struct rps_srv_conn *sc,
 	}
 	switch (ev->hdr.op) {
 	case RPS_OP_REPL_READY:
+		if (atomic_load(&r->state) == LINK_CLOSING) {
+			relink(r, sc, ev);
+			return 0;
+		}
 		pthread_mutex_lock(&r->lock);
 		if (atomic_load(&r->state) == LINK_WAIT && !r->link) {
 			rps_srv_conn_get(sc);
 			r->link = sc;
+			memset(&r->b1, 0, sizeof(r->b1));
+			if (ev->data_len >= sizeof(r->b1)) {
+				memcpy(&r->b1, ev->data, sizeof(r->b1));
+				r->b1.host[sizeof(r->b1.host) - 1] = 0;
+			}
 			atomic_store(&r->state, LINK_UP);
 			RPS_INFO("replication: backup connected from %s", sc->conn->peer);
 		}
@@ -468,6 +711,11 @@ int rps_repl_on_frame(struct rps_server *srv, struct rps_srv_conn *sc,
 	case RPS_OP_PUSH_ACK:
 		if (sc == r->link)
 			backup_ack(r, ev->hdr.req_id, ev->hdr.status);
+		return 0;
+	case RPS_OP_REPL_LAST:
+		if (sc == r->link && r->log && !atomic_exchange(&r->closing_off, 1))
+			RPS_WARN("replication: the second backup of this server's shards is lost: "
+				 "they have one backup left");
 		return 0;
 	case RPS_OP_REPL_FWD:
 		if (r->standby_of != UINT32_MAX && sc == r->uplink)
@@ -499,9 +747,9 @@ void rps_repl_conn_closed(struct rps_server *srv, struct rps_srv_conn *sc)
 		return;
 	if (r->standby_of != UINT32_MAX && sc == r->uplink) {
 		if (!atomic_load(&r->stop))
-			RPS_WARN("replication: link to primary server %u lost: taking over its "
+			RPS_WARN("replication: link to %s server %u lost: taking over its "
 				 "shards once the scheduler says it is dead",
-				 r->standby_of);
+				 r->pos == 2 ? "the first backup of" : "primary", r->standby_of);
 		atomic_store(&r->uplink_lost, 1);
 		r->uplink = NULL; /* dropped by the caller, freed by the close drain */
 		return;
@@ -538,6 +786,27 @@ static struct rps_repl *repl_new(struct rps_server *srv)
 	return r;
 }
 
+/* r's server forwards every shard's entries to a backup (a primary, or the
+ * first backup of a chain). 0 or -ENOMEM. */
+static int forwarding_init(struct rps_repl *r)
+{
+	struct rps_server *srv = r->srv;
+
+	r->npend = PEND_MAX;
+	r->pend = rps_calloc(r->npend, sizeof(*r->pend));
+	if (!r->pend)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < r->npend; i++)
+		r->pend[i].next_free = i + 2 <= r->npend ? i + 2 : 0;
+	r->free_head = 1;
+	atomic_store(&r->state, LINK_WAIT);
+	for (int s = 0; s < srv->nshards; s++) {
+		srv->shards[s].fwd_arg = r;
+		srv->shards[s].fwd = forward;
+	}
+	return 0;
+}
+
 int rps_repl_init(struct rps_server *srv)
 {
 	struct rps_repl *r;
@@ -562,21 +831,18 @@ int rps_repl_init(struct rps_server *srv)
 	r = repl_new(srv);
 	if (!r)
 		return -ENOMEM;
-	r->npend = PEND_MAX;
-	r->pend = rps_calloc(r->npend, sizeof(*r->pend));
-	if (!r->pend) {
+	if (forwarding_init(r)) {
 		rps_free(r);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < r->npend; i++)
-		r->pend[i].next_free = i + 2 <= r->npend ? i + 2 : 0;
-	r->free_head = 1;
-	atomic_store(&r->state, LINK_WAIT);
-	srv->repl = r;
-	for (int s = 0; s < srv->nshards; s++) {
-		srv->shards[s].fwd_arg = r;
-		srv->shards[s].fwd = forward;
+	if (srv->cfg->replicas > 2) { /* the head of a chain of 3 (repl_log.h) */
+		r->log = rps_repl_log_new(srv->nshards);
+		if (!r->log) {
+			repl_free(r);
+			return -ENOMEM;
+		}
 	}
+	srv->repl = r;
 	return 0;
 }
 
@@ -589,6 +855,47 @@ static void *serve_main(void *arg)
 	return NULL;
 }
 
+/* A second backup (RDMAPS_REPLICAS=3): ask the primary where its first
+ * backup listens, and link there instead (the chain). 0 or -errno. */
+static int ask_first_backup(struct rps_repl *r, char *ack, uint64_t deadline)
+{
+	struct rps_hello hello;
+	struct rps_repl_addr where;
+	struct rps_conn *c = NULL;
+	size_t ack_len = 0;
+	int rc;
+
+	rps_proto_hello_init(&hello, RPS_ROLE_SERVER, r->host_rank);
+	hello.channel = RPS_REPL_HELLO_WHERE;
+	for (;;) {
+		rc = rps_tr_connect(r->srv->tr, r->phost, r->pport, &hello, ack, RPS_TR_ACK_MAX,
+				    &ack_len, r->timeout_ms, &c);
+		if (!rc) {
+			rps_tr_close(c);
+			if (ack_len != sizeof(struct rps_hello_ack) + sizeof(where))
+				rc = -EPROTO;
+			else
+				memcpy(&where, ack + sizeof(struct rps_hello_ack), sizeof(where));
+			if (!rc && where.port)
+				break;
+			if (!rc)
+				rc = -EAGAIN; /* the first backup is not linked yet */
+		}
+		if (rps_now_ns() >= deadline || atomic_load(&r->stop) || rc == -EACCES ||
+		    rc == -EPROTO) {
+			RPS_ERR("replication: cannot learn from primary server %u (%s:%u) where "
+				"its first backup is: %s",
+				r->standby_of, r->phost, r->pport, rps_strerror(rc));
+			return rc;
+		}
+		rps_sleep_ms(100);
+	}
+	where.host[sizeof(where.host) - 1] = 0;
+	snprintf(r->phost, sizeof(r->phost), "%.63s", where.host);
+	r->pport = (uint16_t)where.port;
+	return 0;
+}
+
 static int uplink_connect(struct rps_repl *r)
 {
 	struct rps_server *sb = r->srv;
@@ -598,24 +905,31 @@ static int uplink_connect(struct rps_repl *r)
 	struct rps_conn *c = NULL;
 	struct rps_frame_hdr h;
 	struct rps_hello hello;
+	struct rps_repl_addr me;
+	uint64_t have[RPS_MAX_SHARDS];
+	struct iovec v[2];
 	size_t ack_len = 0;
-	int rc;
+	int rc = 0;
 
 	if (!ack)
 		return -ENOMEM;
+	if (r->pos == 2)
+		rc = ask_first_backup(r, ack, deadline);
 	rps_proto_hello_init(&hello, RPS_ROLE_SERVER, r->host_rank);
-	for (;;) {
+	while (!rc) { /* (ask_first_backup failed: rc set, no connect) */
 		rc = rps_tr_connect(sb->tr, r->phost, r->pport, &hello, ack, RPS_TR_ACK_MAX,
 				    &ack_len, r->timeout_ms, &c);
 		if (!rc || rps_now_ns() >= deadline || atomic_load(&r->stop) ||
 		    rc == -EACCES || rc == -EPROTO)
 			break;
 		rps_sleep_ms(100);
+		rc = 0; /* again */
 	}
 	rps_free(ack);
 	if (rc) {
-		RPS_ERR("replication: cannot connect to primary server %u at %s:%u: %s",
-			r->standby_of, r->phost, r->pport, rps_strerror(rc));
+		RPS_ERR("replication: cannot connect to %s of server %u at %s:%u: %s",
+			r->pos == 2 ? "the first backup" : "primary", r->standby_of, r->phost,
+			r->pport, rps_strerror(rc));
 		return rc;
 	}
 	sc = rps_calloc(1, sizeof(*sc));
@@ -633,14 +947,28 @@ static int uplink_connect(struct rps_repl *r)
 	sc->net_ref = 1;
 	r->uplink = sc;
 	c->user = sc;
-	rps_proto_hdr_init(&h, RPS_OP_REPL_READY, 0, 0);
-	rc = rps_tr_post_send(c, &h, NULL, 0, 0);
+	/* where this backup listens: a second backup links there (chain); and
+	 * the entries of each shard held (a second backup linking to the head
+	 * over a dead first: the head sends the rest) */
+	memset(&me, 0, sizeof(me));
+	me.port = sb->port;
+	snprintf(me.host, sizeof(me.host), "%.63s", rps_srv_advertised_host(sb));
+	memset(have, 0, sizeof(have));
+	for (int s = 0; r->rcvd && s < sb->nshards; s++)
+		have[s] = r->rcvd[s];
+	v[0].iov_base = &me;
+	v[0].iov_len = sizeof(me);
+	v[1].iov_base = have;
+	v[1].iov_len = (size_t)sb->nshards * sizeof(have[0]);
+	rps_proto_hdr_init(&h, RPS_OP_REPL_READY, (uint32_t)(v[0].iov_len + v[1].iov_len), 0);
+	rc = rps_tr_post_send(c, &h, v, 2, 0);
 	if (rc)
 		RPS_ERR("replication: REPL_READY to %s:%u: %s", r->phost, r->pport,
 			rps_strerror(rc));
 	else
-		RPS_INFO("replication: backup of server %u (%s:%u) here, listening on port %u",
-			 r->standby_of, r->phost, r->pport, sb->port);
+		RPS_INFO("replication: backup %u of server %u (linked to %s:%u) here, listening "
+			 "on port %u",
+			 r->pos, r->standby_of, r->phost, r->pport, sb->port);
 	return rc;
 }
 
@@ -721,53 +1049,98 @@ static int primary_dead(struct rps_repl *r)
 	return dead;
 }
 
+/* A second backup lost its link to the first: 1 if the head (the primary)
+ * lives on at its address (link there: the chain closes over the dead
+ * first), 0 if the rank is dead (the first had taken over and died: take
+ * over), -1 on stop or after RDMAPS_TIMEOUT_MS. */
+static int head_lives(struct rps_repl *r)
+{
+	uint64_t deadline = rps_now_ns() + (uint64_t)r->timeout_ms * 1000000ull;
+	struct rps_node *nodes = rps_calloc(RPS_MAX_NODES, sizeof(*nodes));
+	int res = -1;
+
+	if (!nodes)
+		return -1;
+	while (res < 0 && !atomic_load(&r->stop) && rps_now_ns() < deadline) {
+		int n = r->host->ctl ? rps_ctl_map(r->host->ctl, NULL, nodes, RPS_MAX_NODES) : 0;
+		int alive = 0, head = 0;
+
+		for (int i = 0; i < n; i++)
+			if (nodes[i].role == RPS_ROLE_SERVER && nodes[i].rank == r->standby_of &&
+			    nodes[i].alive) {
+				alive = 1;
+				head = nodes[i].port == r->hport && !strcmp(nodes[i].host, r->hhost);
+			}
+		if (n > 0 && !alive)
+			res = 0;
+		else if (head)
+			res = 1;
+		else
+			rps_sleep_ms(50);
+	}
+	rps_free(nodes);
+	return res;
+}
+
 static void *link_main(void *arg)
 {
 	struct rps_repl *r = arg;
 
+again:
 	if (uplink_connect(r))
 		return NULL;
 	while (!atomic_load(&r->stop) && !atomic_load(&r->uplink_lost))
 		rps_sleep_ms(20);
 	if (atomic_load(&r->stop))
 		return NULL;
+	if (r->pos == 2) {
+		int h = head_lives(r);
+
+		if (h == 1) {
+			RPS_WARN("replication: the first backup of server %u is lost, the server "
+				 "lives: this second backup links to it (the chain closes over the "
+				 "dead one)",
+				 r->standby_of);
+			snprintf(r->phost, sizeof(r->phost), "%s", r->hhost);
+			r->pport = r->hport;
+			r->pos = 1;
+			atomic_store(&r->uplink_lost, 0);
+			goto again;
+		}
+		if (h < 0) {
+			if (!atomic_load(&r->stop))
+				RPS_ERR("replication: the first backup of server %u is lost and the "
+					"scheduler's map says neither that the server lives nor that "
+					"it died: this backup will not take over",
+					r->standby_of);
+			return NULL;
+		}
+		promote(r);
+		return NULL;
+	}
 	if (!primary_dead(r)) {
 		if (!atomic_load(&r->stop))
-			RPS_ERR("replication: the link to primary server %u closed but it lives on: "
+			RPS_ERR("replication: the link to %s server %u closed but it lives on: "
 				"this backup of its shards is out of date and will not take over",
-				r->standby_of);
+				r->pos == 2 ? "the first backup of" : "primary", r->standby_of);
 		return NULL;
 	}
 	promote(r);
 	return NULL;
 }
 
-int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node *nodes, int nnodes,
-		   uint32_t nservers)
+/* Create and start the standby `pos` (1 or 2) this server hosts: the backup
+ * of server prev, whose node is nodes[found]. */
+static int start_standby(struct rps_server *srv, uint32_t rank, uint32_t pos, uint32_t prev,
+			 const struct rps_node *node)
 {
 	struct rps_server_opts o;
 	struct rps_config cfg;
 	struct rps_repl *r = srv->repl;
-	uint32_t prev;
-	int rc, found = -1;
+	struct rps_repl *sr;
+	struct rps_server *sb;
+	int rc;
 
-	if (!r)
-		return 0;
-	if (nservers < 2) {
-		RPS_ERR("RDMAPS_REPLICAS=%d needs at least 2 servers (the job has %u): a backup "
-			"lives on another server",
-			srv->cfg->replicas, nservers);
-		return -EINVAL;
-	}
-	prev = (rank + nservers - 1) % nservers;
-	for (int i = 0; i < nnodes; i++)
-		if (nodes[i].role == RPS_ROLE_SERVER && nodes[i].rank == prev && nodes[i].alive)
-			found = i;
-	if (found < 0) {
-		RPS_ERR("replication: server %u (whose backup this server keeps) is not in the map",
-			prev);
-		return -ENOENT;
-	}
 	/* the standby: this server's settings, no replication or checkpoints of
 	 * its own, entries taken in the order they come (fifo) */
 	cfg = *srv->cfg;
@@ -787,37 +1160,88 @@ int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node 
 	o.priority_fn = NULL;
 	o.ncores = 0;
 	o.config = &cfg;
-	r->standby_of = UINT32_MAX; /* the primary's fields stay ours */
-	{
-		struct rps_repl *sr;
-		struct rps_server *sb;
-
-		rc = rps_server_create(&o, &sb);
-		if (rc) {
-			RPS_ERR("replication: cannot create the backup of server %u: %s", prev,
-				rps_strerror(rc));
-			return rc;
-		}
-		sr = repl_new(sb);
-		if (!sr) {
+	rc = rps_server_create(&o, &sb);
+	if (rc) {
+		RPS_ERR("replication: cannot create the backup of server %u: %s", prev,
+			rps_strerror(rc));
+		return rc;
+	}
+	sr = repl_new(sb);
+	if (!sr) {
+		rps_server_destroy(sb);
+		return -ENOMEM;
+	}
+	sr->standby_of = prev;
+	sr->host_rank = rank;
+	sr->host = srv;
+	sr->pos = pos;
+	/* the first backup of a chain of 3 forwards to the second (before any
+	 * entry can come: the link to the primary is not up yet) */
+	sr->timeout_ms = r->timeout_ms;
+	if (pos == 1 && srv->cfg->replicas > 2 && forwarding_init(sr)) {
+		repl_free(sr);
+		rps_server_destroy(sb);
+		return -ENOMEM;
+	}
+	snprintf(sr->phost, sizeof(sr->phost), "%.63s", node->host);
+	sr->pport = node->port;
+	snprintf(sr->hhost, sizeof(sr->hhost), "%.63s", node->host);
+	sr->hport = node->port;
+	if (pos == 2) {
+		sr->rcvd = rps_calloc((size_t)sb->nshards, sizeof(*sr->rcvd));
+		if (!sr->rcvd) {
+			repl_free(sr);
 			rps_server_destroy(sb);
 			return -ENOMEM;
 		}
-		sr->standby_of = prev;
-		sr->host_rank = rank;
-		sr->host = srv;
-		snprintf(sr->phost, sizeof(sr->phost), "%.63s", nodes[found].host);
-		sr->pport = nodes[found].port;
-		sb->repl = sr;
-		r->sb = sb;
-		rc = pthread_create(&sr->serve_thread, NULL, serve_main, sr);
+	}
+	sb->repl = sr;
+	r->sb[pos - 1] = sb;
+	rc = pthread_create(&sr->serve_thread, NULL, serve_main, sr);
+	if (rc)
+		return -rc;
+	sr->serve_ok = 1;
+	rc = pthread_create(&sr->link_thread, NULL, link_main, sr);
+	if (rc)
+		return -rc;
+	sr->link_ok = 1;
+	return 0;
+}
+
+int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node *nodes, int nnodes,
+		   uint32_t nservers)
+{
+	struct rps_repl *r = srv->repl;
+	uint32_t want;
+	int rc;
+
+	if (!r)
+		return 0;
+	want = (uint32_t)srv->cfg->replicas;
+	if (nservers < want) {
+		RPS_ERR("RDMAPS_REPLICAS=%u needs at least %u servers (the job has %u): every "
+			"copy of a shard lives on another server",
+			want, want, nservers);
+		return -EINVAL;
+	}
+	r->standby_of = UINT32_MAX; /* the primary's fields stay ours */
+	for (uint32_t pos = 1; pos < want; pos++) {
+		uint32_t prev = (rank + nservers - pos) % nservers;
+		int found = -1;
+
+		for (int i = 0; i < nnodes; i++)
+			if (nodes[i].role == RPS_ROLE_SERVER && nodes[i].rank == prev &&
+			    nodes[i].alive)
+				found = i;
+		if (found < 0) {
+			RPS_ERR("replication: server %u (whose backup this server keeps) is not in "
+				"the map",
+				prev);
+			return -ENOENT;
+		}
+		rc = start_standby(srv, rank, pos, prev, &nodes[found]);
 		if (rc)
-			return -rc;
-		sr->serve_ok = 1;
-		rc = pthread_create(&sr->link_thread, NULL, link_main, sr);
-		if (rc)
-			return -rc;
-		sr->link_ok = 1;
+			return rc;
 	}
 	return 0;
 }
@@ -825,19 +1249,26 @@ int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node 
 void rps_repl_stop_standby(struct rps_server *srv)
 {
 	struct rps_repl *r = srv->repl;
-	struct rps_repl *sr;
 
-	if (!r || !r->sb)
+	if (!r)
 		return;
-	sr = r->sb->repl;
-	atomic_store(&sr->stop, 1);
-	if (sr->link_ok)
-		pthread_join(sr->link_thread, NULL);
-	sr->link_ok = 0;
+	for (int k = 0; k < 2; k++) {
+		struct rps_repl *sr;
+
+		if (!r->sb[k])
+			continue;
+		sr = r->sb[k]->repl;
+		atomic_store(&sr->stop, 1);
+		if (sr->link_ok)
+			pthread_join(sr->link_thread, NULL);
+		sr->link_ok = 0;
+	}
 }
 
 static void repl_free(struct rps_repl *r)
 {
+	rps_repl_log_free(r->log);
+	rps_free(r->rcvd);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
 	rps_free(r->pend);
@@ -856,10 +1287,13 @@ void rps_repl_fini(struct rps_server *srv)
 		rps_srv_conn_drop(srv, r->uplink);
 		r->uplink = NULL;
 	}
-	if (r->sb) {
-		struct rps_server *sb = r->sb;
-		struct rps_repl *sr = sb->repl;
+	for (int k = 0; k < 2; k++) {
+		struct rps_server *sb = r->sb[k];
+		struct rps_repl *sr;
 
+		if (!sb)
+			continue;
+		sr = sb->repl;
 		atomic_store(&sr->stop, 1);
 		rps_server_stop(sb);
 		if (sr->link_ok)
@@ -867,9 +1301,13 @@ void rps_repl_fini(struct rps_server *srv)
 		if (sr->serve_ok)
 			pthread_join(sr->serve_thread, NULL);
 		rps_server_destroy(sb); /* frees sr (rps_repl_fini of sb) */
-		r->sb = NULL;
+		r->sb[k] = NULL;
 	}
-	if (r->standby_of == UINT32_MAX)
+	atomic_store(&r->closing_off, 1);
+	if (r->closer_ok)
+		pthread_join(r->closer, NULL);
+	r->closer_ok = 0;
+	if (r->pend)
 		link_lost(r, "stopping");
 	srv->repl = NULL;
 	repl_free(r);

@@ -111,7 +111,7 @@ const struct rps_config_entry rps_config_table[] = {
 	      "workers on one host sum their gradients in shared memory, one pushes (rps_worker_local_pushpull): auto | off"),
 	/* replicated shards (docs/replication.md) */
 	ENTRY(replicas, "1", RPS_CFG_INT,
-	      "copies of every shard: 1 = none, 2 = a backup on the next server (chain replication)"),
+	      "copies of every shard: 1 = none, 2 = a backup on the next server, 3 = backups on the next two (chain replication; TCP only)"),
 	/* perf (issue 21): RDMA over lossy RoCE: retransmission and READ size */
 	ENTRY(rdma_ack_timeout, "0", RPS_CFG_INT,
 	      "RDMA local ACK timeout 4.096 us x 2^N before a lost packet is sent again (14: 67 ms, for lossy RoCE); 0 = rdma_cm's (~2 s on RoCE)"),
@@ -194,7 +194,7 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "accept_backoff_ms", IRANGE(1, 60000) },
 	{ "register_timeout_ms", IRANGE(1, INT_MAX) },
 	{ "local_agg", .choices = "auto|off" },
-	{ "replicas", IRANGE(1, 2) }, /* replicated shards: 3 is not done yet */
+	{ "replicas", IRANGE(1, 3) }, /* replicated shards: 3 = a chain of two backups */
 	/* perf (issue 21) */
 	{ "rdma_ack_timeout", IRANGE(0, 31) },
 	{ "rdma_retry_count", IRANGE(0, 7) },

@@ -272,7 +272,7 @@ static int check_table_map(const struct rps_frame_hdr *h, const void *payload,
 #define TAIL .has_data = 1
 
 /* A new op needs a descriptor here: adjust this count with it. */
-_Static_assert(RPS_OP_MAX == 52, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+_Static_assert(RPS_OP_MAX == 53, "a new op in enum rps_op needs a descriptor in rps_op_descs");
 
 /* clang-format off */
 static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
@@ -353,7 +353,10 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 	/* the entry's data is checked by the backup (server/repl.c) */
 	[RPS_OP_REPL_FWD] = { "REPL_FWD", sizeof(struct rps_repl_fwd), TAIL,
 			      .senders = BY(SERVER) },
-	[RPS_OP_REPL_READY] = { "REPL_READY", 0, .senders = BY(SERVER) },
+	[RPS_OP_REPL_READY] = { "REPL_READY", 0, TAIL, .senders = BY(SERVER),
+				.max_len = sizeof(struct rps_repl_addr) +
+					   RPS_MAX_SHARDS * sizeof(uint64_t) },
+	[RPS_OP_REPL_LAST] = { "REPL_LAST", 0, .senders = BY(SERVER) },
 };
 /* clang-format on */
 

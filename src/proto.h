@@ -101,7 +101,11 @@ enum rps_op {
 	/* replicated shards (server/repl.c, docs/replication.md): 50-57 */
 	RPS_OP_REPL_FWD = 50,    /* primary -> backup: rps_repl_fwd + the entry's data; a
 				  * forwarded push is answered by PUSH_ACK (same req_id) */
-	RPS_OP_REPL_READY = 51,  /* backup -> primary: the link is set up, forward from now */
+	RPS_OP_REPL_READY = 51,  /* backup -> primary: the link is set up, forward from now;
+				  * [struct rps_repl_addr: where the backup listens,
+				  * uint64 entries held per shard (server/repl_log.h)] */
+	RPS_OP_REPL_LAST = 52,   /* first backup -> primary (RDMAPS_REPLICAS=3): the second
+				  * is gone, this one is the last: no chain to close */
 	RPS_OP_MAX
 };
 
@@ -414,6 +418,19 @@ struct rps_repl_fwd {
 	uint16_t reserved;
 };
 _Static_assert(sizeof(struct rps_repl_fwd) == 32, "rps_repl_fwd is 32 bytes");
+
+/* RDMAPS_REPLICAS=3 (a chain primary -> backup 1 -> backup 2): the address a
+ * backup listens on, after REPL_READY; and after the HELLO_ACK (num_shards 0)
+ * a primary answers to a HELLO of role server with channel
+ * RPS_REPL_HELLO_WHERE: where its first backup listens (backup 2 links
+ * there). */
+#define RPS_REPL_HELLO_WHERE 0xfffffffeu
+struct rps_repl_addr {
+	uint32_t port;
+	uint32_t reserved;
+	char host[64]; /* NUL-terminated */
+};
+_Static_assert(sizeof(struct rps_repl_addr) == 72, "rps_repl_addr is 72 bytes");
 
 /* Control path. */
 struct rps_register {

@@ -27,6 +27,7 @@ export RDMAPS_TIMEOUT_MS=30000
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
 WMODE=$MODE # the itest-worker mode
 NW=4        # workers
+NS=2        # servers
 extra=()    # more rdmaps-launch options
 case $MODE in
 bsp) export RDMAPS_CONSISTENCY=bsp ;;
@@ -84,6 +85,27 @@ repl_bsp | repl_asp)
 		export RDMAPS_CONSISTENCY=asp WMODE=asp
 	fi
 	;;
+repl3_bsp | repl3_mid)
+	# 3 replicas (a chain primary -> backup 1 -> backup 2, docs/replication.md)
+	# on 3 servers: server 1 is killed (SIGKILL) when its shards reach clock
+	# 5, while the workers push clock 5; its first backup (on server 2) takes
+	# over and goes on forwarding to the second (on server 0); server 0's
+	# chain loses its middle (server 2's backup links to server 0, which
+	# sends it what it lacks), server 2's its last.
+	# repl3_bsp: at clock 9 worker 0 kills server 2's process too (the
+	# promoted rank 1 and rank 2): server 0's backups of both take over,
+	# server 0 alone holds the whole model.
+	# repl3_mid: at clock 9 worker 0 kills server 0 (rank 0): its backup on
+	# server 2, linked to it over the dead middle, takes over; server 2
+	# alone holds the whole model.
+	# Every BSP pull must still equal exactly the sums of the clocks before it.
+	export RDMAPS_REPLICAS=3 RDMAPS_HEARTBEAT_MS=200 RDMAPS_HEARTBEAT_TIMEOUT_MS=2000
+	export RDMAPS_FAULT=kill_at_clock=5,kill_role=server,kill_rank=1 ITEST_CLOCKS=14
+	export RDMAPS_CONSISTENCY=bsp WMODE=bsp ITEST_KILL2=9,1 ITEST_BIN=$BIN
+	[ "$MODE" = repl3_mid ] && export ITEST_KILL2=9,0
+	extra+=(--expect-killed 2)
+	NS=3
+	;;
 metrics)
 	export RDMAPS_CONSISTENCY=bsp RDMAPS_HEARTBEAT_MS=200 ITEST_BIN=$BIN
 	export RDMAPS_FAULT=delay_ms=0.5,delay_p=0.2,stall_update_ms=0.5,stall_p=0.2,seed=5
@@ -140,5 +162,5 @@ if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then
 	trap 'rm -f "$ITEST_ERRORS_MARK"' EXIT
 fi
 
-"$BIN/rdmaps-launch" --servers 2 --workers "$NW" --transport "$TRANSPORT" --timeout 240 \
+"$BIN/rdmaps-launch" --servers "$NS" --workers "$NW" --transport "$TRANSPORT" --timeout 240 \
 	"${hosts[@]}" "${ports[@]}" "${extra[@]}" -- "$BIN/itest-worker" "$WMODE"

@@ -83,6 +83,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -401,6 +402,44 @@ static int itest_clocks(void)
 	return e && atoi(e) > 0 ? atoi(e) : CLOCKS;
 }
 
+/* ITEST_KILL2=CLOCK,RANK (replicated shards, cluster.sh repl3_bsp): worker 0,
+ * at clock CLOCK before its pushes, kills with SIGKILL the process serving
+ * server rank RANK now (after a failover: the process hosting the promoted
+ * backup), its pid from rdmaps-ctl status (ITEST_BIN). */
+static void kill2_maybe(int c)
+{
+	const char *e = getenv("ITEST_KILL2"), *bin = getenv("ITEST_BIN");
+	int kc, kr, pid = 0;
+	char cmd[1200], line[512];
+	FILE *f;
+
+	if (!e || rank != 0 || sscanf(e, "%d,%d", &kc, &kr) != 2 || kc != c)
+		return;
+	CHECK(bin != NULL, "ITEST_KILL2: ITEST_BIN not set");
+	if (!bin)
+		return;
+	snprintf(cmd, sizeof(cmd), "%s/rdmaps-ctl status", bin);
+	f = popen(cmd, "r");
+	CHECK(f != NULL, "popen %s", cmd);
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned id, r, p;
+		char role[16], hp[128], state[16];
+
+		if (sscanf(line, "%u %15s %u %127s %u %15s", &id, role, &r, hp, &p, state) == 6 &&
+		    !strcmp(role, "server") && (int)r == kr && !strcmp(state, "alive"))
+			pid = (int)p;
+	}
+	CHECK(pclose(f) == 0, "rdmaps-ctl status failed");
+	CHECK(pid > 0, "ITEST_KILL2: no alive server of rank %d in rdmaps-ctl status", kr);
+	if (pid <= 0)
+		return;
+	fprintf(stderr, "itest-worker 0: clock %d: killing server rank %d's process %d (SIGKILL)\n",
+		c, kr, pid);
+	CHECK(kill(pid, SIGKILL) == 0, "kill %d: %s", pid, strerror(errno));
+}
+
 static int run_bsp(struct rps_worker *w)
 {
 	const int clocks = itest_clocks();
@@ -417,6 +456,7 @@ static int run_bsp(struct rps_worker *w)
 		expected(want, c);
 		snprintf(what, sizeof(what), "bsp pull at clock %d", c);
 		compare(v, want, what);
+		kill2_maybe(c);
 		fill_grads(g, rank, c);
 		if (c == clocks - 1) {
 			/* the last step as one push-pull */
