@@ -113,8 +113,8 @@ const struct rps_config_entry rps_config_table[] = {
 	ENTRY(replicas, "1", RPS_CFG_INT,
 	      "copies of every shard: 1 = none, 2 = a backup on the next server, 3 = backups on the next two (chain replication; TCP only)"),
 	/* perf (issue 21): RDMA over lossy RoCE: retransmission and READ size */
-	ENTRY(rdma_ack_timeout, "0", RPS_CFG_INT,
-	      "RDMA local ACK timeout 4.096 us x 2^N before a lost packet is sent again (14: 67 ms, for lossy RoCE); 0 = rdma_cm's (~2 s on RoCE)"),
+	ENTRY(rdma_ack_timeout, "14", RPS_CFG_INT,
+	      "RDMA local ACK timeout 4.096 us x 2^N before a lost packet is sent again (14: 67 ms, fits lossy RoCE); 0 = rdma_cm's (~2 s on RoCE)"),
 	ENTRY(rdma_retry_count, "7", RPS_CFG_INT,
 	      "RDMA retransmissions of an unacknowledged packet before the connection fails"),
 	ENTRY(rdma_rnr_timer, "12", RPS_CFG_INT,

@@ -88,8 +88,12 @@ static void read_done(struct rps_worker *w, const struct rps_tr_event *ev)
 		return;
 	}
 	/* before the piece's request can complete and its caller retry */
-	if (rps_wread_conn_lost(ev->status))
+	if (rps_wread_conn_lost(ev->status)) {
 		rps_wconn_mark_dead(w, p->conn, ev->status);
+		/* and the request fails now, not when its other pieces (a BSP
+		 * clock wait on another server) end */
+		rps_piece_conn_lost_locked(&w->core, p, ev->status);
+	}
 	rp = &p->u.rp;
 	rp->outstanding--;
 	if (sub < RPS_RD_WINDOW)

@@ -100,10 +100,12 @@ struct rps_rposts {
 };
 
 
-/* The connection died under a read (its CLOSED event may still be queued). */
+/* The connection died under a read (its CLOSED event may still be queued).
+ * -ETIMEDOUT from a READ is RDMA's "retries exceeded": the peer stopped
+ * answering (killed, unreachable) and the queue pair is in error. */
 static inline int rps_wread_conn_lost(int rc)
 {
-	return rc == -ECONNRESET || rc == -EHOSTDOWN;
+	return rc == -ECONNRESET || rc == -EHOSTDOWN || rc == -ETIMEDOUT;
 }
 
 /* ---- read_mem.c ---- */

@@ -39,8 +39,10 @@ static struct rps_rpost *rpost_new(struct rps_rposts *out, struct rps_piece *p, 
 	return r;
 }
 
-/* A READ could not be posted: account it as done with an error. */
-static void post_failed(struct rps_worker *w, uint64_t ctx, int rc, struct rps_rposts *out)
+/* A READ could not be posted: account it as done with an error (lost: its
+ * connection is gone, which aborts the request). */
+static void post_failed(struct rps_worker *w, uint64_t ctx, int rc, int lost,
+			struct rps_rposts *out)
 {
 	struct rps_piece *p;
 	uint8_t sub = rps_ctx_sub(ctx);
@@ -51,7 +53,9 @@ static void post_failed(struct rps_worker *w, uint64_t ctx, int rc, struct rps_r
 		p->u.rp.outstanding--;
 		if (sub < RPS_RD_WINDOW)
 			p->u.rp.rd[sub].busy = 0;
-		if (!p->status)
+		if (lost)
+			rps_piece_conn_lost_locked(&w->core, p, rc);
+		else if (!p->status)
 			p->status = rc;
 		rps_wread_step_locked(w, p, out); /* failed: posts nothing, finishes when idle */
 	}
@@ -78,7 +82,7 @@ void rps_wread_post_all(struct rps_worker *w, struct rps_rposts *out)
 				RPS_ERR("server %u channel %u: read: %s", r->wc->srv->rank,
 					r->wc->channel, rps_strerror(rc));
 			}
-			post_failed(w, r->ctx, rc, &none);
+			post_failed(w, r->ctx, rc, marked || rps_wread_conn_lost(rc), &none);
 		}
 	}
 	out->n = 0;

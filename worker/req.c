@@ -163,6 +163,28 @@ static void req_put_locked(struct rps_req *req)
 		req_complete_locked(req);
 }
 
+static void req_abort_locked(struct rps_wcore *core, struct rps_req *req)
+{
+	if (req && !req->aborted) {
+		req->aborted = 1;
+		core->abort_pending = 1;
+	}
+}
+
+void rps_piece_conn_lost_locked(struct rps_wcore *core, struct rps_piece *p, int status)
+{
+	if (!p->kind)
+		return;
+	if (!status)
+		status = -ECONNRESET;
+	if (!p->status) {
+		p->status = status;
+		if (p->req && !p->req->status)
+			p->req->status = status;
+	}
+	req_abort_locked(core, p->req);
+}
+
 void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigned mask,
 			    int status)
 {
@@ -174,11 +196,11 @@ void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigne
 		p->status = status;
 		if (p->req && !p->req->status)
 			p->req->status = status; /* the first error seen, not finished */
-		if (p->req && !p->req->aborted && rps_status_is_conn(status)) {
-			p->req->aborted = 1;
-			core->abort_pending = 1;
-		}
 	}
+	/* the piece's own status, whenever it was recorded (a READ_DONE or a
+	 * failed post sets it before the piece finishes) */
+	if (p->status && rps_status_is_conn(p->status))
+		req_abort_locked(core, p->req);
 	p->waits &= (uint8_t)~mask;
 	if (p->waits)
 		return;
@@ -222,6 +244,8 @@ int rps_wcore_fail_conn_locked(struct rps_wcore *core, const struct rps_wconn *c
 				}
 				if (p->kind == RPS_PK_RPULL || p->kind == RPS_PK_RHDR)
 					p->u.rp.outstanding = 0;
+				/* whatever the code (-ETIMEDOUT: RDMA retries exceeded) */
+				rps_piece_conn_lost_locked(core, p, status);
 				rps_piece_clear_locked(core, p, RPS_PW_ALL, status);
 				n++;
 			}

@@ -291,13 +291,21 @@ struct rps_piece *rps_piece_alloc_locked(struct rps_wcore *core, struct rps_req 
  * is left, free the piece and account it to its request. */
 void rps_piece_clear_locked(struct rps_wcore *core, struct rps_piece *p, unsigned mask,
 			    int status);
-/* Fail every live piece whose conn is c (all waits cleared). Returns how many. */
+/* p's connection is gone, with status (any code: RDMA's -ETIMEDOUT, retries
+ * exceeded, too): p fails with it (first error wins) and its request is
+ * aborted (below), so that it does not wait for pieces parked elsewhere.
+ * p's waits are the caller's to clear. */
+void rps_piece_conn_lost_locked(struct rps_wcore *core, struct rps_piece *p, int status);
+/* Fail every live piece whose conn is c (all waits cleared) and abort their
+ * requests, whatever status is. Returns how many. */
 int rps_wcore_fail_conn_locked(struct rps_wcore *core, const struct rps_wconn *c, int status);
 /* Live pieces. */
 uint64_t rps_wcore_pieces_locked(struct rps_wcore *core);
 
 /* Abort. When a piece fails because its connection is gone (-ECONNRESET,
- * -EHOSTDOWN, -ECANCELED, -ENOTCONN) its request is marked aborted: its
+ * -EHOSTDOWN, -ECANCELED, -ENOTCONN as its status when it finishes, or
+ * rps_piece_conn_lost_locked / rps_wcore_fail_conn_locked with any status)
+ * its request is marked aborted: its
  * other pieces may be parked on healthy servers (a BSP pull waiting for a
  * clock that will not come), and the request must not hang on them. The
  * progress thread then detaches every piece of an aborted request that no

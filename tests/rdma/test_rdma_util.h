@@ -78,7 +78,7 @@ static inline void tcfg_init(struct rps_config *cfg, int event_mode)
 	cfg->num_servers = 1;
 	cfg->shards = 2;
 	/* retransmission: the option table's defaults (memset would say 0) */
-	cfg->rdma_ack_timeout = 0;
+	cfg->rdma_ack_timeout = 14;
 	cfg->rdma_retry_count = 7;
 	cfg->rdma_rnr_timer = 12;
 	cfg->rdma_rnr_retry = 7;

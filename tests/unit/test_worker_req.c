@@ -305,6 +305,74 @@ static void test_key_error_does_not_abort(void **state)
 	assert_int_equal(rps_req_wait(r, 0), -ENOENT);
 }
 
+/* An RDMA pull's piece records its connection's loss when the READ_DONE (a
+ * flushed READ) or a failed post comes, and finishes later with status 0:
+ * the request is aborted all the same, so a piece parked on another server
+ * (a BSP clock wait) does not keep it waiting (test_server_killed_during_wait). */
+static void test_conn_status_recorded_before_finish_aborts(void **state)
+{
+	struct rps_req *r = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *dead = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	struct rps_piece *parked = alloc(r, RPS_PK_PULL, RPS_PW_RESP);
+	int done = 0;
+
+	(void)state;
+	parked->u.pull.receiving = 0;
+	rps_wreq_seal(r);
+	pthread_mutex_lock(&core.lock);
+	dead->status = -ECONNRESET;
+	rps_piece_clear_locked(&core, dead, RPS_PW_RESP, 0);
+	assert_int_equal(r->aborted, 1);
+	assert_int_equal(core.abort_pending, 1);
+	rps_wcore_abort_scan_locked(&core);
+	assert_null(parked->req);
+	pthread_mutex_unlock(&core.lock);
+	assert_int_equal(rps_req_test(r, &done), -ECONNRESET);
+	assert_int_equal(done, 1);
+	clear(parked, RPS_PW_RESP, 0);
+	assert_int_equal(core.pieces_inuse, 0);
+}
+
+/* RDMA's "retries exceeded" (-ETIMEDOUT) is how a killed peer shows with a
+ * short ACK timeout: a connection lost with it aborts like -ECONNRESET. */
+static void test_conn_lost_any_status_aborts(void **state)
+{
+	int a_;
+	struct rps_wconn *A = (struct rps_wconn *)&a_;
+	struct rps_req *r1 = rps_wreq_new(&core, NULL, NULL);
+	struct rps_req *r2 = rps_wreq_new(&core, NULL, NULL);
+	struct rps_piece *p1 = alloc(r1, RPS_PK_RPULL, RPS_PW_READ);
+	struct rps_piece *parked1 = alloc(r1, RPS_PK_PULL, RPS_PW_RESP);
+	struct rps_piece *p2 = alloc(r2, RPS_PK_PULL, RPS_PW_RESP);
+	struct rps_piece *parked2 = alloc(r2, RPS_PK_PULL, RPS_PW_RESP);
+	int done = 0;
+
+	(void)state;
+	parked1->u.pull.receiving = 0;
+	parked2->u.pull.receiving = 0;
+	p2->conn = A;
+	rps_wreq_seal(r1);
+	rps_wreq_seal(r2);
+	pthread_mutex_lock(&core.lock);
+	/* a READ completion with retries exceeded: the piece fails, the request aborts */
+	rps_piece_conn_lost_locked(&core, p1, -ETIMEDOUT);
+	assert_int_equal(p1->status, -ETIMEDOUT);
+	assert_int_equal(r1->aborted, 1);
+	rps_piece_clear_locked(&core, p1, RPS_PW_READ, 0);
+	/* the connection's end with the same reason */
+	assert_int_equal(rps_wcore_fail_conn_locked(&core, A, -ETIMEDOUT), 1);
+	assert_int_equal(r2->aborted, 1);
+	rps_wcore_abort_scan_locked(&core);
+	pthread_mutex_unlock(&core.lock);
+	assert_int_equal(rps_req_test(r1, &done), -ETIMEDOUT);
+	assert_int_equal(done, 1);
+	assert_int_equal(rps_req_test(r2, &done), -ETIMEDOUT);
+	assert_int_equal(done, 1);
+	clear(parked1, RPS_PW_RESP, 0);
+	clear(parked2, RPS_PW_RESP, 0);
+	assert_int_equal(core.pieces_inuse, 0);
+}
+
 static int cb_calls, cb_status;
 static void *cb_arg;
 
@@ -660,6 +728,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fail_conn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abort_detaches_parked_pieces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_key_error_does_not_abort, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_conn_status_recorded_before_finish_aborts,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_conn_lost_any_status_aborts, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_callback_runs_on_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wake_when_queued_off_progress, setup,
 						teardown),

@@ -11,8 +11,9 @@
 # dropped alike), then, in every round ($RDMAPS_BENCH_ROUNDS, default 2):
 #   ib_read_bw -o 16 at 256 KiB (rdmaps' READ size, RDMAPS_RDMA_READ_BYTES)
 #   (and at 1 MiB with IB1M=1: it drops even without loss), rdmaps-perf pull_bw 1 MiB and push_bw 64 KiB (SGD) with the
-#   defaults, and both again with RDMAPS_RDMA_ACK_TIMEOUT=0 (rdma_cm's
-#   default timeout, ~2 s: what rdmaps did before).
+#   defaults (or with each RDMAPS_RDMA_ACK_TIMEOUT in $ACKS, e.g. ACKS="12 14 16"),
+#   and both again with RDMAPS_RDMA_ACK_TIMEOUT=0 (rdma_cm's default timeout,
+#   ~2 s: what rdmaps did before; CMDEFAULT=0 leaves it out).
 # Every run's drop and retry counters (tools/bench/counters.sh) go beside it.
 # At the end tools/bench/loss_report.py prints every run, the medians and
 # each median's share of the loss-free one. Needs sch_netem in the guest
@@ -32,6 +33,9 @@ if [ -z "$dev0" ] || [ -z "$dev1" ] || [ -z "$ip0" ]; then
 fi
 mkdir -p "$OUT"
 LOSSES=${LOSSES:-"0 0.1 1"}
+# ACK timeouts to compare (RDMAPS_RDMA_ACK_TIMEOUT; "default": rdmaps' own
+# default, not set). E.g. ACKS="12 14 16" CMDEFAULT=0 to choose a default.
+ACKS=${ACKS:-${ACK:-default}}
 rounds=${RDMAPS_BENCH_ROUNDS:-2}
 secs=3
 n256=100
@@ -116,10 +120,18 @@ for k in $(seq "$rounds"); do
 		# single 1 MiB READs overflow the guest's backlog even without
 		# netem (docs/benchmarks.md, "Fair baselines"): only on request
 		[ "${IB1M:-0}" = 1 ] && pt "ib_read_bw_1m_l${l}_r$k" ib_read_bw -o 16 -s 1048576 -n "$n1m"
-		RDMAPS_RDMA_ACK_TIMEOUT=${ACK:-14} rp "pull_1m_l${l}_r$k" pull_bw -s 1M -D "$secs"
-		RDMAPS_RDMA_ACK_TIMEOUT=${ACK:-14} RDMAPS_OPTIMIZER=sgd rp "push_64k_l${l}_r$k" push_bw -s 64K -D "$secs"
-		RDMAPS_RDMA_ACK_TIMEOUT=0 rp "pull_1m_cmdefault_l${l}_r$k" pull_bw -s 1M -D "$secs"
-		RDMAPS_RDMA_ACK_TIMEOUT=0 RDMAPS_OPTIMIZER=sgd rp "push_64k_cmdefault_l${l}_r$k" push_bw -s 64K -D "$secs"
+		for a in $ACKS; do
+			sfx=; [ "$a" = default ] || sfx=_ack$a
+			(
+				[ "$a" = default ] || export RDMAPS_RDMA_ACK_TIMEOUT="$a"
+				rp "pull_1m${sfx}_l${l}_r$k" pull_bw -s 1M -D "$secs"
+				RDMAPS_OPTIMIZER=sgd rp "push_64k${sfx}_l${l}_r$k" push_bw -s 64K -D "$secs"
+			)
+		done
+		if [ "${CMDEFAULT:-1}" = 1 ]; then
+			RDMAPS_RDMA_ACK_TIMEOUT=0 rp "pull_1m_cmdefault_l${l}_r$k" pull_bw -s 1M -D "$secs"
+			RDMAPS_RDMA_ACK_TIMEOUT=0 RDMAPS_OPTIMIZER=sgd rp "push_64k_cmdefault_l${l}_r$k" push_bw -s 64K -D "$secs"
+		fi
 	done
 done
 set_loss 0
