@@ -120,7 +120,7 @@ static int open_peer(uint8_t head)
 	uint32_t rank = head & 0x80 ? UINT32_MAX : (head >> 2) % 4u;
 
 	for (int attempt = 0; attempt < 2; attempt++) {
-		int fd = fuzz_connect(port);
+		int fd = fuzz_connect_retry(port);
 
 		if (fd >= 0 && (head & 0x20))
 			return fd; /* no handshake: the bytes are the hello and the rest */
@@ -136,8 +136,11 @@ static int open_peer(uint8_t head)
 			return fd;
 		if (fd >= 0)
 			close(fd);
-		else if (!ended())
+		else if (!ended()) {
+			fprintf(stderr, "fuzz_sched: cannot connect to the scheduler under test (127.0.0.1:%u): %s\n",
+				port, strerror(-fd));
 			abort(); /* the scheduler stopped accepting: a finding */
+		}
 		if (!ended())
 			return -1; /* refused */
 		restart_if_ended();
