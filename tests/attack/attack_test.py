@@ -20,8 +20,8 @@ Scenarios (each a reproduction of a finding of issue 20):
                   on a server's data port is refused; the server stays
   log-injection   an ERROR frame with a new line, a forged log line, terminal
                   escapes and 5,000 bytes: one escaped, cut line in the log
-  clock           forged SYNC / CLOCK / PUSH with clock 2^32-1 from an insider
-                  are refused and logged, the parameter unchanged, no
+  clock           forged SYNC / CLOCK / PUSH with clock 2^32-1, and a CLOCK 20
+                  ahead of the job, from an insider are refused and logged, the parameter unchanged, no
                   checkpoint of a future clock, the real ones kept (also when a
                   future-clock checkpoint file is planted)
 """
@@ -277,6 +277,17 @@ def main():
                   % (what, seen))
             check(log_has(server_log, '%s at clock 4294967295 refused' % what),
                   'clock: the refused %s is logged' % what)
+        # small steps: a CLOCK 20 ahead of the job (16 + staleness 0 is the rule)
+        insider.connect()
+        ahead = legit.clock + 20
+        wire.clock(insider.conn, ahead, [0])
+        seen, closed = insider.conn.closed()
+        check(closed and any(s == -wire.ERANGE for _, s, _ in seen),
+              'clock: a CLOCK 20 ahead of the job (%d) is refused with -ERANGE (%s)'
+              % (ahead, seen))
+        check(log_has(server_log, 'CLOCK at clock %d refused' % ahead)
+              and log_has(server_log, '(at most 16 ahead is taken)'),
+              'clock: the refused step is logged with the rule')
         st, v = legit.values()
         check(st == 0 and v == legit.expected(),
               'clock: the parameter is unchanged by the forged clocks (%s, want %s)'
