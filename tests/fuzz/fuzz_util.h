@@ -142,6 +142,19 @@ F_FN int fuzz_connect(uint16_t port)
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		int rc = -errno;
 
+		/* a signal (libFuzzer's -timeout alarm) interrupted it: the
+		 * connection goes on in the background; wait for its outcome */
+		if (rc == -EINTR) {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+			int err = 0, n;
+			socklen_t l = sizeof(err);
+
+			while ((n = poll(&p, 1, 5000)) < 0 && errno == EINTR)
+				;
+			if (n > 0 && !getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) && !err)
+				return fd;
+			rc = n > 0 ? (err ? -err : -EIO) : -ETIMEDOUT;
+		}
 		close(fd);
 		return rc;
 	}
