@@ -47,13 +47,33 @@ static struct rps_sched *sched;
 static pthread_t th;
 static atomic_int done;
 static uint16_t port;
+/* One thread runs every scheduler in turn (gen: the scheduler to run next;
+ * ran: the last one it ran): a thread per job made thousands of threads,
+ * their ids wrapped (pid_max) and LeakSanitizer's registry of clang 14 then
+ * took the live thread for a dead one of the same id and reported what only
+ * its thread-local storage holds (its OpenSSL state) as leaked. */
+static pthread_mutex_t run_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t run_cv = PTHREAD_COND_INITIALIZER;
+static unsigned gen, ran;
+static int quit;
 
 static void *run(void *arg)
 {
 	(void)arg;
-	rps_sched_run(sched);
+	for (;;) {
+		pthread_mutex_lock(&run_mu);
+		while (ran == gen && !quit)
+			pthread_cond_wait(&run_cv, &run_mu);
+		if (quit) {
+			pthread_mutex_unlock(&run_mu);
+			break;
+		}
+		ran = gen;
+		pthread_mutex_unlock(&run_mu);
+		rps_sched_run(sched);
+		atomic_store(&done, 1);
+	}
 	OPENSSL_thread_stop(); /* this thread's DRBGs and error state, now */
-	atomic_store(&done, 1);
 	return NULL;
 }
 
@@ -63,6 +83,12 @@ static void stop_at_exit(void)
 	if (!sched)
 		return;
 	rps_sched_stop(sched);
+	while (!atomic_load(&done))
+		poll(NULL, 0, 5);
+	pthread_mutex_lock(&run_mu);
+	quit = 1;
+	pthread_cond_signal(&run_cv);
+	pthread_mutex_unlock(&run_mu);
 	pthread_join(th, NULL);
 	rps_sched_destroy(sched);
 	sched = NULL;
@@ -87,17 +113,19 @@ static void start(void)
 	port = rps_sched_port(sched);
 	fuzz_quiet(); /* after the configuration set its level */
 	atomic_store(&done, 0);
-	if (pthread_create(&th, NULL, run, NULL))
-		abort();
+	pthread_mutex_lock(&run_mu);
+	gen++;
+	pthread_cond_signal(&run_cv);
+	pthread_mutex_unlock(&run_mu);
 }
 
-/* The job ended: a new scheduler for the next input. */
+/* The job ended: a new scheduler for the next input (the same thread runs
+ * it: run() went back to waiting after it set done). */
 static void restart_if_ended(void)
 {
 	if (!atomic_load(&done))
 		return;
 	fuzz_debug("the job ended: a new scheduler");
-	pthread_join(th, NULL);
 	rps_sched_destroy(sched);
 	start();
 	fuzz_debug("the new scheduler listens on port %u", port);
@@ -160,6 +188,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		 * OpenSSL's atexit would then come with the first handshake, after
 		 * ours, and run before it.) */
 		if (!OPENSSL_init_crypto(OPENSSL_INIT_ADD_ALL_DIGESTS, NULL) || atexit(stop_at_exit))
+			abort();
+		if (pthread_create(&th, NULL, run, NULL))
 			abort();
 		start();
 		fuzz_stream_stop = ended;
