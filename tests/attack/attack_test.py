@@ -18,8 +18,10 @@ Scenarios (each a reproduction of a finding of issue 20):
   twin            a second connection claiming the live worker's rank is refused
   shutdown        SHUTDOWN from a worker identity (an insider with the secret)
                   on a server's data port is refused; the server stays
-  clock           forged SYNC / CLOCK / PUSH with clock 2^32-1 from an insider
-                  are refused and logged, the parameter unchanged, no
+  log-injection   an ERROR frame with a new line, a forged log line, terminal
+                  escapes and 5,000 bytes: one escaped, cut line in the log
+  clock           forged SYNC / CLOCK / PUSH with clock 2^32-1, and a CLOCK 20
+                  ahead of the job, from an insider are refused and logged, the parameter unchanged, no
                   checkpoint of a future clock, the real ones kept (also when a
                   future-clock checkpoint file is planted)
 """
@@ -242,6 +244,24 @@ def main():
         time.sleep(0.3)
         check(procs[1].poll() is None, 'shutdown: the server is still running')
 
+        # -- log-injection: an ERROR frame whose text is a new line, a forged
+        # log line, terminal escapes and 5,000 more bytes
+        insider.connect()
+        forged = b'2026-01-01 00:00:00 server[0] error: FORGED-BY-PEER'
+        insider.conn.send(wire.frame(wire.OP['ERROR'], b'bye\n' + forged + b'\x1b[2J\x1b[31m'
+                                     + b'A' * 5000, status=-5))
+        insider.conn.closed()
+        check(log_has(server_log, 'FORGED-BY-PEER'), 'log-injection: the ERROR text is logged')
+        with open(server_log, 'rb') as f:
+            raw = f.read()
+        lines = [ln for ln in raw.split(b'\n') if b'FORGED-BY-PEER' in ln]
+        check(b'\x1b' not in raw, 'log-injection: no terminal escape byte in the server log')
+        check(lines and all(not ln.startswith(forged) and b'bye\\x0a' + forged in ln
+                            and b'\\x1b[2J' in ln and ln.endswith(b'...') and len(ln) < 1200
+                            for ln in lines),
+              'log-injection: the text stays on its line, escaped and cut (%r)'
+              % [ln[:160] for ln in lines])
+
         # -- clock: forged clocks from the insider's own, authenticated connection
         for what, send in [
                 ('SYNC', lambda c: wire.sync(c, 0xFFFFFFFF)),
@@ -257,6 +277,17 @@ def main():
                   % (what, seen))
             check(log_has(server_log, '%s at clock 4294967295 refused' % what),
                   'clock: the refused %s is logged' % what)
+        # small steps: a CLOCK 20 ahead of the job (16 + staleness 0 is the rule)
+        insider.connect()
+        ahead = legit.clock + 20
+        wire.clock(insider.conn, ahead, [0])
+        seen, closed = insider.conn.closed()
+        check(closed and any(s == -wire.ERANGE for _, s, _ in seen),
+              'clock: a CLOCK 20 ahead of the job (%d) is refused with -ERANGE (%s)'
+              % (ahead, seen))
+        check(log_has(server_log, 'CLOCK at clock %d refused' % ahead)
+              and log_has(server_log, '(at most 16 ahead is taken)'),
+              'clock: the refused step is logged with the rule')
         st, v = legit.values()
         check(st == 0 and v == legit.expected(),
               'clock: the parameter is unchanged by the forged clocks (%s, want %s)'

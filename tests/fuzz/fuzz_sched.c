@@ -17,12 +17,22 @@
  * is shut for writing and read until the scheduler closed it (at most 1 s).
  * A server and a worker that both register complete the job: the map goes
  * out, and when they go away the job ends and run()
- * returns; the next input then gets a new scheduler. */
+ * returns; the next input then gets a new scheduler.
+ *
+ * Teardown (docs/security.md "Fuzzing"): the scheduler's thread gives back
+ * OpenSSL's per-thread state (OPENSSL_thread_stop) before it ends, and at
+ * exit the scheduler is stopped, joined and destroyed before OpenSSL's own
+ * atexit cleanup runs (stop_at_exit, registered after OpenSSL's so it runs
+ * first): no thread of ours can be inside OpenSSL while OPENSSL_cleanup
+ * frees its global state, and LeakSanitizer, which checks last, sees only
+ * what is truly lost. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/crypto.h>
 
 #include "server/sched.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -37,13 +47,51 @@ static struct rps_sched *sched;
 static pthread_t th;
 static atomic_int done;
 static uint16_t port;
+/* One thread runs every scheduler in turn (gen: the scheduler to run next;
+ * ran: the last one it ran): a thread per job made thousands of threads,
+ * their ids wrapped (pid_max) and LeakSanitizer's registry of clang 14 then
+ * took the live thread for a dead one of the same id and reported what only
+ * its thread-local storage holds (its OpenSSL state) as leaked. */
+static pthread_mutex_t run_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t run_cv = PTHREAD_COND_INITIALIZER;
+static unsigned gen, ran;
+static int quit;
 
 static void *run(void *arg)
 {
 	(void)arg;
-	rps_sched_run(sched);
-	atomic_store(&done, 1);
+	for (;;) {
+		pthread_mutex_lock(&run_mu);
+		while (ran == gen && !quit)
+			pthread_cond_wait(&run_cv, &run_mu);
+		if (quit) {
+			pthread_mutex_unlock(&run_mu);
+			break;
+		}
+		ran = gen;
+		pthread_mutex_unlock(&run_mu);
+		rps_sched_run(sched);
+		atomic_store(&done, 1);
+	}
+	OPENSSL_thread_stop(); /* this thread's DRBGs and error state, now */
 	return NULL;
+}
+
+/* atexit: no scheduler thread left running when OpenSSL and LSan clean up. */
+static void stop_at_exit(void)
+{
+	if (!sched)
+		return;
+	rps_sched_stop(sched);
+	while (!atomic_load(&done))
+		poll(NULL, 0, 5);
+	pthread_mutex_lock(&run_mu);
+	quit = 1;
+	pthread_cond_signal(&run_cv);
+	pthread_mutex_unlock(&run_mu);
+	pthread_join(th, NULL);
+	rps_sched_destroy(sched);
+	sched = NULL;
 }
 
 static void start(void)
@@ -65,17 +113,19 @@ static void start(void)
 	port = rps_sched_port(sched);
 	fuzz_quiet(); /* after the configuration set its level */
 	atomic_store(&done, 0);
-	if (pthread_create(&th, NULL, run, NULL))
-		abort();
+	pthread_mutex_lock(&run_mu);
+	gen++;
+	pthread_cond_signal(&run_cv);
+	pthread_mutex_unlock(&run_mu);
 }
 
-/* The job ended: a new scheduler for the next input. */
+/* The job ended: a new scheduler for the next input (the same thread runs
+ * it: run() went back to waiting after it set done). */
 static void restart_if_ended(void)
 {
 	if (!atomic_load(&done))
 		return;
 	fuzz_debug("the job ended: a new scheduler");
-	pthread_join(th, NULL);
 	rps_sched_destroy(sched);
 	start();
 	fuzz_debug("the new scheduler listens on port %u", port);
@@ -98,7 +148,7 @@ static int open_peer(uint8_t head)
 	uint32_t rank = head & 0x80 ? UINT32_MAX : (head >> 2) % 4u;
 
 	for (int attempt = 0; attempt < 2; attempt++) {
-		int fd = fuzz_connect(port);
+		int fd = fuzz_connect_retry(port);
 
 		if (fd >= 0 && (head & 0x20))
 			return fd; /* no handshake: the bytes are the hello and the rest */
@@ -114,8 +164,11 @@ static int open_peer(uint8_t head)
 			return fd;
 		if (fd >= 0)
 			close(fd);
-		else if (!ended())
+		else if (!ended()) {
+			fprintf(stderr, "fuzz_sched: cannot connect to the scheduler under test (127.0.0.1:%u): %s\n",
+				port, strerror(-fd));
 			abort(); /* the scheduler stopped accepting: a finding */
+		}
 		if (!ended())
 			return -1; /* refused */
 		restart_if_ended();
@@ -130,6 +183,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int n;
 
 	if (!init) {
+		/* OpenSSL registers its atexit cleanup here, ours after it: ours
+		 * runs first. (Options 0 would be a no-op that registers nothing:
+		 * OpenSSL's atexit would then come with the first handshake, after
+		 * ours, and run before it.) */
+		if (!OPENSSL_init_crypto(OPENSSL_INIT_ADD_ALL_DIGESTS, NULL) || atexit(stop_at_exit))
+			abort();
+		if (pthread_create(&th, NULL, run, NULL))
+			abort();
 		start();
 		fuzz_stream_stop = ended;
 		init = 1;

@@ -15,11 +15,18 @@
  * handshake, the bytes are the hello and what follows; head & 0x10: a real
  * hello and the server's CHALLENGE, then the bytes are the proof phase and
  * what follows); then our sides are shut for writing and we read until the
- * server closed them (at most 1 s). */
+ * server closed them (at most 1 s).
+ *
+ * At exit (stop_at_exit, as fuzz_sched.c): the server is stopped, its thread
+ * gives back OpenSSL's per-thread state and is joined, and the server is
+ * destroyed, all before OpenSSL's own atexit cleanup. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/crypto.h>
 
 #include "server/server_int.h"
 #include "src/config.h"
@@ -34,13 +41,31 @@ static struct rps_server *srv;
 static pthread_t srv_th;
 static uint16_t port;
 
+static atomic_int stopping;
+
 static void *serve(void *arg)
 {
 	(void)arg;
 	rps_server_serve(srv);
-	fprintf(stderr, "fuzz_server: the server stopped serving\n");
-	abort();
+	if (!atomic_load(&stopping)) {
+		fprintf(stderr, "fuzz_server: the server stopped serving\n");
+		abort();
+	}
+	OPENSSL_thread_stop(); /* this thread's DRBGs and error state, now */
 	return NULL;
+}
+
+/* atexit, registered after OpenSSL's (so it runs first): no server thread
+ * left running when OpenSSL and LeakSanitizer clean up. */
+static void stop_at_exit(void)
+{
+	if (!srv)
+		return;
+	atomic_store(&stopping, 1);
+	rps_server_stop(srv);
+	pthread_join(srv_th, NULL);
+	rps_server_destroy(srv);
+	srv = NULL;
 }
 
 static void start(void)
@@ -58,6 +83,9 @@ static void start(void)
 	setenv("RDMAPS_PORT", "0", 1);
 	setenv("RDMAPS_MAX_MSG", "64K", 1);
 	setenv("RDMAPS_RING_SIZE", "16", 1);
+	/* a real option: OPENSSL_init_crypto(0, NULL) registers nothing */
+	if (!OPENSSL_init_crypto(OPENSSL_INIT_ADD_ALL_DIGESTS, NULL) || atexit(stop_at_exit))
+		abort();
 	rps_server_opts_init(&o);
 	o.ncores = 1;
 	o.cores[0] = 0;

@@ -142,18 +142,30 @@ F_FN int fuzz_connect(uint16_t port)
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		int rc = -errno;
 
+		/* a signal (libFuzzer's -timeout alarm) interrupted it: the
+		 * connection goes on in the background; wait for its outcome */
+		if (rc == -EINTR) {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+			int err = 0, n;
+			socklen_t l = sizeof(err);
+
+			while ((n = poll(&p, 1, 5000)) < 0 && errno == EINTR)
+				;
+			if (n > 0 && !getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) && !err)
+				return fd;
+			rc = n > 0 ? (err ? -err : -EIO) : -ETIMEDOUT;
+		}
 		close(fd);
 		return rc;
 	}
 	return fd;
 }
 
-/* fuzz_connect for a target whose server must always accept: a refusal is a
- * finding (abort, with the reason on stderr). Out of local ports
- * (EADDRNOTAVAIL: a long run leaves tens of thousands of closed connections
- * in TIME_WAIT) or of descriptors in this process (EMFILE) is the machine,
- * not the server: wait and try again, for up to 5 s. */
-F_FN int fuzz_connect_or_die(uint16_t port, const char *who)
+/* fuzz_connect, but out of local ports (EADDRNOTAVAIL: a long run leaves
+ * tens of thousands of closed connections in TIME_WAIT, more with two
+ * targets at once) or of descriptors in this process (EMFILE) is the
+ * machine, not the server: wait and try again, for up to 5 s. */
+F_FN int fuzz_connect_retry(uint16_t port)
 {
 	int fd = -EAGAIN;
 
@@ -163,6 +175,15 @@ F_FN int fuzz_connect_or_die(uint16_t port, const char *who)
 			break;
 		poll(NULL, 0, 100);
 	}
+	return fd;
+}
+
+/* fuzz_connect_retry for a target whose server must always accept: a
+ * refusal is a finding (abort, with the reason on stderr). */
+F_FN int fuzz_connect_or_die(uint16_t port, const char *who)
+{
+	int fd = fuzz_connect_retry(port);
+
 	if (fd < 0) {
 		fprintf(stderr, "%s: cannot connect to the server under test (127.0.0.1:%u): %s\n",
 			who, port, strerror(-fd));

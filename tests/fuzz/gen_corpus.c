@@ -638,7 +638,9 @@ static void gen_sched(void)
 	f_register(&s, RPS_ROLE_SERVER, 5000);
 	f_register(&w, RPS_ROLE_WORKER, 0);
 	b.n = 0;
-	seg(&b, 1, &s);
+	/* both hellos claim any rank, as their REGISTERs do (a hello proving
+	 * rank 0 and a REGISTER for any rank is refused: no job, no job end) */
+	seg(&b, 1 | 0x80, &s);
 	seg(&b, 2 | 0x80, &w);
 	s.n = 0;
 	f_heartbeat(&s, 1);
