@@ -422,10 +422,10 @@ int rps_worker_allreduce(struct rps_worker *w, const rps_key_t *keys, float *val
 		send_abort(&a, origin, rc, why);
 		r->broken = rc;
 		if (origin != a.rank)
-			snprintf(r->broken_why, sizeof(r->broken_why), "worker rank %u failed: %s",
-				 origin, why);
+			snprintf(r->broken_why, sizeof(r->broken_why),
+				 "worker rank %u failed: %.360s", origin, why); /* cut to fit */
 		else
-			snprintf(r->broken_why, sizeof(r->broken_why), "%s", why);
+			snprintf(r->broken_why, sizeof(r->broken_why), "%.399s", why);
 		/* nothing may read vals or a.fx once we return: drop what is
 		 * still queued (the ring is not used again) */
 		if (r->right) {
