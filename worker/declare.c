@@ -181,9 +181,6 @@ static int declare_wait(struct rps_worker *w, struct rps_wkey **ents, struct rps
 	return rc;
 }
 
-/* Attempts of one declare when connections are lost under it. */
-#define DECLARE_TRIES 3
-
 /* The worker's copy of optim (checked), NULL for none: 0 or -EINVAL / -ENOMEM. */
 static int spec_of(struct rps_worker *w, const struct rps_optim_opts *optim,
 		   const struct rps_optim_opts **spec_p)
@@ -260,7 +257,7 @@ int rps_worker_declare_opt(struct rps_worker *w, const rps_key_t *keys, const si
 		/* a server connection lost meanwhile (an idle timeout while this
 		 * process was stopped, a restarted server): DECLARE is idempotent,
 		 * so reconnect and send it again, as a push or pull would be */
-		if (!rc || tries == DECLARE_TRIES - 1)
+		if (!rc || tries == RPS_WRETRY_TRIES - 1)
 			break;
 		r = rps_wretry_lost(w, rc);
 		if (r) {
@@ -268,7 +265,7 @@ int rps_worker_declare_opt(struct rps_worker *w, const rps_key_t *keys, const si
 			break;
 		}
 		RPS_WARN("declare: %s; reconnected, declaring again (%d of %d)",
-			 rps_strerror(rc), tries + 2, DECLARE_TRIES);
+			 rps_strerror(rc), tries + 2, RPS_WRETRY_TRIES);
 	}
 	if (rc)
 		goto out_free;

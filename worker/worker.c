@@ -449,9 +449,10 @@ int rps_worker_create(const struct rps_worker_opts *opts, struct rps_worker **wo
 		rc = w->pull->attach(w, UINT32_MAX);
 		if (!rc)
 			rc = join_clock(w);
-		if (!rc || tries == 2 || rps_wretry_lost(w, rc))
+		if (!rc || tries == RPS_WRETRY_TRIES - 1 || rps_wretry_lost(w, rc))
 			break;
-		RPS_WARN("worker: reconnected while joining; joining again (%d of 3)", tries + 2);
+		RPS_WARN("worker: reconnected while joining; joining again (%d of %d)", tries + 2,
+			 RPS_WRETRY_TRIES);
 	}
 	if (rc)
 		goto err;

@@ -304,6 +304,9 @@ int rps_wreconnect(struct rps_worker *w);
  * it and reconnect (rps_wreconnect), and return 0 if the caller may try the
  * idempotent call again; else (or if reconnecting failed) the error. */
 int rps_wretry_lost(struct rps_worker *w, int rc);
+/* Attempts in all of an idempotent call (declare, joining) whose
+ * connections are lost under it. */
+#define RPS_WRETRY_TRIES 3
 int rps_wreconnector_start(struct rps_worker *w);
 void rps_wreconnector_stop(struct rps_worker *w);
 static inline int rps_wready(struct rps_worker *w)

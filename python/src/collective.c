@@ -31,14 +31,6 @@ static void vec_release(struct vec *v)
 	memset(v, 0, sizeof(*v));
 }
 
-/* A list or tuple of one buffer: that buffer. */
-static PyObject *one_of(PyObject *o)
-{
-	if ((PyList_Check(o) || PyTuple_Check(o)) && PySequence_Fast_GET_SIZE(o) == 1)
-		return PySequence_Fast_GET_ITEM(o, 0);
-	return o;
-}
-
 /* The declared length of key, 0 when it was not declared through pw. */
 static size_t declared_or_0(struct pyworker *pw, rps_key_t key)
 {
@@ -81,19 +73,10 @@ static int vec_get(PyObject *obj, int writable, const rps_key_t *keys, size_t n,
 
 	memset(v, 0, sizeof(*v));
 	if (single)
-		obj = one_of(obj);
-	else if (PyList_Check(obj) || PyTuple_Check(obj)) {
-		Py_ssize_t m = PySequence_Fast_GET_SIZE(obj);
-
-		if ((size_t)m != n) {
-			PyErr_Format(PyExc_ValueError,
-				     "%zu keys but %zd buffers: give one buffer per key, or one "
-				     "buffer holding all the keys back to back",
-				     n, m);
-			return -1;
-		}
-		per_key = 1;
-	}
+		obj = rps_py_one_of(obj);
+	if (rps_py_nbufs(obj, n, single) < 0)
+		return -1;
+	per_key = !single && (PyList_Check(obj) || PyTuple_Check(obj));
 	v->nbufs = per_key ? (int)n : 1;
 	v->bufs = PyMem_Calloc((size_t)v->nbufs, sizeof(*v->bufs));
 	if (!v->bufs) {

@@ -143,6 +143,13 @@ PyObject *rps_py_pull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, P
 PyObject *rps_py_pushpull(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *rps_py_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 
+/* A list or tuple of one buffer: that buffer; anything else: o. */
+PyObject *rps_py_one_of(PyObject *o);
+/* How many buffers vobj gives for n keys: 1 (single key, or one flat
+ * buffer), or n for a list/tuple of n; -1 with ValueError when a list or
+ * tuple does not hold n. */
+int rps_py_nbufs(PyObject *vobj, size_t n, int single);
+
 /* collective.c */
 PyObject *rps_py_allreduce(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *rps_py_local_pushpull(PyObject *self, PyObject *args, PyObject *kw);

@@ -63,7 +63,7 @@ struct side {
 	int flat; /* one buffer for all keys */
 };
 
-static int nbufs_of(PyObject *vobj, size_t n, int single)
+int rps_py_nbufs(PyObject *vobj, size_t n, int single)
 {
 	if (single)
 		return 1;
@@ -187,8 +187,7 @@ static int submit_side(struct pyworker *pw, struct pyreq *r, const struct side *
 	return done;
 }
 
-/* A list or tuple of one buffer: that buffer. */
-static PyObject *one_of(PyObject *o)
+PyObject *rps_py_one_of(PyObject *o)
 {
 	if ((PyList_Check(o) || PyTuple_Check(o)) && PySequence_Fast_GET_SIZE(o) == 1)
 		return PySequence_Fast_GET_ITEM(o, 0);
@@ -268,12 +267,12 @@ static PyObject *op(PyObject *self, PyObject *kobj, PyObject *gobj, PyObject *oo
 	if (rps_py_keys(kobj, &keys, &n, &single))
 		return NULL;
 	if (single) { /* one key: [buf] is taken as buf */
-		gobj = gobj ? one_of(gobj) : NULL;
-		oobj = oobj ? one_of(oobj) : NULL;
+		gobj = gobj ? rps_py_one_of(gobj) : NULL;
+		oobj = oobj ? rps_py_one_of(oobj) : NULL;
 	}
-	if (gobj && (ng = nbufs_of(gobj, n, single)) < 0)
+	if (gobj && (ng = rps_py_nbufs(gobj, n, single)) < 0)
 		goto err_keys;
-	if (oobj && (no = nbufs_of(oobj, n, single)) < 0)
+	if (oobj && (no = rps_py_nbufs(oobj, n, single)) < 0)
 		goto err_keys;
 	r = rps_py_pyreq_new(pw, ng + no, n, what[kind]);
 	if (!r)
