@@ -1300,7 +1300,7 @@ void rps_repl_fini(struct rps_server *srv)
 			pthread_join(sr->link_thread, NULL);
 		if (sr->serve_ok)
 			pthread_join(sr->serve_thread, NULL);
-		rps_server_destroy(sb); /* frees sr (rps_repl_fini of sb) */
+		rps_server_destroy(sb); /* frees sr (rps_repl_free of sb) */
 		r->sb[k] = NULL;
 	}
 	atomic_store(&r->closing_off, 1);
@@ -1309,6 +1309,12 @@ void rps_repl_fini(struct rps_server *srv)
 	r->closer_ok = 0;
 	if (r->pend)
 		link_lost(r, "stopping");
+}
+
+void rps_repl_free(struct rps_server *srv)
+{
+	if (!srv->repl)
+		return;
+	repl_free(srv->repl);
 	srv->repl = NULL;
-	repl_free(r);
 }

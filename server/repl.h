@@ -59,8 +59,12 @@ int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node 
 		   uint32_t nservers);
 /* The host server leaves the scheduler: its standby stops following it. */
 void rps_repl_stop_standby(struct rps_server *srv);
-/* Stop the standby, free everything (rps_server_destroy). */
+/* Stop the standby and the links (rps_server_destroy, before the update
+ * threads stop: they may still forward what they drain). */
 void rps_repl_fini(struct rps_server *srv);
+/* Free what rps_repl_fini stopped: only once the update threads, which
+ * call the forwarding hook with it, have stopped. */
+void rps_repl_free(struct rps_server *srv);
 
 /* network thread hooks */
 int rps_repl_on_hello(struct rps_server *srv, const struct rps_hello *h, void *ack,

@@ -298,6 +298,7 @@ void rps_server_destroy(struct rps_server *srv)
 		rps_shard_stop(&srv->shards[s]);
 	for (int s = 0; s < srv->shards_ready; s++)
 		rps_srv_free_reqs(srv, rps_shard_pull_unpark(&srv->shards[s], NULL));
+	rps_repl_free(srv); /* the update threads, which forward with it, are stopped */
 	rps_srv_close_drain(srv);
 	/* what is left holds references for sends that will not complete now */
 	sc = srv->conns;
