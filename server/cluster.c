@@ -83,6 +83,9 @@ int rps_server_run(struct rps_server *srv)
 	if (strcmp(rps_srv_advertised_host(srv), srv->host))
 		RPS_WARN("listening on %s: advertising 127.0.0.1 to workers (set --host)",
 			 srv->host);
+	/* RDMAPS_REPLICAS > 1 and the job runs already: a backup (repl_join.c) */
+	if (rps_repl_join_maybe(srv, &rc))
+		return rc;
 	rps_ctl_join_opts_init(&jo, srv->cfg, RPS_ROLE_SERVER);
 	jo.scheduler = srv->scheduler;
 	jo.secret = srv->secret;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "control/control.h"
+#include "server/repl_copy.h"
 #include "server/repl_log.h"
 #include "server/server_int.h"
 #include "src/auth.h"
@@ -73,6 +74,38 @@ struct rps_repl {
 	char hhost[64];
 	uint16_t hport;
 	uint64_t *rcvd;
+	/* a replacement server joining as this server's backup (repl_join.c):
+	 * shard_on[s] once shard s's state went to it (forwarded from then on;
+	 * all 1 for a backup linked from the start); joinable: RDMAPS_REPLICAS=2
+	 * and serving (a primary, or a promoted backup) */
+	atomic_int *shard_on;
+	int joinable;
+	atomic_int ncopied;
+	atomic_ullong copy_bytes;
+	/* a joining standby's own: join_rc 0 while connecting, 1 linked, < 0
+	 * refused; the shards' states coming in pieces; the shards loaded */
+	int joining;
+	atomic_int join_rc;
+	struct copy_in *copy_in;
+	atomic_int nloaded;
+	atomic_ullong loaded_bytes;
+	/* a replacement server's (the host without a rank): the map from the
+	 * scheduler (repl_join.c) */
+	struct rps_repl_mapper *mapper;
+};
+
+/* A shard's state arriving in REPL_COPY pieces (joining standby). */
+struct copy_in {
+	char *buf;
+	uint64_t total, got;
+};
+
+/* The entry of a shard's state to load (RPS_ENT_REPL_LOAD). */
+struct repl_load {
+	struct rps_server *sb;
+	struct rps_srv_conn *sc; /* a reference: REPL_COPIED goes there */
+	char *buf;
+	uint64_t len;
 };
 
 static void repl_free(struct rps_repl *r);
@@ -224,7 +257,8 @@ static void link_lost(struct rps_repl *r, const char *why)
 	}
 
 	pthread_mutex_lock(&r->lock);
-	if (was != LINK_LOST && !atomic_load(&r->srv->stop) && r->standby_of != UINT32_MAX)
+	if (was != LINK_LOST && !atomic_load(&r->srv->stop) && r->standby_of != UINT32_MAX &&
+	    !atomic_load(&r->promoted))
 		RPS_WARN("replication: the second backup of server %u's shards is lost (%s): "
 			 "this first backup is the last",
 			 r->standby_of, why);
@@ -278,9 +312,9 @@ static int link_wait(struct rps_repl *r)
 	return st == LINK_UP || st == LINK_CLOSING;
 }
 
-static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry *e)
+static void forward_ex(struct rps_repl *r, struct rps_shard *sh, const struct rps_ring_entry *e,
+		       int noseq)
 {
-	struct rps_repl *r = arg;
 	struct rps_repl_fwd f;
 	struct rps_frame_hdr h;
 	struct iovec iov[4];
@@ -308,6 +342,8 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 	default:
 		return; /* checkpoints, restores, control requests: the primary's own */
 	}
+	if (r->shard_on && !atomic_load(&r->shard_on[sh->p.idx]))
+		return; /* a joining backup gets this shard's state later (its copy) */
 	if (!link_wait(r))
 		return;
 	memset(&f, 0, sizeof(f));
@@ -327,7 +363,7 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 			pcopy.count = 0; /* refused: counted there, not applied */
 		iov[n].iov_base = &pcopy;
 		iov[n++].iov_len = sizeof(pcopy);
-		if (req->has_seq) {
+		if (req->has_seq && !noseq) {
 			f.flags |= RPS_PUSH_FLAG_SEQ;
 			iov[n].iov_base = &req->seq;
 			iov[n++].iov_len = sizeof(req->seq);
@@ -405,6 +441,11 @@ static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry
 	}
 	if (req)
 		req->repl_id = id;
+}
+
+static void forward(void *arg, struct rps_shard *sh, const struct rps_ring_entry *e)
+{
+	forward_ex(arg, sh, e, 0);
 }
 
 /* ---- the standby's side: entries from the primary (network thread) ----- */
@@ -532,6 +573,227 @@ bad:
 	RPS_ERR("replication link from the primary: %s: closing it", why);
 	rps_srv_conn_fail(sb, sc, -EPROTO, why);
 	return 0;
+}
+
+/* ---- a replacement server joining as the backup (docs/replication.md) --- */
+
+/* Primary, update thread (RPS_ENT_REPL_COPY): the shard's state at this
+ * entry goes to the joining backup, then every entry after it (the
+ * deferred pushes of a later BSP clock first, as forwarded pushes: they
+ * are not in the state). */
+void rps_repl_copy_take(struct rps_shard *sh)
+{
+	struct rps_repl *r = sh->fwd_arg;
+	struct rps_srv_conn *link = NULL;
+	struct rps_repl_copy_piece pc;
+	struct rps_frame_hdr h;
+	struct iovec v[2];
+	uint64_t piece, off = 0;
+	void *buf = NULL;
+	size_t len = 0;
+	char why[200];
+	int rc;
+
+	if (!r || !r->shard_on)
+		return;
+	pthread_mutex_lock(&r->lock);
+	if (atomic_load(&r->state) == LINK_UP && r->link) {
+		link = r->link;
+		rps_srv_conn_get(link);
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (!link)
+		return; /* the joining backup went meanwhile */
+	why[0] = 0;
+	rc = rps_repl_copy_save(sh, &buf, &len, why, sizeof(why));
+	if (!rc && len + (64u << 10) > r->srv->cfg->send_queue_bytes) {
+		snprintf(why, sizeof(why), "shard %u's state is %zu bytes, more than "
+					   "RDMAPS_SEND_QUEUE_BYTES (%llu) allows to queue: raise it",
+			 sh->p.idx, len, (unsigned long long)r->srv->cfg->send_queue_bytes);
+		rc = -EMSGSIZE;
+	}
+	piece = r->srv->max_msg > sizeof(pc) + 4096 ? r->srv->max_msg - sizeof(pc) : 4096;
+	if (piece > (4u << 20))
+		piece = 4u << 20;
+	while (!rc && off < len) {
+		uint64_t n = RPS_MIN(piece, len - off);
+
+		pc = (struct rps_repl_copy_piece){.shard = sh->p.idx, .total = len, .off = off};
+		v[0].iov_base = &pc;
+		v[0].iov_len = sizeof(pc);
+		v[1].iov_base = (char *)buf + off;
+		v[1].iov_len = n;
+		rps_proto_hdr_init(&h, RPS_OP_REPL_COPY, (uint32_t)(sizeof(pc) + n), 0);
+		rc = rps_tr_post_send(link->conn, &h, v, 2, 0);
+		if (rc)
+			snprintf(why, sizeof(why), "sending shard %u's state: %s", sh->p.idx,
+				 rps_strerror(rc));
+		off += n;
+	}
+	rps_free(buf);
+	rps_srv_conn_put(r->srv, link);
+	if (rc) {
+		RPS_ERR("replication: the joining backup cannot get its copy: %s", why);
+		link_lost(r, why);
+		return;
+	}
+	atomic_store(&r->shard_on[sh->p.idx], 1);
+	atomic_fetch_add(&r->copy_bytes, len);
+	for (struct rps_srv_req *q = sh->deferred; q; q = q->next) {
+		struct rps_ring_entry e;
+
+		memset(&e, 0, sizeof(e));
+		e.type = RPS_ENT_PUSH;
+		e.ptr = q;
+		forward_ex(r, sh, &e, 1);
+	}
+	RPS_INFO("replication: shard %u's state (clock %llu, %zu bytes) sent to the joining backup",
+		 sh->p.idx, (unsigned long long)sh->clock, len);
+}
+
+/* REPL_JOIN from a replacement server: it becomes this server's backup. */
+static void join_begin(struct rps_repl *r, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	struct rps_server *srv = r->srv;
+	struct rps_ring_entry e;
+	int ok = 0;
+
+	pthread_mutex_lock(&r->lock);
+	if (r->joinable && r->shard_on && atomic_load(&r->state) == LINK_LOST && !r->link &&
+	    (r->standby_of == UINT32_MAX || atomic_load(&r->promoted))) {
+		for (int s = 0; s < srv->nshards; s++)
+			atomic_store(&r->shard_on[s], 0);
+		atomic_store(&r->ncopied, 0);
+		atomic_store(&r->copy_bytes, 0);
+		rps_srv_conn_get(sc);
+		r->link = sc;
+		memcpy(&r->b1, ev->fixed, sizeof(r->b1));
+		r->b1.host[sizeof(r->b1.host) - 1] = 0;
+		atomic_store(&r->state, LINK_UP);
+		ok = 1;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (!ok) {
+		rps_srv_conn_fail(srv, sc, -EADDRINUSE,
+				  "this server has a backup already (or does not take one)");
+		return;
+	}
+	RPS_WARN("replication: server %u: a replacement server (%s, listening on %s:%u) joins as "
+		 "the backup of its shards: copying their state while pushes go on",
+		 atomic_load(&srv->rank), sc->conn->peer, r->b1.host, r->b1.port);
+	for (int s = 0; s < srv->nshards; s++) {
+		rps_srv_ctl_entry(&e, RPS_ENT_REPL_COPY, (uint32_t)s, 0);
+		if (rps_srv_enqueue(srv, &srv->shards[s], &e)) {
+			link_lost(r, "stopping");
+			return;
+		}
+	}
+}
+
+/* REPL_COPIED from the joining backup: shard req_id loaded there. */
+static void join_copied(struct rps_repl *r, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	if (sc != r->link)
+		return;
+	if (ev->hdr.status) {
+		RPS_ERR("replication: the joining backup could not load shard %u: %s",
+			ev->hdr.req_id, rps_strerror(ev->hdr.status));
+		link_lost(r, "the joining backup could not load a shard");
+		return;
+	}
+	if (atomic_fetch_add(&r->ncopied, 1) + 1 == r->srv->nshards)
+		RPS_WARN("replication: server %u: chain whole again: the joining backup at %s:%u "
+			 "holds all %d shards (%llu bytes copied); every push completes once it "
+			 "holds it",
+			 atomic_load(&r->srv->rank), r->b1.host, r->b1.port, r->srv->nshards,
+			 (unsigned long long)atomic_load(&r->copy_bytes));
+}
+
+/* Joining standby, network thread: a piece of a shard's state. */
+static void copy_piece(struct rps_server *sb, struct rps_srv_conn *sc, const struct rps_tr_event *ev)
+{
+	struct rps_repl *r = sb->repl;
+	const struct rps_repl_copy_piece *pc = ev->fixed;
+	struct copy_in *ci;
+	struct repl_load *ld;
+	struct rps_ring_entry e;
+	const char *why = NULL;
+
+	if (!r->copy_in || pc->shard >= (uint32_t)sb->nshards) {
+		why = "state of a shard this server does not have";
+		goto bad;
+	}
+	ci = &r->copy_in[pc->shard];
+	if (pc->off == 0 && !ci->buf) {
+		if (!pc->total || pc->total > (1ull << 40)) {
+			why = "state of a bad size";
+			goto bad;
+		}
+		ci->buf = rps_malloc(pc->total);
+		if (!ci->buf) {
+			why = "out of memory for a shard's state";
+			goto bad;
+		}
+		ci->total = pc->total;
+		ci->got = 0;
+	}
+	if (!ci->buf || pc->total != ci->total || pc->off != ci->got ||
+	    ev->data_len > ci->total - ci->got) {
+		why = "a piece of a shard's state out of order";
+		goto bad;
+	}
+	memcpy(ci->buf + ci->got, ev->data, ev->data_len);
+	ci->got += ev->data_len;
+	if (ci->got < ci->total)
+		return;
+	ld = rps_calloc(1, sizeof(*ld));
+	if (!ld) {
+		why = "out of memory";
+		goto bad;
+	}
+	ld->sb = sb;
+	ld->sc = sc;
+	rps_srv_conn_get(sc);
+	ld->buf = ci->buf;
+	ld->len = ci->total;
+	ci->buf = NULL;
+	rps_srv_ctl_entry(&e, RPS_ENT_REPL_LOAD, pc->shard, 0);
+	e.ptr = ld;
+	if (rps_srv_enqueue(sb, &sb->shards[pc->shard], &e)) {
+		rps_srv_conn_put(sb, ld->sc);
+		rps_free(ld->buf);
+		rps_free(ld);
+	}
+	return;
+bad:
+	RPS_ERR("replication link from the primary: %s: closing it", why);
+	rps_srv_conn_fail(sb, sc, -EPROTO, why);
+}
+
+/* Joining standby, update thread (RPS_ENT_REPL_LOAD). */
+void rps_repl_load_run(struct rps_shard *sh, void *arg)
+{
+	struct repl_load *ld = arg;
+	struct rps_server *sb = ld->sb;
+	struct rps_repl *r = sb->repl;
+	char why[240];
+	int rc = rps_repl_copy_load(sh, ld->buf, ld->len, why, sizeof(why));
+
+	if (rc) {
+		RPS_ERR("replication: loading shard %u's state from its primary: %s", sh->p.idx,
+			why);
+	} else {
+		atomic_fetch_add(&r->loaded_bytes, ld->len);
+		if (atomic_fetch_add(&r->nloaded, 1) + 1 == sb->nshards)
+			RPS_WARN("replication: server %u's backup here holds all %d shards (%llu "
+				 "bytes copied, the pushes since forwarded): chain whole again",
+				 r->standby_of, sb->nshards,
+				 (unsigned long long)atomic_load(&r->loaded_bytes));
+	}
+	rps_srv_send_small(sb, ld->sc, RPS_OP_REPL_COPIED, sh->p.idx, rc, NULL, 0);
+	rps_srv_conn_put(sb, ld->sc);
+	rps_free(ld->buf);
+	rps_free(ld);
 }
 
 /* ---- closing a chain of 3 over its dead first backup (head) ------------- */
@@ -662,11 +924,17 @@ int rps_repl_on_hello(struct rps_server *srv, const struct rps_hello *h, void *a
 		*ack_len_p = sizeof(*a) + sizeof(where);
 		return 0;
 	}
-	if (atomic_load(&r->state) != LINK_WAIT && atomic_load(&r->state) != LINK_CLOSING) {
+	if (h->channel == RPS_REPL_HELLO_JOIN) {
+		/* a replacement server: only a serving server without a backup */
+		if (!r->joinable || atomic_load(&r->state) != LINK_LOST ||
+		    (r->standby_of != UINT32_MAX && !atomic_load(&r->promoted))) {
+			*why_p = "this server has its backup already (or does not take one)";
+			return -EADDRINUSE;
+		}
+	} else if (atomic_load(&r->state) != LINK_WAIT && atomic_load(&r->state) != LINK_CLOSING) {
 		*why_p = "this server has its backup already";
 		return -EADDRINUSE;
 	}
-	(void)h;
 	memset(a, 0, sizeof(*a));
 	a->server_rank = atomic_load(&srv->rank);
 	a->num_shards = (uint32_t)srv->nshards;
@@ -712,6 +980,21 @@ int rps_repl_on_frame(struct rps_server *srv, struct rps_srv_conn *sc,
 		if (sc == r->link)
 			backup_ack(r, ev->hdr.req_id, ev->hdr.status);
 		return 0;
+	case RPS_OP_REPL_JOIN:
+		if (r->standby_of == UINT32_MAX || atomic_load(&r->promoted)) {
+			join_begin(r, sc, ev);
+			return 0;
+		}
+		break;
+	case RPS_OP_REPL_COPIED:
+		join_copied(r, sc, ev);
+		return 0;
+	case RPS_OP_REPL_COPY:
+		if (r->standby_of != UINT32_MAX && r->joining && sc == r->uplink) {
+			copy_piece(srv, sc, ev);
+			return 0;
+		}
+		break;
 	case RPS_OP_REPL_LAST:
 		if (sc == r->link && r->log && !atomic_exchange(&r->closing_off, 1))
 			RPS_WARN("replication: the second backup of this server's shards is lost: "
@@ -799,6 +1082,11 @@ static int forwarding_init(struct rps_repl *r)
 	for (uint32_t i = 0; i < r->npend; i++)
 		r->pend[i].next_free = i + 2 <= r->npend ? i + 2 : 0;
 	r->free_head = 1;
+	r->shard_on = rps_calloc((size_t)srv->nshards, sizeof(*r->shard_on));
+	if (!r->shard_on)
+		return -ENOMEM;
+	for (int s = 0; s < srv->nshards; s++)
+		atomic_init(&r->shard_on[s], 1);
 	atomic_store(&r->state, LINK_WAIT);
 	for (int s = 0; s < srv->nshards; s++) {
 		srv->shards[s].fwd_arg = r;
@@ -832,9 +1120,11 @@ int rps_repl_init(struct rps_server *srv)
 	if (!r)
 		return -ENOMEM;
 	if (forwarding_init(r)) {
-		rps_free(r);
+		repl_free(r);
 		return -ENOMEM;
 	}
+	/* a replacement server may join as its backup once the first is lost */
+	r->joinable = srv->cfg->replicas == 2;
 	if (srv->cfg->replicas > 2) { /* the head of a chain of 3 (repl_log.h) */
 		r->log = rps_repl_log_new(srv->nshards);
 		if (!r->log) {
@@ -916,16 +1206,25 @@ static int uplink_connect(struct rps_repl *r)
 	if (r->pos == 2)
 		rc = ask_first_backup(r, ack, deadline);
 	rps_proto_hello_init(&hello, RPS_ROLE_SERVER, r->host_rank);
+	if (r->joining) /* a replacement server: as the backup of one without */
+		hello.channel = RPS_REPL_HELLO_JOIN;
 	while (!rc) { /* (ask_first_backup failed: rc set, no connect) */
 		rc = rps_tr_connect(sb->tr, r->phost, r->pport, &hello, ack, RPS_TR_ACK_MAX,
 				    &ack_len, r->timeout_ms, &c);
 		if (!rc || rps_now_ns() >= deadline || atomic_load(&r->stop) ||
-		    rc == -EACCES || rc == -EPROTO)
+		    rc == -EACCES || rc == -EPROTO || rc == -EADDRINUSE || r->joining)
 			break;
 		rps_sleep_ms(100);
 		rc = 0; /* again */
 	}
 	rps_free(ack);
+	if (rc && r->joining) { /* asked again when the map changes (repl_join.c) */
+		RPS_INFO("replication: server %u at %s:%u does not take this server as its backup: "
+			 "%s",
+			 r->standby_of, r->phost, r->pport,
+			 rc == -EADDRINUSE ? "it has one" : rps_strerror(rc));
+		return rc;
+	}
 	if (rc) {
 		RPS_ERR("replication: cannot connect to %s of server %u at %s:%u: %s",
 			r->pos == 2 ? "the first backup" : "primary", r->standby_of, r->phost,
@@ -961,7 +1260,9 @@ static int uplink_connect(struct rps_repl *r)
 	v[1].iov_base = have;
 	v[1].iov_len = (size_t)sb->nshards * sizeof(have[0]);
 	rps_proto_hdr_init(&h, RPS_OP_REPL_READY, (uint32_t)(v[0].iov_len + v[1].iov_len), 0);
-	rc = rps_tr_post_send(c, &h, v, 2, 0);
+	if (r->joining) /* where it listens; the state of every shard, please */
+		rps_proto_hdr_init(&h, RPS_OP_REPL_JOIN, (uint32_t)v[0].iov_len, 0);
+	rc = rps_tr_post_send(c, &h, v, r->joining ? 1 : 2, 0);
 	if (rc)
 		RPS_ERR("replication: REPL_READY to %s:%u: %s", r->phost, r->pport,
 			rps_strerror(rc));
@@ -1024,6 +1325,21 @@ static int promote(struct rps_repl *r)
 	return 0;
 }
 
+/* The map of the host's scheduler connection, or of a replacement
+ * server's (repl_join.c): the nodes, or 0. */
+static int host_map(struct rps_repl *r, struct rps_node *nodes)
+{
+	struct rps_repl *hr = r->host->repl;
+	int n;
+
+	if (r->host->ctl)
+		return rps_ctl_map(r->host->ctl, NULL, nodes, RPS_MAX_NODES);
+	if (!hr || !hr->mapper)
+		return 0;
+	n = rps_repl_join_map(hr->mapper, NULL, nodes, RPS_MAX_NODES);
+	return n > 0 ? n : 0;
+}
+
 /* The link closed: 1 once the scheduler's map says the primary is dead, 0
  * if it stays alive (its link was cut: this copy is out of date). */
 static int primary_dead(struct rps_repl *r)
@@ -1035,8 +1351,12 @@ static int primary_dead(struct rps_repl *r)
 	if (!nodes)
 		return 0;
 	while (!dead && !atomic_load(&r->stop) && rps_now_ns() < deadline) {
-		int n = r->host->ctl ? rps_ctl_map(r->host->ctl, NULL, nodes, RPS_MAX_NODES) : 0;
+		int n = host_map(r, nodes);
 
+		if (n <= 0) { /* no map (yet): not known to be dead */
+			rps_sleep_ms(50);
+			continue;
+		}
 		dead = 1;
 		for (int i = 0; i < n; i++)
 			if (nodes[i].role == RPS_ROLE_SERVER && nodes[i].rank == r->standby_of &&
@@ -1062,7 +1382,7 @@ static int head_lives(struct rps_repl *r)
 	if (!nodes)
 		return -1;
 	while (res < 0 && !atomic_load(&r->stop) && rps_now_ns() < deadline) {
-		int n = r->host->ctl ? rps_ctl_map(r->host->ctl, NULL, nodes, RPS_MAX_NODES) : 0;
+		int n = host_map(r, nodes);
 		int alive = 0, head = 0;
 
 		for (int i = 0; i < n; i++)
@@ -1086,13 +1406,24 @@ static void *link_main(void *arg)
 {
 	struct rps_repl *r = arg;
 
+	int rc;
+
 again:
-	if (uplink_connect(r))
+	rc = uplink_connect(r);
+	if (r->joining && !atomic_load(&r->join_rc))
+		atomic_store(&r->join_rc, rc ? (rc < 0 ? rc : -EPROTO) : 1);
+	if (rc)
 		return NULL;
 	while (!atomic_load(&r->stop) && !atomic_load(&r->uplink_lost))
 		rps_sleep_ms(20);
 	if (atomic_load(&r->stop))
 		return NULL;
+	if (r->joining && atomic_load(&r->nloaded) < r->srv->nshards) {
+		RPS_ERR("replication: server %u was lost before this joining backup held all its "
+			"shards (%d of %d loaded): it cannot take over",
+			r->standby_of, atomic_load(&r->nloaded), r->srv->nshards);
+		return NULL;
+	}
 	if (r->pos == 2) {
 		int h = head_lives(r);
 
@@ -1130,9 +1461,10 @@ again:
 }
 
 /* Create and start the standby `pos` (1 or 2) this server hosts: the backup
- * of server prev, whose node is nodes[found]. */
+ * of server prev, whose node is nodes[found]. joining: 0, or a replacement
+ * server's standby (repl_join.c) in slot joining - 1. */
 static int start_standby(struct rps_server *srv, uint32_t rank, uint32_t pos, uint32_t prev,
-			 const struct rps_node *node)
+			 const struct rps_node *node, int joining)
 {
 	struct rps_server_opts o;
 	struct rps_config cfg;
@@ -1178,10 +1510,25 @@ static int start_standby(struct rps_server *srv, uint32_t rank, uint32_t pos, ui
 	/* the first backup of a chain of 3 forwards to the second (before any
 	 * entry can come: the link to the primary is not up yet) */
 	sr->timeout_ms = r->timeout_ms;
-	if (pos == 1 && srv->cfg->replicas > 2 && forwarding_init(sr)) {
+	if (pos == 1 && srv->cfg->replicas >= 2 && forwarding_init(sr)) {
 		repl_free(sr);
 		rps_server_destroy(sb);
 		return -ENOMEM;
+	}
+	if (pos == 1 && srv->cfg->replicas == 2) {
+		/* no backup of its own; once promoted, a replacement server may
+		 * join as one (repl_join.c) */
+		atomic_store(&sr->state, LINK_LOST);
+		sr->joinable = 1;
+	}
+	if (joining) {
+		sr->joining = 1;
+		sr->copy_in = rps_calloc((size_t)sb->nshards, sizeof(*sr->copy_in));
+		if (!sr->copy_in) {
+			repl_free(sr);
+			rps_server_destroy(sb);
+			return -ENOMEM;
+		}
 	}
 	snprintf(sr->phost, sizeof(sr->phost), "%.63s", node->host);
 	sr->pport = node->port;
@@ -1196,7 +1543,7 @@ static int start_standby(struct rps_server *srv, uint32_t rank, uint32_t pos, ui
 		}
 	}
 	sb->repl = sr;
-	r->sb[pos - 1] = sb;
+	r->sb[joining ? (uint32_t)joining - 1 : pos - 1] = sb;
 	rc = pthread_create(&sr->serve_thread, NULL, serve_main, sr);
 	if (rc)
 		return -rc;
@@ -1239,11 +1586,86 @@ int rps_repl_start(struct rps_server *srv, uint32_t rank, const struct rps_node 
 				prev);
 			return -ENOENT;
 		}
-		rc = start_standby(srv, rank, pos, prev, &nodes[found]);
+		rc = start_standby(srv, rank, pos, prev, &nodes[found], 0);
 		if (rc)
 			return rc;
 	}
 	return 0;
+}
+
+/* Stop standby slot k and free it. */
+static void standby_drop(struct rps_repl *r, int k)
+{
+	struct rps_server *sb = r->sb[k];
+	struct rps_repl *sr;
+
+	if (!sb)
+		return;
+	sr = sb->repl;
+	atomic_store(&sr->stop, 1);
+	rps_server_stop(sb);
+	if (sr->link_ok)
+		pthread_join(sr->link_thread, NULL);
+	if (sr->serve_ok)
+		pthread_join(sr->serve_thread, NULL);
+	rps_server_destroy(sb); /* frees sr (rps_repl_free of sb) */
+	r->sb[k] = NULL;
+}
+
+int rps_repl_join_standby(struct rps_server *srv, int k, uint32_t prev, const struct rps_node *node)
+{
+	struct rps_repl *r = srv->repl;
+	struct rps_repl *sr;
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	for (k = 0; k < 2 && r->sb[k]; k++)
+		;
+	if (k >= 2)
+		return -ENOSPC;
+	rc = start_standby(srv, prev, 1, prev, node, k + 1);
+	if (rc) {
+		standby_drop(r, k);
+		return rc;
+	}
+	sr = r->sb[k]->repl;
+	while (!atomic_load(&sr->join_rc) && !atomic_load(&srv->stop))
+		rps_sleep_ms(10);
+	rc = atomic_load(&sr->join_rc);
+	if (rc == 1)
+		return 1;
+	standby_drop(r, k);
+	return rc == -EADDRINUSE ? 0 : rc ? rc : -ECANCELED;
+}
+
+int rps_repl_join_set_mapper(struct rps_server *srv, struct rps_repl_mapper *m)
+{
+	if (!srv->repl)
+		return -EINVAL;
+	srv->repl->mapper = m;
+	return 0;
+}
+
+int rps_repl_join_backs(const struct rps_server *srv, uint32_t rank)
+{
+	const struct rps_repl *r = srv->repl;
+
+	for (int k = 0; r && k < 2; k++)
+		if (r->sb[k] && r->sb[k]->repl->standby_of == rank)
+			return 1;
+	return 0;
+}
+
+int rps_repl_join_busy(const struct rps_server *srv)
+{
+	const struct rps_repl *r = srv->repl;
+	int n = 0;
+
+	for (int k = 0; r && k < 2; k++)
+		if (r->sb[k] && !atomic_load(&r->sb[k]->stop))
+			n++;
+	return n;
 }
 
 void rps_repl_stop_standby(struct rps_server *srv)
@@ -1267,6 +1689,11 @@ void rps_repl_stop_standby(struct rps_server *srv)
 
 static void repl_free(struct rps_repl *r)
 {
+	for (int s = 0; r->copy_in && s < r->srv->nshards; s++)
+		rps_free(r->copy_in[s].buf);
+	rps_free(r->copy_in);
+	rps_free(r->shard_on);
+	rps_repl_join_mapper_free(r->mapper);
 	rps_repl_log_free(r->log);
 	rps_free(r->rcvd);
 	pthread_mutex_destroy(&r->lock);
@@ -1287,22 +1714,8 @@ void rps_repl_fini(struct rps_server *srv)
 		rps_srv_conn_drop(srv, r->uplink);
 		r->uplink = NULL;
 	}
-	for (int k = 0; k < 2; k++) {
-		struct rps_server *sb = r->sb[k];
-		struct rps_repl *sr;
-
-		if (!sb)
-			continue;
-		sr = sb->repl;
-		atomic_store(&sr->stop, 1);
-		rps_server_stop(sb);
-		if (sr->link_ok)
-			pthread_join(sr->link_thread, NULL);
-		if (sr->serve_ok)
-			pthread_join(sr->serve_thread, NULL);
-		rps_server_destroy(sb); /* frees sr (rps_repl_free of sb) */
-		r->sb[k] = NULL;
-	}
+	for (int k = 0; k < 2; k++)
+		standby_drop(r, k);
 	atomic_store(&r->closing_off, 1);
 	if (r->closer_ok)
 		pthread_join(r->closer, NULL);

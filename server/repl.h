@@ -66,6 +66,34 @@ void rps_repl_fini(struct rps_server *srv);
  * call the forwarding hook with it, have stopped. */
 void rps_repl_free(struct rps_server *srv);
 
+/* ---- a replacement server joining as a backup (repl.c, repl_join.c) ---- */
+/* Primary's update thread (RPS_ENT_REPL_COPY): the shard's state to the
+ * joining backup, then forwarding from this entry on. */
+void rps_repl_copy_take(struct rps_shard *sh);
+/* Joining backup's update thread (RPS_ENT_REPL_LOAD): load it, say so. */
+void rps_repl_load_run(struct rps_shard *sh, void *arg);
+/* A replacement server (no rank of its own): a standby in a free slot (of
+ * 2) as the backup of server prev at node; waits for the link. 1 linked, 0
+ * that server has a backup (the slot is free again), or -errno. */
+int rps_repl_join_standby(struct rps_server *srv, int k, uint32_t prev, const struct rps_node *node);
+/* 1 if one of its standbys backs up server rank. */
+int rps_repl_join_backs(const struct rps_server *srv, uint32_t rank);
+/* Its scheduler connection for the map (owned by srv->repl from now). */
+struct rps_repl_mapper;
+int rps_repl_join_set_mapper(struct rps_server *srv, struct rps_repl_mapper *m);
+/* Standbys it runs that are not stopped. */
+int rps_repl_join_busy(const struct rps_server *srv);
+/* repl_join.c: the map from the scheduler over a control connection: the
+ * nodes (>= 0), -EAGAIN while the job forms, -ECANCELED when it ends, or
+ * -errno (the scheduler is not reachable). Any thread. */
+int rps_repl_join_map(struct rps_repl_mapper *m, struct rps_map *map_p, struct rps_node *nodes,
+		      int max);
+void rps_repl_join_mapper_free(struct rps_repl_mapper *m);
+/* rps_server_run, RDMAPS_REPLICAS > 1, before joining: 0 if the job forms
+ * (join as usual); 1 if it runs already: this server ran as the backup of
+ * the servers without one until the job ended, *rc_p its result. */
+int rps_repl_join_maybe(struct rps_server *srv, int *rc_p);
+
 /* network thread hooks */
 int rps_repl_on_hello(struct rps_server *srv, const struct rps_hello *h, void *ack,
 		      size_t *ack_len_p, const char **why_p);

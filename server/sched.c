@@ -58,6 +58,9 @@ static void on_recv(struct rps_sched *s, struct sched_peer *p, const struct rps_
 	case RPS_OP_STATUS:
 		rps_sched_on_status(s, p, h);
 		break;
+	case RPS_OP_REPL_MAP:
+		rps_sched_on_repl_map(s, p, h);
+		break;
 	case RPS_OP_CHECKPOINT:
 	case RPS_OP_EXPORT:
 		rps_sched_on_creq(s, p, ev);

@@ -210,6 +210,9 @@ int rps_sched_creq_start_dash(struct rps_sched *s, uint8_t op);
 
 /* sched_status.c: STATUS table and /metrics */
 void rps_sched_on_status(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h);
+/* REPL_MAP from a replacement server joining as a backup (sched_repl.c) */
+void rps_sched_on_repl_map(struct rps_sched *s, struct sched_peer *p,
+			   const struct rps_frame_hdr *h);
 void rps_sched_metrics_update(struct rps_sched *s);
 int rps_sched_metrics_start(struct rps_sched *s, const char *host, int port);
 

@@ -96,6 +96,8 @@ enum rps_srv_ent {
 	RPS_ENT_TABLE,	     /* ptr = req: a table's DECLARE, ROWS_PUSH or ROWS_PULL
 			      * (server/table.c) */
 	RPS_ENT_REPL,	     /* a backup: ptr = a forwarded entry (server/repl.h) */
+	RPS_ENT_REPL_COPY,   /* a primary: copy the shard to the joining backup (repl.h) */
+	RPS_ENT_REPL_LOAD,   /* a joining backup: ptr = the shard's state to load (repl.h) */
 };
 /* RPS_ENT_CLOCK u64: the pushes of the clock, and this bit if the worker
  * sent the CLOCK again to a promoted backup (ignored if finished already) */

@@ -590,6 +590,12 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 	case RPS_ENT_REPL:
 		rps_repl_apply(sh, e); /* a backup: what its primary took */
 		break;
+	case RPS_ENT_REPL_COPY:
+		rps_repl_copy_take(sh); /* a backup joins: the state at this entry */
+		break;
+	case RPS_ENT_REPL_LOAD:
+		rps_repl_load_run(sh, e->ptr);
+		break;
 	default:
 		RPS_ERR("shard %u: ring entry of unknown type %u dropped", sh->p.idx, e->type);
 		break;

@@ -272,7 +272,7 @@ static int check_table_map(const struct rps_frame_hdr *h, const void *payload,
 #define TAIL .has_data = 1
 
 /* A new op needs a descriptor here: adjust this count with it. */
-_Static_assert(RPS_OP_MAX == 53, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+_Static_assert(RPS_OP_MAX == 57, "a new op in enum rps_op needs a descriptor in rps_op_descs");
 
 /* clang-format off */
 static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
@@ -357,6 +357,11 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 				.max_len = sizeof(struct rps_repl_addr) +
 					   RPS_MAX_SHARDS * sizeof(uint64_t) },
 	[RPS_OP_REPL_LAST] = { "REPL_LAST", 0, .senders = BY(SERVER) },
+	[RPS_OP_REPL_MAP] = { "REPL_MAP", 0, TAIL, .control = 1, .senders = BY(CTL) | BY(SCHEDULER) },
+	[RPS_OP_REPL_JOIN] = { "REPL_JOIN", sizeof(struct rps_repl_addr), .senders = BY(SERVER) },
+	[RPS_OP_REPL_COPY] = { "REPL_COPY", sizeof(struct rps_repl_copy_piece), TAIL,
+			       .senders = BY(SERVER) },
+	[RPS_OP_REPL_COPIED] = { "REPL_COPIED", 0, .senders = BY(SERVER) },
 };
 /* clang-format on */
 

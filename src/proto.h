@@ -106,6 +106,15 @@ enum rps_op {
 				  * uint64 entries held per shard (server/repl_log.h)] */
 	RPS_OP_REPL_LAST = 52,   /* first backup -> primary (RDMAPS_REPLICAS=3): the second
 				  * is gone, this one is the last: no chain to close */
+	/* a replacement server joining as a backup (server/repl_join.c) */
+	RPS_OP_REPL_MAP = 53,    /* ctl -> sched: the map, please; sched -> ctl: rps_map +
+				  * rps_node[num_nodes] (hdr.status -EAGAIN: not formed yet) */
+	RPS_OP_REPL_JOIN = 54,   /* joining backup -> primary without one: copy your shards
+				  * here, then forward (rps_repl_addr: where it listens) */
+	RPS_OP_REPL_COPY = 55,   /* primary -> joining backup: rps_repl_copy_piece + a piece
+				  * of one shard's state (server/repl_copy.c) */
+	RPS_OP_REPL_COPIED = 56, /* joining backup -> primary: hdr.aux = the shard loaded,
+				  * hdr.status */
 	RPS_OP_MAX
 };
 
@@ -425,6 +434,17 @@ _Static_assert(sizeof(struct rps_repl_fwd) == 32, "rps_repl_fwd is 32 bytes");
  * RPS_REPL_HELLO_WHERE: where its first backup listens (backup 2 links
  * there). */
 #define RPS_REPL_HELLO_WHERE 0xfffffffeu
+/* A HELLO of role server with this channel: a replacement server asks to
+ * join as the backup of a server that has none (refused: -EADDRINUSE). */
+#define RPS_REPL_HELLO_JOIN 0xfffffffdu
+/* REPL_COPY: a piece [off, off + len) of a shard's state of total bytes. */
+struct rps_repl_copy_piece {
+	uint32_t shard;
+	uint32_t reserved;
+	uint64_t total;
+	uint64_t off;
+};
+_Static_assert(sizeof(struct rps_repl_copy_piece) == 24, "rps_repl_copy_piece is 24 bytes");
 struct rps_repl_addr {
 	uint32_t port;
 	uint32_t reserved;

@@ -106,6 +106,23 @@ repl3_bsp | repl3_mid)
 	extra+=(--expect-killed 2)
 	NS=3
 	;;
+repl_join)
+	# a replacement server joins as a backup (docs/replication.md): server 1
+	# is killed (SIGKILL) at clock 5 while the workers push; its backup on
+	# server 0 takes over; rdmaps-launch --restart-servers starts a new
+	# server, which joins as the backup of both ranks (server 0 lost its
+	# backup with server 1) and copies their shards while the job goes on.
+	# At clock 10 worker 0 waits until both copies are whole, then kills
+	# server 0's process (ranks 0 and 1): the new server's backups take over.
+	# Every BSP pull at every clock must equal exactly the sums before it.
+	export RDMAPS_REPLICAS=2 RDMAPS_HEARTBEAT_MS=200 RDMAPS_HEARTBEAT_TIMEOUT_MS=2000
+	export RDMAPS_FAULT=kill_at_clock=5,kill_role=server,kill_rank=1 ITEST_CLOCKS=16
+	export RDMAPS_CONSISTENCY=bsp WMODE=bsp ITEST_KILL2=10,1 ITEST_BIN=$BIN
+	JOB_LOG=$(mktemp /tmp/itest-repl-join-XXXXXX)
+	trap 'rm -f "$JOB_LOG"' EXIT
+	export ITEST_KILL2_WAIT="2,backup here holds all,$JOB_LOG"
+	extra+=(--expect-killed 2 --restart-servers)
+	;;
 metrics)
 	export RDMAPS_CONSISTENCY=bsp RDMAPS_HEARTBEAT_MS=200 ITEST_BIN=$BIN
 	export RDMAPS_FAULT=delay_ms=0.5,delay_p=0.2,stall_update_ms=0.5,stall_p=0.2,seed=5
@@ -162,5 +179,11 @@ if [ "$MODE" = errors ] && [ "$TRANSPORT" = tcp ]; then
 	trap 'rm -f "$ITEST_ERRORS_MARK"' EXIT
 fi
 
+if [ -n "${JOB_LOG:-}" ]; then # a worker reads the job's output
+	"$BIN/rdmaps-launch" --servers "$NS" --workers "$NW" --transport "$TRANSPORT" --timeout 240 \
+		"${hosts[@]}" "${ports[@]}" "${extra[@]}" -- "$BIN/itest-worker" "$WMODE" 2>&1 |
+		tee "$JOB_LOG"
+	exit "${PIPESTATUS[0]}"
+fi
 "$BIN/rdmaps-launch" --servers "$NS" --workers "$NW" --transport "$TRANSPORT" --timeout 240 \
 	"${hosts[@]}" "${ports[@]}" "${extra[@]}" -- "$BIN/itest-worker" "$WMODE"

@@ -406,6 +406,35 @@ static int itest_clocks(void)
  * at clock CLOCK before its pushes, kills with SIGKILL the process serving
  * server rank RANK now (after a failover: the process hosting the promoted
  * backup), its pid from rdmaps-ctl status (ITEST_BIN). */
+/* ITEST_KILL2_WAIT=COUNT,TEXT,FILE (cluster.sh repl_join): before killing,
+ * wait until FILE (the job's output) has COUNT lines with TEXT: the chain is
+ * whole again ("backup here holds all"), at most 120 s. */
+static void kill2_wait(void)
+{
+	const char *e = getenv("ITEST_KILL2_WAIT");
+	char text[128], path[512], line[1024];
+	int want, have = 0;
+
+	if (!e || sscanf(e, "%d,%127[^,],%511s", &want, text, path) != 3)
+		return;
+	for (int i = 0; i < 1200 && have < want; i++) {
+		FILE *f = fopen(path, "r");
+
+		have = 0;
+		while (f && fgets(line, sizeof(line), f))
+			if (strstr(line, text))
+				have++;
+		if (f)
+			fclose(f);
+		if (have < want)
+			usleep(100000);
+	}
+	CHECK(have >= want, "ITEST_KILL2_WAIT: %d of %d lines with '%s' in %s", have, want, text,
+	      path);
+	fprintf(stderr, "itest-worker 0: %d lines with '%s': the chain is whole again\n", have,
+		text);
+}
+
 static void kill2_maybe(int c)
 {
 	const char *e = getenv("ITEST_KILL2"), *bin = getenv("ITEST_BIN");
@@ -418,6 +447,7 @@ static void kill2_maybe(int c)
 	CHECK(bin != NULL, "ITEST_KILL2: ITEST_BIN not set");
 	if (!bin)
 		return;
+	kill2_wait();
 	snprintf(cmd, sizeof(cmd), "%s/rdmaps-ctl status", bin);
 	f = popen(cmd, "r");
 	CHECK(f != NULL, "popen %s", cmd);

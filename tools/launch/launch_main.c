@@ -366,6 +366,7 @@ static int all_done(void)
 
 static double now_s(void);
 static void describe(const struct proc *p);
+static int replicated(void);
 
 /* --restart-*: start dead servers / workers again. 1 if p is (or will be)
  * replaced, 0 if it stays dead. */
@@ -392,7 +393,16 @@ static int maybe_restart(struct proc *p)
 	p->replaced = 1;
 	restarts[kind][p->rank]++;
 	memcpy(name, p->name, sizeof(name));
-	if (p->is_server) {
+	if (p->is_server && replicated()) {
+		/* its backup serves its shards: the new one joins as a backup
+		 * (docs/replication.md) */
+		char *sargv[] = { server_bin_path, NULL };
+
+		fprintf(stderr, "rdmaps-launch: starting %s again: it joins as the backup of the "
+				"servers that have none (RDMAPS_REPLICAS > 1)\n",
+			name);
+		spawn(name, 0, 0, sargv, "server", server_host_g, p->rank, 1);
+	} else if (p->is_server) {
 		const char *dir = getenv("RDMAPS_CHECKPOINT_DIR");
 		char *sargv[] = { server_bin_path, "--restore", (char *)(dir ? dir : ""), NULL };
 
@@ -538,8 +548,9 @@ int main(int argc, char **argv)
 				"secret (--shared-secret): a backup server takes over its "
 				"primary's identity, which per-node tokens do not allow yet\n");
 	}
-	if (restart_servers && !getenv("RDMAPS_CHECKPOINT_DIR")) {
-		fprintf(stderr, "rdmaps-launch: --restart-servers needs RDMAPS_CHECKPOINT_DIR\n");
+	if (restart_servers && !getenv("RDMAPS_CHECKPOINT_DIR") && !replicated()) {
+		fprintf(stderr, "rdmaps-launch: --restart-servers needs RDMAPS_CHECKPOINT_DIR (or "
+				"RDMAPS_REPLICAS=2: a new server joins as a backup)\n");
 		return 2;
 	}
 	signal(SIGINT, on_signal);
@@ -605,7 +616,11 @@ int main(int argc, char **argv)
 	fprintf(stderr, "rdmaps-launch: scheduler %s, %d server(s), %d worker(s), transport %s\n",
 		getenv("RDMAPS_SCHEDULER"), servers, workers, transport);
 	/* what a death does, said before it happens (docs/operations.md) */
-	if (restart_servers)
+	if (restart_servers && replicated())
+		fprintf(stderr, "rdmaps-launch: a server that dies is taken over by its backup and "
+				"started again: the new one joins as a backup (--restart-servers, "
+				"RDMAPS_REPLICAS > 1)\n");
+	else if (restart_servers)
 		fprintf(stderr, "rdmaps-launch: a server that dies is started again from its last "
 				"checkpoint in %s (updates since that checkpoint are lost)\n",
 			getenv("RDMAPS_CHECKPOINT_DIR"));
