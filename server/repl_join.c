@@ -213,9 +213,9 @@ int rps_repl_join_maybe(struct rps_server *srv, int *rc_p)
 		return 0;
 	}
 	*rc_p = 0;
-	if (n == -ECANCELED) {
-		RPS_ERR("the job at %s is ending: this server does not join it", srv->scheduler);
-		*rc_p = -ECANCELED;
+	if (n == -ECANCELED) { /* nothing to back up: not a failure */
+		RPS_WARN("replication: the job at %s is ending: this server does not join it",
+			 srv->scheduler);
 		goto out;
 	}
 	if (srv->cfg->replicas != 2) {
