@@ -631,6 +631,8 @@ void rps_repl_copy_take(struct rps_shard *sh)
 		off += n;
 	}
 	rps_free(buf);
+	if (rc) /* the joining server says so and gives up this link */
+		rps_srv_send_small(r->srv, link, RPS_OP_ERROR, 0, rc, why, strlen(why));
 	rps_srv_conn_put(r->srv, link);
 	if (rc) {
 		RPS_ERR("replication: the joining backup cannot get its copy: %s", why);
@@ -647,8 +649,9 @@ void rps_repl_copy_take(struct rps_shard *sh)
 		e.ptr = q;
 		forward_ex(r, sh, &e, 1);
 	}
-	RPS_INFO("replication: shard %u's state (clock %llu, %zu bytes) sent to the joining backup",
-		 sh->p.idx, (unsigned long long)sh->clock, len);
+	RPS_WARN("replication: server %u shard %u: its state at clock %llu (%zu bytes) queued for "
+		 "the joining backup; forwarding from here",
+		 atomic_load(&r->srv->rank), sh->p.idx, (unsigned long long)sh->clock, len);
 }
 
 /* REPL_JOIN from a replacement server: it becomes this server's backup. */
@@ -1418,12 +1421,7 @@ again:
 		rps_sleep_ms(20);
 	if (atomic_load(&r->stop))
 		return NULL;
-	if (r->joining && atomic_load(&r->nloaded) < r->srv->nshards) {
-		RPS_ERR("replication: server %u was lost before this joining backup held all its "
-			"shards (%d of %d loaded): it cannot take over",
-			r->standby_of, atomic_load(&r->nloaded), r->srv->nshards);
-		return NULL;
-	}
+
 	if (r->pos == 2) {
 		int h = head_lives(r);
 
@@ -1454,6 +1452,12 @@ again:
 			RPS_ERR("replication: the link to %s server %u closed but it lives on: "
 				"this backup of its shards is out of date and will not take over",
 				r->pos == 2 ? "the first backup of" : "primary", r->standby_of);
+		return NULL;
+	}
+	if (r->joining && atomic_load(&r->nloaded) < r->srv->nshards) {
+		RPS_ERR("replication: server %u died before this joining backup held all its "
+			"shards (%d of %d loaded): it cannot take over",
+			r->standby_of, atomic_load(&r->nloaded), r->srv->nshards);
 		return NULL;
 	}
 	promote(r);

@@ -357,7 +357,7 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 				.max_len = sizeof(struct rps_repl_addr) +
 					   RPS_MAX_SHARDS * sizeof(uint64_t) },
 	[RPS_OP_REPL_LAST] = { "REPL_LAST", 0, .senders = BY(SERVER) },
-	[RPS_OP_REPL_MAP] = { "REPL_MAP", 0, TAIL, .control = 1, .senders = BY(CTL) | BY(SCHEDULER) },
+	[RPS_OP_REPL_MAP] = { "REPL_MAP", 0, TAIL, .senders = BY(CTL) | BY(SCHEDULER) },
 	[RPS_OP_REPL_JOIN] = { "REPL_JOIN", sizeof(struct rps_repl_addr), .senders = BY(SERVER) },
 	[RPS_OP_REPL_COPY] = { "REPL_COPY", sizeof(struct rps_repl_copy_piece), TAIL,
 			       .senders = BY(SERVER) },

@@ -62,7 +62,8 @@ static void test_every_op_has_descriptor(void **state)
 	    OP(RING_DATA), OP(RING_ABORT),
 	    OP(TABLE_DECLARE), OP(TABLE_DECLARE_ACK), OP(ROWS_PULL), OP(ROWS_PULL_RESP),
 	    OP(ROWS_PUSH), OP(ROWS_PUSH_ACK), OP(TABLE_MAP), OP(TABLE_MAP_RESP),
-	    OP(REPL_FWD), OP(REPL_READY), OP(REPL_LAST),
+	    OP(REPL_FWD), OP(REPL_READY), OP(REPL_LAST), OP(REPL_MAP), OP(REPL_JOIN),
+	    OP(REPL_COPY), OP(REPL_COPIED),
 	};
 #undef OP
 	size_t ndesc = 0;
