@@ -206,13 +206,23 @@ int rps_repl_join_maybe(struct rps_server *srv, int *rc_p)
 		return 0;
 	}
 	memset(&map, 0, sizeof(map));
-	n = rps_repl_join_map(m, &map, nodes, RPS_MAX_NODES);
+	/* the scheduler may not listen yet (or be gone): ask until it answers,
+	 * RDMAPS_TIMEOUT_MS, or a signal stops this server */
+	for (uint64_t end = rps_now_ns() + (uint64_t)srv->cfg->timeout_ms * 1000000ull;;) {
+		n = rps_repl_join_map(m, &map, nodes, RPS_MAX_NODES);
+		if (n >= 0 || n == -EAGAIN || n == -ECANCELED || atomic_load(&srv->stop) ||
+		    rps_now_ns() >= end)
+			break;
+		rps_sleep_ms(100);
+	}
+	*rc_p = 0;
+	if (n < 0 && n != -ECANCELED && atomic_load(&srv->stop))
+		goto out; /* stopped before it knew: a clean exit */
 	if (n < 0 && n != -ECANCELED) { /* forming (-EAGAIN), or not reachable */
 		rps_free(nodes);
 		rps_repl_join_mapper_free(m);
 		return 0;
 	}
-	*rc_p = 0;
 	if (n == -ECANCELED) { /* nothing to back up: not a failure */
 		RPS_WARN("replication: the job at %s is ending: this server does not join it",
 			 srv->scheduler);

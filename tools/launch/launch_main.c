@@ -46,6 +46,7 @@ struct proc {
 	int is_server;
 	int rank;           /* RDMAPS_RANK it was given */
 	int replaced;       /* died and was started again (--restart-*) */
+	int restart;        /* this one is such a restart */
 	double died_at;     /* when it was seen dead */
 	int exited;
 	int status;         /* wait status */
@@ -198,6 +199,7 @@ static int spawn(const char *name, int is_worker, int attach, char *const argv[]
 	p->is_worker = is_worker;
 	p->is_server = !strcmp(role, "server");
 	p->rank = rank;
+	p->restart = restarted;
 	p->fd = -1;
 	if (!attach) {
 		close(pfd[1]);
@@ -354,6 +356,15 @@ static int workers_done_but(const struct proc *p)
 			return 0;
 	}
 	return others > 0;
+}
+
+/* The scheduler has exited (the job is over for everybody). */
+static int sched_done(void)
+{
+	for (int i = 0; i < nprocs; i++)
+		if (!strcmp(procs[i].name, "sched") && !procs[i].exited)
+			return 0;
+	return 1;
 }
 
 static int all_done(void)
@@ -650,8 +661,20 @@ int main(int argc, char **argv)
 
 	/* Workers done (or infrastructure failed): servers and the scheduler
 	 * stop by themselves once every worker left; give them a moment. */
-	if (rc == 0 && workers_done())
-		rc = pump(all_done, now_s() + 15, quiet);
+	if (rc == 0 && workers_done()) {
+		double until = now_s() + 15;
+
+		/* a server started again just before the end (--restart-servers)
+		 * waits for a scheduler that is gone: it is told to stop */
+		rc = pump(sched_done, until, quiet);
+		if (!rc) /* those that see the scheduler gone leave by themselves */
+			(void)pump(all_done, now_s() + 5, quiet);
+		for (int i = 0; !rc && !all_done() && i < nprocs; i++)
+			if (procs[i].restart && procs[i].is_server && !procs[i].exited)
+				kill(procs[i].pid, SIGTERM);
+		if (!rc)
+			rc = pump(all_done, until, quiet);
+	}
 kill_all:
 	if (!all_done()) {
 		signal_all(SIGTERM);
