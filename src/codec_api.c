@@ -72,10 +72,12 @@ int rps_compress_opts_validate(const struct rps_compress_opts *o)
 	}
 	if (o->momentum != 0.0f &&
 	    (!(o->momentum > 0.0f && o->momentum < 1.0f) ||
-	     (o->kind != RPS_CODEC_TOPK && o->kind != RPS_CODEC_RANDK) || o->error_feedback != 1)) {
-		RPS_ERR("compression options: momentum correction %g needs topk or randk with "
-			"error feedback and a momentum in [0, 1) (e.g. 0.9; %s, error_feedback "
-			"%d)",
+	     (o->kind != RPS_CODEC_TOPK && o->kind != RPS_CODEC_RANDK &&
+	      o->kind != RPS_CODEC_SIGN && o->kind != RPS_CODEC_SIGNB) ||
+	     o->error_feedback != 1)) {
+		RPS_ERR("compression options: momentum correction %g needs topk, randk, sign or "
+			"signb with error feedback and a momentum in [0, 1) (e.g. 0.9; %s, "
+			"error_feedback %d)",
 			(double)o->momentum, rps_codec_name(o->kind), o->error_feedback);
 		return -EINVAL;
 	}
@@ -87,15 +89,16 @@ int rps_compress_opts_validate(const struct rps_compress_opts *o)
 	return 0;
 }
 
-/* "warmup=234", "from=0.25", "momentum=0.9" of a sparse codec into o */
-static int parse_sparse_opt(const char *text, const char *opt, size_t len,
-			    struct rps_compress_opts *o)
+/* "warmup=234", "from=0.25", "momentum=0.9" (opt[0..len)) into o; the
+ * warm-up only for a sparse codec */
+static int parse_opt(const char *text, const char *opt, size_t len, int sparse,
+		     struct rps_compress_opts *o)
 {
-	static const char *const names[] = {"warmup=", "from=", "momentum="};
+	static const char *const names[] = {"momentum=", "warmup=", "from="};
 	char buf[64], *end;
 	double v;
 
-	for (unsigned n = 0; n < 3; n++) {
+	for (unsigned n = 0; n < (sparse ? 3u : 1u); n++) {
 		size_t nl = strlen(names[n]);
 
 		if (len <= nl || strncmp(opt, names[n], nl) || len - nl >= sizeof(buf))
@@ -106,94 +109,111 @@ static int parse_sparse_opt(const char *text, const char *opt, size_t len,
 		v = strtod(buf, &end);
 		if (errno || end == buf || *end)
 			break;
-		if (n == 0 && v >= 0 && v <= 4294967295.0 && v == floor(v)) {
+		if (n == 0 && v >= 0 && v < 1) {
+			o->momentum = (float)v;
+			return 0;
+		}
+		if (n == 1 && v >= 0 && v <= 4294967295.0 && v == floor(v)) {
 			o->warmup_steps = (uint32_t)v;
 			return 0;
 		}
-		if (n == 1 && v > 0 && v <= 1) {
+		if (n == 2 && v > 0 && v <= 1) {
 			o->warmup_ratio = (float)v;
-			return 0;
-		}
-		if (n == 2 && v >= 0 && v < 1) {
-			o->momentum = (float)v;
 			return 0;
 		}
 		break;
 	}
-	RPS_ERR("compression '%s': option '%.*s' is not one of warmup=STEPS (an integer), "
-		"from=RATIO (in (0, 1]), momentum=M (in [0, 1))",
-		text, (int)len, opt);
+	if (sparse)
+		RPS_ERR("compression '%s': option '%.*s' is not one of warmup=STEPS (an "
+			"integer), from=RATIO (in (0, 1]), momentum=M (in [0, 1))",
+			text, (int)len, opt);
+	else
+		RPS_ERR("compression '%s': option '%.*s' is not momentum=M (in [0, 1); the only "
+			"option of sign)",
+			text, (int)len, opt);
+	return -EINVAL;
+}
+
+/* The ratio of a sparse codec, or the block of sign (then signb), in
+ * arg[0..len) into o */
+static int parse_arg(const char *text, const char *arg, size_t len, unsigned id,
+		     struct rps_compress_opts *o)
+{
+	const char *name = rps_codec_name(id);
+	char buf[64], *end;
+
+	if (len >= sizeof(buf))
+		len = sizeof(buf) - 1;
+	memcpy(buf, arg, len);
+	buf[len] = 0;
+	errno = 0;
+	if (id == RPS_CODEC_TOPK || id == RPS_CODEC_RANDK) {
+		double r = strtod(buf, &end);
+
+		if (errno || end == buf || *end || !(r > 0.0 && r <= 1.0)) {
+			RPS_ERR("compression '%s': ratio '%s' is not a number in (0, 1] (the "
+				"fraction of elements sent, e.g. %s:0.01)",
+				text, buf, name);
+			return -EINVAL;
+		}
+		o->ratio = (float)r;
+		return 0;
+	}
+	if (id == RPS_CODEC_SIGN || id == RPS_CODEC_SIGNB) {
+		unsigned long long bl = strtoull(buf, &end, 10);
+
+		if (errno || end == buf || *end || buf[0] == '-' || bl < 8 || bl > (1u << 24)) {
+			RPS_ERR("compression '%s': block '%s' is not an integer in [8, 16777216] "
+				"(elements per scale, e.g. sign:256)",
+				text, buf);
+			return -EINVAL;
+		}
+		rps_compress_opts_kind(o, RPS_CODEC_SIGNB);
+		o->block = (uint32_t)bl;
+		return 0;
+	}
+	RPS_ERR("compression '%s': %s takes no ratio or options", text, name);
 	return -EINVAL;
 }
 
 int rps_compress_parse(const char *text, struct rps_compress_opts *o)
 {
-	const char *colon, *comma;
 	size_t nl;
 
 	if (!text || !o) {
 		RPS_ERR("compression: NULL text or options");
 		return -EINVAL;
 	}
-	colon = strchr(text, ':');
-	nl = colon ? (size_t)(colon - text) : strlen(text);
+	nl = strcspn(text, ":,");
 	for (unsigned id = 0; id < RPS_CODEC_COUNT; id++) {
-		const char *name = rps_codec_name(id);
+		const char *name = rps_codec_name(id), *p = text + nl;
 		int sparse = id == RPS_CODEC_TOPK || id == RPS_CODEC_RANDK;
 		int sign = id == RPS_CODEC_SIGN || id == RPS_CODEC_SIGNB;
-		char *end;
-		double r;
 
 		if (strlen(name) != nl || strncmp(text, name, nl))
 			continue;
 		rps_compress_opts_kind(o, (enum rps_codec)id);
-		if (sign && colon) { /* sign:BLOCK, signb:BLOCK */
-			unsigned long long bl;
+		if (*p == ':') {
+			size_t len = strcspn(p + 1, ",");
 
-			errno = 0;
-			bl = strtoull(colon + 1, &end, 10);
-			if (errno || end == colon + 1 || *end || colon[1] == '-' || bl < 8 ||
-			    bl > (1u << 24)) {
-				RPS_ERR("compression '%s': block '%s' is not an integer in [8, "
-					"16777216] (elements per scale, e.g. sign:256)",
-					text, colon + 1);
+			if (parse_arg(text, p + 1, len, id, o))
 				return -EINVAL;
-			}
-			rps_compress_opts_kind(o, RPS_CODEC_SIGNB);
-			o->block = (uint32_t)bl;
-			return 0;
-		}
-		if (!sparse) {
-			if (colon) {
-				RPS_ERR("compression '%s': %s takes no ratio", text, name);
-				return -EINVAL;
-			}
-			return 0;
-		}
-		if (!colon) {
+			p += 1 + len;
+		} else if (sparse) {
 			RPS_ERR("compression '%s': %s needs a ratio, e.g. %s:0.01", text, name,
 				name);
 			return -EINVAL;
 		}
-		comma = strchr(colon + 1, ',');
-		errno = 0;
-		r = strtod(colon + 1, &end);
-		if (errno || end == colon + 1 || end != (comma ? comma : colon + strlen(colon)) ||
-		    !(r > 0.0 && r <= 1.0)) {
-			RPS_ERR("compression '%s': ratio '%.*s' is not a number in (0, 1] (the "
-				"fraction of elements sent, e.g. %s:0.01)",
-				text, (int)(comma ? (size_t)(comma - colon - 1) : strlen(colon + 1)),
-				colon + 1, name);
+		if (*p && !sparse && !sign) {
+			RPS_ERR("compression '%s': %s takes no options", text, name);
 			return -EINVAL;
 		}
-		o->ratio = (float)r;
-		while (comma) {
-			const char *opt = comma + 1, *next = strchr(opt, ',');
-			size_t len = next ? (size_t)(next - opt) : strlen(opt);
+		while (*p == ',') {
+			size_t len = strcspn(p + 1, ",");
 
-			if (parse_sparse_opt(text, opt, len, o))
+			if (parse_opt(text, p + 1, len, sparse, o))
 				return -EINVAL;
-			comma = next;
+			p += 1 + len;
 		}
 		return rps_compress_opts_validate(o);
 	}

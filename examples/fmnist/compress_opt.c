@@ -13,7 +13,8 @@ int compress_check(const char *text, int local)
 		return 0;
 	if (rps_compress_parse(text, &o)) {
 		fprintf(stderr, "fmnist-train: --compress %s: not a codec (none, fp16, bf16, "
-				"topk:RATIO, randk:RATIO, sign)\n",
+				"topk:RATIO[,warmup=STEPS,from=RATIO,momentum=M], randk:RATIO, "
+				"sign, sign:BLOCK)\n",
 			text);
 		return -EINVAL;
 	}

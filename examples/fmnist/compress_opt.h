@@ -11,7 +11,11 @@
 #define COMPRESS_USAGE                                                                     \
 	"  --compress C          push every gradient compressed: none (default), fp16,\n"  \
 	"                        bf16, topk:RATIO, randk:RATIO (e.g. topk:0.01; with\n"    \
-	"                        error feedback), sign (1 bit + scale, error feedback)\n"
+	"                        error feedback), sign (1 bit + scale, error feedback),\n"  \
+	"                        sign:BLOCK (a scale per BLOCK elements, e.g. sign:256);\n" \
+	"                        topk/randk options: ,warmup=STEPS,from=RATIO (sparsity\n"  \
+	"                        warm-up) ,momentum=M (momentum correction: use it with\n"  \
+	"                        --optimizer sgd); docs/compression.md\n"
 
 /* Give keys[0..n) the codec of text (NULL or "none": nothing). 0, or the
  * error, said on stderr. */

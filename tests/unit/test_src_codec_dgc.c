@@ -293,7 +293,14 @@ static void test_parse(void **state)
 	assert_int_equal(rps_compress_parse("topk:0.01,", &o), -EINVAL);
 	assert_int_equal(rps_compress_parse("topk:0.01x,warmup=3", &o), -EINVAL);
 	assert_int_equal(rps_compress_parse("fp16,warmup=3", &o), -EINVAL);
-	assert_int_equal(rps_compress_parse("sign:256,momentum=0.9", &o), -EINVAL);
+	assert_int_equal(rps_compress_parse("sign:256,momentum=0.9", &o), 0);
+	assert_int_equal(o.kind, RPS_CODEC_SIGNB);
+	assert_true(o.block == 256 && fabsf(o.momentum - 0.9f) < 1e-9f);
+	assert_int_equal(rps_compress_parse("sign,momentum=0.5", &o), 0);
+	assert_int_equal(o.kind, RPS_CODEC_SIGN);
+	assert_int_equal(rps_compress_parse("sign:256,warmup=3", &o), -EINVAL);
+	assert_int_equal(rps_compress_parse("fp16,momentum=0.9", &o), -EINVAL);
+	assert_int_equal(rps_compress_parse("none,", &o), -EINVAL);
 
 	rps_compress_opts_kind(&o, RPS_CODEC_SIGNB);
 	assert_int_equal(rps_compress_opts_validate(&o), 0);
@@ -306,7 +313,10 @@ static void test_parse(void **state)
 	assert_int_equal(rps_compress_decode(RPS_CODEC_SIGNB, out, len, 4, g), 0);
 	assert_true(g[0] == 2.5f && g[3] == 2.5f);
 	assert_int_equal(rps_compress_decode(RPS_CODEC_SIGNB, out, len - 1, 4, g), -EPROTO);
-	o.momentum = 0.9f; /* sign has no momentum correction */
+	o.momentum = 0.9f;
+	assert_int_equal(rps_compress_opts_validate(&o), 0);
+	rps_compress_opts_kind(&o, RPS_CODEC_BF16);
+	o.momentum = 0.9f; /* nothing to correct without error feedback */
 	assert_int_equal(rps_compress_opts_validate(&o), -EINVAL);
 	rps_compress_opts_kind(&o, RPS_CODEC_TOPK);
 	o.momentum = 0.9f;
