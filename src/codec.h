@@ -51,9 +51,9 @@ const char *rps_codec_name(unsigned id);
  * earlier steps did not send for these same elements; it is added to g before
  * encoding and replaced by what this encoding left out. scratch: at least
  * 4 * count bytes for topk (NULL otherwise is fine). rng: randk's state.
- * block: signb's elements per scale. velocity (with a residual, topk/randk
- * only; NULL: none): momentum correction, velocity = momentum * velocity + g
- * is what the residual accumulates; a sent element's velocity is cleared. */
+ * block: signb's elements per scale. velocity (with a residual only; NULL:
+ * none): momentum correction, velocity = momentum * velocity + g is what
+ * the residual accumulates; topk and randk clear a sent element's velocity. */
 struct rps_codec_enc {
 	enum rps_codec kind;
 	float ratio;

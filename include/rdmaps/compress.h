@@ -50,11 +50,12 @@ struct rps_compress_opts {
 	 * from warmup_ratio (push 0) to ratio (push warmup_steps on). 0: none. */
 	uint32_t warmup_steps;
 	float warmup_ratio; /* (ratio, 1] (default 0.25) */
-	/* topk, randk with error feedback: momentum correction (Deep Gradient
-	 * Compression): the worker keeps a velocity u = momentum * u + g per
-	 * element and accumulates u (not g) into the residual; a sent element's
-	 * velocity is cleared (factor masking). Give such keys an optimizer
-	 * without momentum (sgd) on the servers. 0: off (default), else [0, 1). */
+	/* topk, randk, sign, signb with error feedback: momentum correction
+	 * (Deep Gradient Compression): the worker keeps a velocity u = momentum
+	 * * u + g per element and accumulates u (not g) into the residual; topk
+	 * and randk clear a sent element's velocity (factor masking). Give such
+	 * keys an optimizer without momentum (sgd) on the servers. 0: off
+	 * (default), else [0, 1). */
 	float momentum;
 };
 
@@ -73,7 +74,8 @@ RPS_API int rps_compress_opts_validate(const struct rps_compress_opts *opts);
  * "topk:RATIO", "randk:RATIO" (RATIO a fraction in (0, 1], e.g. topk:0.01),
  * the sparse ones optionally followed by ",warmup=STEPS", ",from=RATIO0"
  * (the warm-up's first ratio) and ",momentum=M" (e.g.
- * topk:0.01,warmup=234,momentum=0.9), into *opts_p with the kind's defaults.
+ * topk:0.01,warmup=234,momentum=0.9; sign and sign:BLOCK take ",momentum=M"),
+ * into *opts_p with the kind's defaults.
  * 0, or -EINVAL with the reason logged. */
 RPS_API int rps_compress_parse(const char *text, struct rps_compress_opts *opts_p);
 /* "fp16"; "?" for an unknown kind. */
