@@ -407,9 +407,16 @@ void rps_codec_decode(unsigned id, const void *data, size_t len, uint64_t count,
 			uint64_t hi = count - lo < bl ? count : lo + bl;
 			float s;
 
+			uint32_t sb;
+
 			memcpy(&s, b + 4 + (lo / bl) * 4, 4);
-			for (uint64_t i = lo; i < hi; i++)
-				out[i] = (bits[i / 8] >> (i % 8)) & 1u ? s : -s;
+			memcpy(&sb, &s, 4);
+			/* +s or -s: the sign bit flipped where the bit is clear */
+			for (uint64_t i = lo; i < hi; i++) {
+				uint32_t x = sb ^ ((~(uint32_t)bits[i / 8] >> (i % 8) & 1u) << 31);
+
+				memcpy(out + i, &x, 4);
+			}
 		}
 		break;
 	}
