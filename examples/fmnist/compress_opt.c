@@ -27,6 +27,20 @@ int compress_check(const char *text, int local)
 	return 0;
 }
 
+void compress_momentum_note(const char *text, int optim_kind)
+{
+	struct rps_compress_opts o;
+
+	if (text && !rps_compress_parse(text, &o) && o.momentum != 0.0f &&
+	    optim_kind != RPS_OPT_SGD)
+		fprintf(stderr,
+			"fmnist-train: note: --compress %s keeps the momentum on the workers "
+			"(momentum correction) and the servers' optimizer is not sgd: the "
+			"gradients get momentum twice (docs/compression.md; add --optimizer "
+			"sgd)\n",
+			text);
+}
+
 int compress_apply(struct rps_worker *w, const rps_key_t *keys, size_t n, const char *text)
 {
 	struct rps_compress_opts o;

@@ -22,6 +22,9 @@
 int compress_apply(struct rps_worker *w, const rps_key_t *keys, size_t n, const char *text);
 /* The check of --compress before anything starts: 0 or -EINVAL (said). */
 int compress_check(const char *text, int local);
+/* A note on stderr when text asks for momentum correction and the servers'
+ * optimizer (enum rps_optim_kind) is not plain SGD. */
+void compress_momentum_note(const char *text, int optim_kind);
 /* Print the push bytes per step (worker 0's) and add them to the summary
  * (doc may be NULL). steps: clocks this worker ended. */
 void compress_report(struct rps_worker *w, const char *text, size_t steps, json_t *doc);
