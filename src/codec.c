@@ -406,7 +406,6 @@ void rps_codec_decode(unsigned id, const void *data, size_t len, uint64_t count,
 		for (uint64_t lo = 0; lo < count; lo += bl) {
 			uint64_t hi = count - lo < bl ? count : lo + bl;
 			float s;
-
 			uint32_t sb;
 
 			memcpy(&s, b + 4 + (lo / bl) * 4, 4);

@@ -142,8 +142,12 @@ static int parse_arg(const char *text, const char *arg, size_t len, unsigned id,
 	const char *name = rps_codec_name(id);
 	char buf[64], *end;
 
-	if (len >= sizeof(buf))
-		len = sizeof(buf) - 1;
+	if (len >= sizeof(buf)) {
+		RPS_ERR("compression '%.100s': the %s argument is %zu characters long (a ratio or "
+			"a block: a number)",
+			text, name, len);
+		return -EINVAL;
+	}
 	memcpy(buf, arg, len);
 	buf[len] = 0;
 	errno = 0;

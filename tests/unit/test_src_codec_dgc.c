@@ -301,6 +301,10 @@ static void test_parse(void **state)
 	assert_int_equal(rps_compress_parse("sign:256,warmup=3", &o), -EINVAL);
 	assert_int_equal(rps_compress_parse("fp16,momentum=0.9", &o), -EINVAL);
 	assert_int_equal(rps_compress_parse("none,", &o), -EINVAL);
+	assert_int_equal(rps_compress_parse("topk:0.0100000000000000000000000000000000000000000000000"
+					    "00000000000000000000000000",
+					    &o),
+			 -EINVAL);
 
 	rps_compress_opts_kind(&o, RPS_CODEC_SIGNB);
 	assert_int_equal(rps_compress_opts_validate(&o), 0);
