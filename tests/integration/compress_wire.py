@@ -54,6 +54,24 @@ def free_port():
     return p
 
 
+def free_metrics_base():
+    """A port p with p + 1 free too: the scheduler serves on p, server rank 0
+    on p + 1 (a p + 1 taken by another process made the server exit)."""
+    for _ in range(100):
+        p = free_port()
+        if p > 65000:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(('127.0.0.1', p + 1))
+            return p
+        except OSError:
+            pass
+        finally:
+            s.close()
+    raise RuntimeError('no two free consecutive ports')
+
+
 def wait_log(path, text, timeout=20.0):
     end = time.time() + timeout
     while time.time() < end:
@@ -147,9 +165,7 @@ def main():
     bin_dir = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix='rdmaps-compress-')
     sched_port = free_port()
-    metrics_base = free_port()
-    while metrics_base > 65000:
-        metrics_base = free_port()
+    metrics_base = free_metrics_base()
     env = dict(os.environ)
     for k in list(env):
         if k.startswith('RDMAPS_'):
