@@ -23,6 +23,15 @@
  *   4. the values the legitimate worker pushed are unchanged, its connection
  *      still carries pushes, and a new legitimate connection works.
  *
+ * test_replayed_hello does this against a listener of our own (a stand-in
+ * shard applying PUSH frames); test_replay_real_server against a real
+ * server in-process (rps_server_create over RDMA, standalone: no scheduler),
+ * with the worker's DECLARE, PUSH, CLOCK and PULL frames: a replay while the
+ * worker is connected is refused as a second connection of a live rank
+ * (-EADDRINUSE, before any challenge); once it left, the replay gets a fresh
+ * challenge and is refused for its proof; the worker reconnects and finds
+ * its values as it left them, and trains on.
+ *
  * Recording and replaying go through the library's own connect path, with
  * two link-time wrappers (tests/rdma/replay.cmake: -Wl,--wrap): rdma_connect
  * (librdmacm: copies the private data, or puts the recorded bytes in its
@@ -34,6 +43,9 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <rdmaps/server.h>
+
+#include "server/server_int.h"
 #include "src/auth.h"
 #include "test_rdma_util.h"
 
@@ -210,7 +222,10 @@ static int saved_stderr = -1;
 
 static void log_capture(void)
 {
-	int fd = mkstemp(logpath);
+	int fd;
+
+	snprintf(logpath, sizeof(logpath), "/tmp/rdma-replay-log-XXXXXX");
+	fd = mkstemp(logpath);
 
 	assert_true(fd >= 0);
 	fflush(stderr);
@@ -380,10 +395,274 @@ static void test_replayed_hello(void **state)
 	log_release();
 }
 
+/* ---- against a real server ---- */
+
+static struct rps_server *rsrv;
+static pthread_t rsrv_th;
+
+static void *rsrv_main(void *arg)
+{
+	(void)arg;
+	rps_server_serve(rsrv);
+	return NULL;
+}
+
+static void rsrv_stop(void)
+{
+	if (!rsrv)
+		return;
+	rps_server_stop(rsrv);
+	pthread_join(rsrv_th, NULL);
+	rps_server_destroy(rsrv);
+	rsrv = NULL;
+}
+
+/* What a worker got back: the answers by request id. */
+struct mbox {
+	pthread_mutex_t mu;
+	int n;
+	struct {
+		uint8_t op;
+		int status;
+		uint32_t req_id;
+		size_t nval;
+		float v[NVAL];
+	} m[64];
+};
+
+static void mbox_event(struct poller *p, struct rps_tr_event *ev)
+{
+	struct mbox *b = p->arg;
+
+	if (ev->type != RPS_TR_EV_RECV)
+		return;
+	pthread_mutex_lock(&b->mu);
+	if (b->n < 64) {
+		b->m[b->n].op = ev->hdr.op;
+		b->m[b->n].status = ev->hdr.status;
+		b->m[b->n].req_id = ev->hdr.req_id;
+		b->m[b->n].nval = 0;
+		if (ev->hdr.op == RPS_OP_PULL_RESP && ev->data_len == NVAL * sizeof(float)) {
+			memcpy(b->m[b->n].v, ev->data, ev->data_len);
+			b->m[b->n].nval = NVAL;
+		}
+		b->n++;
+	}
+	pthread_mutex_unlock(&b->mu);
+	rps_tr_release(p->t, ev->token);
+}
+
+/* The answer op to req_id, within 10 s: its status (values into v), or
+ * -ETIMEDOUT. */
+static int mbox_wait(struct mbox *b, uint32_t req_id, uint8_t op, float *v)
+{
+	double end = now_s() + 10;
+
+	do {
+		pthread_mutex_lock(&b->mu);
+		for (int i = 0; i < b->n; i++)
+			if (b->m[i].req_id == req_id && b->m[i].op == op) {
+				int st = b->m[i].status;
+
+				if (v)
+					memcpy(v, b->m[i].v, sizeof(b->m[i].v));
+				pthread_mutex_unlock(&b->mu);
+				return st;
+			}
+		pthread_mutex_unlock(&b->mu);
+		usleep(1000);
+	} while (now_s() < end);
+	return -ETIMEDOUT;
+}
+
+static int w_declare(struct rps_transport *t, struct rps_conn *c, struct mbox *b, uint32_t id)
+{
+	struct rps_frame_hdr h;
+	struct rps_declare d = {.key = 42, .nelems = NVAL, .init_kind = RPS_INIT_ZEROS};
+	struct iovec iov = {&d, sizeof(d)};
+
+	(void)t;
+	rps_proto_hdr_init(&h, RPS_OP_DECLARE, sizeof(d), id);
+	if (rps_tr_post_send(c, &h, &iov, 1, 0))
+		return -EIO;
+	return mbox_wait(b, id, RPS_OP_DECLARE_ACK, NULL);
+}
+
+/* One step: PUSH (1 + k) at clock, its ack, CLOCK. */
+static int w_step(struct rps_transport *t, struct rps_conn *c, struct mbox *b, uint32_t id,
+		  uint32_t clock)
+{
+	struct {
+		struct rps_clock c;
+		uint32_t pushes[1];
+	} ck = {{clock, 1}, {1}};
+	struct rps_frame_hdr h;
+	struct iovec iov = {&ck, sizeof(ck)};
+	float scratch[NVAL];
+	int rc;
+
+	(void)t;
+	/* send_push: key 42, clock = req_id; so req_id = clock here */
+	if (send_push(t, c, clock, NVAL, 1.0f, 0, scratch))
+		return -EIO;
+	rc = mbox_wait(b, clock, RPS_OP_PUSH_ACK, NULL);
+	if (rc)
+		return rc;
+	(void)id;
+	rps_proto_hdr_init(&h, RPS_OP_CLOCK, sizeof(ck), 0);
+	return rps_tr_post_send(c, &h, &iov, 1, 0);
+}
+
+static int w_pull(struct rps_conn *c, struct mbox *b, uint32_t id, float *v)
+{
+	struct rps_frame_hdr h;
+	struct rps_pull p = {.key = 42, .count = NVAL};
+	struct iovec iov = {&p, sizeof(p)};
+
+	rps_proto_hdr_init(&h, RPS_OP_PULL, sizeof(p), id);
+	if (rps_tr_post_send(c, &h, &iov, 1, 0))
+		return -EIO;
+	return mbox_wait(b, id, RPS_OP_PULL_RESP, v);
+}
+
+static void assert_steps(const float *v, int steps)
+{
+	for (int k = 0; k < NVAL; k++)
+		assert_float_equal(v[k], -(float)steps * (1.0f + (float)k), 0);
+}
+
+static int teardown_real(void **state)
+{
+	wmode = W_OFF;
+	tr_stop_pollers();
+	rsrv_stop();
+	log_release();
+	return tr_teardown(state);
+}
+
+static void test_replay_real_server(void **state)
+{
+	struct tenv e;
+	struct rps_config cfg;
+	struct rps_server_opts o;
+	static struct mbox mb, ma; /* static: a poller may still touch them after a failure */
+	struct rps_transport *tc, *ta;
+	struct rps_conn *legit, *replay;
+	char ack[RPS_TR_ACK_MAX], want[160];
+	size_t ack_len = 0;
+	float v[NVAL];
+	uint16_t port;
+	int rc, tries = 0;
+	uint32_t id = 1000;
+
+	(void)state;
+	memset(&mb, 0, sizeof(mb));
+	memset(&ma, 0, sizeof(ma));
+	pthread_mutex_init(&mb.mu, NULL);
+	pthread_mutex_init(&ma.mu, NULL);
+	tenv_get(&e);
+	log_capture();
+	setenv("RDMAPS_TRANSPORT", "rdma", 1);
+	setenv("RDMAPS_DEVICE", e.dev0, 1);
+	setenv("RDMAPS_HOST", e.ip0, 1);
+	setenv("RDMAPS_PORT", "0", 1);
+	setenv("RDMAPS_SECRET", SECRET, 1);
+	setenv("RDMAPS_NUM_WORKERS", "2", 1);
+	setenv("RDMAPS_SHARDS", "1", 1);
+	setenv("RDMAPS_SHARD_BYTES", "1M", 1);
+	setenv("RDMAPS_CONSISTENCY", "asp", 1);
+	setenv("RDMAPS_OPTIMIZER", "sgd", 1);
+	setenv("RDMAPS_LR", "1", 1);
+	setenv("RDMAPS_RDMA_RECV_BUFS", "64", 1);
+	setenv("RDMAPS_RDMA_BUF_BYTES", "4096", 1);
+	rps_server_opts_init(&o);
+	o.ncores = 1;
+	o.cores[0] = 0;
+	assert_int_equal(rps_server_create(&o, &rsrv), 0);
+	port = rps_server_port(rsrv);
+	assert_int_equal(pthread_create(&rsrv_th, NULL, rsrv_main, NULL), 0);
+
+	tcfg_init(&cfg, 1);
+	tc = tr_create(&cfg, e.dev1, 0, NULL, NULL);
+	ta = attacker_transport(&cfg, e.dev1);
+	poller_start(tc, mbox_event, &mb);
+	poller_start(ta, mbox_event, &ma);
+
+	/* the worker (rank 0), recorded: declares, trains 2 steps */
+	rec_have_proof = 0;
+	wmode = W_RECORD;
+	legit = tr_connect(tc, e.ip0, port, 0, 0, ack, sizeof(ack), &ack_len, &rc);
+	wmode = W_OFF;
+	assert_int_equal(rc, 0);
+	assert_true(rec_have_proof);
+	assert_int_equal(w_declare(tc, legit, &mb, id++), 0);
+	assert_int_equal(w_step(tc, legit, &mb, id++, 0), 0);
+	assert_int_equal(w_step(tc, legit, &mb, id++, 1), 0);
+	assert_int_equal(w_pull(legit, &mb, id++, v), 0);
+	assert_steps(v, 2);
+
+	/* the replay while the worker is connected: a second connection of a
+	 * live rank, refused before any challenge */
+	replay_answered = 0;
+	wmode = W_REPLAY;
+	ack_len = 0;
+	replay = tr_connect(ta, e.ip0, port, 0, 0, ack, sizeof(ack), &ack_len, &rc);
+	wmode = W_OFF;
+	printf("replay while the worker is connected: %d (%s)\n", rc, strerror(-rc));
+	assert_null(replay);
+	assert_int_equal(rc, -EADDRINUSE);
+	assert_int_equal(ack_len, 0);
+	assert_false(replay_answered);
+
+	/* the worker leaves; the replay then (once the server saw it leave) */
+	rps_tr_close(legit);
+	do {
+		replay_answered = 0;
+		wmode = W_REPLAY;
+		ack_len = 0;
+		replay = tr_connect(ta, e.ip0, port, 0, 0, ack, sizeof(ack), &ack_len, &rc);
+		wmode = W_OFF;
+	} while (rc == -EADDRINUSE && ++tries < 100 && (usleep(20000), 1));
+	printf("replay after the worker left: %d (%s), %d refusal(s) as live before\n", rc,
+	       strerror(-rc), tries);
+	assert_null(replay);
+	assert_true(rc < 0 && rc != -EADDRINUSE);
+	assert_int_equal(ack_len, 0); /* no HELLO_ACK: no shard address, no key */
+	assert_true(replay_answered);
+	assert_memory_not_equal(replay_chal.nonce, rec_chal.nonce, sizeof(rec_chal.nonce));
+	snprintf(want, sizeof(want), "refusing %s:%u, a worker claiming rank 0: wrong secret",
+		 e.ip1, last_src_port);
+	assert_true(log_has(want, 10));
+
+	/* the worker comes back: its values as it left them; it trains on */
+	legit = tr_connect(tc, e.ip0, port, 0, 0, ack, sizeof(ack), &ack_len, &rc);
+	for (tries = 0; rc == -EADDRINUSE && tries < 100; tries++) {
+		usleep(20000);
+		legit = tr_connect(tc, e.ip0, port, 0, 0, ack, sizeof(ack), &ack_len, &rc);
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(w_pull(legit, &mb, id++, v), 0);
+	assert_steps(v, 2);
+	assert_int_equal(w_step(tc, legit, &mb, id++, 2), 0);
+	assert_int_equal(w_pull(legit, &mb, id++, v), 0);
+	assert_steps(v, 3);
+	pthread_mutex_lock(&ma.mu);
+	assert_int_equal(ma.n, 0); /* the attacker never got a frame */
+	pthread_mutex_unlock(&ma.mu);
+
+	rps_tr_close(legit);
+	tr_stop_pollers();
+	rsrv_stop();
+	tr_destroy(ta);
+	tr_destroy(tc);
+	log_release();
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_replayed_hello, teardown),
+	    cmocka_unit_test_teardown(test_replay_real_server, teardown_real),
 	};
 	struct tenv e;
 
