@@ -312,20 +312,17 @@ def main():
               'the attacks (%.2f ms/step, %.2f before)' % (after * 1e3, before * 1e3))
         # the insider leaves: the shard's clock follows the legitimate worker
         insider.ctl.send(wire.frame(wire.OP['SHUTDOWN']))
-        legit.train(3)
-        time.sleep(0.5)
-        clocks = sorted(int(n.split('clock')[1].split('.')[0]) for n in os.listdir(ckdir)
-                        if n.endswith('.ckpt'))
+        # (checkpoints are written asynchronously, and one asked for while the
+        # last is still being written is taken at the next clock: train on
+        # until the state shows, never wait for a time)
+        clocks = train_until(legit, ckdir, lambda c: c)
         check(clocks and max(clocks) <= legit.clock,
               'clock: checkpoints only of real clocks (%s, worker at %d)' % (clocks, legit.clock))
         newest = max(clocks) if clocks else 0
         if clocks:
             src = os.path.join(ckdir, 'server0-shard0-clock%d.ckpt' % newest)
             shutil.copy(src, os.path.join(ckdir, 'server0-shard0-clock2000000000.ckpt'))
-        legit.train(3)
-        time.sleep(0.5)
-        clocks = sorted(int(n.split('clock')[1].split('.')[0]) for n in os.listdir(ckdir)
-                        if n.endswith('.ckpt'))
+        clocks = train_until(legit, ckdir, lambda c: [x for x in c if newest < x < 2000000000])
         real = [c for c in clocks if c < 2000000000]
         check(real and max(real) > newest and 2000000000 in clocks,
               'clock: with a future-clock checkpoint planted, new real checkpoints are kept '
@@ -363,6 +360,24 @@ def main():
         return 1
     print('PASS')
     return 0
+
+
+def ckpt_clocks(ckdir):
+    return sorted(int(n.split('clock')[1].split('.')[0]) for n in os.listdir(ckdir)
+                  if n.endswith('.ckpt'))
+
+
+def train_until(worker, ckdir, want, timeout=30.0):
+    """Train a step at a time until want(checkpoint clocks) holds (or the
+    time is up); the clocks then."""
+    end = time.monotonic() + timeout
+    worker.train(3)
+    while True:
+        clocks = ckpt_clocks(ckdir)
+        if want(clocks) or time.monotonic() > end:
+            return clocks
+        time.sleep(0.05)
+        worker.train(1)
 
 
 def impostor_register(port, secret, role=wire.SERVER):
