@@ -49,8 +49,8 @@
 #include "src/auth.h"
 #include "test_rdma_util.h"
 
-#define RANK	3
-#define NVAL	8
+#define RANK	  3
+#define NVAL	  8
 #define NO_SECRET "not-the-job-secret"
 
 /* ---- the wrappers: off, record, replay ---- */
@@ -118,9 +118,9 @@ int __wrap_rps_auth_challenge_answer(const char *secret, const struct rps_hello 
 struct srv {
 	atomic_int accepted, closed, pushes, hellos;
 	pthread_mutex_t lock;
-	float values[NVAL];	 /* SGD, lr 1: values -= pushed */
+	float values[NVAL]; /* SGD, lr 1: values -= pushed */
 	struct rps_conn *conns[4];
-	int bad;		 /* a frame of a connection we never accepted */
+	int bad; /* a frame of a connection we never accepted */
 };
 
 static int on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
@@ -345,7 +345,8 @@ static void test_replayed_hello(void **state)
 	assert_int_equal(rec_hello.role, RPS_ROLE_WORKER);
 	assert_int_equal(rec_hello.rank, RANK);
 	for (int i = 0; i < 2; i++)
-		assert_int_equal(send_push(tc, legit, (uint32_t)(10 + i), NVAL, 1.0f, 0, scratch), 0);
+		assert_int_equal(send_push(tc, legit, (uint32_t)(10 + i), NVAL, 1.0f, 0, scratch),
+				 0);
 	assert_true(wait_pushes(&s, 2));
 	expect_values(&s, 2);
 
