@@ -161,6 +161,10 @@ struct rps_shard_creq_res {
 	char text[480]; /* checkpoint: its path; rc != 0: the reason */
 	void *snap;	/* EXPORT: records of struct rps_export_part + float[slice_elems] */
 	size_t snap_len;
+	/* EXPORT: the tables' rows (server/table_export.c), nrows in all */
+	void *rows_snap;
+	size_t rows_len;
+	uint64_t nrows;
 };
 
 #define RPS_CLOCK_NONE UINT32_MAX

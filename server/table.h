@@ -90,6 +90,11 @@ void rps_shard_tables_ckpt_prune(struct rps_shard *sh, const char *dir, uint32_t
 int rps_shard_tables_ckpt_restore(struct rps_shard *sh, const char *dir, uint32_t rank,
 				  uint64_t clock);
 
+/* EXPORT (table_export.c), update thread: every row of every table copied
+ * into r->rows_snap (records of rps_export_rows with count 0 and total rows,
+ * u64 ids[total], float rows[total][dim]); r->nrows. 0 or -ENOMEM (r->text). */
+int rps_shard_tables_snapshot(struct rps_shard *sh, struct rps_shard_creq_res *r);
+
 /* Update thread (update.c): count a push frame for (worker, clock) and let
  * the worker's clock advance. */
 void rps_shard_count_push(struct rps_shard *sh, uint32_t worker, uint32_t clock, int status);
