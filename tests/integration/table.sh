@@ -10,6 +10,8 @@
 #   table.sh BIN_DIR export [TRANSPORT]    2 servers of 2 shards, 2 workers, BSP:
 #                                          tables in rdmaps-ctl export's .npz
 #                                          (itest-table-export), then read by numpy
+#   table.sh BIN_DIR evict [TRANSPORT]     1 server of 2 shards, 1 worker, BSP:
+#                                          idle rows evicted (itest-table-evict)
 set -euo pipefail
 BIN=$1
 MODE=$2
@@ -20,12 +22,21 @@ PROG=("$BIN/itest-table" "$MODE")
 if [ "$MODE" = index ]; then SERVERS=1 WORKERS=2 CONS=asp PROG=("$BIN/itest-table-index"); fi
 if [ "$MODE" = prec ]; then SERVERS=1 WORKERS=2 CONS=bsp PROG=("$BIN/itest-table-prec"); fi
 if [ "$MODE" = export ]; then SERVERS=2 WORKERS=2 CONS=bsp PROG=("$BIN/itest-table-export"); fi
+if [ "$MODE" = evict ]; then SERVERS=1 WORKERS=1 CONS=bsp PROG=("$BIN/itest-table-evict"); fi
 export RDMAPS_SHARDS=2 RDMAPS_CONSISTENCY=$CONS
 export RDMAPS_SECRET=table-test RDMAPS_TIMEOUT_MS=30000
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
 hosts=()
 if [ "$TRANSPORT" = rdma ]; then
 	hosts=(--server-host "${RDMAPS_RXE_IP0:-10.9.0.1}" --worker-host "${RDMAPS_RXE_IP1:-10.9.0.2}")
+fi
+if [ "$MODE" = evict ]; then
+	OUT=$(mktemp -d)
+	trap 'rm -rf "$OUT"' EXIT
+	mkdir -p "$OUT/ckpt"
+	export RDMAPS_TABLE_EVICT_CLOCKS=2 RDMAPS_CHECKPOINT_DIR=$OUT/ckpt
+	exec "$BIN/rdmaps-launch" --servers $SERVERS --workers $WORKERS --transport "$TRANSPORT" \
+		--timeout 120 "${hosts[@]}" -- "${PROG[@]}"
 fi
 if [ "$MODE" = export ]; then
 	OUT=$(mktemp -d)
