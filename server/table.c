@@ -326,7 +326,7 @@ void rps_shard_tables_apply_clock(struct rps_shard *sh, uint64_t c)
 
 		if (!t->npend)
 			continue;
-		t->rt.now = (uint32_t)sh->clock;
+		t->rt.now = (uint32_t)sh->clock + 1; /* the clock's sum is the state of c + 1 */
 		qsort(t->pend, t->npend, sizeof(*t->pend), pend_cmp);
 		while (i < t->npend) {
 			size_t j = i + 1;
