@@ -100,7 +100,7 @@ RPS_API int rps_worker_push_rows_cb(struct rps_worker *w, rps_table_t table, con
 
 /* Rows the servers hold of a table (every shard asked; rows are created on
  * first touch, so this counts the distinct ids ever pulled or pushed, as
- * far as the servers applied them). 0, -EINVAL, -ENOENT (not declared
+ * far as the servers applied them, minus rows evicted: docs/tables.md). 0, -EINVAL, -ENOENT (not declared
  * through this worker), a transport error. */
 RPS_API int rps_worker_table_rows(struct rps_worker *w, rps_table_t table, uint64_t *rows_p);
 
