@@ -167,7 +167,7 @@ static int one_table(const struct ctl_xrows *x, size_t i, size_t j, struct rps_n
 		if (k && a[k].id == a[k - 1].id) {
 			fprintf(stderr,
 				"rdmaps-ctl: export: table %u: row %" PRIu64
-				" came from two shards (servers of another job?)\n",
+				" came from two shards (every id belongs to one): nothing written\n",
 				t, a[k].id);
 			rps_free(a);
 			return -EPROTO;
