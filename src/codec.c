@@ -15,7 +15,8 @@
 const char *rps_codec_name(unsigned id)
 {
 	static const char *const names[RPS_CODEC_COUNT] = {"none", "fp16", "bf16",
-							   "topk", "randk", "sign"};
+							   "topk", "randk", "sign",
+							   "signb"};
 
 	return id < RPS_CODEC_COUNT ? names[id] : "?";
 }
@@ -32,7 +33,23 @@ uint64_t rps_codec_sparse_k(uint64_t count, float ratio)
 	return k >= (double)count ? count : (uint64_t)k;
 }
 
+float rps_codec_step_ratio(const struct rps_compress_opts *o, uint64_t push)
+{
+	double f;
+
+	if (!o->warmup_steps || push >= o->warmup_steps || !(o->warmup_ratio > o->ratio))
+		return o->ratio;
+	f = (double)push / (double)o->warmup_steps;
+	return (float)((double)o->warmup_ratio *
+		       pow((double)o->ratio / (double)o->warmup_ratio, f));
+}
+
 size_t rps_codec_bytes(enum rps_codec c, uint64_t count, float ratio)
+{
+	return rps_codec_bytes_blk(c, count, ratio, 256);
+}
+
+size_t rps_codec_bytes_blk(enum rps_codec c, uint64_t count, float ratio, uint32_t block)
 {
 	switch (c) {
 	case RPS_CODEC_FP16:
@@ -43,6 +60,9 @@ size_t rps_codec_bytes(enum rps_codec c, uint64_t count, float ratio)
 		return 4 + (size_t)rps_codec_sparse_k(count, ratio) * 8;
 	case RPS_CODEC_SIGN:
 		return 4 + (size_t)((count + 7) / 8);
+	case RPS_CODEC_SIGNB:
+		block = block ? block : 1;
+		return 4 + 4 * (size_t)((count + block - 1) / block) + (size_t)((count + 7) / 8);
 	default:
 		return (size_t)count * 4;
 	}
@@ -60,11 +80,21 @@ static uint64_t rng_next(uint64_t *s)
 	return x * 0x2545f4914f6cdd1dull;
 }
 
-/* The vector to encode: g, or g + residual kept in the residual itself. */
+/* The vector to encode: g, or g + residual kept in the residual itself
+ * (momentum correction: the velocity, updated with g, instead of g). */
 static const float *ef_add(const struct rps_codec_enc *e, const float *g, uint64_t n)
 {
 	if (!e->residual)
 		return g;
+	if (e->velocity) {
+		float m = e->momentum;
+
+		for (uint64_t i = 0; i < n; i++) {
+			e->velocity[i] = m * e->velocity[i] + g[i];
+			e->residual[i] += e->velocity[i];
+		}
+		return e->residual;
+	}
 	for (uint64_t i = 0; i < n; i++)
 		e->residual[i] += g[i];
 	return e->residual;
@@ -132,18 +162,18 @@ static size_t enc_sparse(const struct rps_codec_enc *e, const float *g, uint64_t
 	if (e->residual)
 		for (uint64_t j = 0; j < got; j++)
 			e->residual[idx[j]] = 0.0f; /* sent: nothing of it is left */
+	if (e->residual && e->velocity)
+		for (uint64_t j = 0; j < got; j++)
+			e->velocity[idx[j]] = 0.0f; /* factor masking */
 	return 4 + (size_t)k * 8;
 }
 
-static size_t enc_sign(const struct rps_codec_enc *e, const float *g, uint64_t n, uint8_t *out)
+/* The mean |v[0..n)|: float partial sums of 8 lanes per block, a double total */
+static float mean_abs(const float *v, uint64_t n)
 {
-	const float *v = ef_add(e, g, n);
-	size_t nb = (size_t)((n + 7) / 8);
 	double l1 = 0;
-	float scale;
 	uint64_t i = 0;
 
-	/* the mean |v|: float partial sums of 8 lanes per block, a double total */
 	while (i < n) {
 		uint64_t end = n - i < BLOCK ? n : i + BLOCK;
 		float p[8] = {0};
@@ -155,21 +185,59 @@ static size_t enc_sign(const struct rps_codec_enc *e, const float *g, uint64_t n
 			p[0] += fabsf(v[i]);
 		l1 += ((double)p[0] + p[1] + p[2] + p[3]) + ((double)p[4] + p[5] + p[6] + p[7]);
 	}
-	scale = n ? (float)(l1 / (double)n) : 0.0f;
-	memcpy(out, &scale, 4);
+	return n ? (float)(l1 / (double)n) : 0.0f;
+}
+
+/* The sign bits of v[0..n) into bits[ceil(n / 8)] */
+static void sign_bits(const float *v, uint64_t n, uint8_t *bits)
+{
+	size_t nb = (size_t)((n + 7) / 8);
+
 	for (size_t b = 0; b < nb; b++) {
 		uint64_t base = (uint64_t)b * 8;
 		unsigned m = n - base < 8 ? (unsigned)(n - base) : 8;
-		unsigned bits = 0;
+		unsigned x = 0;
 
 		for (unsigned j = 0; j < m; j++)
-			bits |= (unsigned)(v[base + j] >= 0.0f) << j;
-		out[4 + b] = (uint8_t)bits;
+			x |= (unsigned)(v[base + j] >= 0.0f) << j;
+		bits[b] = (uint8_t)x;
 	}
+}
+
+static size_t enc_sign(const struct rps_codec_enc *e, const float *g, uint64_t n, uint8_t *out)
+{
+	const float *v = ef_add(e, g, n);
+	size_t nb = (size_t)((n + 7) / 8);
+	float scale = mean_abs(v, n);
+
+	memcpy(out, &scale, 4);
+	sign_bits(v, n, out + 4);
 	if (e->residual)
-		for (i = 0; i < n; i++)
+		for (uint64_t i = 0; i < n; i++)
 			e->residual[i] -= v[i] >= 0.0f ? scale : -scale;
 	return 4 + nb;
+}
+
+/* signb: uint32 B, a scale per block of B elements, the sign bits */
+static size_t enc_signb(const struct rps_codec_enc *e, const float *g, uint64_t n, uint8_t *out)
+{
+	const float *v = ef_add(e, g, n);
+	uint32_t bl = e->block ? e->block : 1;
+	uint64_t nblk = (n + bl - 1) / bl;
+	uint8_t *scales = out + 4;
+
+	memcpy(out, &bl, 4);
+	sign_bits(v, n, scales + 4 * nblk); /* before the residual (v) changes */
+	for (uint64_t b = 0; b < nblk; b++) {
+		uint64_t lo = b * bl, m = n - lo < bl ? n - lo : bl;
+		float scale = mean_abs(v + lo, m);
+
+		memcpy(scales + b * 4, &scale, 4);
+		if (e->residual)
+			for (uint64_t i = lo; i < lo + m; i++)
+				e->residual[i] -= v[i] >= 0.0f ? scale : -scale;
+	}
+	return 4 + 4 * (size_t)nblk + (size_t)((n + 7) / 8);
 }
 
 size_t rps_codec_encode(const struct rps_codec_enc *e, const float *g, uint64_t count, void *out)
@@ -183,6 +251,8 @@ size_t rps_codec_encode(const struct rps_codec_enc *e, const float *g, uint64_t 
 		return enc_sparse(e, g, count, out);
 	case RPS_CODEC_SIGN:
 		return enc_sign(e, g, count, out);
+	case RPS_CODEC_SIGNB:
+		return enc_signb(e, g, count, out);
 	default:
 		memcpy(out, g, (size_t)count * 4);
 		return (size_t)count * 4;
@@ -236,6 +306,29 @@ int rps_codec_check(unsigned id, const void *data, size_t len, uint64_t count, c
 			prev = i;
 		}
 		return 0;
+	case RPS_CODEC_SIGNB: {
+		uint32_t bl;
+
+		if (len < 4) {
+			want = 4;
+			goto size;
+		}
+		memcpy(&bl, b, 4);
+		if (!bl) {
+			snprintf(why, wlen, "signb push of %llu elements: block of 0 elements",
+				 (unsigned long long)count);
+			return -EPROTO;
+		}
+		want = rps_codec_bytes_blk(RPS_CODEC_SIGNB, count, 0, bl);
+		if (len != want) {
+			snprintf(why, wlen,
+				 "signb push of %llu elements in blocks of %u: %zu data bytes, the "
+				 "codec needs exactly %zu",
+				 (unsigned long long)count, bl, len, want);
+			return -EPROTO;
+		}
+		return 0;
+	}
 	default:
 		snprintf(why, wlen, "push with unknown codec %u (this server knows 0..%d)", id,
 			 RPS_CODEC_COUNT - 1);
@@ -300,6 +393,28 @@ void rps_codec_decode(unsigned id, const void *data, size_t len, uint64_t count,
 				uint32_t x = sb ^ (((nbits >> j) & 1u) << 31);
 
 				memcpy(out + i + j, &x, 4);
+			}
+		}
+		break;
+	}
+	case RPS_CODEC_SIGNB: {
+		uint32_t bl;
+		const uint8_t *bits;
+
+		memcpy(&bl, b, 4);
+		bits = b + 4 + 4 * (size_t)((count + bl - 1) / bl);
+		for (uint64_t lo = 0; lo < count; lo += bl) {
+			uint64_t hi = count - lo < bl ? count : lo + bl;
+			float s;
+			uint32_t sb;
+
+			memcpy(&s, b + 4 + (lo / bl) * 4, 4);
+			memcpy(&sb, &s, 4);
+			/* +s or -s: the sign bit flipped where the bit is clear */
+			for (uint64_t i = lo; i < hi; i++) {
+				uint32_t x = sb ^ ((~(uint32_t)bits[i / 8] >> (i % 8) & 1u) << 31);
+
+				memcpy(out + i, &x, 4);
 			}
 		}
 		break;

@@ -13,11 +13,13 @@
  *   id 3 topk   uint32 k, uint32 idx[k], float32 val[k]          4 + 8 * k
  *   id 4 randk  the same layout as topk                          4 + 8 * k
  *   id 5 sign   float32 scale, bits[ceil(count / 8)]             4 + ceil(count / 8)
+ *   id 6 signb  uint32 B, float32 scale[ceil(count / B)],        4 + 4 * ceil(count / B)
+ *               bits[ceil(count / 8)]                              + ceil(count / 8)
  *
  * Sparse (topk, randk): 0 <= k <= count, idx strictly increasing, each
  * < count (relative to offset); the elements not listed are 0. Sign: bit i
  * (byte i / 8, bit i % 8, LSB first) set: +scale, clear: -scale; padding bits
- * 0. Little-endian, no alignment: a receiver reads with memcpy. The sizes are
+ * 0. Signb: the same bits; element i's scale is scale[i / B], B >= 1. Little-endian, no alignment: a receiver reads with memcpy. The sizes are
  * exact: a frame of any other length is refused.
  */
 #ifndef RPS_CODEC_H
@@ -31,24 +33,36 @@
 #define RPS_CODEC_MASK 0x000fu /* PUSH hdr.flags bits of the codec id */
 
 /* Bytes of one frame's data for count elements (k for the sparse codecs:
- * rps_codec_sparse_k). */
+ * rps_codec_sparse_k; signb: rps_codec_bytes_blk with its block, here 256). */
 size_t rps_codec_bytes(enum rps_codec c, uint64_t count, float ratio);
+/* The same with signb's block (elements per scale, >= 1). */
+size_t rps_codec_bytes_blk(enum rps_codec c, uint64_t count, float ratio, uint32_t block);
 /* Elements a sparse frame of count elements carries at ratio: ceil(ratio *
  * count), at least 1 when count > 0, at most count. */
 uint64_t rps_codec_sparse_k(uint64_t count, float ratio);
+/* The ratio of a sparse key's push number push (0 first) under its warm-up:
+ * o->ratio, or during the first o->warmup_steps pushes o->warmup_ratio *
+ * (o->ratio / o->warmup_ratio)^(push / warmup_steps). */
+float rps_codec_step_ratio(const struct rps_compress_opts *o, uint64_t push);
 /* "fp16"; "?" for an unknown id. */
 const char *rps_codec_name(unsigned id);
 
 /* One frame's encoder state: residual (NULL: no error feedback) holds what
  * earlier steps did not send for these same elements; it is added to g before
  * encoding and replaced by what this encoding left out. scratch: at least
- * 4 * count bytes for topk (NULL otherwise is fine). rng: randk's state. */
+ * 4 * count bytes for topk (NULL otherwise is fine). rng: randk's state.
+ * block: signb's elements per scale. velocity (with a residual only; NULL:
+ * none): momentum correction, velocity = momentum * velocity + g is what
+ * the residual accumulates; topk and randk clear a sent element's velocity. */
 struct rps_codec_enc {
 	enum rps_codec kind;
 	float ratio;
 	float *residual;
 	void *scratch;
 	uint64_t *rng;
+	uint32_t block;
+	float momentum;
+	float *velocity;
 };
 
 /* Encode g[0..count) into out (rps_codec_bytes bytes). Returns the bytes

@@ -43,7 +43,8 @@ int rps_worker_set_compression(struct rps_worker *w, const rps_key_t *keys, size
 		size_t rbytes = opts->kind != RPS_CODEC_NONE && opts->error_feedback
 					? (size_t)k->nelems * sizeof(float)
 					: 0;
-		struct rps_wcomp *c = rps_calloc(1, sizeof(*c) + rbytes);
+		size_t vbytes = rbytes && opts->momentum != 0.0f ? rbytes : 0;
+		struct rps_wcomp *c = rps_calloc(1, sizeof(*c) + rbytes + vbytes);
 
 		if (!c || rps_worker_keep(w, c)) {
 			rps_free(c);
@@ -56,6 +57,7 @@ int rps_worker_set_compression(struct rps_worker *w, const rps_key_t *keys, size
 		c->rng = opts->seed * 0x9e3779b97f4a7c15ull ^ ((uint64_t)w->rank << 32) ^ k->key;
 		c->rng = c->rng ? c->rng : 1;
 		c->residual = rbytes ? (float *)(c + 1) : NULL;
+		c->velocity = vbytes ? c->residual + k->nelems : NULL;
 		made[i] = c;
 	}
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -97,6 +99,7 @@ static uint64_t key_frames(struct rps_worker *w, const struct rps_wkey *k,
 
 struct enc_ctx {
 	struct rps_wcomp *c;
+	float ratio; /* this push's */
 	struct rps_cblob *b;
 	const float *g;
 	float *scratch;
@@ -108,7 +111,7 @@ static int add_size(void *arg, uint64_t off, uint64_t cnt)
 	struct enc_ctx *x = arg;
 
 	(void)off;
-	x->size += ALIGN8(rps_codec_bytes(x->c->o.kind, cnt, x->c->o.ratio));
+	x->size += ALIGN8(rps_codec_bytes_blk(x->c->o.kind, cnt, x->ratio, x->c->o.block));
 	return 0;
 }
 
@@ -117,10 +120,13 @@ static int enc_frame(void *arg, uint64_t off, uint64_t cnt)
 	struct enc_ctx *x = arg;
 	struct rps_codec_enc e = {
 	    .kind = x->c->o.kind,
-	    .ratio = x->c->o.ratio,
+	    .ratio = x->ratio,
 	    .residual = x->c->residual ? x->c->residual + off : NULL,
 	    .scratch = x->scratch,
 	    .rng = &x->c->rng,
+	    .block = x->c->o.block,
+	    .momentum = x->c->o.momentum,
+	    .velocity = x->c->velocity ? x->c->velocity + off : NULL,
 	};
 	size_t n = rps_codec_encode(&e, x->g + off, cnt, x->b->data + x->b->cur);
 
@@ -139,25 +145,33 @@ int rps_wcomp_encode(struct rps_worker *w, const struct rps_wkey *k, const float
 	*blob_p = NULL;
 	if (!c)
 		return 0;
+	/* one encoder at a time: the residual, and the push count of the
+	 * warm-up that fixes this push's ratio and so its size */
+	pthread_mutex_lock(&c->lock);
+	x.ratio = rps_codec_step_ratio(&c->o, c->pushes);
 	maxcnt = key_frames(w, k, add_size, &x);
 	x.b = rps_malloc(sizeof(*x.b) + x.size);
-	if (!x.b)
+	if (!x.b) {
+		pthread_mutex_unlock(&c->lock);
 		return -ENOMEM;
+	}
 	atomic_init(&x.b->refs, 1);
 	x.b->codec = c->o.kind;
-	x.b->ratio = c->o.ratio;
+	x.b->ratio = x.ratio;
+	x.b->block = c->o.block;
 	x.b->size = x.size;
 	x.b->cur = 0;
 	if (c->o.kind == RPS_CODEC_TOPK) {
 		/* the selection's magnitudes: one frame's worth */
 		x.scratch = rps_malloc((size_t)(maxcnt ? maxcnt : 1) * sizeof(float));
 		if (!x.scratch) {
+			pthread_mutex_unlock(&c->lock);
 			rps_free(x.b);
 			return -ENOMEM;
 		}
 	}
-	pthread_mutex_lock(&c->lock);
 	key_frames(w, k, enc_frame, &x);
+	c->pushes++;
 	pthread_mutex_unlock(&c->lock);
 	rps_free(x.scratch);
 	x.b->cur = 0; /* now the read cursor of rps_cblob_next */
@@ -167,7 +181,7 @@ int rps_wcomp_encode(struct rps_worker *w, const struct rps_wkey *k, const float
 
 int rps_cblob_next(struct rps_cblob *b, uint64_t cnt, const void **data_p, uint32_t *len_p)
 {
-	size_t n = rps_codec_bytes(b->codec, cnt, b->ratio);
+	size_t n = rps_codec_bytes_blk(b->codec, cnt, b->ratio, b->block);
 
 	if (b->cur + n > b->size)
 		return -EIO;

@@ -20,6 +20,8 @@ struct rps_wcomp {
 	pthread_mutex_t lock; /* one encoder of the key at a time (the residual) */
 	uint64_t rng;	      /* randk */
 	float *residual;      /* [nelems] with error feedback, else NULL */
+	float *velocity;      /* [nelems] with momentum correction, else NULL */
+	uint64_t pushes;      /* encoded so far: the step of the sparsity warm-up */
 };
 
 /* One push of one key, encoded: its frames back to back, each starting at
@@ -28,7 +30,8 @@ struct rps_wcomp {
 struct rps_cblob {
 	_Atomic int refs;
 	unsigned codec;
-	float ratio;
+	float ratio;	/* this push's (after the warm-up's schedule) */
+	uint32_t block; /* signb */
 	size_t size, cur;
 	_Alignas(8) unsigned char data[];
 };

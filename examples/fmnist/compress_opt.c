@@ -13,7 +13,8 @@ int compress_check(const char *text, int local)
 		return 0;
 	if (rps_compress_parse(text, &o)) {
 		fprintf(stderr, "fmnist-train: --compress %s: not a codec (none, fp16, bf16, "
-				"topk:RATIO, randk:RATIO, sign)\n",
+				"topk:RATIO[,warmup=STEPS,from=RATIO,momentum=M], randk:RATIO, "
+				"sign, sign:BLOCK)\n",
 			text);
 		return -EINVAL;
 	}
@@ -24,6 +25,20 @@ int compress_check(const char *text, int local)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+void compress_momentum_note(const char *text, int optim_kind)
+{
+	struct rps_compress_opts o;
+
+	if (text && !rps_compress_parse(text, &o) && o.momentum != 0.0f &&
+	    optim_kind != RPS_OPT_SGD)
+		fprintf(stderr,
+			"fmnist-train: note: --compress %s keeps the momentum on the workers "
+			"(momentum correction) and the servers' optimizer is not sgd: the "
+			"gradients get momentum twice (docs/compression.md; add --optimizer "
+			"sgd)\n",
+			text);
 }
 
 int compress_apply(struct rps_worker *w, const rps_key_t *keys, size_t n, const char *text)

@@ -242,6 +242,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 	}
 	if (compress_check(a->compress, a->local))
 		return -EINVAL;
+	compress_momentum_note(a->compress, a->recipe.kind);
 	if (a->local_agg && a->local) {
 		fprintf(stderr, "fmnist-train: --local-agg on needs servers (not --local)\n");
 		return -EINVAL;

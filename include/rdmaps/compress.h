@@ -7,7 +7,7 @@
  * unchanged (float32). Keys without a codec, or with RPS_CODEC_NONE, are pushed
  * as before; one push may mix both.
  *
- * Error feedback (on by default for topk, randk and sign): the worker keeps,
+ * Error feedback (on by default for topk, randk, sign and signb): the worker keeps,
  * per key, what it did not send (the residual) and adds it to the key's next
  * gradient, so nothing is lost, only delayed. A key's residual is the worker's
  * alone; setting the key's compression again starts it afresh (zeros).
@@ -34,6 +34,7 @@ enum rps_codec {
 	RPS_CODEC_TOPK = 3,  /* the ratio * n largest |g|: index + value pairs */
 	RPS_CODEC_RANDK = 4, /* ratio * n elements drawn at random: index + value pairs */
 	RPS_CODEC_SIGN = 5,  /* 1 bit per element and one scale (mean |g|): EF-SignSGD */
+	RPS_CODEC_SIGNB = 6, /* 1 bit per element, one scale (mean |g|) per block of elements */
 	RPS_CODEC_COUNT
 };
 
@@ -42,18 +43,39 @@ struct rps_compress_opts {
 	float ratio;	    /* topk, randk: fraction of elements sent, (0, 1]; others: ignored */
 	int error_feedback; /* 1: keep and re-add the residual; 0: drop what was not sent */
 	uint64_t seed;	    /* randk: seed of the draw (mixed with the worker rank and key) */
+	/* signb: elements per scale, [8, 2^24] (default 256) */
+	uint32_t block;
+	/* topk, randk: sparsity warm-up (Deep Gradient Compression): the key's
+	 * first warmup_steps pushes send a larger fraction, falling geometrically
+	 * from warmup_ratio (push 0) to ratio (push warmup_steps on). 0: none. */
+	uint32_t warmup_steps;
+	float warmup_ratio; /* (ratio, 1] (default 0.25) */
+	/* topk, randk, sign, signb with error feedback: momentum correction
+	 * (Deep Gradient Compression): the worker keeps a velocity u = momentum
+	 * * u + g per element and accumulates u (not g) into the residual; topk
+	 * and randk clear a sent element's velocity (factor masking). Give such
+	 * keys an optimizer without momentum (sgd) on the servers. 0: off
+	 * (default), else [0, 1). */
+	float momentum;
 };
 
-/* Defaults: none, ratio 0.01, error feedback on, seed 1. */
+/* Defaults: none, ratio 0.01, error feedback on, seed 1, block 256, no
+ * warm-up (warmup_ratio 0.25), no momentum correction. */
 RPS_API void rps_compress_opts_init(struct rps_compress_opts *opts);
 /* The defaults for kind (error feedback on for topk, randk and sign, off for
  * the others). */
 RPS_API void rps_compress_opts_kind(struct rps_compress_opts *opts, enum rps_codec kind);
 /* 0, or -EINVAL with the reason logged (unknown kind, a ratio outside (0, 1]
- * for topk / randk, error_feedback not 0 or 1). */
+ * for topk / randk, error_feedback not 0 or 1, a signb block outside
+ * [8, 2^24], a warm-up ratio not in (ratio, 1], momentum not in [0, 1) or
+ * without error feedback). */
 RPS_API int rps_compress_opts_validate(const struct rps_compress_opts *opts);
-/* "none", "fp16", "bf16", "sign", "topk:RATIO", "randk:RATIO" (RATIO a
- * fraction in (0, 1], e.g. topk:0.01) into *opts_p with the kind's defaults.
+/* "none", "fp16", "bf16", "sign", "sign:BLOCK" (signb, e.g. sign:256),
+ * "topk:RATIO", "randk:RATIO" (RATIO a fraction in (0, 1], e.g. topk:0.01),
+ * the sparse ones optionally followed by ",warmup=STEPS", ",from=RATIO0"
+ * (the warm-up's first ratio) and ",momentum=M" (e.g.
+ * topk:0.01,warmup=234,momentum=0.9; sign and sign:BLOCK take ",momentum=M"),
+ * into *opts_p with the kind's defaults.
  * 0, or -EINVAL with the reason logged. */
 RPS_API int rps_compress_parse(const char *text, struct rps_compress_opts *opts_p);
 /* "fp16"; "?" for an unknown kind. */

@@ -8,11 +8,12 @@ its own pushes made them, and the processes must still be up.
   attack_test.py BIN_DIR
 
 Scenarios (each a reproduction of a finding of issue 20):
-  no-secret       without the secret: PUSH, CLOCK, REGISTER and SHUTDOWN are
-                  refused (no proof, a forged proof); the secret is in no byte
-                  we send or receive
-  impostor-server an impostor registering as a server before the real one is
-                  refused; the real one joins
+  no-secret       without the secret: PUSH, CLOCK, SYNC, DECLARE, PULL, REGISTER
+                  and SHUTDOWN are refused (no proof, a forged proof); a key
+                  name it tried to claim first stays free; the secret is in no
+                  byte we send or receive
+  impostor-server an impostor registering as a server (or taking a worker
+                  slot) before the real one is refused; the real one joins
   replay          a captured handshake replayed is refused (fresh nonces)
   wrong-secret    refused, and the server's log names the peer and its claim
   twin            a second connection claiming the live worker's rank is refused
@@ -153,12 +154,16 @@ def main():
         for what, fn in [
                 ('no proof', lambda: impostor_register(sched_port, 'not-the-secret')),
                 ('no secret', lambda: impostor_register(sched_port, '')),
+                ('a worker slot', lambda: impostor_register(sched_port, 'not-the-secret',
+                                                            wire.WORKER)),
         ]:
             st = refused(fn)
             check(st == -wire.EACCES, 'impostor-server (%s): registration refused with '
                   '-EACCES (got %s)' % (what, st))
         check(log_has(sched_log, 'a server asking for any rank: wrong secret'),
               'impostor-server: the scheduler logs the refused claim in words')
+        check(log_has(sched_log, 'a worker asking for any rank: wrong secret'),
+              'impostor-server: a worker slot is not taken without the secret either')
 
         procs.append(subprocess.Popen([os.path.join(bin_dir, 'rdmaps-server')], env=env,
                                       stdout=open(server_log, 'w'), stderr=subprocess.STDOUT))
@@ -188,11 +193,17 @@ def main():
               'no-secret: a PUSH instead of the proof is refused (%s)' % seen)
         for op, payload in [('PUSH', wire.PUSH.pack(KEY, 0, 0, 0, N, 0, 0, 0, 0) + b'\0' * 16),
                             ('CLOCK', wire.CLOCK.pack(0, 1) + b'\0' * 4),
+                            ('SYNC', wire.SYNC.pack(0xFFFFFFFF, 0)),
+                            ('DECLARE', wire.DECLARE.pack(KEY + 1, 0, 0, N, 1, 0.0, 0.0, 0, 0)),
+                            ('PULL', wire.PULL.pack(KEY, 0, 0, 0, N, 0)),
                             ('SHUTDOWN', b'')]:
             c = wire.Conn(host, sport)
             c.send(wire.frame(wire.OP[op], payload))
             seen, closed = c.closed()
             check(closed, 'no-secret: %s without a handshake: connection closed' % op)
+        check(wire.declare(legit.conn, KEY + 1, 2 * N) == 0,
+              'no-secret: the key name the attacker tried to claim first is still the '
+              'worker\'s to declare, with its own size')
         c = wire.Conn(host, sport)
         h = wire.hello(wire.WORKER, legit.rank)
         c.send(wire.frame(wire.OP['HELLO'], h))
@@ -301,20 +312,17 @@ def main():
               'the attacks (%.2f ms/step, %.2f before)' % (after * 1e3, before * 1e3))
         # the insider leaves: the shard's clock follows the legitimate worker
         insider.ctl.send(wire.frame(wire.OP['SHUTDOWN']))
-        legit.train(3)
-        time.sleep(0.5)
-        clocks = sorted(int(n.split('clock')[1].split('.')[0]) for n in os.listdir(ckdir)
-                        if n.endswith('.ckpt'))
+        # (checkpoints are written asynchronously, and one asked for while the
+        # last is still being written is taken at the next clock: train on
+        # until the state shows, never wait for a time)
+        clocks = train_until(legit, ckdir, lambda c: c)
         check(clocks and max(clocks) <= legit.clock,
               'clock: checkpoints only of real clocks (%s, worker at %d)' % (clocks, legit.clock))
         newest = max(clocks) if clocks else 0
         if clocks:
             src = os.path.join(ckdir, 'server0-shard0-clock%d.ckpt' % newest)
             shutil.copy(src, os.path.join(ckdir, 'server0-shard0-clock2000000000.ckpt'))
-        legit.train(3)
-        time.sleep(0.5)
-        clocks = sorted(int(n.split('clock')[1].split('.')[0]) for n in os.listdir(ckdir)
-                        if n.endswith('.ckpt'))
+        clocks = train_until(legit, ckdir, lambda c: [x for x in c if newest < x < 2000000000])
         real = [c for c in clocks if c < 2000000000]
         check(real and max(real) > newest and 2000000000 in clocks,
               'clock: with a future-clock checkpoint planted, new real checkpoints are kept '
@@ -354,10 +362,28 @@ def main():
     return 0
 
 
-def impostor_register(port, secret):
-    c, _ = wire.handshake('127.0.0.1', port, secret, wire.SERVER, wire.ANY_RANK,
+def ckpt_clocks(ckdir):
+    return sorted(int(n.split('clock')[1].split('.')[0]) for n in os.listdir(ckdir)
+                  if n.endswith('.ckpt'))
+
+
+def train_until(worker, ckdir, want, timeout=30.0):
+    """Train a step at a time until want(checkpoint clocks) holds (or the
+    time is up); the clocks then."""
+    end = time.monotonic() + timeout
+    worker.train(3)
+    while True:
+        clocks = ckpt_clocks(ckdir)
+        if want(clocks) or time.monotonic() > end:
+            return clocks
+        time.sleep(0.05)
+        worker.train(1)
+
+
+def impostor_register(port, secret, role=wire.SERVER):
+    c, _ = wire.handshake('127.0.0.1', port, secret, role, wire.ANY_RANK,
                           check_server=False)
-    wire.register(c, wire.SERVER)
+    wire.register(c, role)
     wire.read_map(c)
 
 

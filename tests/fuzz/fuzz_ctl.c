@@ -11,12 +11,22 @@
  * checked, HELLO_ACK), then the input's bytes after byte 0 as they are, then the end of the
  * stream. Byte 0 picks the client (mode % 4): status, checkpoint, export
  * (to a file in a private folder), or join as a worker (then leave). The
- * clients wait 100 ms at most for an answer. */
+ * clients wait 100 ms at most for an answer.
+ *
+ * One thread serves every input in turn (as in fuzz_sched.c, docs/security.md
+ * "Fuzzing"): a thread per input made thousands of threads whose ids wrapped
+ * (pid_max), and LeakSanitizer of clang 14 can then take the live thread for a
+ * dead one of the same id and report its OpenSSL per-thread state (made by
+ * rps_auth_challenge_make) as leaked. The thread gives that state back
+ * (OPENSSL_thread_stop) before it ends, and at exit it is stopped and joined
+ * before OpenSSL's own atexit cleanup runs (stop_at_exit, registered after
+ * OpenSSL's, so it runs first). */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <openssl/crypto.h>
 
 #include <rdmaps/ctl.h>
 
@@ -38,8 +48,18 @@ static FILE *devnull;
 struct fake {
 	const uint8_t *reply;
 	size_t len;
-	atomic_int stop;
 };
+
+/* The serving thread: cur is the input being served (NULL between inputs:
+ * the thread waits), busy while it uses cur; quit at exit. */
+static pthread_t th;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static const struct fake *cur;
+static int busy, quit, running;
+
+static void *fake_sched(void *arg);
+static void stop_at_exit(void);
 
 static void start(void)
 {
@@ -57,6 +77,14 @@ static void start(void)
 		abort();
 	}
 	port = ntohs(a.sin_port);
+	/* OpenSSL registers its atexit cleanup here, ours after it: ours runs
+	 * first. (Options 0 would be a no-op that registers nothing.) */
+	if (!OPENSSL_init_crypto(OPENSSL_INIT_ADD_ALL_DIGESTS, NULL) || atexit(stop_at_exit) ||
+	    pthread_create(&th, NULL, fake_sched, NULL)) {
+		fprintf(stderr, "fuzz_ctl: cannot start the fake scheduler's thread\n");
+		abort();
+	}
+	running = 1;
 }
 
 /* One connection: the listener's side of the handshake (hello in,
@@ -128,21 +156,70 @@ static void serve_one(int fd, const struct fake *f)
 
 static void *fake_sched(void *arg)
 {
-	struct fake *f = arg;
-
-	while (!atomic_load(&f->stop)) {
+	(void)arg;
+	for (;;) {
 		struct pollfd pf = {.fd = lfd, .events = POLLIN};
+		const struct fake *f;
 		int fd;
 
-		if (poll(&pf, 1, 5) <= 0)
-			continue;
-		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		serve_one(fd, f);
-		close(fd);
+		pthread_mutex_lock(&mu);
+		while (!cur && !quit)
+			pthread_cond_wait(&cv, &mu);
+		if (quit) {
+			pthread_mutex_unlock(&mu);
+			break;
+		}
+		f = cur;
+		busy = 1;
+		pthread_mutex_unlock(&mu);
+		if (poll(&pf, 1, 5) > 0) {
+			fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			if (fd >= 0) {
+				serve_one(fd, f);
+				close(fd);
+			}
+		}
+		pthread_mutex_lock(&mu);
+		busy = 0;
+		pthread_cond_broadcast(&cv);
+		pthread_mutex_unlock(&mu);
 	}
+	OPENSSL_thread_stop(); /* this thread's DRBGs and error state, now */
 	return NULL;
+}
+
+/* Serve f until unserve(): the thread picks it up at its next turn. */
+static void serve(const struct fake *f)
+{
+	pthread_mutex_lock(&mu);
+	cur = f;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+/* Stop serving the input; returns once the thread no longer uses it. */
+static void unserve(void)
+{
+	pthread_mutex_lock(&mu);
+	cur = NULL;
+	while (busy)
+		pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+}
+
+/* atexit: the serving thread stopped and joined before OpenSSL and LSan
+ * clean up. */
+static void stop_at_exit(void)
+{
+	if (!running)
+		return;
+	pthread_mutex_lock(&mu);
+	cur = NULL;
+	quit = 1;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+	pthread_join(th, NULL);
+	running = 0;
 }
 
 static void join_leave(const char *sched)
@@ -174,7 +251,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	struct rps_ctl_opts o;
 	struct fake f;
-	pthread_t th;
 	char path[64];
 
 	pthread_once(&once, start);
@@ -182,9 +258,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	f.reply = data + 1;
 	f.len = size - 1;
-	atomic_init(&f.stop, 0);
-	if (pthread_create(&th, NULL, fake_sched, &f))
-		abort();
+	serve(&f);
 	memset(&o, 0, sizeof(o));
 	o.field_mask = RPS_CTL_OPT_SCHEDULER | RPS_CTL_OPT_SECRET | RPS_CTL_OPT_TIMEOUT_MS;
 	snprintf(o.scheduler, sizeof(o.scheduler), "127.0.0.1:%u", port);
@@ -206,8 +280,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		join_leave(o.scheduler);
 		break;
 	}
-	atomic_store(&f.stop, 1);
-	pthread_join(th, NULL);
+	unserve();
 	fuzz_quiet(); /* the clients set the level from the configuration */
 	return 0;
 }

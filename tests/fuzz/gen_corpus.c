@@ -122,6 +122,7 @@ static void f_cpush(struct buf *b, enum rps_codec kind, uint64_t key, uint32_t s
 
 	rps_compress_opts_kind(&o, kind);
 	o.ratio = 0.25f;
+	o.block = 8; /* signb: two blocks of 16 elements */
 	o.error_feedback = 0;
 	rps_compress_encode(&o, vals, count, NULL, data, &len);
 	frame(b, RPS_OP_PUSH, (uint16_t)kind, 0, 0, &p, sizeof(p), data, len);

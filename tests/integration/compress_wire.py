@@ -7,12 +7,13 @@ the sum of what was applied).
 
   compress_wire.py BIN_DIR
 
-- One worker pushes five keys back to back, one frame each: float32, fp16,
-  bf16, top-k (index + value pairs) and sign; the values pulled are exactly
+- One worker pushes six keys back to back, one frame each: float32, fp16,
+  bf16, top-k (index + value pairs), sign and sign with a scale per block
+  (signb); the values pulled are exactly
   minus the sum of the decoded gradients (every value chosen representable).
 - Another worker (with the secret) sends compressed pushes that are wrong:
   a wrong size for each codec, an index out of range, a repeated index, k
-  above the count, an unknown codec, a compressed ASSIGN. Each is refused
+  above the count, a signb block of 0, an unknown codec, a compressed ASSIGN. Each is refused
   with an ERROR -EPROTO naming what was wrong, its connection closed, the
   refusal logged, and the first worker's parameters are unchanged.
 - The server's /metrics count the frames and bytes per codec exactly.
@@ -33,8 +34,9 @@ import wire  # noqa: E402
 
 SECRET = 'compress-test-' + os.urandom(8).hex()
 N = 6
-NONE, FP16, BF16, TOPK, RANDK, SIGN = range(6)
-KEYS = {NONE: 11, FP16: 12, BF16: 13, TOPK: 14, SIGN: 15}
+NONE, FP16, BF16, TOPK, RANDK, SIGN, SIGNB = range(7)
+NAMES = ['none', 'fp16', 'bf16', 'topk', 'randk', 'sign', 'signb']
+KEYS = {NONE: 11, FP16: 12, BF16: 13, TOPK: 14, SIGN: 15, SIGNB: 16}
 failures = []
 
 
@@ -50,6 +52,24 @@ def free_port():
     p = s.getsockname()[1]
     s.close()
     return p
+
+
+def free_metrics_base():
+    """A port p with p + 1 free too: the scheduler serves on p, server rank 0
+    on p + 1 (a p + 1 taken by another process made the server exit)."""
+    for _ in range(100):
+        p = free_port()
+        if p > 65000:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(('127.0.0.1', p + 1))
+            return p
+        except OSError:
+            pass
+        finally:
+            s.close()
+    raise RuntimeError('no two free consecutive ports')
 
 
 def wait_log(path, text, timeout=20.0):
@@ -89,6 +109,11 @@ def enc_sign(scale, signs):
     return struct.pack('<f', scale) + bytes(bits)
 
 
+def enc_signb(block, scales, signs):
+    """uint32 block, float32 scale[ceil(n / block)], the bits as sign's"""
+    return struct.pack('<I%df' % len(scales), block, *scales) + enc_sign(0, signs)[4:]
+
+
 GRAD = {
     NONE: ([0.5, -1.25, 2.0, 0.0, 3.5, -0.125], None),
     FP16: ([1.5, -0.25, 1024.0, 0.0009765625, -3.0, 0.75], enc_fp16),
@@ -96,6 +121,7 @@ GRAD = {
 }
 TOPK_PAIRS = [(1, -4.0), (4, 2.5)]
 SIGN_SCALE, SIGNS = 0.75, [1, -1, -1, 1, 1, -1]
+SIGNB_BLOCK, SIGNB_SCALES, SIGNB_SIGNS = 4, [0.5, 2.0], [-1, 1, 1, -1, -1, 1]
 
 
 def frames():
@@ -110,6 +136,8 @@ def frames():
     out.append((KEYS[TOPK], TOPK, N, enc_sparse(TOPK_PAIRS), dense))
     out.append((KEYS[SIGN], SIGN, N, enc_sign(SIGN_SCALE, SIGNS),
                 [SIGN_SCALE * s for s in SIGNS]))
+    out.append((KEYS[SIGNB], SIGNB, N, enc_signb(SIGNB_BLOCK, SIGNB_SCALES, SIGNB_SIGNS),
+                [SIGNB_SCALES[i // SIGNB_BLOCK] * s for i, s in enumerate(SIGNB_SIGNS)]))
     return out
 
 
@@ -137,9 +165,7 @@ def main():
     bin_dir = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix='rdmaps-compress-')
     sched_port = free_port()
-    metrics_base = free_port()
-    while metrics_base > 65000:
-        metrics_base = free_port()
+    metrics_base = free_metrics_base()
     env = dict(os.environ)
     for k in list(env):
         if k.startswith('RDMAPS_'):
@@ -175,7 +201,8 @@ def main():
                 push_frame(legit.conn, key, codec, count, data, 0, 100 + j)
             acks = [legit.conn.expect(wire.OP['PUSH_ACK']) for _ in fr]
             check(all(a[0] == 0 for a in acks),
-                  'round %d: %d pushes (float32, fp16, bf16, topk, sign) acknowledged with 0'
+                  'round %d: %d pushes (float32, fp16, bf16, topk, sign, signb) acknowledged '
+                  'with 0'
                   % (r, len(fr)))
 
         want = {}
@@ -184,7 +211,7 @@ def main():
             want[key] = [-rounds * x for x in dec]
             check(st == 0 and v == want[key],
                   '%s key %d: pulled %s, exactly %s' % (
-                      ['none', 'fp16', 'bf16', 'topk', 'randk', 'sign'][codec], key, v,
+                      NAMES[codec], key, v,
                       want[key]))
 
         # -- wrong compressed pushes: refused, nothing changed
@@ -206,6 +233,12 @@ def main():
              'PUSH', 'indices must increase'),
             ('topk k above the count', KEYS[TOPK], TOPK, N, too_many, 'PUSH',
              '7 elements listed'),
+            ('signb of 6 elements in blocks of 4 in 12 bytes', KEYS[SIGNB], SIGNB, N,
+             enc_signb(SIGNB_BLOCK, SIGNB_SCALES, SIGNB_SIGNS)[:-1], 'PUSH', 'exactly 13'),
+            ('signb of 6 elements with one scale for blocks of 4', KEYS[SIGNB], SIGNB, N,
+             enc_signb(SIGNB_BLOCK, SIGNB_SCALES[:1], SIGNB_SIGNS), 'PUSH', 'exactly 13'),
+            ('signb block of 0', KEYS[SIGNB], SIGNB, N,
+             enc_signb(0, SIGNB_SCALES, SIGNB_SIGNS), 'PUSH', 'block of 0'),
             ('unknown codec 9', KEYS[FP16], 9, N, b'\0' * 12, 'PUSH', 'unknown codec'),
             ('compressed ASSIGN', KEYS[FP16], FP16, N, enc_fp16(GRAD[FP16][0]), 'ASSIGN',
              'compressed'),
@@ -234,7 +267,7 @@ def main():
                 metric[name] = float(val)
         want_m = {}
         for key, codec, count, data, dec in frames():
-            cname = ['none', 'fp16', 'bf16', 'topk', 'randk', 'sign'][codec]
+            cname = NAMES[codec]
             want_m['rdmaps_push_frames_total{codec="%s"}' % cname] = rounds
             want_m['rdmaps_push_data_bytes_total{codec="%s"}' % cname] = rounds * len(data)
             want_m['rdmaps_push_raw_bytes_total{codec="%s"}' % cname] = rounds * 4 * N

@@ -4,14 +4,17 @@
  * RDMAPS_SLICE_BYTES=256: a key of 144 elements is 3 slices of 64, 64, 16
  * elements over both servers, one PUSH frame each).
  *
- * Both workers declare six keys and give five of them a codec: 1 none,
+ * Both workers declare eight keys and give seven of them a codec: 1 none,
  * 2 fp16, 3 bf16, 4 topk:0.05 and 5 sign (both with error feedback), 6
- * randk:0.1. Every clock each worker pushes all six keys in ONE push (mixed
+ * randk:0.1, 7 sign:16 (signb, a scale per 16 elements), 8 topk:0.05 with a
+ * sparsity warm-up from 0.5 over 3 pushes and momentum correction 0.5.
+ * Every clock each worker pushes all eight keys in ONE push (mixed
  * compressed and float32 frames). After T clocks both pull at clock T:
  *   - keys 1, 2, 3 (gradients that fp16 and bf16 represent exactly, sums
  *     exact in float32): exactly minus the sum of every gradient;
- *   - keys 4 and 5: exactly what the codecs (src/codec.h) run here, frame by
- *     frame with each worker's residual, give when summed in rank order;
+ *   - keys 4, 5, 7 and 8: exactly what the codecs (src/codec.h) run here,
+ *     frame by frame with each worker's residual (and velocity, and the
+ *     warm-up's ratio of each clock), give when summed in rank order;
  *   - key 6 moved;
  *   - the wire counters (rps_worker_key_wire_stats, rps_worker_stats): the
  *     exact data bytes of each codec, float32 bytes before it, the frames.
@@ -32,7 +35,7 @@
 
 #define LEN 144
 #define SL  64 /* elements per slice (RDMAPS_SLICE_BYTES=256) */
-#define NK  6
+#define NK  8
 #define T   4
 #define NW  2
 
@@ -77,29 +80,34 @@ static const int frame_off[3] = {0, 64, 128}, frame_cnt[3] = {64, 64, 16};
 
 /* What the servers apply for key k after T clocks: the codec run per frame
  * with each worker's residual, summed in rank order each clock, w -= sum. */
-static void expected(int k, enum rps_codec kind, float ratio, float *w)
+static void expected(int k, const struct rps_compress_opts *o, float *w)
 {
-	static float res[NW][LEN];
+	static float res[NW][LEN], vel[NW][LEN];
 	float g[LEN], dec[LEN], sum[LEN];
 	unsigned char buf[LEN * 8 + 64];
 	float scratch[LEN];
 	uint64_t rng = 1;
 
 	memset(res, 0, sizeof(res));
+	memset(vel, 0, sizeof(vel));
 	memset(w, 0, LEN * sizeof(float));
 	for (int c = 0; c < T; c++) {
 		for (int r = 0; r < NW; r++) {
 			for (int i = 0; i < LEN; i++)
 				g[i] = grad(r, k, c, i);
 			for (int f = 0; f < 3; f++) {
-				struct rps_codec_enc e = {.kind = kind,
-							  .ratio = ratio,
-							  .residual = res[r] + frame_off[f],
-							  .scratch = scratch,
-							  .rng = &rng};
+				struct rps_codec_enc e = {
+				    .kind = o->kind,
+				    .ratio = rps_codec_step_ratio(o, (uint64_t)c),
+				    .residual = res[r] + frame_off[f],
+				    .scratch = scratch,
+				    .rng = &rng,
+				    .block = o->block,
+				    .momentum = o->momentum,
+				    .velocity = o->momentum != 0.0f ? vel[r] + frame_off[f] : NULL};
 				size_t n = rps_codec_encode(&e, g + frame_off[f], frame_cnt[f], buf);
 
-				rps_codec_decode(kind, buf, n, frame_cnt[f], dec + frame_off[f]);
+				rps_codec_decode(o->kind, buf, n, frame_cnt[f], dec + frame_off[f]);
 			}
 			for (int i = 0; i < LEN; i++)
 				sum[i] = r ? sum[i] + dec[i] : dec[i];
@@ -109,12 +117,15 @@ static void expected(int k, enum rps_codec kind, float ratio, float *w)
 	}
 }
 
-static uint64_t data_bytes(enum rps_codec kind, float ratio)
+/* The data bytes of pushes from..T-1 (the ratio of each under the warm-up) */
+static uint64_t data_bytes(const struct rps_compress_opts *o, int from)
 {
 	uint64_t b = 0;
 
-	for (int f = 0; f < 3; f++)
-		b += rps_codec_bytes(kind, frame_cnt[f], ratio);
+	for (int c = from; c < T; c++)
+		for (int f = 0; f < 3; f++)
+			b += rps_codec_bytes_blk(o->kind, frame_cnt[f],
+						 rps_codec_step_ratio(o, (uint64_t)c), o->block);
 	return b;
 }
 
@@ -122,16 +133,18 @@ int main(void)
 {
 	static const struct {
 		const char *spec;
-	} codec[NK] = {{"none"}, {"fp16"}, {"bf16"}, {"topk:0.05"}, {"sign"}, {"randk:0.1"}};
+	} codec[NK] = {{"none"},      {"fp16"},	     {"bf16"},	  {"topk:0.05"},
+		       {"sign"},      {"randk:0.1"}, {"sign:16"},
+		       {"topk:0.05,warmup=3,from=0.5,momentum=0.5"}};
 	const struct rps_init init = {.kind = RPS_INIT_ZEROS};
-	rps_key_t keys[NK] = {1, 2, 3, 4, 5, 6};
+	rps_key_t keys[NK] = {1, 2, 3, 4, 5, 6, 7, 8};
 	struct rps_compress_opts o[NK], bad;
 	static float g[NK * LEN], got[NK * LEN];
 	struct rps_worker_stats st = {.field_mask = RPS_WORKER_STAT_ALL};
 	size_t lens[NK];
 	struct rps_req *req = NULL;
 	struct rps_worker *w;
-	uint64_t raw_total = 0, data_total = 0;
+	uint64_t raw_total = 0, data_total = 0, last_step = 0;
 	rps_key_t nokey = 99;
 	int rc, rank;
 
@@ -190,12 +203,14 @@ int main(void)
 				     (int)keys[j], i, got[j * LEN + i], want);
 		}
 	}
-	/* keys 4, 5: the codecs' own result with error feedback */
-	for (int j = 3; j < 5; j++) {
+	/* keys 4, 5, 7, 8: the codecs' own result with error feedback */
+	for (int j = 3; j < NK; j++) {
 		float want[LEN];
 		int bad_n = 0;
 
-		expected((int)keys[j], o[j].kind, o[j].ratio, want);
+		if (j == 5)
+			continue; /* randk: below */
+		expected((int)keys[j], &o[j], want);
 		for (int i = 0; i < LEN; i++)
 			if (got[j * LEN + i] != want[i] && bad_n++ < 3)
 				FAIL("%s key %d element %d: %.9g, the codec gives %.9g",
@@ -213,7 +228,7 @@ int main(void)
 	/* the wire counters */
 	for (int j = 0; j < NK; j++) {
 		struct rps_key_wire_stats ks;
-		uint64_t want_data = (uint64_t)T * data_bytes(o[j].kind, o[j].ratio);
+		uint64_t want_data = data_bytes(&o[j], 0);
 
 		EXPECT(rps_worker_key_wire_stats(w, keys[j], &ks), 0);
 		if (ks.pushes != 3 * T || ks.raw_bytes != (uint64_t)T * LEN * 4 ||
@@ -232,12 +247,13 @@ int main(void)
 			       (double)ks.raw_bytes / (double)ks.data_bytes);
 		raw_total += ks.raw_bytes;
 		data_total += ks.data_bytes;
+		last_step += data_bytes(&o[j], T - 1) + 3 * (24 + 48);
 	}
 	EXPECT(rps_worker_key_wire_stats(w, nokey, &(struct rps_key_wire_stats){0}), -ENOENT);
 	EXPECT(rps_worker_stats(w, &st), 0);
 	if (st.push_raw_bytes != raw_total || st.bytes_out != data_total ||
 	    st.push_wire_bytes != data_total + (uint64_t)NK * 3 * T * (24 + 48) ||
-	    st.last_step_push_bytes != st.push_wire_bytes / T)
+	    st.last_step_push_bytes != last_step)
 		FAIL("worker stats: raw %llu data %llu wire %llu last step %llu; want %llu, %llu, "
 		     "%llu, %llu",
 		     (unsigned long long)st.push_raw_bytes, (unsigned long long)st.bytes_out,
@@ -245,7 +261,7 @@ int main(void)
 		     (unsigned long long)st.last_step_push_bytes, (unsigned long long)raw_total,
 		     (unsigned long long)data_total,
 		     (unsigned long long)(data_total + (uint64_t)NK * 3 * T * (24 + 48)),
-		     (unsigned long long)((data_total + (uint64_t)NK * 3 * T * (24 + 48)) / T));
+		     (unsigned long long)last_step);
 	EXPECT(rps_worker_barrier(w), 0);
 out:
 	rps_worker_destroy(w);

@@ -4,7 +4,12 @@
 #   tools/bench/codec-accuracy.sh BIN_DIR EPOCHS OUT_DIR CODEC... [-- fmnist-train args]
 # e.g. tools/bench/codec-accuracy.sh build/bin 10 /tmp/acc none fp16 bf16 topk:0.01 sign
 # Each run: OUT_DIR/<codec>.json (--summary-json) and .log; then one table:
-# accuracy, its difference from "none", push bytes per step on the wire.
+# accuracy, its difference from "none", push bytes per step on the wire
+# (the average over the whole run: a sparsity warm-up's larger first pushes
+# count). "none" is the run of this invocation, else CODEC_BASE=FILE (a
+# none.json of an earlier run, e.g. with the recipe's own lr), e.g.
+#   CODEC_BASE=/tmp/acc/none.json tools/bench/codec-accuracy.sh build/bin 10 \
+#       /tmp/acc-mc topk:0.01,momentum=0.9 -- --optimizer sgd
 set -u
 BIN=$1; EPOCHS=$2; OUT=$3; shift 3
 codecs=()
@@ -20,9 +25,9 @@ for c in "${codecs[@]}"; do
 		> "$OUT/$n.log" 2>&1
 	echo "run: $c exit $? $(($(date +%s) - start)) s"
 done
-/usr/bin/python3 - "$OUT" "${codecs[@]}" <<'PY'
+/usr/bin/python3 - "$OUT" "${CODEC_BASE:-}" "${codecs[@]}" <<'PY'
 import json, os, sys
-d, codecs = sys.argv[1], sys.argv[2:]
+d, base_file, codecs = sys.argv[1], sys.argv[2], sys.argv[3:]
 runs = {}
 for c in codecs:
     try:
@@ -30,6 +35,9 @@ for c in codecs:
     except (OSError, ValueError):
         print('%s: no summary (see its .log)' % c)
 base = runs.get('none')
+if base is None and base_file:
+    base = json.load(open(base_file))
+    print('vs none: %s (test accuracy %.4f)' % (base_file, base['test_accuracy']))
 print('| codec | test accuracy | vs none | train loss | push bytes/step | float32 bytes/step | less |')
 print('| --- | --- | --- | --- | --- | --- | --- |')
 for c, s in runs.items():

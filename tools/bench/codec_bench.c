@@ -39,9 +39,9 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-#define NC 7
-static const char *const specs[NC] = {"memcpy", "fp16",	     "bf16", "topk:0.01",
-				      "randk:0.01", "sign", "topk:0.001"};
+#define NC 8
+static const char *const specs[NC] = {"memcpy",	    "fp16", "bf16",	  "topk:0.01",
+				      "randk:0.01", "sign", "topk:0.001", "sign:256"};
 
 int main(int argc, char **argv)
 {
