@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "control/control_int.h"
+#include "control/ctl_rows.h"
 #include "src/alloc.h"
 #include "src/log.h"
 #include "src/npz.h"
@@ -61,6 +62,8 @@ struct creq_run {
 	uint64_t clock_min, clock_max, nelems;
 	int bad;
 	char bad_why[256];
+	struct ctl_rows rows; /* tables (ctl_rows.c) */
+	uint64_t want_rows;   /* table rows the servers' results announced */
 };
 
 static void run_free(struct creq_run *r)
@@ -70,6 +73,7 @@ static void run_free(struct creq_run *r)
 	rps_free(r->sl);
 	r->sl = NULL;
 	r->n = r->cap = 0;
+	rps_ctl_rows_free(&r->rows);
 }
 
 static void set_bad(struct creq_run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -187,6 +191,8 @@ static void on_result(struct creq_run *r, const void *data, size_t len)
 		if (r->op == RPS_OP_CHECKPOINT)
 			fprintf(r->out, "server %u shard %u clock %" PRIu64 " %s\n", res.server,
 				s.shard, s.clock, s.text);
+		else
+			r->want_rows += s.nrows;
 		if (!r->have_clock || s.clock < r->clock_min)
 			r->clock_min = s.clock;
 		if (!r->have_clock || s.clock > r->clock_max)
@@ -206,6 +212,14 @@ static int creq_frame(void *arg, const struct rps_tr_event *ev, int *done_p)
 	case RPS_CTLREQ_DATA:
 		if (r->op == RPS_OP_EXPORT && !r->bad)
 			on_data(r, ev->data, ev->data_len);
+		break;
+	case RPS_CTLREQ_ROWS:
+		if (r->op == RPS_OP_EXPORT && !r->bad) {
+			char why[200];
+
+			if (rps_ctl_rows_add(&r->rows, ev->data, ev->data_len, why, sizeof(why)))
+				set_bad(r, "%s", why);
+		}
 		break;
 	case RPS_CTLREQ_RESULT:
 		on_result(r, ev->data, ev->data_len);
@@ -417,7 +431,8 @@ int rps_ctl_export(const struct rps_ctl_opts *opts, const char *path, FILE *out)
 	struct rps_npz_entry *e = NULL;
 	struct creq_run r;
 	struct rps_ctlreq req;
-	size_t ne = 0;
+	size_t ne = 0, nkeys;
+	char tabs[64] = "";
 	int rc, tries = 0;
 
 	if (!path)
@@ -463,22 +478,33 @@ int rps_ctl_export(const struct rps_ctl_opts *opts, const char *path, FILE *out)
 	rc = assemble(&r, &e, &ne);
 	if (rc)
 		goto out;
+	nkeys = ne;
+	rc = rps_ctl_rows_entries(&r.rows, r.want_rows, &e, &ne);
+	if (rc) {
+		fprintf(stderr, "rdmaps-ctl: export failed: %s; nothing written\n",
+			rc == -ENOMEM ? "out of memory for the tables' rows"
+				      : "the tables' rows are incomplete (see above)");
+		goto out;
+	}
 	rc = rps_npz_write(path, e, ne);
 	if (rc) {
 		fprintf(stderr, "rdmaps-ctl: export: writing %s: %s; nothing written\n", path,
 			rps_strerror(rc));
 		goto out;
 	}
+	if (r.rows.ntables)
+		snprintf(tabs, sizeof(tabs), ", %u tables, %" PRIu64 " rows", r.rows.ntables,
+			 r.rows.nrows);
 	if (r.all_bsp)
-		fprintf(out, "exported clock %" PRIu64 ": %zu keys, %" PRIu64 " elements to %s\n",
-			r.clock_min, ne, r.nelems, path);
+		fprintf(out, "exported clock %" PRIu64 ": %zu keys, %" PRIu64 " elements%s to %s\n",
+			r.clock_min, nkeys, r.nelems, tabs, path);
 	else
 		fprintf(
 		    out,
 		    "exported clocks %" PRIu64 "..%" PRIu64
 		    " (asp/ssp: each shard as it was when it took the request): %zu keys, %" PRIu64
-		    " elements to %s\n",
-		    r.clock_min, r.clock_max, ne, r.nelems, path);
+		    " elements%s to %s\n",
+		    r.clock_min, r.clock_max, nkeys, r.nelems, tabs, path);
 	fflush(out);
 out:
 	rps_npz_free(e, ne);

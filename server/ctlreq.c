@@ -133,6 +133,45 @@ static int send_snap(struct rps_server *srv, uint32_t req_id, const struct rps_s
 	return 0;
 }
 
+/* EXPORT: one shard's table rows as ROWS frames (table_export.c's records
+ * cut into pieces of at most RPS_EXPORT_ROWS_BYTES; an empty table: one
+ * piece of no row). 0 or the send's failure. */
+static int send_rows(struct rps_server *srv, uint32_t req_id, const struct rps_shard_creq_res *r)
+{
+	const char *p = r->rows_snap, *end = p + r->rows_len;
+	char *piece = p < end ? rps_malloc(RPS_EXPORT_ROWS_BYTES) : NULL;
+	int rc = 0;
+
+	if (p < end && !piece)
+		return -ENOMEM;
+	while (p < end && !rc) {
+		struct rps_export_rows h;
+		const char *ids, *rows;
+		uint64_t per;
+		size_t rb;
+
+		memcpy(&h, p, sizeof(h));
+		rb = (size_t)h.dim * sizeof(float);
+		ids = p + sizeof(h);
+		rows = ids + (size_t)h.total * 8;
+		per = RPS_MAX(1u, RPS_EXPORT_ROWS_BYTES / (8 + rb));
+		h.first = 0;
+		do {
+			uint64_t n = RPS_MIN(h.total - h.first, per);
+
+			h.count = (uint32_t)n;
+			memcpy(piece, ids + h.first * 8, n * 8);
+			memcpy(piece + n * 8, rows + h.first * rb, n * rb);
+			rc = rps_ctl_send(srv->ctl, RPS_OP_EXPORT, req_id, 0, RPS_CTLREQ_ROWS, &h,
+					  sizeof(h), piece, n * (8 + rb));
+			h.first += n;
+		} while (!rc && h.first < h.total);
+		p = rows + h.total * rb;
+	}
+	rps_free(piece);
+	return rc;
+}
+
 static void finish(struct rps_server *srv)
 {
 	size_t len =
@@ -149,8 +188,12 @@ static void finish(struct rps_server *srv)
 
 		if (!r->rc && op == RPS_OP_EXPORT && !rc)
 			rc = send_snap(srv, req_id, r);
+		if (!r->rc && op == RPS_OP_EXPORT && !rc)
+			rc = send_rows(srv, req_id, r);
 		rps_free(r->snap);
 		r->snap = NULL;
+		rps_free(r->rows_snap);
+		r->rows_snap = NULL;
 		failed += r->rc != 0;
 		if (!buf)
 			continue;
@@ -160,7 +203,8 @@ static void finish(struct rps_server *srv)
 		sr->clock = r->clock;
 		sr->nslices = r->nslices;
 		sr->nelems = r->nelems;
-		snprintf(sr->text, sizeof(sr->text), "%s", r->text);
+		sr->nrows = r->nrows;
+		snprintf(sr->text, sizeof(sr->text), "%.*s", (int)sizeof(sr->text) - 1, r->text);
 	}
 	if (rc) {
 		RPS_ERR("%s: sending to the scheduler: %s", rps_proto_op_name(op),
@@ -209,6 +253,8 @@ void rps_srv_creq_fini(struct rps_server *srv)
 	for (int s = 0; s < srv->shards_ready; s++) {
 		rps_free(srv->shards[s].creq_res.snap);
 		srv->shards[s].creq_res.snap = NULL;
+		rps_free(srv->shards[s].creq_res.rows_snap);
+		srv->shards[s].creq_res.rows_snap = NULL;
 	}
 	pthread_mutex_destroy(&srv->creq.lock);
 }

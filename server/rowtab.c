@@ -117,6 +117,13 @@ void rps_rowtab_fini(struct rps_rowtab *rt)
 		rps_free(rt->retired[i]);
 	rps_free(rt->retired);
 	rps_free(rt->wide);
+	for (uint32_t c = 0; rt->evict && c < rt->nchunks; c++) {
+		rps_free(rt->touch[c]);
+		rps_free(rt->meta[c]);
+	}
+	rps_free(rt->touch);
+	rps_free(rt->meta);
+	rps_free(rt->freel);
 	memset(rt, 0, sizeof(*rt));
 }
 
@@ -228,7 +235,27 @@ static int chunk_add(struct rps_rowtab *rt)
 				return -ENOMEM;
 			rt->vstate = v;
 		}
+		if (rt->evict) {
+			uint32_t **tp = rps_realloc(rt->touch, cap * sizeof(*tp)), **mp;
+
+			if (!tp)
+				return -ENOMEM;
+			rt->touch = tp;
+			mp = rps_realloc(rt->meta, cap * sizeof(*mp));
+			if (!mp)
+				return -ENOMEM;
+			rt->meta = mp;
+		}
 		rt->chunks_cap = cap;
+	}
+	if (rt->evict) {
+		rt->touch[c] = rps_calloc(per, sizeof(uint32_t));
+		rt->meta[c] = rps_calloc(per, sizeof(uint32_t));
+		if (!rt->touch[c] || !rt->meta[c]) {
+			rps_free(rt->touch[c]);
+			rps_free(rt->meta[c]);
+			return -ENOMEM;
+		}
 	}
 	rt->chunks[c] = rps_aligned_alloc(64, per * rt->slot_bytes);
 	rt->steps[c] = rps_calloc(per, sizeof(uint32_t));
@@ -244,10 +271,50 @@ static int chunk_add(struct rps_rowtab *rt)
 			rps_free(rt->mstate[c]);
 		if (rt->state_floats >= 2)
 			rps_free(rt->vstate[c]);
+		if (rt->evict) {
+			rps_free(rt->touch[c]);
+			rps_free(rt->meta[c]);
+		}
 		return -ENOMEM;
 	}
 	rt->nchunks++;
 	return 0;
+}
+
+/* The row's values into its slot: vals, or id's initial value. */
+static void fill_row(struct rps_rowtab *rt, char *slot, uint64_t id, const float *vals)
+{
+	if (vals) {
+		rps_row_narrow(rt->prec, vals, slot + RPS_ROWTAB_HDR, rt->dim);
+	} else if (rt->prec == RPS_TABLE_FP32) {
+		rps_row_init(rt->init, rt->init_scale, rt->seed, id, rt->dim,
+			     (float *)(slot + RPS_ROWTAB_HDR));
+	} else { /* the fp32 initial row, rounded (rps_table_initial_row) */
+		rps_row_init(rt->init, rt->init_scale, rt->seed, id, rt->dim, rt->wide);
+		rps_row_narrow(rt->prec, rt->wide, slot + RPS_ROWTAB_HDR, rt->dim);
+	}
+}
+
+/* Eviction: a freed slot taken for id (rowtab_evict.c removed its old id's
+ * entry). Written under the seqlock: the versions move on, so a reader
+ * racing with it re-reads, and then sees the new id. */
+static int64_t row_reuse(struct rps_rowtab *rt, uint64_t s, uint64_t id, const float *vals)
+{
+	char *slot = rps_rowtab_slot(rt, s);
+
+	rps_rowtab_write_begin(rt, s);
+	memcpy(slot, &id, 8);
+	fill_row(rt, slot, id, vals);
+	rps_rowtab_write_end(rt, s);
+	if (rt->state_floats >= 1)
+		memset(rps_rowtab_m(rt, s), 0, (size_t)rt->dim * sizeof(float));
+	if (rt->state_floats >= 2)
+		memset(rps_rowtab_v(rt, s), 0, (size_t)rt->dim * sizeof(float));
+	*rps_rowtab_step(rt, s) = 0;
+	*rps_rowtab_touchp(rt, s) = rt->now;
+	index_insert(atomic_load_explicit(&rt->index, memory_order_relaxed), rt->nbuckets,
+		     rps_row_hash(rt->table, id), s);
+	return (int64_t)s;
 }
 
 /* A new slot for id holding vals (NULL: the initial value). */
@@ -258,6 +325,12 @@ static int64_t row_new(struct rps_rowtab *rt, uint64_t id, const float *vals)
 	uint32_t zero = 0;
 	int rc;
 
+	if (rt->evict && rt->nfreel) {
+		int64_t f = rps_rowtab_take_free(rt);
+
+		if (f >= 0)
+			return row_reuse(rt, (uint64_t)f, id, vals);
+	}
 	if (s >= RPS_ROWTAB_MAX_ROWS)
 		return -ENOSPC;
 	if ((s + 1) * LOAD_DEN > rt->nbuckets * RPS_ROWTAB_BUCKET * LOAD_NUM) {
@@ -273,18 +346,12 @@ static int64_t row_new(struct rps_rowtab *rt, uint64_t id, const float *vals)
 	slot = rps_rowtab_slot(rt, s);
 	memcpy(slot, &id, 8);
 	memcpy(slot + 8, &zero, 4);
-	if (vals) {
-		rps_row_narrow(rt->prec, vals, slot + RPS_ROWTAB_HDR, rt->dim);
-	} else if (rt->prec == RPS_TABLE_FP32) {
-		rps_row_init(rt->init, rt->init_scale, rt->seed, id, rt->dim,
-			     (float *)(slot + RPS_ROWTAB_HDR));
-	} else { /* the fp32 initial row, rounded (rps_table_initial_row) */
-		rps_row_init(rt->init, rt->init_scale, rt->seed, id, rt->dim, rt->wide);
-		rps_row_narrow(rt->prec, rt->wide, slot + RPS_ROWTAB_HDR, rt->dim);
-	}
+	fill_row(rt, slot, id, vals);
 	memset(slot + RPS_ROWTAB_HDR + (size_t)rt->dim * rt->eb, 0,
 	       rt->slot_bytes - RPS_ROWTAB_HDR - (size_t)rt->dim * rt->eb);
 	rt->nrows = s + 1;
+	if (rt->evict)
+		*rps_rowtab_touchp(rt, s) = rt->now; /* meta: 0 (calloc) */
 	index_insert(atomic_load_explicit(&rt->index, memory_order_relaxed), rt->nbuckets,
 		     rps_row_hash(rt->table, id), s);
 	return (int64_t)s;
@@ -294,6 +361,12 @@ int64_t rps_rowtab_get(struct rps_rowtab *rt, uint64_t id, int *created_p)
 {
 	int64_t s = rps_rowtab_find(rt, id);
 
+	if (s >= 0 && !rps_rowtab_live(rt, (uint64_t)s)) {
+		rps_rowtab_revive(rt, (uint64_t)s); /* evicted: its initial value already */
+		if (created_p)
+			*created_p = 1;
+		return s;
+	}
 	if (created_p)
 		*created_p = s < 0;
 	if (s >= 0)
@@ -306,6 +379,8 @@ int64_t rps_rowtab_put(struct rps_rowtab *rt, uint64_t id, const float *vals)
 	int64_t s = rps_rowtab_find(rt, id);
 
 	if (s >= 0) {
+		if (!rps_rowtab_live(rt, (uint64_t)s))
+			rps_rowtab_revive(rt, (uint64_t)s);
 		rps_rowtab_write_begin(rt, (uint64_t)s);
 		rps_rowtab_store(rt, (uint64_t)s, vals);
 		rps_rowtab_write_end(rt, (uint64_t)s);
@@ -345,7 +420,8 @@ uint64_t rps_rowtab_bytes(const struct rps_rowtab *rt)
 	uint64_t per = 1ull << rt->chunk_shift, b;
 
 	b = (uint64_t)rt->nchunks * per *
-	    (rt->slot_bytes + 4ull + 4ull * rt->dim * rt->state_floats);
+	    (rt->slot_bytes + 4ull + (rt->evict ? 8ull : 0) + 4ull * rt->dim * rt->state_floats);
+	b += rt->freel_cap * 4;
 	b += rt->nbuckets * RPS_ROWTAB_BUCKET * 4;
 	for (uint32_t i = 0; i < rt->nretired; i++)
 		b += (rt->nbuckets >> (rt->nretired - i)) * RPS_ROWTAB_BUCKET * 4;

@@ -67,7 +67,23 @@ struct rps_rowtab {
 	uint32_t **retired; /* older index arrays (readers may still hold them) */
 	uint32_t nretired;
 	uint64_t rehashes;
+
+	/* eviction (rowtab_evict.c; only with rps_rowtab_evict_enable) */
+	int evict;
+	uint32_t now;	  /* the shard's clock: what a touch records (set by the caller) */
+	uint32_t epoch;	  /* what an update records (checkpoint epochs, table_evict.c) */
+	uint32_t **touch; /* per chunk, per slot: clock of the last touch */
+	uint32_t **meta;  /* per chunk, per slot: RPS_ROW_FREED | RPS_ROW_LISTED | epoch */
+	uint32_t *freel;  /* slots listed for reuse (RPS_ROW_LISTED; some revived since) */
+	uint64_t nfreel, freel_cap;
+	uint64_t nfreed;  /* slots freed now (not live) */
+	uint64_t evicted, reused, revived; /* counts */
+	uint64_t cursor;  /* next slot an eviction slice looks at */
 };
+
+#define RPS_ROW_FREED  0x80000000u /* meta: evicted (the slot holds its id's initial value) */
+#define RPS_ROW_LISTED 0x40000000u /* meta: on the free list */
+#define RPS_ROW_EPOCH  0x3fffffffu /* meta: epoch of the last update; 0 = never updated */
 
 /* dim 1..4096; capacity_hint rows expected (0: small). -EINVAL, -ENOMEM. */
 int rps_rowtab_init(struct rps_rowtab *rt, uint32_t table, uint32_t dim, uint32_t init,
@@ -132,6 +148,64 @@ static inline uint32_t *rps_rowtab_step(const struct rps_rowtab *rt, uint64_t s)
 {
 	return &rt->steps[s >> rt->chunk_shift][s & ((1ull << rt->chunk_shift) - 1)];
 }
+/* Eviction's per-slot words (rt->evict only). */
+static inline uint32_t *rps_rowtab_meta(const struct rps_rowtab *rt, uint64_t s)
+{
+	return &rt->meta[s >> rt->chunk_shift][s & ((1ull << rt->chunk_shift) - 1)];
+}
+static inline uint32_t *rps_rowtab_touchp(const struct rps_rowtab *rt, uint64_t s)
+{
+	return &rt->touch[s >> rt->chunk_shift][s & ((1ull << rt->chunk_shift) - 1)];
+}
+/* Slot s (< nrows) holds a row (not freed by eviction). */
+static inline int rps_rowtab_live(const struct rps_rowtab *rt, uint64_t s)
+{
+	return !rt->evict || !(*rps_rowtab_meta(rt, s) & RPS_ROW_FREED);
+}
+/* Rows that exist (slots used minus slots freed). */
+static inline uint64_t rps_rowtab_rows(const struct rps_rowtab *rt)
+{
+	return rt->nrows - rt->nfreed;
+}
+/* Row s was pushed or pulled by frame now (rt->now); rps_rowtab_updated: its
+ * value changed (rt->epoch). No-ops without eviction. */
+static inline void rps_rowtab_touch(struct rps_rowtab *rt, uint64_t s)
+{
+	if (rt->evict)
+		*rps_rowtab_touchp(rt, s) = rt->now;
+}
+static inline void rps_rowtab_updated(struct rps_rowtab *rt, uint64_t s)
+{
+	if (rt->evict) {
+		uint32_t *m = rps_rowtab_meta(rt, s);
+
+		*m = (*m & ~RPS_ROW_EPOCH) | (rt->epoch & RPS_ROW_EPOCH);
+		*rps_rowtab_touchp(rt, s) = rt->now;
+	}
+}
+
+/* Eviction (rowtab_evict.c). Enable right after init, before any row: the
+ * per-slot words (8 bytes a slot) are kept from then on. 0, -EINVAL. */
+int rps_rowtab_evict_enable(struct rps_rowtab *rt);
+/* Look at up to `scan` slots from rt->cursor on (wrapping at nrows) and
+ * evict every live row not touched for `idle` clocks (rt->now - touch >=
+ * idle) whose last update is in epoch <= saved (0: never updated). Returns
+ * the rows evicted; *wrapped_p (may be NULL) says the cursor went past the
+ * last slot. */
+uint64_t rps_rowtab_evict_scan(struct rps_rowtab *rt, uint32_t idle, uint32_t saved,
+			       uint64_t scan, int *wrapped_p);
+/* Evict row s now: its slot holds its id's initial value (seqlock write:
+ * versions move on), its optimizer state and step count are zeroed, it is
+ * listed for reuse; its index entry stays until the slot is reused, so that
+ * a pull of the id finds and revives it in place. */
+void rps_rowtab_evict_slot(struct rps_rowtab *rt, uint64_t s);
+/* rowtab.c's hooks: a freed slot found for its id comes back (*revived);
+ * a listed slot for a new id (its old id's index entry removed), or -1. */
+void rps_rowtab_revive(struct rps_rowtab *rt, uint64_t s);
+int64_t rps_rowtab_take_free(struct rps_rowtab *rt);
+/* Remove slot s's entry (for id) from the current index, keeping the
+ * probing invariant (backward shift over buckets). */
+void rps_rowtab_index_remove(struct rps_rowtab *rt, uint64_t id, uint64_t s);
 /* Seqlock around a write of slot s's data (update thread). */
 void rps_rowtab_write_begin(struct rps_rowtab *rt, uint64_t s);
 void rps_rowtab_write_end(struct rps_rowtab *rt, uint64_t s);

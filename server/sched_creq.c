@@ -199,9 +199,9 @@ static void from_server(struct rps_sched *s, struct sched_peer *p, const struct 
 	    p->slot >= s->num_servers || !q->waiting[p->slot])
 		return; /* of an older request, or not asked */
 	sl = &s->slots[p->slot];
-	if (h->aux == RPS_CTLREQ_DATA) {
+	if (h->aux == RPS_CTLREQ_DATA || h->aux == RPS_CTLREQ_ROWS) {
 		if (q->from)
-			rps_sched_send_frame(q->from, h->op, q->from_req, 0, RPS_CTLREQ_DATA,
+			rps_sched_send_frame(q->from, h->op, q->from_req, 0, h->aux,
 					     ev->data, h->len, NULL, 0);
 		return;
 	}

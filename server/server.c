@@ -211,6 +211,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		    .ckpt_every = cfg->checkpoint_every > 0 ? (uint32_t)cfg->checkpoint_every : 0,
 		    .ckpt_secs = cfg->checkpoint_secs > 0 ? (uint32_t)cfg->checkpoint_secs : 0,
 		    .server_shards = (uint32_t)srv->nshards,
+		    .evict_clocks = cfg->table_evict_clocks > 0 ? (uint32_t)cfg->table_evict_clocks : 0,
 		};
 		struct rps_shard *sh = &srv->shards[s];
 

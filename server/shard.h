@@ -143,6 +143,7 @@ struct rps_shard_params {
 	uint32_t ckpt_every;	/* clocks between checkpoints; 0 = off */
 	uint32_t ckpt_secs;	/* seconds between checkpoints (at a clock boundary); 0 = off */
 	uint32_t server_shards; /* shards of the server (the files' num_shards) */
+	uint32_t evict_clocks;	/* tables: evict rows idle this many clocks; 0 = off */
 };
 
 /* A restore handed to a shard's update thread (RPS_ENT_RESTORE). */
@@ -163,6 +164,10 @@ struct rps_shard_creq_res {
 	char text[480]; /* checkpoint: its path; rc != 0: the reason */
 	void *snap;	/* EXPORT: records of struct rps_export_part + float[slice_elems] */
 	size_t snap_len;
+	/* EXPORT: the tables' rows (server/table_export.c), nrows in all */
+	void *rows_snap;
+	size_t rows_len;
+	uint64_t nrows;
 };
 
 #define RPS_CLOCK_NONE UINT32_MAX

@@ -18,6 +18,7 @@
 
 #include "server/ckpt.h"
 #include "server/ckpt_async.h"
+#include "server/table.h"
 #include "src/alloc.h"
 #include "src/ckpt.h"
 #include "src/log.h"
@@ -102,6 +103,8 @@ void rps_shard_creq_run(struct rps_shard *sh)
 		}
 	} else {
 		r->rc = snapshot(sh, r);
+		if (!r->rc)
+			r->rc = rps_shard_tables_snapshot(sh, r);
 	}
 	RPS_DEBUG("shard %u: %s at clock %llu: %s", sh->p.idx, rps_proto_op_name(sh->creq_op),
 		  (unsigned long long)r->clock, r->rc ? r->text : "done");
@@ -116,6 +119,8 @@ void rps_shard_creq_take(struct rps_shard *sh, const struct rps_ring_entry *e)
 	/* a result nobody collected (an abandoned request): ours to free */
 	rps_free(sh->creq_res.snap);
 	sh->creq_res.snap = NULL;
+	rps_free(sh->creq_res.rows_snap);
+	sh->creq_res.rows_snap = NULL;
 	sh->creq_gen = e->info.worker;
 	sh->creq_op = (uint32_t)e->info.key;
 	sh->creq_target = e->u64;

@@ -104,6 +104,8 @@ int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d
 			     d->capacity_hint);
 	if (!rc)
 		rc = rps_rowtab_set_precision(&t->rt, d->precision);
+	if (!rc && sh->p.evict_clocks) /* docs/tables.md "Eviction" */
+		rc = rps_rowtab_evict_enable(&t->rt);
 	if (!rc && !ts->scratch) {
 		ts->scratch = rps_aligned_alloc(64, RPS_TABLE_MAX_DIM * sizeof(float));
 		if (!ts->scratch)
@@ -183,7 +185,7 @@ static void handle_declare(struct rps_shard *sh, struct rps_srv_req *req)
 	    rps_shard_table_declare(sh, &req->u.tdecl.td, req->u.tdecl.optim, why, sizeof(why));
 
 	t = rps_shard_table_find(sh, ack.table);
-	ack.rows = t ? t->rt.nrows : 0;
+	ack.rows = t ? rps_rowtab_rows(&t->rt) : 0;
 	if (rc)
 		RPS_LOG_RATELIMITED(RPS_LOG_WARN, "table declare from worker %u refused: %s",
 				    req->worker, why);
@@ -222,6 +224,7 @@ static struct rps_shard_table *rows_table(struct rps_shard *sh, const struct rps
 		*status_p = -EINVAL;
 		return NULL;
 	}
+	t->rt.now = (uint32_t)sh->clock; /* what a touch records (eviction) */
 	return t;
 }
 
@@ -246,6 +249,7 @@ static int row_step(struct rps_shard_table *t, uint64_t id, float *g, uint32_t s
 		rps_rowtab_store(&t->rt, (uint64_t)s, t->rt.wide);
 	}
 	rps_rowtab_write_end(&t->rt, (uint64_t)s);
+	rps_rowtab_updated(&t->rt, (uint64_t)s);
 	(*step)++;
 	return 0;
 }
@@ -284,6 +288,12 @@ static int pend_add(struct rps_shard_table *t, uint32_t worker, const char *ids,
 		struct rps_row_pend *p = &t->pend[t->npend];
 
 		memcpy(&p->id, ids + (size_t)i * 8, 8);
+		if (t->rt.evict) { /* a row with a gradient waiting is not idle */
+			int64_t s = rps_rowtab_find(&t->rt, p->id);
+
+			if (s >= 0)
+				rps_rowtab_touch(&t->rt, (uint64_t)s);
+		}
 		p->worker = worker;
 		p->seq = (uint32_t)t->npend;
 		memcpy(t->pend_grads + (size_t)t->npend * t->decl.dim, grads + (size_t)i * row,
@@ -316,6 +326,7 @@ void rps_shard_tables_apply_clock(struct rps_shard *sh, uint64_t c)
 
 		if (!t->npend)
 			continue;
+		t->rt.now = (uint32_t)sh->clock + 1; /* the clock's sum is the state of c + 1 */
 		qsort(t->pend, t->npend, sizeof(*t->pend), pend_cmp);
 		while (i < t->npend) {
 			size_t j = i + 1;
@@ -426,6 +437,7 @@ static void pull_answer(struct rps_shard *sh, struct rps_shard_table *t, struct 
 			break;
 		}
 		t->rows_created += (uint64_t)created;
+		rps_rowtab_touch(&t->rt, (uint64_t)s);
 		memcpy(ts->sendbuf + i * row, rps_rowtab_raw(&t->rt, (uint64_t)s), row);
 		if (slots) {
 			uint32_t s32 = (uint32_t)s;
@@ -567,6 +579,7 @@ void rps_shard_tables_after(struct rps_shard *sh)
 		}
 	}
 	ts->redo = 0;
+	rps_shard_tables_evict_tick(sh);
 	if (ts->parked) {
 		struct rps_srv_req *r = ts->parked, *keep = NULL, *keep_tail = NULL;
 

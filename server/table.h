@@ -38,6 +38,9 @@ struct rps_shard_table {
 	const uint32_t *ixcur; /* the array registered last */
 	uint64_t ixgen;	       /* rt.rehashes when the last one was registered */
 	int ixreg_failed;
+	/* eviction (table_evict.c): rows updated in epochs <= saved_epoch are
+	 * in a committed checkpoint; pend_epoch: of the checkpoint in flight */
+	uint32_t saved_epoch, pend_epoch;
 };
 
 struct rps_shard_tables {
@@ -49,6 +52,12 @@ struct rps_shard_tables {
 	float *scratch; /* one row */
 	char *sendbuf;
 	size_t send_cap;
+	/* eviction (table_evict.c) */
+	int ck_pending;		  /* a checkpoint's tables written, its commit awaited */
+	uint64_t ck_ok0, ck_fail0; /* the shard's checkpoint counters then */
+	int ev_active;		  /* a pass is under way */
+	uint64_t ev_clock;	  /* the clock of the last pass */
+	uint32_t ev_table;	  /* the table the pass is at */
 };
 
 /* The table `table` of the shard, or NULL. */
@@ -89,6 +98,17 @@ int rps_shard_tables_ckpt_write(struct rps_shard *sh, const char *dir, uint32_t 
 void rps_shard_tables_ckpt_prune(struct rps_shard *sh, const char *dir, uint32_t rank);
 int rps_shard_tables_ckpt_restore(struct rps_shard *sh, const char *dir, uint32_t rank,
 				  uint64_t clock);
+
+/* EXPORT (table_export.c), update thread: every row of every table copied
+ * into r->rows_snap (records of rps_export_rows with count 0 and total rows,
+ * u64 ids[total], float rows[total][dim]); r->nrows. 0 or -ENOMEM (r->text). */
+int rps_shard_tables_snapshot(struct rps_shard *sh, struct rps_shard_creq_res *r);
+
+/* Eviction (table_evict.c), update thread: after every entry, a slice of the
+ * clock's pass over the tables (no-op unless p.evict_clocks); after a
+ * checkpoint's table files are written (table_ckpt.c). */
+void rps_shard_tables_evict_tick(struct rps_shard *sh);
+void rps_shard_tables_ckpt_written(struct rps_shard *sh);
 
 /* Update thread (update.c): count a push frame for (worker, clock) and let
  * the worker's clock advance. */

@@ -117,6 +117,8 @@ static int write_table(const struct rps_shard_table *t, const char *dir, uint32_
 	for (uint64_t s = 0; s < rt->nrows && !b.err; s++) {
 		uint64_t id = rps_rowtab_slot_id(rt, s);
 
+		if (!rps_rowtab_live(rt, s))
+			continue; /* evicted */
 		put(&b, &id, 8);
 		put(&b, rps_rowtab_step(rt, s), 4);
 		put(&b, &zero, 4);
@@ -145,7 +147,7 @@ static int write_table(const struct rps_shard_table *t, const char *dir, uint32_
 	h.nstate = (uint32_t)rt->state_floats;
 	h.seed = t->decl.seed;
 	h.clock = clock;
-	h.nrows = rt->nrows;
+	h.nrows = rps_rowtab_rows(rt);
 	h.capacity_hint = t->decl.capacity_hint;
 	h.payload_bytes = b.bytes;
 	h.payload_crc = b.crc;
@@ -176,6 +178,8 @@ int rps_shard_tables_ckpt_write(struct rps_shard *sh, const char *dir, uint32_t 
 
 	for (uint32_t i = 0; ts && i < ts->n && !rc; i++)
 		rc = write_table(ts->t[i], dir, rank, sh->p.idx, clock);
+	if (!rc)
+		rps_shard_tables_ckpt_written(sh);
 	return rc;
 }
 

@@ -116,6 +116,8 @@ struct rps_config {
 	char token[256];           /* RDMAPS_TOKEN; applied into secret/rank by rps_cfg_token_apply */
 	/* mw (issue 20): per-connection RDMA read access (docs/rdma.md) */
 	char rdma_mw[8];           /* auto | on | off */
+	/* sparse tables (issue 22): rows idle this many shard clocks are evicted; 0 = never */
+	int table_evict_clocks;
 };
 
 enum rps_config_type {

@@ -132,6 +132,9 @@ const struct rps_config_entry rps_config_table[] = {
 	/* mw (issue 20): per-connection RDMA read access (memory windows, docs/rdma.md) */
 	ENTRY(rdma_mw, "auto", RPS_CFG_STRING,
 	      "RDMA read access per connection by memory windows bound to its QP: auto (where the device has type-2 windows) | on (required) | off (one read-only registration for all peers)"),
+	/* sparse tables (issue 22): eviction of idle rows (server/table_evict.c, docs/tables.md "Eviction") */
+	ENTRY(table_evict_clocks, "0", RPS_CFG_INT,
+	      "servers: evict a table row neither pushed nor pulled by frame during this many clocks of its shard, unless it has updates not yet in a committed checkpoint; it comes back with its initial value; 0 = never"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */

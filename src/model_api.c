@@ -13,6 +13,7 @@
 #include "src/alloc.h"
 #include "src/log.h"
 #include "src/npz.h"
+#include "src/table_export.h"
 
 #define MODEL_MAX_COMPLAINTS 8 /* problems of one file logged one by one */
 
@@ -185,7 +186,7 @@ static int match_arrays(const char *path, const struct rps_npz_entry *e, size_t 
 	}
 	/* the arrays named by a key, sorted by it (names are unique in a file) */
 	for (size_t j = 0; j < ne; j++)
-		if (name_key(e[j].name, &named[nnamed].key))
+		if (!e[j].u64 && name_key(e[j].name, &named[nnamed].key))
 			named[nnamed++].idx = j;
 	qsort(named, nnamed, sizeof(*named), key_idx_cmp);
 	for (size_t i = 0; i < n; i++) {
@@ -222,8 +223,8 @@ static int match_arrays(const char *path, const struct rps_npz_entry *e, size_t 
 	for (size_t j = 0; j < ne; j++) {
 		rps_key_t k;
 
-		if (used[j])
-			continue;
+		if (used[j] || rps_table_export_name(e[j].name, NULL, NULL))
+			continue; /* a table of an export (docs/tables.md): not a key */
 		if (bad++ >= MODEL_MAX_COMPLAINTS)
 			continue;
 		if (name_key(e[j].name, &k))

@@ -37,7 +37,7 @@ static size_t shape_elems(const uint64_t *shape, uint32_t ndim, int *rc_p)
 	size_t n = 1;
 
 	for (uint32_t i = 0; i < ndim; i++) {
-		if (shape[i] && n > SIZE_MAX / sizeof(float) / shape[i]) {
+		if (shape[i] && n > SIZE_MAX / sizeof(uint64_t) / shape[i]) {
 			*rc_p = -EOVERFLOW;
 			return 0;
 		}
@@ -55,7 +55,10 @@ static int npy_build(const struct rps_npz_entry *e, void **img_p, size_t *len_p)
 	int k;
 	uint8_t *img;
 
-	k = snprintf(hdr, sizeof(hdr), "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+	size_t es = e->u64 ? sizeof(uint64_t) : sizeof(float);
+
+	k = snprintf(hdr, sizeof(hdr), "{'descr': '%s', 'fortran_order': False, 'shape': (",
+		     e->u64 ? "<u8" : "<f4");
 	for (uint32_t i = 0; i < e->ndim; i++)
 		k += snprintf(hdr + k, sizeof(hdr) - (size_t)k, "%llu,%s",
 			      (unsigned long long)e->shape[i], i + 1 < e->ndim ? " " : "");
@@ -63,7 +66,7 @@ static int npy_build(const struct rps_npz_entry *e, void **img_p, size_t *len_p)
 	hl = (size_t)k;
 	pre = NPY_MAGIC_LEN + 4 + hl + 1; /* + '\n' */
 	pre = (pre + NPY_ALIGN - 1) / NPY_ALIGN * NPY_ALIGN;
-	total = pre + e->nelems * sizeof(float);
+	total = pre + e->nelems * es;
 	img = rps_malloc(total ? total : 1);
 	if (!img)
 		return -ENOMEM;
@@ -75,7 +78,12 @@ static int npy_build(const struct rps_npz_entry *e, void **img_p, size_t *len_p)
 	memcpy(img + 10, hdr, hl);
 	memset(img + 10 + hl, ' ', pre - 10 - hl - 1);
 	img[pre - 1] = '\n';
-	for (size_t i = 0; i < e->nelems; i++) {
+	for (size_t i = 0; i < e->nelems && e->u64; i++) {
+		uint64_t v = htole64(e->u64[i]);
+
+		memcpy(img + pre + i * sizeof(v), &v, sizeof(v));
+	}
+	for (size_t i = 0; i < e->nelems && !e->u64; i++) {
 		uint32_t v;
 
 		memcpy(&v, &e->data[i], sizeof(v));
@@ -150,7 +158,7 @@ int rps_npz_write(const char *path, const struct rps_npz_entry *e, size_t n)
 
 		if (!name_ok(e[i].name) || e[i].ndim > RPS_NPZ_NDIM_MAX ||
 		    shape_elems(e[i].shape, e[i].ndim, &orc) != e[i].nelems || orc ||
-		    (e[i].nelems && !e[i].data)) {
+		    (e[i].nelems && !e[i].data && !e[i].u64)) {
 			RPS_ERR("%s: array %zu ('%.*s'): bad name, shape or data", path, i,
 				RPS_NPZ_NAME_MAX - 1, e[i].name);
 			return -EINVAL;
@@ -215,7 +223,7 @@ static const char *dict_value(const char *h, const char *key)
 	return p;
 }
 
-static int parse_header(const char *h, struct rps_npz_entry *e, const char **why_p)
+static int parse_header(const char *h, struct rps_npz_entry *e, int *u64_p, const char **why_p)
 {
 	const char *d = dict_value(h, "'descr'");
 	const char *f = dict_value(h, "'fortran_order'");
@@ -225,7 +233,9 @@ static int parse_header(const char *h, struct rps_npz_entry *e, const char **why
 		*why_p = "header lacks descr, fortran_order or shape";
 		return -EINVAL;
 	}
-	if (strncmp(d, "'<f4'", 5) != 0) {
+	if (strncmp(d, "'<u8'", 5) == 0) {
+		*u64_p = 1;
+	} else if (strncmp(d, "'<f4'", 5) != 0) {
 		*why_p = "not float32 little-endian ('<f4'): convert with .astype(np.float32)";
 		return -EINVAL;
 	}
@@ -278,7 +288,7 @@ static int npy_parse(const void *buf, size_t len, struct rps_npz_entry *e, const
 	size_t hl, off;
 	char *h;
 	const char *why = NULL;
-	int rc;
+	int rc, is_u64 = 0;
 
 	if (len < 10 || memcmp(b, NPY_MAGIC, NPY_MAGIC_LEN) != 0) {
 		why = "not a .npy image (magic)";
@@ -303,7 +313,7 @@ static int npy_parse(const void *buf, size_t len, struct rps_npz_entry *e, const
 		return -ENOMEM;
 	memcpy(h, b + off, hl);
 	h[hl] = '\0';
-	rc = parse_header(h, e, &why);
+	rc = parse_header(h, e, &is_u64, &why);
 	rps_free(h);
 	if (rc)
 		goto bad;
@@ -313,6 +323,22 @@ static int npy_parse(const void *buf, size_t len, struct rps_npz_entry *e, const
 		goto bad;
 	}
 	off += hl;
+	if (is_u64) {
+		if (len - off != e->nelems * sizeof(uint64_t)) {
+			why = "data size does not match the shape";
+			goto bad;
+		}
+		e->u64 = rps_malloc(e->nelems ? e->nelems * sizeof(uint64_t) : sizeof(uint64_t));
+		if (!e->u64)
+			return -ENOMEM;
+		for (size_t i = 0; i < e->nelems; i++) {
+			uint64_t v;
+
+			memcpy(&v, b + off + i * sizeof(v), sizeof(v));
+			e->u64[i] = le64toh(v);
+		}
+		return 0;
+	}
 	if (len - off != e->nelems * sizeof(float)) {
 		why = "data size does not match the shape";
 		goto bad;
@@ -345,8 +371,10 @@ void rps_npz_free(struct rps_npz_entry *e, size_t n)
 {
 	if (!e)
 		return;
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		rps_free(e[i].data);
+		rps_free(e[i].u64);
+	}
 	rps_free(e);
 }
 

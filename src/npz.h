@@ -8,6 +8,8 @@
  * numpy.savez_compressed() write for float32 arrays (float64 arrays are
  * refused with -EINVAL and a message naming the array: convert with
  * .astype(np.float32) first, so that no precision change happens silently).
+ * One other type is read and written: uint64 ('<u8'), in e->u64 instead of
+ * e->data (the ids of an exported table, docs/tables.md).
  */
 #ifndef RPS_NPZ_H
 #define RPS_NPZ_H
@@ -24,7 +26,8 @@ struct rps_npz_entry {
 	uint32_t ndim;                     /* 0 = a scalar (one element) */
 	uint64_t shape[RPS_NPZ_NDIM_MAX];
 	size_t nelems;                     /* product of shape */
-	float *data;                       /* nelems values */
+	float *data;                       /* nelems values (NULL when u64 is set) */
+	uint64_t *u64;                     /* non-NULL: a uint64 array ('<u8') instead */
 };
 
 /* Write n entries to path atomically (a temporary file in the same folder,

@@ -574,6 +574,7 @@ enum rps_ctlreq_aux {
 	RPS_CTLREQ_DATA = 1,   /* EXPORT, server -> sched -> requester: a piece of a slice */
 	RPS_CTLREQ_RESULT = 2, /* server -> sched -> requester: that server is done */
 	RPS_CTLREQ_DONE = 3,   /* sched -> requester: the end; hdr.status; data: reason text */
+	RPS_CTLREQ_ROWS = 4,   /* EXPORT, server -> sched -> requester: rows of a table */
 };
 
 #define RPS_CTLREQ_CLOCK 1u /* rps_ctlreq.flags: clock is a target clock */
@@ -603,7 +604,8 @@ struct rps_ctlres_shard {
 	uint64_t clock;  /* the shard's clock when it wrote / took its snapshot */
 	uint64_t nslices;
 	uint64_t nelems; /* EXPORT: elements sent */
-	char text[480];  /* CHECKPOINT: the file; status != 0: the reason. NUL terminated */
+	uint64_t nrows;	 /* EXPORT: table rows sent (RPS_CTLREQ_ROWS), every table */
+	char text[472];  /* CHECKPOINT: the file; status != 0: the reason. NUL terminated */
 };
 _Static_assert(sizeof(struct rps_ctlres_shard) == 512, "rps_ctlres_shard is 512 bytes");
 
@@ -621,6 +623,25 @@ struct rps_export_part {
 };
 _Static_assert(sizeof(struct rps_export_part) == 48, "rps_export_part is 48 bytes");
 #define RPS_EXPORT_PART_FLOATS 65536u /* per frame: 256 KiB, under every control limit */
+
+/* EXPORT table rows (RPS_CTLREQ_ROWS): rows [first, first + count) of the
+ * `total` rows of table `table` that shard `shard` of server `server` held at
+ * `clock`, followed by u64 ids[count], then float rows[count][dim] (fp16 /
+ * bf16 tables widened to fp32: exact). Every shard sends at least one piece
+ * per declared table (count 0 when it holds no row). */
+struct rps_export_rows {
+	uint32_t table;
+	uint32_t shard;
+	uint32_t server;
+	uint32_t dim;
+	uint64_t clock;
+	uint64_t total; /* rows of this table on this shard */
+	uint64_t first; /* index of this piece's first row among them */
+	uint32_t count; /* rows that follow */
+	uint32_t precision; /* enum rps_table_precision as stored */
+};
+_Static_assert(sizeof(struct rps_export_rows) == 48, "rps_export_rows is 48 bytes");
+#define RPS_EXPORT_ROWS_BYTES (256u << 10) /* ids + rows per frame, at most */
 
 /* What the protocol knows about one op: src/proto.c holds one descriptor per
  * op of enum rps_op, and every lookup by op (name, lengths, checks) reads it. */

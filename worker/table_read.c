@@ -631,10 +631,12 @@ int rps_wtable_read_pull(struct rps_worker *w, rps_table_t table, uint32_t dim, 
 	pthread_mutex_lock(&rd->lock);
 	rc = read_pull_once(w, rd, table, dim, prec, b, out, clock);
 	if (rc == -ESTALE) {
-		/* a slot held another row: the server is not the one we cached */
-		RPS_WARN("table %u: a cached row slot holds another row: slots forgotten, "
-			 "pulling by frames",
-			 table);
+		/* a slot held another row: the server restarted, or evicted the
+		 * row and gave its slot to another (docs/tables.md, Eviction) */
+		RPS_LOG_RATELIMITED(RPS_LOG_INFO,
+				    "table %u: a cached row slot holds another row (server "
+				    "restarted, or rows evicted): slots forgotten, pulling by frames",
+				    table);
 		for (uint32_t s = 0; s < w->num_servers; s++)
 			rps_wtable_forget(w, s);
 		rc = read_pull_once(w, rd, table, dim, prec, b, out, clock);

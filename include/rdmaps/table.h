@@ -100,7 +100,7 @@ RPS_API int rps_worker_push_rows_cb(struct rps_worker *w, rps_table_t table, con
 
 /* Rows the servers hold of a table (every shard asked; rows are created on
  * first touch, so this counts the distinct ids ever pulled or pushed, as
- * far as the servers applied them). 0, -EINVAL, -ENOENT (not declared
+ * far as the servers applied them, minus rows evicted: docs/tables.md). 0, -EINVAL, -ENOENT (not declared
  * through this worker), a transport error. */
 RPS_API int rps_worker_table_rows(struct rps_worker *w, rps_table_t table, uint64_t *rows_p);
 
@@ -115,6 +115,26 @@ RPS_API uint32_t rps_worker_table_dim(const struct rps_worker *w, rps_table_t ta
  * to it (what the servers store). 0, or -EINVAL for a NULL pointer, dim 0 or an
  * unknown init. */
 RPS_API int rps_table_initial_row(const struct rps_table_spec *spec, uint64_t id, float *row);
+
+/* A table of a model export (rdmaps-ctl export FILE, rps_ctl_export): the
+ * .npz holds per table T "tableT.ids" (uint64, n) and "tableT.rows"
+ * (float32, n x dim), rows sorted by id, only rows that exist on the servers
+ * (docs/tables.md, Export). numpy.load(FILE) reads the same arrays. */
+struct rps_table_export {
+	rps_table_t table;
+	uint32_t dim;
+	size_t nrows;
+	uint64_t *ids;	/* nrows, ascending */
+	float *rows;	/* nrows * dim; row i is ids[i]'s */
+};
+/* Read table `table` of the export at path into *x (free with
+ * rps_table_export_free). 0; -ENOENT no such file or no table `table` in it;
+ * -EINVAL not an .npz, or the table's arrays do not match (ids not uint64 of
+ * one dimension, rows not nrows x dim float32, ids not strictly ascending):
+ * the reason is logged; -ENOMEM. */
+RPS_API int rps_table_export_read(const char *path, rps_table_t table,
+				  struct rps_table_export *x);
+RPS_API void rps_table_export_free(struct rps_table_export *x);
 
 #ifdef __cplusplus
 }

@@ -36,8 +36,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			n *= e.shape[i];
 		if (n != e.nelems)
 			abort(); /* nelems is the product of the shape */
-		fuzz_touch(e.data, e.nelems * sizeof(float));
+		if (!e.data == !e.u64)
+			abort(); /* float32 or uint64 ('<u8'), never both */
+		if (e.u64)
+			fuzz_touch(e.u64, e.nelems * sizeof(uint64_t));
+		else
+			fuzz_touch(e.data, e.nelems * sizeof(float));
 		rps_free(e.data);
+		rps_free(e.u64);
 	}
 	free(img);
 	return 0;

@@ -121,7 +121,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < n; i++) {
 			if (!e[i].name[0] || strlen(e[i].name) >= RPS_NPZ_NAME_MAX)
 				abort();
-			fuzz_touch(e[i].data, e[i].nelems * sizeof(float));
+			if (!e[i].data == !e[i].u64)
+				abort(); /* float32 or uint64 ('<u8'), never both */
+			if (e[i].u64)
+				fuzz_touch(e[i].u64, e[i].nelems * sizeof(uint64_t));
+			else
+				fuzz_touch(e[i].data, e[i].nelems * sizeof(float));
 		}
 		rps_npz_free(e, n);
 	}
