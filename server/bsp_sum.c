@@ -50,9 +50,22 @@ void rps_bsp_sum_add(struct rps_slice_meta *m, uint32_t w, uint64_t off, uint64_
 		     const float *g)
 {
 	uint32_t l = w < m->nlanes ? w : 0;
+	float *y = lane(m, l);
 
-	cblas_saxpy((int)n, scale, g, 1, lane(m, l) + off, 1);
-	m->lanes_used[l >> 6] |= 1ull << (l & 63);
+	if (!lane_used(m, l)) {
+		/* an unused lane holds what the last clock left: a push of the
+		 * whole slice is written over it; part of one needs the zeros */
+		m->lanes_used[l >> 6] |= 1ull << (l & 63);
+		if (off == 0 && n == m->nelems) {
+			/* what saxpy into zeros gives, bit for bit: + 0.0f turns a
+			 * -0 product into +0, as 0 + scale * g does */
+			for (uint64_t i = 0; i < n; i++)
+				y[i] = scale * g[i] + 0.0f;
+			return;
+		}
+		memset(y, 0, m->nelems * sizeof(float));
+	}
+	cblas_saxpy((int)n, scale, g, 1, y + off, 1);
 }
 
 /* Elements per block of the rank-order pass: a block of every lane stays in
@@ -77,10 +90,10 @@ float *rps_bsp_sum_total(struct rps_slice_meta *m)
 				continue;
 			/* alpha 1: sum + lane, rounded once, fused or not */
 			cblas_saxpy((int)n, 1.0f, lane(m, l) + b, 1, sum + b, 1);
-			memset(lane(m, l) + b, 0, n * sizeof(float));
 		}
 	}
-	/* the other lanes are clear again: only the sum is left */
+	/* the other lanes are unused again (their next add starts them over):
+	 * only the sum is left */
 	memset(m->lanes_used, 0, sizeof(m->lanes_used));
 	m->lanes_used[first >> 6] |= 1ull << (first & 63);
 	return sum;
@@ -88,8 +101,8 @@ float *rps_bsp_sum_total(struct rps_slice_meta *m)
 
 void rps_bsp_sum_clear(struct rps_slice_meta *m)
 {
-	for (uint32_t l = 0; l < m->nlanes; l++)
-		if (lane_used(m, l))
-			memset(lane(m, l), 0, m->nelems * sizeof(float));
+	/* no pass over the lanes: the next add to an unused lane starts it over
+	 * (rps_bsp_sum_add), so the clock's apply is not followed by a memset of
+	 * every used lane before its pulls are answered */
 	memset(m->lanes_used, 0, sizeof(m->lanes_used));
 }
