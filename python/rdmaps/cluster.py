@@ -13,6 +13,7 @@ built or installed from, then on ``PATH`` (:func:`find_program`).
 """
 import os
 import secrets
+import random
 import shutil
 import signal
 import socket
@@ -55,7 +56,25 @@ def find_program(name):
 
 
 def free_port(host="127.0.0.1"):
-    """A TCP port free on host right now (bound and released)."""
+    """A TCP port free on host right now (bound and released), below the
+    ephemeral range when one is free there: a port from the ephemeral range
+    can be taken by any process's outgoing connection before the scheduler
+    or server binds it ("Address already in use")."""
+    lo = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError):
+        pass
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        p = rng.randrange(max(1024, lo - 20000), max(1025, lo - 1))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, p))
+                return p
+            except OSError:
+                continue
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]

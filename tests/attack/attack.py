@@ -46,12 +46,8 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 FMNIST_DATA = "/usr/share/datasets/fashion-mnist"
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from free_port import free_port  # noqa: E402,F401  (below the ephemeral range)
 
 
 def cpu_s(pid):

@@ -49,12 +49,8 @@ def check(cond, what):
         failures.append(what)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from free_port import free_port  # noqa: E402  (below the ephemeral range)
 
 
 def wait_log(path, text, timeout=20.0):

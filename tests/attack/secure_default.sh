@@ -29,7 +29,7 @@ for v in $(env | grep -o '^RDMAPS_[A-Z_]*'); do unset "$v"; done
 export RDMAPS_LOG_LEVEL=info RDMAPS_TRANSPORT=tcp
 
 # 1. no secret: refused, with what to do
-port=$((20000 + RANDOM % 20000))
+port=$(/usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/../free_port.py")
 export RDMAPS_SCHEDULER=127.0.0.1:$port
 for prog in rdmaps-sched rdmaps-server "rdmaps-ctl status" "itest-worker bsp"; do
 	rc=0

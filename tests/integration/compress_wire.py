@@ -46,30 +46,14 @@ def check(cond, what):
         failures.append(what)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from free_port import free_port  # noqa: E402  (below the ephemeral range)
 
 
 def free_metrics_base():
     """A port p with p + 1 free too: the scheduler serves on p, server rank 0
     on p + 1 (a p + 1 taken by another process made the server exit)."""
-    for _ in range(100):
-        p = free_port()
-        if p > 65000:
-            continue
-        s = socket.socket()
-        try:
-            s.bind(('127.0.0.1', p + 1))
-            return p
-        except OSError:
-            pass
-        finally:
-            s.close()
-    raise RuntimeError('no two free consecutive ports')
+    return free_port(2)
 
 
 def wait_log(path, text, timeout=20.0):

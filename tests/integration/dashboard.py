@@ -24,7 +24,6 @@ binaries. DASHBOARD_SCREENSHOT=FILE.png saves what the page looked like
 """
 import glob
 import json
-import random
 import os
 import shutil
 import signal
@@ -64,32 +63,8 @@ def skip(msg):
     raise SystemExit(77)
 
 
-def free_port(run=1):
-    """A port p with p .. p + run - 1 free (the servers' /metrics: p + 1 + rank),
-    below the ephemeral range (an outgoing connection of another test could
-    take a port there between this check and the bind)."""
-    lo = 32768
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            lo = int(f.read().split()[0])
-    except (OSError, ValueError):
-        pass
-    rng = random.Random(os.getpid() ^ int(time.time() * 1000))
-    for _ in range(200):
-        p = rng.randrange(max(1024, lo - 12000), lo - run)
-        try:
-            socks = []
-            for q in range(p, p + run):
-                t = socket.socket()
-                socks.append(t)
-                t.bind(("127.0.0.1", q))
-            return p
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    fail("no free run of ports")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from free_port import free_port  # noqa: E402  (below the ephemeral range)
 
 
 def wait_for(what, fn, timeout=30.0, every=0.1):

@@ -32,7 +32,7 @@ wait_for() {
 	fail "no \"$2\" in $1"
 }
 free_port() {
-	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+	/usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/../free_port.py"
 }
 
 for v in $(env | grep -o '^RDMAPS_[A-Z_]*'); do unset "$v"; done

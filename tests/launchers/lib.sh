@@ -42,7 +42,7 @@ PY
 
 free_port()
 {
-	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+	/usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/../free_port.py"
 }
 
 # check_summary FILE MIN WORKERS SERVERS: one epoch, the counts, accuracy >= MIN
