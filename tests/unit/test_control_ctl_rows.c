@@ -84,7 +84,7 @@ static void test_refused(void **state)
 	struct ctl_rows c;
 	struct rps_npz_entry *e = NULL;
 	size_t n = 0, len;
-	char buf[1024], why[200];
+	char buf[1024] = {0}, why[200];
 	uint64_t a[3] = {1, 2, 3};
 
 	(void)state;

@@ -86,7 +86,7 @@ static void test_round_trip(void **st)
 {
 	struct rps_npz_entry e[3];
 	struct rps_table_export x;
-	char path[256], cmd[512];
+	char path[256], cmd[1024];
 	rps_key_t k = 3;
 	size_t len = 4;
 	float v[4];
