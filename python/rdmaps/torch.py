@@ -472,7 +472,8 @@ class DistributedModel(torch.nn.Module):
         bits on every worker: what ``fmnist-train --sync ring`` does. Rank 0's
         initial values are what every worker starts from here too.
       compress: ``None`` / ``"none"`` (default), ``"fp16"``, ``"bf16"``,
-        ``"sign"``, ``"topk:R"``, ``"randk:R"``: every gradient is pushed
+        ``"sign"``, ``"sign:B"``, ``"topk:R"``, ``"randk:R"`` (options
+        ``,momentum=M``, ``,warmup=STEPS,from=R0``): every gradient is pushed
         compressed (``Worker.set_compression``, docs/compression.md); a push
         to the servers only (``sync="ring"`` sends float32: ValueError).
 

@@ -316,8 +316,10 @@ PyObject *rps_py_set_compression(PyObject *self, PyObject *args, PyObject *kw)
 		return NULL;
 	if (rps_compress_parse(codec, &opts)) {
 		PyErr_Format(PyExc_ValueError,
-			     "codec '%s': expected none, fp16, bf16, sign, topk:RATIO or "
-			     "randk:RATIO (RATIO a fraction in (0, 1], e.g. topk:0.01)",
+			     "codec '%s': expected none, fp16, bf16, sign, sign:BLOCK, topk:RATIO "
+			     "or randk:RATIO (RATIO a fraction in (0, 1], e.g. topk:0.01), "
+			     "optionally followed by ,momentum=M or (topk, randk) "
+			     ",warmup=STEPS,from=R0 (docs/compression.md)",
 			     codec);
 		return NULL;
 	}

@@ -753,8 +753,10 @@ static PyMethodDef worker_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "set_compression($self, /, keys, codec, error_feedback=None)\n--\n\n"
      "Push the declared keys compressed from the next push on (local: nothing\n"
-     "is sent). codec: 'none', 'fp16', 'bf16', 'sign', 'topk:RATIO' or\n"
-     "'randk:RATIO' (RATIO a fraction in (0, 1], e.g. 'topk:0.01'), the names\n"
+     "is sent). codec: 'none', 'fp16', 'bf16', 'sign', 'sign:BLOCK', 'topk:RATIO'\n"
+     "or 'randk:RATIO' (RATIO a fraction in (0, 1], e.g. 'topk:0.01'), with\n"
+     "',momentum=M' (momentum correction; the servers then run sgd) and, for\n"
+     "topk/randk, ',warmup=STEPS,from=R0' (docs/compression.md): the names\n"
      "fmnist-train --compress takes. The servers widen to float32 before the\n"
      "sum or the optimizer; pulls stay float32. error_feedback: None (the\n"
      "codec's default: on for topk, randk, sign) or a bool. Setting a key again\n"
