@@ -42,10 +42,12 @@ static void set_value(uint8_t pick, const char *v)
 	rps_cfg_format_value(&cfg, e, text, sizeof(text));
 	if (e->type == RPS_CFG_DOUBLE || rps_cfg_is_secret(e))
 		return;
-	if (e->type == RPS_CFG_STRING && !strcmp(text, "\"\""))
-		text[0] = 0; /* how an empty string is shown */
+	/* An empty string is shown as "" (two quote marks); a value that is
+	 * literally "" is shown the same way and stays as it is. */
+	if (e->type == RPS_CFG_STRING && !strcmp(text, "\"\"") && !((const char *)&cfg + e->offset)[0])
+		text[0] = 0;
 	if (rps_config_set(&again, e->name, text) || !rps_cfg_entry_equal(e, &cfg, &again)) {
-		fprintf(stderr, "setting %s: value \"%s\" taken, shown as \"%s\", not taken back\n",
+		fprintf(stderr, "fuzz_config: setting %s: value \"%s\" taken, shown as \"%s\", not taken back\n",
 			e->name, v, text);
 		abort();
 	}

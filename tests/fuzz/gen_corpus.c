@@ -898,6 +898,7 @@ static void gen_config(void)
 	    {"secret", 0, "secret", "s3cret"},
 	    {"cores_value", 0, "update_cores", "0-1"},
 	    {"init_value", 0, "init", "normal:0,0.1"},
+	    {"string_quotes", 0, "checkpoint_dir", "\"\""}, /* shown as an empty one is */
 	    {"flags", 1, NULL, "--port=5000\0--shards\0" "2\0--ring-size=64K\0--\0rest\0"},
 	    {"cores", 2, NULL, "0,2-3"},
 	    {"hostport", 3, NULL, "node-1.example:65535"},
