@@ -13,13 +13,15 @@
 #   scripts/fuzz.sh --seeds          rewrite tests/fuzz/corpus with gen_corpus.c (commit the change)
 #   scripts/fuzz.sh --build-only
 #
-# Environment: FUZZ_SECONDS, FUZZ_RUNS (cap on inputs per target, 5000000),
+# Environment: FUZZ_SECONDS, FUZZ_SEED (libFuzzer's seed in the timed run, 1: CI
+# mutates the same way every time; "random" for a new one), FUZZ_RUNS (cap on inputs per target, 5000000),
 # FUZZ_PAR (targets at once), CC (default clang, else clang-14), FUZZ_BUILD (build-fuzz).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${FUZZ_BUILD:-build-fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-20}
+SEED=${FUZZ_SEED:-1}
 RUNS=${FUZZ_RUNS:-5000000}
 PAR=${FUZZ_PAR:-$(nproc)}
 MODE=ci
@@ -81,12 +83,15 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 # run TARGET SECONDS CORPUS_DIR LOG [NICE]: one libFuzzer run; its exit status
 run() {
-	local t=$1 secs=$2 work=$3 log=$4 nice=${5:-0} dict=()
+	local t=$1 secs=$2 work=$3 log=$4 nice=${5:-0} dict=() seed=()
 	if [ -f "tests/fuzz/dict/$t.dict" ]; then
 		dict=(-dict="tests/fuzz/dict/$t.dict")
 	fi
+	if [ "$MODE" = ci ] && [ "$SEED" != random ]; then
+		seed=(-seed="$SEED")
+	fi
 	mkdir -p "$work"
-	nice -n "$nice" "$BIN/fuzz_$t" "$work" "tests/fuzz/corpus/$t" "${dict[@]}" \
+	nice -n "$nice" "$BIN/fuzz_$t" "$work" "tests/fuzz/corpus/$t" "${dict[@]}" "${seed[@]}" \
 		-max_total_time="$secs" -runs="$RUNS" -timeout=20 -rss_limit_mb=2560 \
 		-artifact_prefix="$ART/$t-" -print_final_stats=1 >"$log" 2>&1
 }
