@@ -16,6 +16,7 @@
  * File format, atomicity, retention: src/ckpt.h, docs/operations.md.
  */
 #include "server/ckpt.h"
+#include "server/lowprec.h"
 #include "server/ckpt_async.h"
 #include "server/table.h"
 
@@ -218,6 +219,7 @@ static int restore_slice(const struct rps_ckpt_slice *cs, void *arg)
 		rps_store_write_end(&sh->store, &m->sl, c);
 		e += n;
 	}
+	rps_lp_refresh(sh, m, 0, m->nelems); /* a low-precision copy, if any */
 	if (nstate >= 1)
 		memcpy(m->opt.m, cs->state[0], m->nelems * sizeof(float));
 	if (nstate >= 2)

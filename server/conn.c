@@ -2,6 +2,7 @@
  * the answers sent on them (acks, pull answers), also for the update threads
  * (struct rps_shard_io). */
 #include "server/server_int.h"
+#include "server/lowprec.h"
 
 #include <errno.h>
 #include <string.h>
@@ -141,9 +142,11 @@ void rps_srv_pull_refuse(struct rps_server *srv, struct rps_srv_conn *sc, uint32
  * pooled buffer, sent zero copy, the buffer back to its pool on SEND_DONE. */
 void rps_srv_pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct rps_shard *sh,
 		       struct rps_srv_conn *sc, uint32_t req_id, const struct rps_pull *p,
-		       const struct rps_slice_meta *m)
+		       const struct rps_slice_meta *m, int pull_lp)
 {
-	size_t len = sizeof(*p) + (size_t)p->count * sizeof(float);
+	/* a low-precision pull (server/lowprec.h) is answered from the copy */
+	int lp = pull_lp && m;
+	size_t len = sizeof(*p) + (size_t)p->count * (lp ? 2u : sizeof(float));
 	struct rps_frame_hdr h;
 	struct iovec iov;
 	char *buf;
@@ -151,16 +154,19 @@ void rps_srv_pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struc
 
 	if (atomic_load_explicit(&sc->closed, memory_order_relaxed))
 		return;
-	rps_proto_hdr_init(&h, RPS_OP_PULL_RESP, (uint32_t)len, req_id);
+	rps_proto_hdr_init(&h, pull_lp ? RPS_OP_PULL_LP_RESP : RPS_OP_PULL_RESP, (uint32_t)len,
+			   req_id);
 	h.aux = (uint32_t)rps_store_clock(&sh->store);
-	buf = rps_srv_bufpool_get(bp, len);
+	buf = rps_srv_bufpool_get(bp, len + (lp ? 4 : 0));
 	if (!buf) {
 		RPS_LOG_RATELIMITED(RPS_LOG_WARN, "pull of %u elements from %s: no send buffer", p->count, sc->conn->peer);
 		rps_srv_pull_refuse(srv, sc, req_id, p, -ENOMEM);
 		return;
 	}
 	memcpy(buf, p, sizeof(*p));
-	if (p->count)
+	if (p->count && lp)
+		rps_lp_read(sh, m, p->offset, p->count, buf + sizeof(*p));
+	else if (p->count)
 		rps_shard_read(sh, m, p->offset, p->count, (float *)(buf + sizeof(*p)));
 	iov.iov_base = buf;
 	iov.iov_len = len;
@@ -219,13 +225,41 @@ static void send_declare_refusal(struct rps_server *srv, struct rps_srv_conn *sc
 	atomic_fetch_add_explicit(&srv->msgs_out, 1, memory_order_relaxed);
 }
 
+/* A DECLARE_ACK with the slice's low-precision copy (RPS_DECLARE_FLAG_LOWPREC). */
+static void send_declare_lp(struct rps_server *srv, struct rps_srv_conn *sc, uint32_t req_id,
+			    uint32_t aux, const struct rps_declare_ack *ack,
+			    const struct rps_lp_copy *lp)
+{
+	struct rps_declare_lp d = {.offset = lp->data_off,
+				   .aux = rps_store_slice_aux(&lp->sl),
+				   .prec = lp->prec};
+	struct iovec iov[2] = {{(void *)ack, sizeof(*ack)}, {&d, sizeof(d)}};
+	struct rps_frame_hdr h;
+	int rc;
+
+	if (atomic_load_explicit(&sc->closed, memory_order_relaxed))
+		return;
+	rps_proto_hdr_init(&h, RPS_OP_DECLARE_ACK, (uint32_t)(sizeof(*ack) + sizeof(d)), req_id);
+	h.flags = RPS_DECLARE_FLAG_LOWPREC;
+	h.aux = aux;
+	rc = rps_tr_post_send(sc->conn, &h, iov, 2, 0);
+	if (rc) {
+		RPS_DEBUG("DECLARE_ACK to %s: %s", sc->conn->peer, strerror(-rc));
+		return;
+	}
+	atomic_fetch_add_explicit(&srv->bytes_out, sizeof(h) + h.len, memory_order_relaxed);
+	atomic_fetch_add_explicit(&srv->msgs_out, 1, memory_order_relaxed);
+}
+
 void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
 			  const struct rps_declare_ack *ack, const char *why)
 {
 	struct rps_server *srv = arg;
 	struct rps_declare_ack a;
 	uint32_t aux = 0; /* the slice's geometry (src/proto.h) */
-	int has_optim = !!(req->u.decl_flags & RPS_DECLARE_FLAG_OPTIM);
+	/* a reason only for a worker that sent a spec or a pull precision */
+	int has_optim = !!(req->u.decl_flags & (RPS_DECLARE_FLAG_OPTIM | RPS_DECLARE_FLAG_LOWPREC));
+	const struct rps_lp_copy *lp = NULL;
 
 	if (!status && ack && sh) {
 		const struct rps_slice_meta *m =
@@ -233,6 +267,8 @@ void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *r
 
 		if (m)
 			aux = rps_store_slice_aux(&m->sl);
+		if (m && (req->u.decl_flags & RPS_DECLARE_FLAG_LOWPREC))
+			lp = rps_lp_of(m);
 	}
 	if (status || !ack) {
 		memset(&a, 0, sizeof(a));
@@ -254,6 +290,8 @@ void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *r
 		/* a reason only for a worker that sent a spec: it knows the tail */
 		if (status && why && has_optim)
 			send_declare_refusal(srv, req->sc, req->req_id, status, ack, why);
+		else if (lp)
+			send_declare_lp(srv, req->sc, req->req_id, aux, ack, lp);
 		else
 			send_small_aux(srv, req->sc, RPS_OP_DECLARE_ACK, req->req_id, status, aux,
 				       ack, sizeof(*ack));
@@ -269,7 +307,7 @@ static void io_pull_answer(void *arg, struct rps_shard *sh, struct rps_srv_req *
 	if (req->sc) {
 		atomic_fetch_sub(&req->sc->nparked, 1);
 		rps_srv_pull_send(srv, &sh->bufs, sh, req->sc, req->req_id, &req->u.pull,
-				  req->meta);
+				  req->meta, req->flags != 0);
 		rps_srv_conn_put(srv, req->sc);
 	}
 	rps_srv_pool_put(req);

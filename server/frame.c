@@ -3,6 +3,7 @@
  * (the update thread is the only writer of its shard); PULLs are answered
  * from here when their consistency condition holds and parked otherwise. */
 #include "server/server_int.h"
+#include "server/lowprec.h"
 #include "server/codec_push.h"
 
 #include <errno.h>
@@ -284,6 +285,7 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	struct rps_srv_req *req;
 	struct rps_shard *sh;
 	uint64_t known;
+	int lp = ev->hdr.op == RPS_OP_PULL_LP;
 	int rc;
 
 	atomic_fetch_add_explicit(&srv->n_pull, 1, memory_order_relaxed);
@@ -301,8 +303,18 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, rc);
 		return;
 	}
+	if (lp && m && (!rps_lp_of(m) || rps_lp_of(m)->prec != ev->hdr.flags)) {
+		/* asked for a copy the slice does not have (server/lowprec.h) */
+		RPS_LOG_RATELIMITED(RPS_LOG_WARN,
+				    "low-precision pull of key %llu slice %u from worker %u refused: "
+				    "the slice has %s copy (declare it with that pull precision)",
+				    (unsigned long long)p->key, p->slice, sc->rank,
+				    rps_lp_of(m) ? "another" : "no low-precision");
+		rps_srv_pull_refuse(srv, sc, ev->hdr.req_id, p, -EINVAL);
+		return;
+	}
 	if (rps_shard_pull_ready(sh, p->min_clock, sc->rank)) {
-		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
+		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m, lp);
 		return;
 	}
 	/* Bounded: parked pulls hold memory and cost every clock a scan. */
@@ -331,11 +343,12 @@ static void on_pull(struct rps_server *srv, struct rps_srv_conn *sc, const struc
 	}
 	req->u.pull = *p;
 	req->meta = m;
+	req->flags = (uint16_t)lp; /* io_pull_answer: a low-precision pull */
 	atomic_fetch_add(&sc->nparked, 1);
 	if (rps_shard_pull_park(sh, req)) {
 		atomic_fetch_sub(&sc->nparked, 1);
 		/* the clock moved meanwhile */
-		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m);
+		rps_srv_pull_send(srv, &srv->net_bufs, sh, sc, ev->hdr.req_id, p, m, lp);
 		rps_srv_free_reqs(srv, req);
 	}
 }
@@ -433,6 +446,7 @@ static void on_recv(struct rps_server *srv, const struct rps_tr_event *ev)
 		kept = on_push(srv, sc, ev, 1);
 		break;
 	case RPS_OP_PULL:
+	case RPS_OP_PULL_LP: /* low-precision (server/lowprec.h) */
 		on_pull(srv, sc, ev);
 		break;
 	case RPS_OP_CLOCK:

@@ -21,6 +21,7 @@ struct rps_shard_spec {
  * update thread), lock-free readers: a meta is fully built before its pointer
  * is published with release; readers load with acquire. */
 struct rps_ckpt_cow_slice;
+struct rps_lp_copy;
 struct rps_slice_meta {
 	uint64_t key;
 	uint32_t slice;
@@ -42,6 +43,9 @@ struct rps_slice_meta {
 	uint8_t *assigned_map; /* bit per element assigned */
 	/* a snapshot being copied (server/ckpt_async.h); NULL: none */
 	struct rps_ckpt_cow_slice *ckpt_cow;
+	/* its low-precision copy (server/lowprec.h); NULL: none. Written by
+	 * the update thread, read by the network thread (TCP pulls) */
+	_Atomic(struct rps_lp_copy *) lp;
 };
 
 struct rps_srv_keytab {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/lowprec.h"
 #include "server/repl.h"
 #include "src/alloc.h"
 #include "src/log.h"
@@ -255,6 +256,7 @@ static int load_slice(struct rps_shard *sh, struct rd *r, char *why, size_t wl)
 			return rc;
 		e += k;
 	}
+	rps_lp_refresh(sh, m, 0, m->nelems); /* a low-precision copy, if any */
 	if (cs.nstate >= 1 && get(r, m->opt.m, m->nelems * sizeof(float)))
 		return -EPROTO;
 	if (cs.nstate >= 2 && get(r, m->opt.v, m->nelems * sizeof(float)))

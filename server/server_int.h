@@ -186,7 +186,7 @@ void rps_srv_pull_refuse(struct rps_server *srv, struct rps_srv_conn *sc, uint32
 			 const struct rps_pull *p, int status);
 void rps_srv_pull_send(struct rps_server *srv, struct rps_srv_bufpool *bp, struct rps_shard *sh,
 		       struct rps_srv_conn *sc, uint32_t req_id, const struct rps_pull *p,
-		       const struct rps_slice_meta *m);
+		       const struct rps_slice_meta *m, int pull_lp);
 void rps_srv_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status);
 void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
 			  const struct rps_declare_ack *ack, const char *why);

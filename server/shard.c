@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "server/bsp_sum.h"
+#include "server/lowprec.h"
 #include "src/alloc.h"
 #include "src/fault.h"
 #include "src/log.h"
@@ -75,6 +76,7 @@ const char *rps_server_consistency_name(enum rps_consistency c)
 
 static void meta_free(struct rps_slice_meta *m)
 {
+	rps_lp_free(m);
 	rps_optim_state_free(&m->opt);
 	rps_free(m->acc);
 	rps_free(m->assigned_map);

@@ -30,6 +30,7 @@
 #include "server/codec_push.h"
 #include "server/ckpt.h"
 #include "server/ckpt_async.h"
+#include "server/lowprec.h"
 #include "server/pull.h"
 #include "server/repl.h"
 #include "server/snap.h"
@@ -133,6 +134,7 @@ static inline void write_runs(struct rps_shard *sh, struct rps_slice_meta *m, ui
 			rps_optim_apply(o, w, g + (e - off), m->opt.m ? m->opt.m + e : NULL,
 					m->opt.v ? m->opt.v + e : NULL, len, step, staleness);
 		rps_store_write_end(&sh->store, &m->sl, c);
+		rps_lp_refresh(sh, m, e, len); /* its low-precision copy, if any */
 		e += len;
 	}
 }
@@ -558,6 +560,14 @@ void rps_shard_handle(struct rps_shard *sh, const struct rps_ring_entry *e)
 		char why[RPS_DECLARE_REASON_MAX];
 		int rc = rps_shard_declare_opt(sh, &req->u.decl, req->u.decl_optim, &ack, why,
 					       sizeof(why));
+
+		if (!rc && (req->u.decl_flags & RPS_DECLARE_FLAG_LOWPREC)) {
+			struct rps_slice_meta *m =
+			    rps_srv_keytab_lookup(&sh->tab, ack.key, ack.slice);
+
+			rc = m ? rps_lp_declare(sh, m, req->u.decl.reserved, why, sizeof(why))
+			       : -ENOENT;
+		}
 
 		sh->io->declare_done(sh->io_arg, sh, req, rc, rc ? NULL : &ack,
 				     rc && why[0] ? why : NULL);

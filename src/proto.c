@@ -52,7 +52,7 @@ static int check_declare(const struct rps_frame_hdr *h, const void *payload, con
 {
 	struct rps_declare d;
 
-	if (h->flags & ~RPS_DECLARE_FLAG_OPTIM)
+	if (h->flags & ~(RPS_DECLARE_FLAG_OPTIM | RPS_DECLARE_FLAG_LOWPREC))
 		return bad(why_p, "declare: unknown flags");
 	if (h->len !=
 	    sizeof(d) + (h->flags & RPS_DECLARE_FLAG_OPTIM ? sizeof(struct rps_optim_wire) : 0))
@@ -94,6 +94,11 @@ static int check_push(const struct rps_frame_hdr *h, const void *payload, const 
 static int check_declare_ack(const struct rps_frame_hdr *h, const void *payload, const char **why_p)
 {
 	(void)payload;
+	if (!h->status && (h->flags & RPS_DECLARE_FLAG_LOWPREC)) {
+		if (h->len != sizeof(struct rps_declare_ack) + sizeof(struct rps_declare_lp))
+			return bad(why_p, "declare ack: low-precision copy of the wrong size");
+		return 0;
+	}
 	if (h->len > sizeof(struct rps_declare_ack) && !h->status)
 		return bad(why_p, "declare ack: a reason without an error");
 	return 0;
@@ -107,6 +112,10 @@ static int check_pull(const struct rps_frame_hdr *h, const void *payload, const 
 	memcpy(&p, payload, sizeof(p));
 	if (h->op == RPS_OP_PULL_RESP && !len_is(h->len, sizeof(p), sizeof(float), p.count))
 		return bad(why_p, "pull response: length does not match count");
+	if (h->op == RPS_OP_PULL_LP_RESP && !len_is(h->len, sizeof(p), sizeof(uint16_t), p.count))
+		return bad(why_p, "low-precision pull response: length does not match count");
+	if (h->op == RPS_OP_PULL_LP && h->flags != 1 && h->flags != 2)
+		return bad(why_p, "low-precision pull: precision in flags not 1 (fp16) or 2 (bf16)");
 	/* The response must be a representable frame. */
 	if ((uint64_t)sizeof(p) + 4ull * p.count > UINT32_MAX)
 		return bad(why_p, "pull: count out of range");
@@ -272,7 +281,7 @@ static int check_table_map(const struct rps_frame_hdr *h, const void *payload,
 #define TAIL .has_data = 1
 
 /* A new op needs a descriptor here: adjust this count with it. */
-_Static_assert(RPS_OP_MAX == 57, "a new op in enum rps_op needs a descriptor in rps_op_descs");
+_Static_assert(RPS_OP_MAX == 76, "a new op in enum rps_op needs a descriptor in rps_op_descs");
 
 /* clang-format off */
 static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
@@ -362,6 +371,10 @@ static const struct rps_op_desc rps_op_descs[RPS_OP_MAX] = {
 	[RPS_OP_REPL_COPY] = { "REPL_COPY", sizeof(struct rps_repl_copy_piece), TAIL,
 			       .senders = BY(SERVER) },
 	[RPS_OP_REPL_COPIED] = { "REPL_COPIED", 0, .senders = BY(SERVER) },
+	[RPS_OP_PULL_LP] = { "PULL_LP", sizeof(struct rps_pull), .senders = BY(WORKER),
+			     .check = check_pull },
+	[RPS_OP_PULL_LP_RESP] = { "PULL_LP_RESP", sizeof(struct rps_pull), TAIL,
+				  .senders = BY(SERVER), .check = check_pull },
 };
 /* clang-format on */
 

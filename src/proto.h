@@ -115,6 +115,10 @@ enum rps_op {
 				  * of one shard's state (server/repl_copy.c) */
 	RPS_OP_REPL_COPIED = 56, /* joining backup -> primary: hdr.aux = the shard loaded,
 				  * hdr.status */
+	/* low-precision pulls (docs/compression.md "Low-precision pulls") */
+	RPS_OP_PULL_LP = 74,      /* worker -> server: rps_pull; hdr.flags = the precision
+				   * asked for (1 fp16, 2 bf16): answered from the key's copy */
+	RPS_OP_PULL_LP_RESP = 75, /* server -> worker: rps_pull + count 2-byte elements */
 	RPS_OP_MAX
 };
 
@@ -191,6 +195,12 @@ _Static_assert(sizeof(struct rps_declare) == 48, "rps_declare is 48 bytes");
  * rps_declare (len = 48 + 80); the slice's optimizer (docs/protocol.md, Keys).
  * Other bits: 0. */
 #define RPS_DECLARE_FLAG_OPTIM 0x0001u
+/* hdr.flags of a DECLARE: rps_declare.reserved is the key's pull precision
+ * (1 fp16, 2 bf16, the values of enum rps_pull_precision): the server keeps
+ * a 2-byte copy of the slice beside the float32 master and answers the
+ * DECLARE_ACK with the same flag and a struct rps_declare_lp after the
+ * rps_declare_ack (docs/protocol.md, "Low-precision pulls"). */
+#define RPS_DECLARE_FLAG_LOWPREC 0x0002u
 
 /* An optimizer spec on the wire (and in checkpoint files, src/ckpt.h): every
  * field of struct rps_optim_opts, fixed width. Enums as uint32, floats as
@@ -234,6 +244,17 @@ struct rps_declare_ack {
 	uint64_t nelems;
 };
 _Static_assert(sizeof(struct rps_declare_ack) == 32, "rps_declare_ack is 32 bytes");
+
+/* After a DECLARE_ACK with RPS_DECLARE_FLAG_LOWPREC (status 0): where the
+ * slice's low-precision copy lies in the shard store. The copy is laid out
+ * as a slice of ceil(nelems / 2) 4-byte words (two 2-byte elements a word,
+ * element e at byte 2e of the data), with its own chunks and versions. */
+struct rps_declare_lp {
+	uint64_t offset; /* byte offset of the copy's data (chunk 0's) in the shard store */
+	uint32_t aux;	 /* its geometry, as DECLARE_ACK hdr.aux */
+	uint32_t prec;	 /* 1 fp16, 2 bf16 */
+};
+_Static_assert(sizeof(struct rps_declare_lp) == 16, "rps_declare_lp is 16 bytes");
 
 /* DECLARE_ACK hdr.aux (version 1, later): the slice's chunk geometry in the
  * shard store (src/store.h). Bits 0..30: data bytes of a full chunk of the

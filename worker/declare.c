@@ -101,6 +101,8 @@ static void decl_piece_set(struct rps_worker *w, struct rps_piece *p, const stru
 	p->u.decl.fixed.nelems = sl->nelems;
 	p->u.decl.fixed.init_kind = init ? (uint32_t)init->kind : RPS_INIT_DEFAULT;
 	p->u.decl.optim = spec;
+	/* its pull precision (worker/lowprec.h): the copy again on a restarted server */
+	p->u.decl.fixed.reserved = atomic_load(&k->pull_prec);
 	if (init) {
 		p->u.decl.fixed.init_a = init->a;
 		p->u.decl.fixed.init_b = init->b;

@@ -5,6 +5,7 @@
 #include "src/log.h"
 #include "src/store.h"
 #include "src/util.h"
+#include "worker/lowprec.h"
 #include "worker/table.h"
 #include "worker/worker_int.h"
 
@@ -44,11 +45,15 @@ void rps_wpost_piece(struct rps_worker *w, struct rps_piece *p)
 				   (uint32_t)(iov[0].iov_len + (cnt > 1 ? iov[1].iov_len : 0)), id);
 		if (p->u.decl.optim)
 			h.flags = RPS_DECLARE_FLAG_OPTIM;
+		if (p->u.decl.fixed.reserved) /* a pull precision (worker/lowprec.h) */
+			h.flags |= RPS_DECLARE_FLAG_LOWPREC;
 		break;
 	case RPS_PK_PULL:
 		copy.pl = p->u.pull.fixed;
 		iov[0].iov_len = sizeof(copy.pl);
-		rps_proto_hdr_init(&h, RPS_OP_PULL, (uint32_t)iov[0].iov_len, id);
+		rps_proto_hdr_init(&h, p->u.pull.lp ? RPS_OP_PULL_LP : RPS_OP_PULL,
+				   (uint32_t)iov[0].iov_len, id);
+		h.flags = p->u.pull.lp;
 		break;
 	case RPS_PK_PUSH:
 		/* zero copy: the piece (header, fixed part) and the caller's data
@@ -205,6 +210,11 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 				st = ack_geom(wc, a, h->aux, p->u.decl.out);
 				if (!st)
 					p->u.decl.out->store_off = a->offset;
+				if (!st && d->reserved) /* its low-precision copy */
+					st = (h->flags & RPS_DECLARE_FLAG_LOWPREC)
+						 ? rps_wlp_ack(wc, a, ev->data, ev->data_len,
+							       d->reserved, p->u.decl.out)
+						 : -EPROTO;
 			}
 		}
 		rps_piece_clear_locked(&w->core, p, RPS_PW_RESP, st);
@@ -215,16 +225,24 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 		if (p)
 			rps_piece_clear_locked(&w->core, p, RPS_PW_RESP, st);
 		return;
-	case RPS_OP_PULL_RESP: {
+	case RPS_OP_PULL_RESP:
+	case RPS_OP_PULL_LP_RESP: { /* 2 bytes an element (worker/lowprec.h) */
 		const struct rps_pull *f = ev->fixed;
 		const struct rps_pull *mine;
 		uint64_t bytes;
+		int lp = h->op == RPS_OP_PULL_LP_RESP;
 
 		p = match(w, wc, h->req_id, RPS_PK_PULL, h->op);
 		if (!p)
 			return;
 		mine = &p->u.pull.fixed;
-		bytes = (uint64_t)mine->count * sizeof(float);
+		bytes = (uint64_t)mine->count * (lp ? 2u : sizeof(float));
+		if (!st && lp != !!p->u.pull.lp) {
+			RPS_ERR("server %u: %s for a %s pull of key %llu", wc->srv->rank,
+				rps_proto_op_name(h->op), p->u.pull.lp ? "low-precision" : "float32",
+				(unsigned long long)mine->key);
+			st = -EPROTO;
+		}
 		if (!st) {
 			clock_seen_max(&rps_wshard_get(w, p->server, p->shard)->clock_seen, h->aux);
 			if (mine->count && w->consistency != RPS_ASP)
@@ -234,6 +252,12 @@ void rps_wrecv_locked(struct rps_worker *w, struct rps_wconn *wc, const struct r
 				RPS_ERR("server %u: pull answer does not match key %llu slice %u",
 					wc->srv->rank, (unsigned long long)mine->key, mine->slice);
 				st = -EPROTO;
+			} else if (lp && bytes && p->u.pull.dest) {
+				if (!ev->data || ev->data_len != bytes)
+					st = -EPROTO;
+				else /* widened exactly: the servers' rounded copy */
+					rps_wlp_widen(p->u.pull.lp, ev->data, p->u.pull.dest,
+						      mine->count);
 			} else if (bytes && p->u.pull.dest && ev->data != (void *)p->u.pull.dest) {
 				/* the transport did not honour recv_dest: copy */
 				if (!ev->data || ev->data_len != bytes)

@@ -29,6 +29,14 @@ struct rps_wslice {
 	uint32_t chunk_bytes; /* data bytes of a full chunk */
 	uint32_t line;	      /* version line bytes: 64, or 8 for a compact slice */
 	uint32_t last_bytes;  /* data bytes of the last chunk as laid out remotely */
+	/* its low-precision copy (worker/lowprec.h), from a DECLARE_ACK with
+	 * RPS_DECLARE_FLAG_LOWPREC: precision (0: none), place and geometry of
+	 * its ceil(nelems / 2) words. In a slice made by rps_wlp_copy_slice
+	 * (the copy as a slice to READ) lp_nelems is the 2-byte elements. */
+	uint32_t lp_prec;
+	uint32_t lp_chunk_bytes, lp_line, lp_last_bytes;
+	uint64_t lp_store_off;
+	uint64_t lp_nelems;
 };
 
 struct rps_wkey {
@@ -42,6 +50,9 @@ struct rps_wkey {
 	_Atomic(struct rps_wcomp *) comp;
 	/* what its pushes put on the wire (rps_worker_key_wire_stats) */
 	_Atomic uint64_t wire_pushes, wire_raw, wire_data, wire_bytes;
+	/* its pull precision (enum rps_pull_precision, worker/lowprec.h): 0
+	 * float32; 1 fp16, 2 bf16: pulls read the servers' copy */
+	_Atomic uint32_t pull_prec;
 	uint32_t nslices;
 	struct rps_wslice slices[];
 };

@@ -28,7 +28,7 @@ static int pull_common(struct rps_worker *w, const rps_key_t *keys, float *vals,
 		rc = rps_wready(w);
 	if (rc)
 		return rc;
-	if (k) {
+	if (k && !atomic_load(&k->pull_prec)) { /* low-precision: not direct */
 		rc = w->pull->pull1(w, k, vals, atomic_load(&w->clock), req_p);
 		if (rc != -EAGAIN)
 			return rc;

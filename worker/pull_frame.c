@@ -39,6 +39,7 @@ static inline void pull_piece_set(struct rps_worker *w, struct rps_piece *p, uin
 	p->u.pull.fixed.min_clock = min_clock;
 	p->u.pull.dest = dest;
 	p->u.pull.receiving = 0;
+	p->u.pull.lp = 0;
 	p->u.pull.reg = reg;
 	if (reg)
 		rps_wreg_hold(reg);
@@ -81,6 +82,8 @@ static int pull_frames(struct rps_worker *w, struct rps_req *req, const rps_key_
 			rps_wplan_frame(sl->nelems, srv->pull_elems, f, &off, &cnt);
 			pull_piece_set(w, p, sl->server, sl->shard, it.k->key, it.s - 1, off, cnt,
 				       min_clock, vals + it.base + sl->offset + off, reg);
+			/* a low-precision pull (worker/lowprec.h) */
+			p->u.pull.lp = (uint8_t)atomic_load(&it.k->pull_prec);
 			batch[nb++] = p;
 		}
 	}

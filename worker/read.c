@@ -9,6 +9,7 @@
 #include "src/log.h"
 #include "src/store.h"
 #include "src/util.h"
+#include "worker/lowprec.h"
 #include "worker/read.h"
 
 #define BACKOFF_MIN_US 5
@@ -244,7 +245,18 @@ static int read_submit(struct rps_worker *w, struct rps_req *req, const rps_key_
 	reg = rps_wreg_get(w, vals, rps_wbatch_elems(lens, n) * sizeof(float));
 	rps_wslices_init(&it, &w->keys, keys, lens, n);
 	while (!rc && (rc = rps_wslices_next(&it, &sl)) > 0) {
+		struct rps_wslice copy;
+
 		atomic_fetch_add_explicit(&w->stat_pulls, 1, memory_order_relaxed);
+		if (atomic_load(&it.k->pull_prec)) {
+			/* its low-precision copy, through bounce blocks (worker/lowprec.h) */
+			rc = rps_wlp_copy_slice(sl, &copy);
+			if (!rc)
+				rc = rps_wread_submit_slice(w, req, sl->server, sl->shard, &copy,
+							    vals + it.base + sl->offset, NULL,
+							    min_clock);
+			continue;
+		}
 		rc = rps_wread_submit_slice(w, req, sl->server, sl->shard, sl,
 					    vals + it.base + sl->offset, reg, min_clock);
 	}

@@ -7,6 +7,7 @@
 #include "src/log.h"
 #include "src/store.h"
 #include "src/util.h"
+#include "worker/lowprec.h"
 #include "worker/read.h"
 
 /* ---- consistency ---- */
@@ -273,6 +274,13 @@ void rps_wread_bounce_out(struct rps_rpull *rp, const struct rps_rd *rd)
 	uint64_t epc = rp->plan.chunk_bytes / sizeof(float);
 	uint64_t e0 = rd->lo * epc, e1 = RPS_MIN(rp->plan.nelems, (rd->lo + rd->n) * epc);
 
+	if (rp->lp_prec) { /* words of a low-precision copy: widen (worker/lowprec.h) */
+		uint64_t h0 = 2 * e0, h1 = RPS_MIN(rp->lp_n, 2 * e1);
+
+		if (h1 > h0)
+			rps_wlp_widen(rp->lp_prec, rd->bounce, rp->dest + h0, h1 - h0);
+		return;
+	}
 	if (e1 > e0)
 		memcpy(rp->dest + e0, rd->bounce, (e1 - e0) * sizeof(float));
 }
@@ -346,6 +354,10 @@ struct rps_piece *rps_wread_rpull_new_locked(struct rps_worker *w, struct rps_re
 		rp->clock_raddr = sh->desc.addr + RPS_STORE_WCLOCK_OFF + 8ull * w->rank;
 	else
 		rp->clock_raddr = sh->desc.addr + RPS_STORE_CLOCK_OFF;
+	if (dest && sl && sl->lp_nelems) { /* a low-precision copy (worker/lowprec.h) */
+		rp->lp_prec = sl->lp_prec;
+		rp->lp_n = sl->lp_nelems;
+	}
 	if (dest && sl) {
 		rc = rps_wread_slice_plan(w, sl, &rp->plan);
 		if (!rc)

@@ -89,6 +89,11 @@ struct rps_rpull {
 	uint32_t backoff_us;  /* clock re-read delay */
 	uint64_t retry_at;    /* rps_now_ns() of the next clock read, 0 = none */
 	uint64_t torn_retries;
+	/* READ of a low-precision copy (worker/lowprec.h): the plan's elements
+	 * are words of two 2-byte elements of this precision, lp_n of them in
+	 * all, widened into dest; 0: float32 */
+	uint32_t lp_prec;
+	uint64_t lp_n;
 	struct rps_rd rd[RPS_RD_WINDOW];
 };
 
@@ -130,6 +135,7 @@ struct rps_piece {
 			float *dest;       /* NULL once detached (answer discarded) */
 			struct rps_wreg *reg; /* registered buffer dest lies in (a reference) */
 			uint8_t receiving; /* recv_dest gave dest out: data is landing */
+			uint8_t lp;	   /* PULL_LP of this precision (worker/lowprec.h); 0: PULL */
 		} pull;
 		struct {
 			struct rps_declare fixed;

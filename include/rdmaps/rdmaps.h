@@ -8,6 +8,7 @@
 #include <rdmaps/keys.h>
 #include <rdmaps/optim.h>
 #include <rdmaps/compress.h>
+#include <rdmaps/pullprec.h>
 #include <rdmaps/model.h>
 #include <rdmaps/worker.h>
 #include <rdmaps/table.h>
