@@ -42,6 +42,7 @@
 
 #include "comm.h"
 #include "compress_opt.h"
+#include "pullprec_opt.h"
 #include "curves.h"
 #include "idx.h"
 #include "mlp.h"
@@ -64,6 +65,7 @@ struct args {
 	const char *save_model, *init_model; /* .npz files (model.h) */
 	const char *curves;		     /* --curves FILE.svg / FILE.png */
 	const char *compress;		     /* --compress (compress_opt.h) */
+	const char *pull_prec;		     /* --pull-precision (pullprec_opt.h) */
 	enum sync_mode sync;		     /* --sync ps|ring (sync.h) */
 	int local_agg; /* --local-agg on: synchronous steps summed on the host first */
 };
@@ -157,6 +159,7 @@ static void usage(FILE *out)
 		"  \"4\" b1 256   \"5\" W2 256 x 128   \"6\" b2 128   \"7\" W3 128 x 10   \"8\" b3 10\n"
 		"Written arrays are 1-D; any shape with the right element count is read.\n");
 	fputs(COMPRESS_USAGE, out);
+	fputs(PULLPREC_USAGE, out);
 	recipe_usage(out);
 	fprintf(out, "The consistency model is the servers' (rdmaps-launch --consistency, "
 		     "RDMAPS_CONSISTENCY).\n");
@@ -180,6 +183,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "init-model", required_argument, NULL, 'I' },
 		{ "curves", required_argument, NULL, 'v' },
 		{ "compress", required_argument, NULL, 'Z' },
+		{ "pull-precision", required_argument, NULL, 'Q' },
 		{ "sync", required_argument, NULL, 'Y' },
 		{ "local-agg", required_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
@@ -213,6 +217,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'I': a->init_model = optarg; break;
 		case 'v': a->curves = optarg; break;
 		case 'Z': a->compress = optarg; break;
+		case 'Q': a->pull_prec = optarg; break;
 		case 'Y':
 			if (sync_parse(optarg, &a->sync))
 				return -EINVAL;
@@ -240,7 +245,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		fprintf(stderr, "fmnist-train: --epochs must be >= 0, --batch and --eval-every >= 1\n");
 		return -EINVAL;
 	}
-	if (compress_check(a->compress, a->local))
+	if (compress_check(a->compress, a->local) || pullprec_check(a->pull_prec, a->local))
 		return -EINVAL;
 	compress_momentum_note(a->compress, a->recipe.kind);
 	if (a->local_agg && a->local) {
@@ -367,6 +372,8 @@ static int setup_distributed(struct job *j)
 		}
 	}
 	if ((rc = compress_apply(j->w, j->keys, MLP_NTENSORS, j->a.compress)))
+		return rc;
+	if ((rc = pullprec_apply(j->w, j->keys, MLP_NTENSORS, j->a.pull_prec)))
 		return rc;
 	/* worker 0 assigns the file's values; the barrier orders every first pull
 	 * after it */
@@ -595,6 +602,8 @@ static void write_summary(const struct job *j, double acc, double loss, double s
 	}
 	if (doc && j->w)
 		compress_report(j->w, j->a.compress, j->steps * (size_t)j->a.epochs, doc);
+	if (doc && j->w)
+		pullprec_report(j->w, j->a.pull_prec, j->steps * (size_t)j->a.epochs, doc);
 	if (!doc) {
 		fprintf(stderr, "fmnist-train: %s not written: out of memory\n", j->a.summary);
 		return;
@@ -778,6 +787,8 @@ int main(int argc, char **argv)
 		       acc, loss_epoch, sps_all);
 		if (j.w)
 			compress_report(j.w, j.a.compress, steps * (size_t)j.a.epochs, NULL);
+		if (j.w)
+			pullprec_report(j.w, j.a.pull_prec, steps * (size_t)j.a.epochs, NULL);
 		if (j.a.summary)
 			write_summary(&j, acc, loss_epoch, sps_all);
 	}
