@@ -26,6 +26,11 @@
  *   1, later: ASSIGN (rps_worker_load_model). An older server does not know
  *      the op and closes the connection: the load fails, nothing is applied
  *      as a gradient.
+ *   1, later: low-precision pulls: DECLARE hdr.flags RPS_DECLARE_FLAG_LOWPREC
+ *      (the pull precision in rps_declare.reserved), answered by a
+ *      DECLARE_ACK with the same flag and a struct rps_declare_lp; PULL_LP /
+ *      PULL_LP_RESP (2-byte elements). Only a worker that sets a pull
+ *      precision sends them (an older server closes the connection).
  *   1, later: REPORT (rps_worker_report: a figure for the dashboard's
  *      curves; an older scheduler logs it as unexpected). HEARTBEAT hdr.aux
  *      carries the node's CPU use (0: not known; older nodes send 0), and a

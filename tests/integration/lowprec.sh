@@ -15,7 +15,9 @@ BIN=$1
 TRANSPORT=${2:-tcp}
 export RDMAPS_SHARDS=2 RDMAPS_SLICE_BYTES=256 RDMAPS_CONSISTENCY=bsp RDMAPS_BSP_SUM=ordered
 export RDMAPS_OPTIMIZER=sgd RDMAPS_LR=1 RDMAPS_INIT=zeros
-export RDMAPS_SECRET=lowprec-test RDMAPS_TIMEOUT_MS=60000 RDMAPS_SHARD_BYTES=1M
+# chunks of 64 bytes: a slice of 64 floats is 4 chunks, its copy 2 (versions,
+# torn-chunk re-reads and the last chunk of both layouts are exercised)
+export RDMAPS_SECRET=lowprec-test RDMAPS_TIMEOUT_MS=60000 RDMAPS_SHARD_BYTES=1M RDMAPS_CHUNK_BYTES=64
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
 hosts=()
 if [ "$TRANSPORT" = rdma ]; then
