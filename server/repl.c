@@ -381,8 +381,10 @@ static void forward_ex(struct rps_repl *r, struct rps_shard *sh, const struct rp
 		f.worker = req->worker;
 		iov[n].iov_base = &req->u.decl;
 		iov[n++].iov_len = sizeof(req->u.decl);
+		/* a pull precision (server/lowprec.h): the backup makes the copy too */
+		f.flags = req->u.decl_flags & RPS_DECLARE_FLAG_LOWPREC;
 		if (req->u.decl_optim) {
-			f.flags = RPS_DECLARE_FLAG_OPTIM;
+			f.flags |= RPS_DECLARE_FLAG_OPTIM;
 			rps_optim_wire_encode(req->u.decl_optim, &wire);
 			iov[n].iov_base = &wire;
 			iov[n++].iov_len = sizeof(wire);

@@ -91,6 +91,9 @@ class Worker:
                         error_feedback: Optional[bool] = None) -> None:
         """codec: 'none' | 'fp16' | 'bf16' | 'sign' | 'sign:B' | 'topk:R' | 'randk:R', options ',momentum=M', ',warmup=STEPS,from=R0' (docs/compression.md)."""
         ...
+    def set_pull_precision(self, keys: Keys, precision: str) -> None:
+        """precision: 'fp32' | 'fp16' | 'bf16': pulls read the servers' rounded 2-byte copy (docs/compression.md)."""
+        ...
     def wire_stats(self, key: int) -> Dict[str, int]: ...
 
 class _Process:

@@ -476,6 +476,11 @@ class DistributedModel(torch.nn.Module):
         ``,momentum=M``, ``,warmup=STEPS,from=R0``): every gradient is pushed
         compressed (``Worker.set_compression``, docs/compression.md); a push
         to the servers only (``sync="ring"`` sends float32: ValueError).
+      pull_precision: ``None`` / ``"fp32"`` (default), ``"fp16"``, ``"bf16"``:
+        the parameters are pulled from the servers' rounded 2-byte copy (half
+        the bytes; ``Worker.set_pull_precision``, docs/compression.md
+        "Low-precision pulls"); the servers' optimizer stays float32
+        (``sync="ring"`` pulls nothing: ValueError).
 
     Use: ``loss.backward()`` then ``model.step()``, once per batch. Do not
     modify ``param.data`` yourself: pulls write into it. ``synchronize()``
@@ -484,7 +489,7 @@ class DistributedModel(torch.nn.Module):
 
     def __init__(self, module, optimizer, schedule=None, worker=None, key_base=0,
                  average=True, async_momentum=True, staleness_lr=False, sync="ps",
-                 compress=None):
+                 compress=None, pull_precision=None):
         super().__init__()
         if sync not in ("ps", "ring"):
             raise ValueError(f"rdmaps.torch: sync={sync!r}: 'ps' (the servers run the "
@@ -494,6 +499,15 @@ class DistributedModel(torch.nn.Module):
         if compress is not None and sync == "ring":
             raise ValueError(f"rdmaps.torch: compress={compress!r} compresses pushes to the "
                              f"servers; sync='ring' all-reduces float32: use sync='ps'")
+        if pull_precision == "fp32":
+            pull_precision = None
+        if pull_precision is not None and pull_precision not in ("fp16", "bf16"):
+            raise ValueError(f"rdmaps.torch: pull_precision={pull_precision!r}: 'fp32' "
+                             f"(default), 'fp16' or 'bf16'")
+        if pull_precision is not None and sync == "ring":
+            raise ValueError(f"rdmaps.torch: pull_precision={pull_precision!r} reads the "
+                             f"servers' copy; sync='ring' pulls nothing: use sync='ps'")
+        self.pull_precision = pull_precision
         if isinstance(optimizer, torch.optim.Optimizer):
             optimizer = from_torch(optimizer)
         if sync == "ring" and getattr(optimizer, "clip_norm", 0.0):
@@ -555,6 +569,8 @@ class DistributedModel(torch.nn.Module):
                 raise
         if self.compress is not None:
             self._w.set_compression(self._keys, self.compress)
+        if self.pull_precision is not None:
+            self._w.set_pull_precision(self._keys, self.pull_precision)
         # pulls straight into param.data (over RDMA: no bounce buffer, no
         # copy); an optimisation only: 64 buffers per worker at most
         self._regs = []

@@ -154,6 +154,8 @@ int rps_py_nbufs(PyObject *vobj, size_t n, int single);
 PyObject *rps_py_allreduce(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *rps_py_local_pushpull(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *rps_py_set_compression(PyObject *self, PyObject *args, PyObject *kw);
+/* pullprec.c */
+PyObject *rps_py_set_pull_precision(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *rps_py_wire_stats(PyObject *self, PyObject *arg);
 
 /* barrier.c */

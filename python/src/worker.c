@@ -749,6 +749,15 @@ static PyMethodDef worker_methods[] = {
      "Raises TypeError / ValueError naming the key; rdmaps.ConnectionError\n"
      "when a worker of this host died; rdmaps.TimeoutError when one did not\n"
      "contribute in time (docs/local-aggregation.md)."},
+    {"set_pull_precision", (PyCFunction)(void (*)(void))rps_py_set_pull_precision,
+     METH_VARARGS | METH_KEYWORDS,
+     "set_pull_precision($self, /, keys, precision)\n--\n\n"
+     "Pull the declared keys in 'fp32' (the default), 'fp16' or 'bf16' from now\n"
+     "on: the servers keep a 2-byte copy rounded to nearest even from the\n"
+     "float32 master, pulls read it (half the bytes) and widen it into the\n"
+     "float32 buffers; the optimizer stays float32 (docs/compression.md\n"
+     "\"Low-precision pulls\"). Blocking. Raises ValueError for another name\n"
+     "or an undeclared key, rdmaps errors for a refusal (reason logged)."},
     {"set_compression", (PyCFunction)(void (*)(void))rps_py_set_compression,
      METH_VARARGS | METH_KEYWORDS,
      "set_compression($self, /, keys, codec, error_feedback=None)\n--\n\n"
