@@ -10,6 +10,9 @@
 #include "src/rowprec.h"
 #include "src/util.h"
 
+static void refresh(struct rps_shard *sh, const struct rps_slice_meta *m,
+		    const struct rps_lp_copy *lp, uint64_t off, uint64_t n);
+
 int rps_lp_declare(struct rps_shard *sh, struct rps_slice_meta *m, uint32_t prec, char *why,
 		   size_t len)
 {
@@ -50,9 +53,7 @@ int rps_lp_declare(struct rps_shard *sh, struct rps_slice_meta *m, uint32_t prec
 	}
 	lp->prec = prec;
 	lp->data_off = lp->sl.off + lp->sl.line;
-	/* filled before anyone can find it */
-	atomic_store_explicit(&m->lp, lp, memory_order_relaxed);
-	rps_lp_refresh(sh, m, 0, m->nelems);
+	refresh(sh, m, lp, 0, m->nelems); /* filled before anyone can find it */
 	atomic_store_explicit(&m->lp, lp, memory_order_release);
 	RPS_DEBUG("shard %u: key %llu slice %u: %s copy at %llu", sh->p.idx,
 		  (unsigned long long)m->key, m->slice, rps_row_prec_name(prec),
@@ -63,10 +64,18 @@ int rps_lp_declare(struct rps_shard *sh, struct rps_slice_meta *m, uint32_t prec
 void rps_lp_refresh(struct rps_shard *sh, struct rps_slice_meta *m, uint64_t off, uint64_t n)
 {
 	struct rps_lp_copy *lp = atomic_load_explicit(&m->lp, memory_order_relaxed);
+
+	if (lp)
+		refresh(sh, m, lp, off, n);
+}
+
+/* Round elements [off, off + n) of m's master into its copy lp, chunk of the
+ * copy by chunk, each under its versions. */
+static void refresh(struct rps_shard *sh, const struct rps_slice_meta *m,
+		    const struct rps_lp_copy *lp, uint64_t off, uint64_t n)
+{
 	uint64_t e = off, end = off + n;
 
-	if (!lp || !n)
-		return;
 	while (e < end) {
 		/* one chunk of the copy: chunk_bytes / 2 elements */
 		uint64_t hpc = lp->sl.chunk_bytes / 2;

@@ -136,6 +136,27 @@ static void f_pull(struct buf *b, uint64_t key, uint32_t shard, uint32_t count,
 	frame(b, RPS_OP_PULL, 0, 0, 0, &p, sizeof(p), NULL, 0);
 }
 
+/* Low-precision pulls (server/lowprec.h): a DECLARE with the pull precision
+ * prec, a PULL_LP of it */
+static void f_declare_lp(struct buf *b, uint64_t key, uint32_t shard, uint64_t nelems,
+			 uint32_t prec)
+{
+	struct rps_declare d = {.key = key, .slice = 0, .shard = shard, .nelems = nelems,
+				.init_kind = RPS_INIT_CONST, .init_a = 1.0f / 3.0f, .seed = 7,
+				.reserved = prec};
+
+	frame(b, RPS_OP_DECLARE, RPS_DECLARE_FLAG_LOWPREC, 0, 0, &d, sizeof(d), NULL, 0);
+}
+
+static void f_pull_lp(struct buf *b, uint64_t key, uint32_t shard, uint64_t off, uint32_t count,
+		      uint32_t min_clock, uint16_t prec)
+{
+	struct rps_pull p = {.key = key, .shard = shard, .offset = off, .count = count,
+			     .min_clock = min_clock};
+
+	frame(b, RPS_OP_PULL_LP, prec, 0, 0, &p, sizeof(p), NULL, 0);
+}
+
 static void f_clock(struct buf *b, uint32_t clock, uint32_t p0, uint32_t p1)
 {
 	struct rps_clock c = {.clock = clock, .num_shards = 2};
@@ -337,6 +358,20 @@ static void gen_frame(void)
 		save("frame", "pull_resp", b.b, b.n);
 	}
 	b.n = 0;
+	f_declare_lp(&b, 1, 0, 16, 2);
+	save("frame", "declare_lp", b.b, b.n);
+	b.n = 0;
+	f_pull_lp(&b, 1, 0, 3, 11, 1, 2);
+	save("frame", "pull_lp", b.b, b.n);
+	{
+		struct rps_pull p = {.key = 1, .count = 4};
+		uint16_t h[4] = {0x3f80, 0xc000, 0x3f00, 0x4080}; /* bf16 1, -2, 0.5, 4 */
+
+		b.n = 0;
+		frame(&b, RPS_OP_PULL_LP_RESP, 0, 0, 0, &p, sizeof(p), h, sizeof(h));
+		save("frame", "pull_lp_resp", b.b, b.n);
+	}
+	b.n = 0;
 	f_clock(&b, 0, 1, 0);
 	save("frame", "clock", b.b, b.n);
 	{
@@ -525,6 +560,18 @@ static void gen_server(void)
 	b.n = 0;
 	seg(&b, 0, &w0);
 	save("server", "compressed_pushes", b.b, b.n);
+	/* low-precision pulls: a bf16 copy, pushed, pulled whole and from an
+	 * odd offset, an fp16 pull of it refused */
+	w0.n = 0;
+	f_declare_lp(&w0, 1, 0, 16, 2);
+	f_push(&w0, RPS_OP_PUSH, 1, 0, 0, 16);
+	f_clock(&w0, 0, 1, 0);
+	f_pull_lp(&w0, 1, 0, 0, 16, 1, 2);
+	f_pull_lp(&w0, 1, 0, 5, 9, 1, 2);
+	f_pull_lp(&w0, 1, 0, 0, 16, 1, 1);
+	b.n = 0;
+	seg(&b, 0, &w0);
+	save("server", "lowprec_pulls", b.b, b.n);
 	/* a table: declared, rows pushed (a duplicate id), pulled with slots,
 	 * its chunk map asked for, then the next clock */
 	w0.n = 0;
