@@ -19,6 +19,13 @@
  * (-ENOENT), another 2-byte precision for a key that has a copy (-EINVAL,
  * the servers' reason logged; the key still pulls its copy).
  *
+ * With LOWPREC_ASP=1 (lowprec.sh's second cluster, ASP) instead: worker 1
+ * pushes -1 to every element of a bf16 key NP times while worker 0 pulls it
+ * again and again; every pull must hold, per run of RDMAPS_CHUNK_BYTES / 4
+ * elements (one chunk of the master, written as one), one value, an integer
+ * in [0, NP] (no torn chunk of the copy is ever taken), never less than the
+ * pull before; after a barrier, NP everywhere.
+ *
  * Exit 0 on success; every mismatch is printed.
  */
 #include <errno.h>
@@ -63,9 +70,8 @@ static float grad(int r, int k, int c, int i)
 	return (float)v / 16.0f;
 }
 
-static int pull(struct rps_worker *w, rps_key_t key, float *out)
+static int pull_n(struct rps_worker *w, rps_key_t key, float *out, size_t len)
 {
-	static const size_t len = LEN;
 	struct rps_req *req;
 	int rc = rps_worker_pull(w, &key, out, &len, 1, &req);
 
@@ -74,6 +80,11 @@ static int pull(struct rps_worker *w, rps_key_t key, float *out)
 	if (rc)
 		FAIL("pull key %llu: %s", (unsigned long long)key, rps_strerror(rc));
 	return rc;
+}
+
+static int pull(struct rps_worker *w, rps_key_t key, float *out)
+{
+	return pull_n(w, key, out, LEN);
 }
 
 static uint64_t bytes_in(struct rps_worker *w)
@@ -121,6 +132,65 @@ static void check_rounded(struct rps_worker *w, rps_key_t k, enum rps_pull_preci
 		     inexact, LEN);
 }
 
+#define ALEN 4096
+#define NP   150
+
+static int asp_phase(struct rps_worker *w, int rank)
+{
+	static const rps_key_t key = 10;
+	static const size_t len = ALEN;
+	const char *cb = getenv("RDMAPS_CHUNK_BYTES");
+	size_t run = (cb ? (size_t)atoi(cb) : 16384) / sizeof(float);
+	static float g[ALEN], v[ALEN], last[ALEN];
+	struct rps_worker_stats st = {.field_mask = RPS_WORKER_STAT_TORN_RETRIES};
+	struct rps_req *req;
+	int pulls = 0, rc;
+
+	EXPECT(rps_worker_declare(w, &key, &len, 1, NULL), 0);
+	EXPECT(rps_worker_set_pull_precision(w, &key, 1, RPS_PULL_BF16), 0);
+	EXPECT(rps_worker_barrier(w), 0);
+	if (rank == 1) {
+		for (int i = 0; i < ALEN; i++)
+			g[i] = -1.0f;
+		for (int s = 0; s < NP; s++) {
+			rc = rps_worker_push(w, &key, g, &len, 1, &req);
+			if (!rc)
+				rc = rps_req_wait(req, -1);
+			if (rc)
+				FAIL("push %d: %s", s, rps_strerror(rc));
+			EXPECT(rps_worker_clock(w), 0);
+		}
+	} else {
+		do {
+			if (pull_n(w, key, v, ALEN))
+				break;
+			pulls++;
+			for (int i = 0; i < ALEN; i++) {
+				if (v[i] != v[i - i % run] || v[i] < last[i] || v[i] > NP ||
+				    v[i] != (float)(int)v[i]) {
+					FAIL("pull %d element %d: %g (its chunk's first: %g, the pull "
+					     "before: %g)",
+					     pulls, i, v[i], v[i - i % run], last[i]);
+					break;
+				}
+			}
+			memcpy(last, v, sizeof(v));
+		} while (v[ALEN - 1] < NP && v[0] < NP && pulls < 100000 && !failures);
+	}
+	EXPECT(rps_worker_barrier(w), 0);
+	if (!pull_n(w, key, v, ALEN))
+		for (int i = 0; i < ALEN; i++)
+			if (v[i] != NP) {
+				FAIL("after the barrier: element %d is %g, not %d", i, v[i], NP);
+				break;
+			}
+	rps_worker_stats(w, &st);
+	printf("itest-lowprec: worker %d: asp: %d pulls during the pushes, %llu torn chunks "
+	       "read again\n",
+	       rank, pulls, (unsigned long long)st.torn_retries);
+	return failures;
+}
+
 int main(void)
 {
 	static const rps_key_t keys[NK] = {1, 2, 3, 4};
@@ -138,6 +208,16 @@ int main(void)
 	}
 	rank = (int)rps_worker_rank(w);
 	tcp = !strcmp(rps_worker_transport(w), "tcp");
+	if (getenv("LOWPREC_ASP")) {
+		asp_phase(w, rank);
+		rps_worker_destroy(w);
+		if (failures) {
+			fprintf(stderr, "itest-lowprec: worker %d: %d failures\n", rank, failures);
+			return 1;
+		}
+		printf("itest-lowprec: worker %d: asp ok (%s)\n", rank, tcp ? "tcp" : "rdma");
+		return 0;
+	}
 	EXPECT(rps_worker_declare(w, keys, lens, NK, NULL), 0);
 
 	/* refusals first: nothing changes */

@@ -44,6 +44,18 @@ expect "itest-lowprec: worker 1: ok ($TRANSPORT)"
 expect "pull precision 'bf17' unknown: use fp32 (the default), fp16 or bf16"
 expect "set_pull_precision: key 99 was not declared through this worker"
 expect "key 2 slice 0: pull precision fp16 refused, the key has a bf16 copy"
+# ASP: pulls of the copy while another worker pushes: never a torn chunk
+rc=0
+RDMAPS_CONSISTENCY=asp LOWPREC_ASP=1 "$BIN/rdmaps-launch" --servers 2 --workers 2 \
+	--transport "$TRANSPORT" --timeout 120 "${hosts[@]}" -- "$BIN/itest-lowprec" >"$log" 2>&1 ||
+	rc=$?
+cat "$log"
+if [ "$rc" != 0 ]; then
+	echo "lowprec.sh: the ASP cluster run failed (exit $rc)"
+	exit 1
+fi
+expect "itest-lowprec: worker 0: asp ok ($TRANSPORT)"
+expect "itest-lowprec: worker 1: asp ok ($TRANSPORT)"
 # fmnist-train refuses a wrong name before it starts anything
 out=$("$BIN/fmnist-train" --local --epochs 0 --pull-precision half 2>&1) && {
 	echo "lowprec.sh: FAIL: fmnist-train accepted --pull-precision half"
