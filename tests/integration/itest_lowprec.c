@@ -133,7 +133,7 @@ static void check_rounded(struct rps_worker *w, rps_key_t k, enum rps_pull_preci
 }
 
 #define ALEN 4096
-#define NP   150
+#define NP   80
 
 static int asp_phase(struct rps_worker *w, int rank)
 {

@@ -5,4 +5,4 @@
 # float32 master otherwise; refusals with their reasons.
 rps_rdma_test(integration.lowprec
   ${PROJECT_SOURCE_DIR}/tests/integration/lowprec.sh ${CMAKE_BINARY_DIR}/bin rdma
-  TIMEOUT 60)
+  TIMEOUT 90)
