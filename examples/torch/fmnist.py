@@ -87,6 +87,9 @@ def parse_args():
     p.add_argument("--compress", default=None, metavar="CODEC",
                    help="push gradients compressed: none|fp16|bf16|sign|topk:R|randk:R "
                         "(fmnist-train --compress; --sync ps only)")
+    p.add_argument("--pull-precision", default=None, choices=("fp32", "fp16", "bf16"),
+                   help="pull the parameters from the servers' rounded copy: fp32 "
+                        "(default)|fp16|bf16 (fmnist-train --pull-precision; --sync ps only)")
     p.add_argument("--profile", action="store_true",
                    help="time each step's phases (forward, backward, step) and print the "
                         "mean ms per step at the end (also in the JSON summary)")
@@ -275,7 +278,8 @@ def main():
         train_model = rt.DistributedModel(model, opt_spec, schedule=sched,  # rdmaps
                                           async_momentum=not a.no_async_momentum,
                                           staleness_lr=a.staleness_lr,
-                                          sync=a.sync, compress=a.compress)
+                                          sync=a.sync, compress=a.compress,
+                                          pull_precision=a.pull_precision)
         spec = train_model.spec
 
     bar = rank == 0 and (a.progress == 1 or (a.progress < 0 and sys.stdout.isatty()))
@@ -382,6 +386,7 @@ def main():
                 "workers": workers, "servers": servers, "transport": transport,
                 "consistency": cons, "staleness": staleness,
                 "sync": a.sync, "compress": a.compress or "none",
+                "pull_precision": a.pull_precision or "fp32",
                 "staleness_lr": int(spec["staleness_lr"]),
                 "max_staleness": train_model.max_staleness if not a.local else 0,
                 "batch": a.batch, "optimizer": spec["kind"], "lr": float(f"{spec['lr']:.9g}"),
