@@ -64,6 +64,7 @@ static void test_every_op_has_descriptor(void **state)
 	    OP(ROWS_PUSH), OP(ROWS_PUSH_ACK), OP(TABLE_MAP), OP(TABLE_MAP_RESP),
 	    OP(REPL_FWD), OP(REPL_READY), OP(REPL_LAST), OP(REPL_MAP), OP(REPL_JOIN),
 	    OP(REPL_COPY), OP(REPL_COPIED),
+	    OP(PULL_LP), OP(PULL_LP_RESP), /* low-precision pulls */
 	};
 #undef OP
 	size_t ndesc = 0;
