@@ -8,7 +8,8 @@
 # secret, at clock 8 a fourth. They get ranks 2 and 3 and join at the job's
 # clock; the first two hold at clock 15 until the job has 4 workers. Every
 # pull must show exactly the clocks of the workers in the job (BSP), the final
-# values the exact sums given when each worker joined (itest_grow.c).
+# values the exact sums given when each worker joined (itest_grow.c). A fifth
+# worker started by hand then is refused, naming RDMAPS_MAX_WORKERS.
 set -euo pipefail
 BIN=$1
 MODE=$2
@@ -33,6 +34,8 @@ esac
 port=$(/usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/../free_port.py")
 tmp=$(mktemp -d /tmp/itest-grow-XXXXXX)
 export ITEST_GROW_MARK=$tmp/mark
+# everyone waits at clock 20 until the fifth worker below was refused
+export ITEST_GROW_WAIT_AT=20 ITEST_GROW_WAIT_FILE=$tmp/go
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -74,7 +77,21 @@ wait_mark 8
 joiner
 j2=$!
 
+# a fifth worker while the job has its 4 (worker 0 is past its hold at
+# clock 15): refused, with the setting that would let it in
+wait_mark 16
+set +e
+env -u RDMAPS_RANK -u RDMAPS_TOKEN RDMAPS_SCHEDULER="127.0.0.1:$port" RDMAPS_TRANSPORT=tcp \
+	RDMAPS_TIMEOUT_MS=10000 "$BIN/itest-grow" "$MODE" >"$tmp/fifth" 2>&1
+frc=$?
+set -e
+touch "$tmp/go"
 rc=0
+if [ "$frc" = 0 ] || ! grep -q "4 workers, the most RDMAPS_MAX_WORKERS=4 allows" "$tmp/fifth"; then
+	echo "grow.sh: a fifth worker was not refused with the reason (exit $frc):" >&2
+	cat "$tmp/fifth" >&2
+	rc=1
+fi
 wait "$j1" || { echo "grow.sh: the first worker started by hand failed" >&2; rc=1; }
 wait "$j2" || { echo "grow.sh: the second worker started by hand failed" >&2; rc=1; }
 wait "$launch" || { echo "grow.sh: rdmaps-launch (scheduler, servers, first workers) failed" >&2; rc=1; }

@@ -23,7 +23,8 @@
  *
  * The first W0 workers hold at clock HOLD until the job has ITEST_GROW_TARGET
  * workers (so the joiners started by hand surely take part), then everyone
- * runs to clock ITEST_GROW_CLOCKS. Rank 0 writes its clock to
+ * runs to clock ITEST_GROW_CLOCKS (all wait at ITEST_GROW_WAIT_AT for
+ * ITEST_GROW_WAIT_FILE, if set). Rank 0 writes its clock to
  * ITEST_GROW_MARK (for the script to start the joiners mid-run). At the end:
  * num_workers == ITEST_GROW_TARGET, rps_worker_num_workers_gen() counts the
  * growths this worker saw, every joiner's J is the one the others saw.
@@ -246,6 +247,22 @@ static void hold(struct job *j, int target)
 	      rps_worker_num_workers(j->w));
 }
 
+/* Every worker waits at clock ITEST_GROW_WAIT_AT until ITEST_GROW_WAIT_FILE
+ * exists (the script's checks while the job runs are done). */
+static void wait_file(int c)
+{
+	const char *path = getenv("ITEST_GROW_WAIT_FILE");
+	int waited = 0;
+
+	if (!path || !*path || c != env_int("ITEST_GROW_WAIT_AT", -1))
+		return;
+	while (access(path, F_OK) && waited < 60000) {
+		sleep_ms(20);
+		waited += 20;
+	}
+	CHECK(!access(path, F_OK), "%s did not appear within 60 s", path);
+}
+
 static int run(struct job *j, int target, int hold_at, int sleep_each)
 {
 	struct rps_init zeros = { .kind = RPS_INIT_ZEROS };
@@ -266,6 +283,7 @@ static int run(struct job *j, int target, int hold_at, int sleep_each)
 
 		if (c == hold_at && rank < j->w0)
 			hold(j, target);
+		wait_file(c);
 		if (pull(j))
 			break;
 		if (c == start && rank >= j->w0 && !j->ssp) {
