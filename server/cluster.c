@@ -140,7 +140,8 @@ int rps_server_run(struct rps_server *srv)
 	nnodes = rps_ctl_map(srv->ctl, &map, nodes, RPS_MAX_NODES);
 	if (map.num_workers > srv->nworkers) {
 		RPS_ERR("the cluster has %u workers, this server was set up for %u "
-			"(RDMAPS_NUM_WORKERS)",
+			"(RDMAPS_NUM_WORKERS, or RDMAPS_MAX_WORKERS when the job grows): start it "
+			"with the job's settings",
 			map.num_workers, srv->nworkers);
 		rc = -EINVAL;
 		goto out_leave;
