@@ -118,6 +118,8 @@ struct rps_config {
 	char rdma_mw[8];           /* auto | on | off */
 	/* sparse tables (issue 22): rows idle this many shard clocks are evicted; 0 = never */
 	int table_evict_clocks;
+	/* sparse tables (issue 22): rows idle this many seconds are evicted; 0 = never */
+	int table_evict_seconds;
 };
 
 enum rps_config_type {

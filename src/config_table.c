@@ -135,6 +135,9 @@ const struct rps_config_entry rps_config_table[] = {
 	/* sparse tables (issue 22): eviction of idle rows (server/table_evict.c, docs/tables.md "Eviction") */
 	ENTRY(table_evict_clocks, "0", RPS_CFG_INT,
 	      "servers: evict a table row neither pushed nor pulled by frame during this many clocks of its shard, unless it has updates not yet in a committed checkpoint; it comes back with its initial value; 0 = never"),
+	/* sparse tables (issue 22): time-based eviction (server/table_evict.c, docs/tables.md "Eviction") */
+	ENTRY(table_evict_seconds, "0", RPS_CFG_INT,
+	      "servers: evict a table row neither pushed nor pulled by frame during this many seconds, unless it has updates not yet in a committed checkpoint; not with table_evict_clocks; 0 = never"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -208,6 +211,8 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "token", .check = rps_cfg_check_token },
 	/* mw (issue 20) */
 	{ "rdma_mw", .choices = "auto|on|off" },
+	/* sparse tables (issue 22): idle time in ms fits 31 bits */
+	{ "table_evict_seconds", IRANGE(0, 2000000) },
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {
