@@ -7,14 +7,15 @@
  *
  * Worker 0 (the writer), round r = 0, 1, ...:
  *   1. pushes the NH hot rows H (gradient -c(X, e), c in 1..4: after k pushes
- *      row X is init(X) + k c(X), every step one exact float add) and
- *      publishes k = r + 1 once the push is acknowledged (applied);
+ *      row X is init(X) + k c(X), k float adds of c as the server does them)
+ *      and publishes k once the push is acknowledged (applied), k + 1 before;
  *   2. pulls NE new ids E(r) (created by the server; never pushed), checks
  *      them, publishes r, and ends its clock. E(r) is idle from then on: the
  *      server evicts it two clocks later and gives its slots to new ids
  *      (E(r + 3), ...); H is pushed every clock, so never evicted;
- *   3. waits until worker 1 finished a pull since the round began (a state,
- *      not a time), so every round races at least one read.
+ *   3. pushes H again and again until worker 1 finished a pull since the
+ *      round began (a state, not a time): every round races at least one
+ *      read, and the hot rows are updated under every read.
  * Worker 1 (the reader) pulls, again and again, H and every id of E(r - 3 ..
  * r), one-sided over rdma (cached slots; index lookups for rows it has not
  * seen), while those slots are evicted and reused, and follows the writer's
@@ -54,6 +55,7 @@
 #define MIN_ROUNDS 30
 #define MIN_PULLS  60
 #define MAX_ROUNDS 5000
+#define MAX_HOT	   20000 /* pushes of the hot rows (values stay well inside fp32) */
 #define TABLE	   3
 
 static int failures;
@@ -167,10 +169,22 @@ static int check_initial(const struct rps_table_spec *s, const uint64_t *ids, in
 	return bad;
 }
 
+/* One push of every hot row: k (their update count) + 1 once acknowledged. */
+static void push_hot(struct rps_worker *w, struct shm *m, const float *g, uint64_t *k_p)
+{
+	uint64_t ids[NH];
+
+	for (int i = 0; i < NH; i++)
+		ids[i] = hid(i);
+	atomic_store(&m->hstarted, *k_p + 1);
+	EXPECT(rps_worker_push_rows(w, TABLE, ids, NH, g), 0);
+	atomic_store(&m->hpushed, ++*k_p);
+}
+
 static void writer(struct rps_worker *w, struct shm *m)
 {
 	struct rps_table_spec s;
-	uint64_t ids[NE], rows_left = 0;
+	uint64_t ids[NE], rows_left = 0, k = 0;
 	static float g[NH * DIM], out[NE * DIM];
 	int64_t r;
 
@@ -183,11 +197,7 @@ static void writer(struct rps_worker *w, struct shm *m)
 	for (r = 0; r < MAX_ROUNDS && !atomic_load(&m->rfail); r++) {
 		uint64_t p0 = atomic_load(&m->rpulls);
 
-		for (int i = 0; i < NH; i++)
-			ids[i] = hid(i);
-		atomic_store(&m->hstarted, (uint64_t)r + 1);
-		EXPECT(rps_worker_push_rows(w, TABLE, ids, NH, g), 0);
-		atomic_store(&m->hpushed, (uint64_t)r + 1);
+		push_hot(w, m, g, &k);
 		for (int i = 0; i < NE; i++)
 			ids[i] = eid(r, i);
 		EXPECT(rps_worker_pull_rows(w, TABLE, ids, NE, out), 0);
@@ -196,15 +206,21 @@ static void writer(struct rps_worker *w, struct shm *m)
 		EXPECT(rps_worker_clock(w), 0);
 		if (r + 1 >= MIN_ROUNDS && atomic_load(&m->rpulls) >= MIN_PULLS)
 			break;
-		while (atomic_load(&m->rpulls) == p0 && !atomic_load(&m->rfail))
-			pause_short();
+		/* until the reader finished a pull: update H under its reads */
+		while (atomic_load(&m->rpulls) == p0 && !atomic_load(&m->rfail)) {
+			if (k < MAX_HOT)
+				push_hot(w, m, g, &k);
+			else
+				pause_short();
+		}
 	}
 	atomic_store(&m->done, 1);
 	EXPECT(rps_worker_barrier(w), 0);
 	EXPECT(rps_worker_table_rows(w, TABLE, &rows_left), 0);
-	printf("itest-table-evrace: writer: %lld rounds, %lld rows created (%d hot), %llu rows "
-	       "left on the servers\n",
-	       (long long)r + 1, (long long)(r + 1) * NE + NH, NH, (unsigned long long)rows_left);
+	printf("itest-table-evrace: writer: %lld rounds, %lld rows created (%d hot, pushed %llu "
+	       "times each), %llu rows left on the servers\n",
+	       (long long)r + 1, (long long)(r + 1) * NE + NH, NH, (unsigned long long)k,
+	       (unsigned long long)rows_left);
 	if (rows_left * 2 > (uint64_t)(r + 1) * NE + NH)
 		FAIL("%llu rows left of %lld created: idle rows were not evicted",
 		     (unsigned long long)rows_left, (long long)(r + 1) * NE + NH);
