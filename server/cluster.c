@@ -37,6 +37,7 @@ static void on_map(void *arg, const struct rps_map *map, const struct rps_node *
 {
 	struct rps_server *srv = arg;
 
+	rps_srv_grow_on_map(srv, map); /* growth: the job's worker count (grow.c) */
 	for (uint32_t i = 0; nodes && i < map->num_nodes; i++) {
 		const struct rps_node *n = &nodes[i];
 
@@ -139,14 +140,18 @@ int rps_server_run(struct rps_server *srv)
 	nnodes = rps_ctl_map(srv->ctl, &map, nodes, RPS_MAX_NODES);
 	if (map.num_workers > srv->nworkers) {
 		RPS_ERR("the cluster has %u workers, this server was set up for %u "
-			"(RDMAPS_NUM_WORKERS)",
+			"(RDMAPS_NUM_WORKERS, or RDMAPS_MAX_WORKERS when the job grows): start it "
+			"with the job's settings",
 			map.num_workers, srv->nworkers);
 		rc = -EINVAL;
 		goto out_leave;
 	}
 	atomic_store(&srv->map_workers, map.num_workers ? map.num_workers : srv->nworkers);
-	for (uint32_t w = map.num_workers; map.num_workers && w < srv->nworkers; w++)
-		rps_srv_queue_worker(srv, RPS_ENT_DEAD, w); /* never coming */
+	for (uint32_t w = map.num_workers; map.num_workers && w < srv->nworkers; w++) {
+		/* never coming, or (RDMAPS_MAX_WORKERS) not yet: waited for once in the map */
+		srv->wgone[w] = 1;
+		rps_srv_queue_worker(srv, RPS_ENT_DEAD, w);
+	}
 	for (int i = 0; i < nnodes && i < RPS_MAX_NODES; i++) {
 		/* joined a running job (restart): its dead workers are not waited for */
 		if (nodes[i].role == RPS_ROLE_WORKER && !nodes[i].alive &&

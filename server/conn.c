@@ -302,10 +302,16 @@ int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, v
 		*why_p = "only workers connect to a server";
 		return -EPROTO;
 	}
-	if (h->rank >= nw) {
-		*why_p = "worker rank beyond the number of workers";
+	if (h->rank >= srv->nworkers) {
+		/* growth: ranks up to RDMAPS_MAX_WORKERS - 1 may come before our map says so */
+		*why_p = srv->nworkers > nw ? "worker rank beyond RDMAPS_MAX_WORKERS of this server"
+					    : "worker rank beyond the number of workers (a worker "
+					      "joining the running job needs RDMAPS_MAX_WORKERS on "
+					      "the servers)";
 		return -EINVAL;
 	}
+	if (h->rank >= nw)
+		nw = h->rank + 1; /* a new worker whose map we have not seen yet */
 	if (h->channel >= (uint32_t)srv->nshards) {
 		*why_p = "channel beyond the server's shards";
 		return -EINVAL;

@@ -177,6 +177,12 @@ int rps_srv_opts_check(const struct rps_server_opts *o, const struct rps_config 
 		RPS_ERR("num_workers %d: must be 1..%d", cfg->num_workers, RPS_MAX_WORKERS);
 		return -EINVAL;
 	}
+	if (cfg->max_workers && cfg->max_workers < cfg->num_workers) {
+		RPS_ERR("RDMAPS_MAX_WORKERS %d is below RDMAPS_NUM_WORKERS %d: set it to 0 (no "
+			"growth) or to at least %d",
+			cfg->max_workers, cfg->num_workers, cfg->num_workers);
+		return -EINVAL;
+	}
 	if (!cfg->chunk_bytes || cfg->chunk_bytes % 64 || cfg->chunk_bytes > UINT32_MAX) {
 		RPS_ERR("chunk_bytes %llu: must be a multiple of 64",
 			(unsigned long long)cfg->chunk_bytes);

@@ -308,10 +308,15 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 	s->nslots = o->num_servers + o->num_workers;
 	s->start_ns = rps_now_ns();
 	atomic_init(&s->stop, 0);
-	s->slots = rps_calloc((size_t)s->nslots, sizeof(*s->slots));
+	rc = rps_sched_grow_init(s); /* RDMAPS_MAX_WORKERS: room for workers that join later */
+	if (rc)
+		goto err;
+	s->slots = rps_calloc((size_t)s->num_servers + (size_t)s->max_workers, sizeof(*s->slots));
 	s->mapbuf_len = sizeof(struct rps_map) + (size_t)s->nslots * sizeof(struct rps_node);
-	s->mapbuf = rps_calloc(1, s->mapbuf_len);
-	s->creq.waiting = rps_calloc((size_t)s->nslots, 1);
+	s->mapbuf = rps_calloc(1, sizeof(struct rps_map) + ((size_t)s->num_servers +
+							    (size_t)s->max_workers) *
+								   sizeof(struct rps_node));
+	s->creq.waiting = rps_calloc((size_t)s->num_servers + (size_t)s->max_workers, 1);
 	if (!s->slots || !s->mapbuf || !s->creq.waiting) {
 		rc = -ENOMEM;
 		goto err;
@@ -320,9 +325,11 @@ int rps_sched_create(const struct rps_sched_opts *o, struct rps_sched **sched_p)
 				      &s->tr);
 	if (rc)
 		goto err;
-	if (sizeof(struct rps_frame_hdr) + s->mapbuf_len > s->tr->max_frame) {
-		RPS_ERR("scheduler: a map of %d nodes (%zu bytes) exceeds the frame limit %" PRIu64,
-			s->nslots, s->mapbuf_len, s->tr->max_frame);
+	if (sizeof(struct rps_frame_hdr) + sizeof(struct rps_map) +
+		(size_t)(s->num_servers + s->max_workers) * sizeof(struct rps_node) >
+	    s->tr->max_frame) {
+		RPS_ERR("scheduler: a map of %d nodes exceeds the frame limit %" PRIu64,
+			s->num_servers + s->max_workers, s->tr->max_frame);
 		rc = -EMSGSIZE;
 		goto err;
 	}

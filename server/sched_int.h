@@ -143,6 +143,7 @@ struct rps_sched {
 	struct sched_metrics m;	 /* reg NULL: no /metrics */
 	struct sched_dash *dash; /* the dashboard (with /metrics), NULL: none */
 	struct rps_metric dummy; /* where metric updates go without a registry */
+	int max_workers; /* growth (sched_grow.c): slots for this many workers; >= num_workers */
 };
 
 static inline struct rps_metric *met(struct rps_sched *s, struct rps_metric *m)
@@ -183,6 +184,14 @@ void rps_sched_check_timers(struct rps_sched *s, uint64_t now);
 /* sched_map.c: membership: registration, ranks, the map */
 void rps_sched_on_register(struct rps_sched *s, struct sched_peer *p, const struct rps_frame_hdr *h,
 			   const struct rps_register *r);
+
+/* sched_grow.c: workers joining a running job beyond the initial count
+ * (RDMAPS_MAX_WORKERS, docs/scheduler.md "Growth") */
+int rps_sched_grow_init(struct rps_sched *s);
+/* A worker that replaces no one, while the job runs: the slot of a new rank
+ * (num_workers and the map grow; the caller fills the slot and sends the
+ * map), or -1 with the reason in why. */
+int rps_sched_grow_slot(struct rps_sched *s, const struct rps_register *r, char *why, size_t len);
 
 /* sched_creq.c: CHECKPOINT and EXPORT, relayed to the servers */
 void rps_sched_on_creq(struct rps_sched *s, struct sched_peer *p, const struct rps_tr_event *ev);

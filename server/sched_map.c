@@ -233,8 +233,27 @@ void rps_sched_on_register(struct rps_sched *s, struct sched_peer *p, const stru
 	}
 	if (s->state == SCHED_RUNNING) {
 		int i = r->role == RPS_ROLE_WORKER ? rejoin_slot(s, r) : rejoin_server_slot(s, r);
-		char who[160];
+		char who[160], why[320];
 
+		if (i < 0 && r->role == RPS_ROLE_WORKER) {
+			/* replaces no one: a new rank if RDMAPS_MAX_WORKERS allows (sched_grow.c) */
+			i = rps_sched_grow_slot(s, r, why, sizeof(why));
+			if (i < 0) {
+				rps_sched_refuse(s, p, h->req_id, -EBUSY, "%s", why);
+				return;
+			}
+			p->registered = 1;
+			slot_fill(s, i, p, s->slots[i].node.rank);
+			s->epoch++;
+			rps_sched_describe(&s->slots[i], who, sizeof(who));
+			RPS_INFO("%s joined the running job: %d workers now (RDMAPS_MAX_WORKERS %d); "
+				 "map epoch %u",
+				 who, s->num_workers, s->max_workers, s->epoch);
+			rps_sched_dash_event(s, "join", "%s joined the running job: %d workers now",
+					     who, s->num_workers);
+			broadcast_map(s);
+			return;
+		}
 		if (i < 0) {
 			if (r->role == RPS_ROLE_SERVER && r->want_rank < (uint32_t)s->num_servers)
 				rps_sched_refuse(s, p, h->req_id, -EBUSY,

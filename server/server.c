@@ -164,6 +164,8 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		goto err;
 	}
 	srv->nworkers = (uint32_t)cfg->num_workers;
+	if (cfg->max_workers > cfg->num_workers) /* growth: state for workers that join later */
+		srv->nworkers = (uint32_t)cfg->max_workers;
 	srv->chunk_bytes = (uint32_t)cfg->chunk_bytes;
 	srv->max_msg = cfg->max_msg;
 	srv->heartbeat_ms = cfg->heartbeat_ms > 0 ? cfg->heartbeat_ms : 1000;

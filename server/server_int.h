@@ -191,6 +191,8 @@ void rps_srv_push_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req,
 void rps_srv_declare_done(void *arg, struct rps_shard *sh, struct rps_srv_req *req, int status,
 			  const struct rps_declare_ack *ack, const char *why);
 extern const struct rps_shard_io rps_srv_io;
+/* grow.c: a map with more workers (RDMAPS_MAX_WORKERS) */
+void rps_srv_grow_on_map(struct rps_server *srv, const struct rps_map *map);
 int rps_srv_on_hello(void *arg, struct rps_conn *c, const struct rps_hello *h, void *ack,
 		     size_t *ack_len_p, const char **why_p);
 

@@ -118,6 +118,8 @@ struct rps_config {
 	char rdma_mw[8];           /* auto | on | off */
 	/* sparse tables (issue 22): rows idle this many shard clocks are evicted; 0 = never */
 	int table_evict_clocks;
+	/* growth (issue 24): workers may join beyond num_workers up to this; 0 = no growth */
+	int max_workers;
 	/* sparse tables (issue 22): rows idle this many seconds are evicted; 0 = never */
 	int table_evict_seconds;
 };

@@ -135,6 +135,9 @@ const struct rps_config_entry rps_config_table[] = {
 	/* sparse tables (issue 22): eviction of idle rows (server/table_evict.c, docs/tables.md "Eviction") */
 	ENTRY(table_evict_clocks, "0", RPS_CFG_INT,
 	      "servers: evict a table row neither pushed nor pulled by frame during this many clocks of its shard, unless it has updates not yet in a committed checkpoint; it comes back with its initial value; 0 = never"),
+	/* growth (issue 24): workers joining a running job beyond num_workers (docs/scheduler.md "Growth") */
+	ENTRY(max_workers, "0", RPS_CFG_INT,
+	      "scheduler and servers: workers may join a running job beyond num_workers, up to this many (new ranks num_workers..); 0 = no growth (an extra worker is refused)"),
 	/* sparse tables (issue 22): time-based eviction (server/table_evict.c, docs/tables.md "Eviction") */
 	ENTRY(table_evict_seconds, "0", RPS_CFG_INT,
 	      "servers: evict a table row neither pushed nor pulled by frame during this many seconds, unless it has updates not yet in a committed checkpoint; not with table_evict_clocks; 0 = never"),
@@ -200,6 +203,7 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "accept_backoff_ms", IRANGE(1, 60000) },
 	{ "register_timeout_ms", IRANGE(1, INT_MAX) },
 	{ "local_agg", .choices = "auto|off" },
+	{ "max_workers", IRANGE(0, RPS_MAX_WORKERS) }, /* growth (issue 24) */
 	{ "replicas", IRANGE(1, 3) }, /* replicated shards: 3 = a chain of two backups */
 	/* perf (issue 21) */
 	{ "rdma_ack_timeout", IRANGE(0, 31) },

@@ -78,7 +78,8 @@ static int parse_ack(struct rps_worker *w, struct rps_wserver *s, uint32_t chann
 			(unsigned long long)a->max_msg, a->consistency);
 		return -EPROTO;
 	}
-	if (a->num_workers && a->num_workers != w->num_workers)
+	if (a->num_workers && a->num_workers != w->num_workers &&
+	    a->num_workers > (uint32_t)rps_worker_num_workers(w)) /* smaller: a map behind ours */
 		RPS_WARN("server %u counts %u workers, the map %u", s->rank, a->num_workers,
 			 w->num_workers);
 	d = (const struct rps_shard_desc *)(a + 1);

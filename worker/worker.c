@@ -85,10 +85,10 @@ static void on_shutdown(void *arg)
 
 static void on_map(void *arg, const struct rps_map *map, const struct rps_node *nodes)
 {
-	(void)arg;
 	(void)nodes;
 	RPS_DEBUG("cluster map epoch %u: %u servers, %u workers", map->epoch, map->num_servers,
 		  map->num_workers);
+	rps_wgrow_on_map(arg, map); /* workers joined the running job (grow.c) */
 }
 
 /* ---- joining a running job ---- */
@@ -541,10 +541,6 @@ int rps_worker_rank(const struct rps_worker *w)
 	return w ? (int)w->rank : -EINVAL;
 }
 
-int rps_worker_num_workers(const struct rps_worker *w)
-{
-	return w ? (int)w->num_workers : -EINVAL;
-}
 
 int rps_worker_num_servers(const struct rps_worker *w)
 {

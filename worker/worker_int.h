@@ -250,7 +250,14 @@ struct rps_worker {
 	 * rps_worker_local_pushpull, freed at destroy */
 	struct rps_wlocal *local;
 	int joined_running; /* joined a running job (join_clock): it aggregates alone */
+	/* growth (worker/grow.c): the job's worker count from the latest map, and
+	 * how many times it grew since this worker joined */
+	_Atomic uint32_t grow_workers;
+	_Atomic uint32_t grow_gen;
 };
+
+/* grow.c: a new map (control thread) */
+void rps_wgrow_on_map(struct rps_worker *w, const struct rps_map *map);
 
 /* ---- connections (conn.c; losing them: reconnect.c) ---- */
 int rps_wconn_connect_all(struct rps_worker *w, const struct rps_node *nodes, int nnodes);

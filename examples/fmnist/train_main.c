@@ -86,6 +86,9 @@ struct job {
 	int staleness; /* SSP bound */
 	struct rps_optim_opts spec; /* the keys' optimizer (recipe.h) */
 	size_t per_step, steps; /* samples per worker and step, steps (clocks) per epoch */
+	/* RDMAPS_MAX_WORKERS set: workers may join (docs/scheduler.md "Growth"): the
+	 * steps per epoch do not depend on the count, the data is split again */
+	int growable, grow_gen;
 	/* --local */
 	struct rps_optimizer *opt; /* the servers' optimizer, run here */
 	/* distributed */
@@ -286,6 +289,8 @@ static int plan(struct job *j, enum rps_consistency c)
 	j->nlocal = j->train.n / (size_t)j->nworkers;
 	j->first = (size_t)j->rank * j->nlocal;
 	j->steps = j->nlocal / j->per_step;
+	if (j->growable) /* the same for any count: a joiner's epochs are the others' */
+		j->steps = j->train.n / j->a.batch;
 	if (j->steps == 0) {
 		fprintf(stderr, "fmnist-train: %zu training images make no step of %zu per worker\n",
 			j->nlocal, j->per_step);
@@ -294,6 +299,30 @@ static int plan(struct job *j, enum rps_consistency c)
 	/* --epochs 0 (evaluate only) still gives the keys a valid spec */
 	return recipe_spec(&j->a.recipe, (uint64_t)(j->a.epochs > 0 ? j->a.epochs : 1) * j->steps,
 			   j->steps, c, j->nworkers, &j->spec);
+}
+
+/* At an epoch's start: workers joined the job (rps_worker_num_workers_gen
+ * changed): this worker's share is split again by the new count, the steps
+ * per epoch stay (plan: growable). */
+static void regrow(struct job *j)
+{
+	int gen = j->w ? rps_worker_num_workers_gen(j->w) : 0, n;
+
+	if (!j->growable || gen <= j->grow_gen)
+		return;
+	j->grow_gen = gen;
+	n = rps_worker_num_workers(j->w);
+	if (n <= j->nworkers || j->a.batch / (size_t)n == 0)
+		return;
+	j->nworkers = n;
+	j->per_step = j->a.batch / (size_t)n;
+	j->nlocal = j->train.n / (size_t)n;
+	j->first = (size_t)j->rank * j->nlocal;
+	for (size_t i = 0; i < j->nlocal; i++)
+		j->order[i] = j->first + i;
+	printf("fmnist-train: worker %d: the job has %d workers now: images %zu..%zu, %zu per "
+	       "step\n",
+	       j->rank, n, j->first, j->first + j->nlocal - 1, j->per_step);
 }
 
 /* --init-model into params, checked whole against the keys (the library
@@ -337,6 +366,8 @@ static int setup_distributed(struct job *j)
 	j->rank = rps_worker_rank(j->w);
 	j->nworkers = rps_worker_num_workers(j->w);
 	j->nservers = rps_worker_num_servers(j->w);
+	j->growable = getenv("RDMAPS_MAX_WORKERS") && atoi(getenv("RDMAPS_MAX_WORKERS")) > 0;
+	j->grow_gen = rps_worker_num_workers_gen(j->w);
 	j->transport = rps_worker_transport(j->w);
 	j->staleness = (int)rps_worker_staleness_bound(j->w);
 	switch (rps_worker_consistency(j->w)) {
@@ -729,6 +760,8 @@ int main(int argc, char **argv)
 		double t0 = now_s(), loss_sum = 0, last_draw = 0;
 		size_t first_step = e == e0 ? s0 : 0;
 
+		regrow(&j); /* workers joined: split the data again */
+		per_step = j.per_step;
 		shuffle(j.order, j.nlocal, j.a.seed * 1000003ull + (uint64_t)e * 7919 + (uint64_t)j.rank);
 		for (size_t s = first_step; s < steps; s++) {
 			float loss;

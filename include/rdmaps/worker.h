@@ -69,7 +69,15 @@ RPS_API int rps_worker_create(const struct rps_worker_opts *opts, struct rps_wor
 RPS_API void rps_worker_destroy(struct rps_worker *worker);
 
 RPS_API int rps_worker_rank(const struct rps_worker *worker);
+/* The job's workers now: ranks 0 .. num_workers - 1 (a dead rank counts until
+ * a new worker takes it). It grows while the job runs when workers join
+ * beyond the initial count (RDMAPS_MAX_WORKERS, docs/scheduler.md "Growth"). */
 RPS_API int rps_worker_num_workers(const struct rps_worker *worker);
+/* How many times rps_worker_num_workers() grew since this worker joined: 0
+ * at first. A program that splits its data by rank and worker count checks it
+ * at its clock (or epoch) boundaries and splits again when it changed; the new
+ * workers take part in the servers' sums from the clock they joined at. */
+RPS_API int rps_worker_num_workers_gen(const struct rps_worker *worker);
 RPS_API int rps_worker_num_servers(const struct rps_worker *worker);
 RPS_API const char *rps_worker_transport(const struct rps_worker *worker);
 /* The current clock: clock() calls so far; for a worker that joined a

@@ -38,7 +38,8 @@ class Registration:
 class Worker:
     """A worker of an rdmaps job; see help(rdmaps.Worker)."""
     rank: int
-    num_workers: int
+    num_workers: int  # now: grows when workers join (RDMAPS_MAX_WORKERS)
+    num_workers_gen: int  # how many times num_workers grew since this worker joined
     num_servers: int
     transport: str  # 'tcp' | 'rdma'
     consistency: str  # 'bsp' | 'ssp' | 'asp'

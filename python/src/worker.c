@@ -558,6 +558,7 @@ static int open_or_raise(struct pyworker *pw)
 
 INT_GETTER(rank, rps_worker_rank(w))
 INT_GETTER(num_workers, rps_worker_num_workers(w))
+INT_GETTER(num_workers_gen, rps_worker_num_workers_gen(w))
 INT_GETTER(num_servers, rps_worker_num_servers(w))
 INT_GETTER(clock_value, rps_worker_clock_value(w))
 INT_GETTER(staleness_bound, rps_worker_staleness_bound(w))
@@ -620,7 +621,13 @@ static PyObject *get_declared(PyObject *self, void *c)
 
 static PyGetSetDef worker_getset[] = {
     {"rank", get_rank, NULL, "This worker's rank, 0 .. num_workers - 1.", NULL},
-    {"num_workers", get_num_workers, NULL, "Workers in the job.", NULL},
+    {"num_workers", get_num_workers, NULL,
+     "Workers in the job now (grows when workers join a running job: RDMAPS_MAX_WORKERS).",
+     NULL},
+    {"num_workers_gen", get_num_workers_gen, NULL,
+     "How many times num_workers grew since this worker joined (0 at first): split the data "
+     "again when it changed.",
+     NULL},
     {"num_servers", get_num_servers, NULL, "Servers in the job.", NULL},
     {"transport", get_transport, NULL, "'tcp' or 'rdma'.", NULL},
     {"_wait_spin_us", get_wait_spin_us, set_wait_spin_us,
