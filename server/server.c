@@ -156,6 +156,13 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 	rc = rps_auth_token_role_ok(srv->secret, RPS_ROLE_SERVER); /* issue 20: tokens */
 	if (rc)
 		goto err;
+	if (cfg->table_evict_clocks > 0 && cfg->table_evict_seconds > 0) { /* issue 22 */
+		RPS_ERR("both RDMAPS_TABLE_EVICT_CLOCKS (%d) and RDMAPS_TABLE_EVICT_SECONDS (%d) are "
+			"set: table rows are evicted by clocks or by time, set one of them to 0",
+			cfg->table_evict_clocks, cfg->table_evict_seconds);
+		rc = -EINVAL;
+		goto err;
+	}
 	srv->nworkers = (uint32_t)cfg->num_workers;
 	if (cfg->max_workers > cfg->num_workers) /* growth: state for workers that join later */
 		srv->nworkers = (uint32_t)cfg->max_workers;
@@ -214,6 +221,7 @@ int rps_server_create(const struct rps_server_opts *opts, struct rps_server **se
 		    .ckpt_secs = cfg->checkpoint_secs > 0 ? (uint32_t)cfg->checkpoint_secs : 0,
 		    .server_shards = (uint32_t)srv->nshards,
 		    .evict_clocks = cfg->table_evict_clocks > 0 ? (uint32_t)cfg->table_evict_clocks : 0,
+		    .evict_secs = cfg->table_evict_seconds > 0 ? (uint32_t)cfg->table_evict_seconds : 0,
 		};
 		struct rps_shard *sh = &srv->shards[s];
 

@@ -144,6 +144,7 @@ struct rps_shard_params {
 	uint32_t ckpt_secs;	/* seconds between checkpoints (at a clock boundary); 0 = off */
 	uint32_t server_shards; /* shards of the server (the files' num_shards) */
 	uint32_t evict_clocks;	/* tables: evict rows idle this many clocks; 0 = off */
+	uint32_t evict_secs;	/* tables: evict rows idle this many seconds; 0 = off */
 };
 
 /* A restore handed to a shard's update thread (RPS_ENT_RESTORE). */

@@ -104,7 +104,7 @@ int rps_shard_table_declare(struct rps_shard *sh, const struct rps_table_decl *d
 			     d->capacity_hint);
 	if (!rc)
 		rc = rps_rowtab_set_precision(&t->rt, d->precision);
-	if (!rc && sh->p.evict_clocks) /* docs/tables.md "Eviction" */
+	if (!rc && (sh->p.evict_clocks || sh->p.evict_secs)) /* docs/tables.md "Eviction" */
 		rc = rps_rowtab_evict_enable(&t->rt);
 	if (!rc && !ts->scratch) {
 		ts->scratch = rps_aligned_alloc(64, RPS_TABLE_MAX_DIM * sizeof(float));
@@ -224,7 +224,7 @@ static struct rps_shard_table *rows_table(struct rps_shard *sh, const struct rps
 		*status_p = -EINVAL;
 		return NULL;
 	}
-	t->rt.now = (uint32_t)sh->clock; /* what a touch records (eviction) */
+	t->rt.now = rps_shard_tables_now(sh); /* what a touch records (eviction) */
 	return t;
 }
 
@@ -326,7 +326,8 @@ void rps_shard_tables_apply_clock(struct rps_shard *sh, uint64_t c)
 
 		if (!t->npend)
 			continue;
-		t->rt.now = (uint32_t)sh->clock + 1; /* the clock's sum is the state of c + 1 */
+		/* the clock's sum is the state of c + 1 */
+		t->rt.now = sh->p.evict_secs ? rps_shard_tables_now(sh) : (uint32_t)sh->clock + 1;
 		qsort(t->pend, t->npend, sizeof(*t->pend), pend_cmp);
 		while (i < t->npend) {
 			size_t j = i + 1;

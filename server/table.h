@@ -58,6 +58,10 @@ struct rps_shard_tables {
 	int ev_active;		  /* a pass is under way */
 	uint64_t ev_clock;	  /* the clock of the last pass */
 	uint32_t ev_table;	  /* the table the pass is at */
+	/* time-based eviction (p.evict_secs): ms on now_ms() (tests may set
+	 * it; NULL: the monotonic clock) since t0; when the last pass began */
+	uint64_t (*now_ms)(void);
+	uint64_t t0_ms, ev_ms;
 };
 
 /* The table `table` of the shard, or NULL. */
@@ -109,6 +113,12 @@ int rps_shard_tables_snapshot(struct rps_shard *sh, struct rps_shard_creq_res *r
  * checkpoint's table files are written (table_ckpt.c). */
 void rps_shard_tables_evict_tick(struct rps_shard *sh);
 void rps_shard_tables_ckpt_written(struct rps_shard *sh);
+/* What a row touch records now: the shard's clock, or with p.evict_secs the
+ * milliseconds since the tables began. */
+uint32_t rps_shard_tables_now(struct rps_shard *sh);
+/* The update thread found its ring empty for a while: with p.evict_secs, a
+ * whole pass if one is due (rows go idle with no entry coming). */
+void rps_shard_tables_idle(struct rps_shard *sh);
 
 /* Update thread (update.c): count a push frame for (worker, clock) and let
  * the worker's clock advance. */

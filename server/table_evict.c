@@ -3,6 +3,14 @@
  * entry at most EVICT_SLICE slots are looked at, so a pass over millions of
  * rows never holds pushes back for long. One pass per clock of the shard.
  *
+ * Time-based (RDMAPS_TABLE_EVICT_SECONDS, p.evict_secs; not with clocks): a
+ * touch records milliseconds since the shard's tables began instead of the
+ * clock, a row idle for evict_secs seconds is evicted under the same rule,
+ * and a pass begins every max(evict_secs / 4, 0.1) seconds (after an entry,
+ * in slices as above; or whole when the update thread found its ring empty
+ * for a second: rps_shard_tables_idle), so a row goes between evict_secs and
+ * evict_secs * 1.25 (+ 1 s on an idle shard) after its last touch.
+ *
  * A row is evicted when it was neither pushed nor pulled by frame (nor
  * created) during the last `evict_clocks` clocks of its shard, and its last
  * update, if any, is in a committed checkpoint ("saved"). Saved is tracked by
@@ -22,11 +30,32 @@
 
 #define EVICT_SLICE 4096u /* slots looked at per ring entry */
 
+static uint64_t mono_ms(void)
+{
+	return rps_now_ns() / 1000000u;
+}
+
+static uint64_t tables_ms(struct rps_shard_tables *ts)
+{
+	if (!ts->now_ms)
+		ts->now_ms = mono_ms;
+	if (!ts->t0_ms)
+		ts->t0_ms = ts->now_ms() - 1; /* never 0: "not set" */
+	return ts->now_ms() - ts->t0_ms;
+}
+
+uint32_t rps_shard_tables_now(struct rps_shard *sh)
+{
+	if (!sh->p.evict_secs || !sh->tables)
+		return (uint32_t)sh->clock;
+	return (uint32_t)tables_ms(sh->tables); /* wraps after 49 days: differences stay right */
+}
+
 void rps_shard_tables_ckpt_written(struct rps_shard *sh)
 {
 	struct rps_shard_tables *ts = sh->tables;
 
-	if (!ts || !sh->p.evict_clocks || ts->ck_pending)
+	if (!ts || (!sh->p.evict_clocks && !sh->p.evict_secs) || ts->ck_pending)
 		return; /* one tracked at a time: a later one is covered by the next */
 	for (uint32_t i = 0; i < ts->n; i++) {
 		struct rps_shard_table *t = ts->t[i];
@@ -59,13 +88,23 @@ void rps_shard_tables_evict_tick(struct rps_shard *sh)
 	struct rps_shard_tables *ts = sh->tables;
 	uint32_t idle = sh->p.evict_clocks;
 	uint64_t budget = EVICT_SLICE;
+	int timed = sh->p.evict_secs && !sh->p.evict_clocks;
 
+	if (timed)
+		idle = sh->p.evict_secs * 1000u; /* <= 2,000,000 s (src/config_table.c) */
 	if (!idle || !ts || !ts->n)
 		return;
 	ckpt_check(sh, ts);
 	if (!ts->ev_active) {
-		if (sh->clock == ts->ev_clock)
+		if (timed) {
+			uint64_t ms = tables_ms(ts), every = RPS_MAX(idle / 4u, 100u);
+
+			if (ts->ev_ms && ms - ts->ev_ms < every)
+				return; /* the last pass began less than `every` ago */
+			ts->ev_ms = ms;
+		} else if (sh->clock == ts->ev_clock) {
 			return; /* this clock's pass is done */
+		}
 		ts->ev_active = 1;
 		ts->ev_clock = sh->clock;
 		ts->ev_table = 0;
@@ -78,7 +117,7 @@ void rps_shard_tables_evict_tick(struct rps_shard *sh)
 		uint64_t n = RPS_MIN(rt->nrows > rt->cursor ? rt->nrows - rt->cursor : 0, budget);
 		uint64_t ev;
 
-		rt->now = (uint32_t)sh->clock;
+		rt->now = rps_shard_tables_now(sh);
 		ev = n ? rps_rowtab_evict_scan(rt, idle, t->saved_epoch, n, NULL) : 0;
 		if (ev)
 			RPS_DEBUG("shard %u table %u: %llu rows evicted at clock %llu (%llu rows "
@@ -92,4 +131,17 @@ void rps_shard_tables_evict_tick(struct rps_shard *sh)
 	}
 	if (ts->ev_table >= ts->n)
 		ts->ev_active = 0;
+}
+
+void rps_shard_tables_idle(struct rps_shard *sh)
+{
+	struct rps_shard_tables *ts = sh->tables;
+
+	if (!ts || !sh->p.evict_secs)
+		return;
+	/* a due pass, whole: nothing waits in the ring (slices of 4096 slots,
+	 * so at most a few ms per million rows before the next pop) */
+	do
+		rps_shard_tables_evict_tick(sh);
+	while (ts->ev_active);
 }

@@ -635,8 +635,11 @@ static void *update_thread(void *arg)
 	for (;;) {
 		int rc = rps_ring_pop_wait(sh->ring, &e, 1000);
 
-		if (rc == -ETIMEDOUT)
+		if (rc == -ETIMEDOUT) {
+			if (sh->tables) /* time-based eviction of table rows */
+				rps_shard_tables_idle(sh);
 			continue;
+		}
 		if (rc)
 			break; /* closed and drained */
 		rps_shard_handle(sh, &e);

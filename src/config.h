@@ -120,6 +120,8 @@ struct rps_config {
 	int table_evict_clocks;
 	/* growth (issue 24): workers may join beyond num_workers up to this; 0 = no growth */
 	int max_workers;
+	/* sparse tables (issue 22): rows idle this many seconds are evicted; 0 = never */
+	int table_evict_seconds;
 };
 
 enum rps_config_type {

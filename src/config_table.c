@@ -138,6 +138,9 @@ const struct rps_config_entry rps_config_table[] = {
 	/* growth (issue 24): workers joining a running job beyond num_workers (docs/scheduler.md "Growth") */
 	ENTRY(max_workers, "0", RPS_CFG_INT,
 	      "scheduler and servers: workers may join a running job beyond num_workers, up to this many (new ranks num_workers..); 0 = no growth (an extra worker is refused)"),
+	/* sparse tables (issue 22): time-based eviction (server/table_evict.c, docs/tables.md "Eviction") */
+	ENTRY(table_evict_seconds, "0", RPS_CFG_INT,
+	      "servers: evict a table row neither pushed nor pulled by frame during this many seconds, unless it has updates not yet in a committed checkpoint; not with table_evict_clocks; 0 = never"),
 	{ NULL, NULL, NULL, 0, 0, 0 },
 };
 /* clang-format on */
@@ -212,6 +215,8 @@ static const struct rps_cfg_rule cfg_rules[] = {
 	{ "token", .check = rps_cfg_check_token },
 	/* mw (issue 20) */
 	{ "rdma_mw", .choices = "auto|on|off" },
+	/* sparse tables (issue 22): idle time in ms fits 31 bits */
+	{ "table_evict_seconds", IRANGE(0, 2000000) },
 };
 
 static const struct rps_cfg_rule cfg_rule_default = {

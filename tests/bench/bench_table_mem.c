@@ -1,6 +1,6 @@
 /* bench_table_mem: the memory a shard's table costs per row, measured.
  *
- *   bench_table_mem [ROWS [DIM [HINT [PREC]]]]   (defaults 10000000 64 ROWS fp32)
+ *   bench_table_mem [ROWS [DIM [HINT [PREC [evict]]]]]   (defaults 10000000 64 ROWS fp32)
  *
  * Creates one row table (server/rowtab.c, what a shard holds per table) and
  * ROWS rows of DIM floats in it (lazily initialised, uniform), then prints the
@@ -10,7 +10,10 @@
  * grow from small, the index doubling as it fills). The optimizer is sgd (no
  * per-element state; the per-row step counter, 4 bytes, is counted in the
  * overhead). PREC fp32 | fp16 | bf16: how rows are stored (2 bytes an
- * element for fp16 / bf16: the data is then ROWS * DIM * 2).
+ * element for fp16 / bf16: the data is then ROWS * DIM * 2). `evict`: with
+ * eviction on (RDMAPS_TABLE_EVICT_CLOCKS / _SECONDS: a touch word and a
+ * meta word per row), then again after every row was marked updated once
+ * (a trained row: its meta word written too).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +47,7 @@ int main(int argc, char **argv)
 	uint32_t dim = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 64;
 	uint64_t hint = argc > 3 ? strtoull(argv[3], NULL, 10) : rows;
 	const char *pname = argc > 4 ? argv[4] : "fp32";
+	int evict = argc > 5 && !strcmp(argv[5], "evict");
 	uint32_t prec = !strcmp(pname, "fp16") ? RPS_TABLE_FP16
 			: !strcmp(pname, "bf16") ? RPS_TABLE_BF16
 						 : RPS_TABLE_FP32;
@@ -62,6 +66,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_table_mem: precision %s: fp32, fp16 or bf16\n", pname);
 		return 2;
 	}
+	if (argc > 5 && (!evict || rps_rowtab_evict_enable(&rt))) {
+		fprintf(stderr, "bench_table_mem: the 5th argument is `evict` or nothing\n");
+		return 2;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (uint64_t i = 0; i < rows; i++)
 		if (rps_rowtab_get(&rt, rps_mix64(i), NULL) < 0) {
@@ -72,8 +80,8 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	after = rss_kib();
 	per = ((double)(after - before) * 1024.0) / (double)rows - dim * (double)eb;
-	printf("rows %llu dim %u hint %llu precision %s\n", (unsigned long long)rows, dim,
-	       (unsigned long long)hint, pname);
+	printf("rows %llu dim %u hint %llu precision %s%s\n", (unsigned long long)rows, dim,
+	       (unsigned long long)hint, pname, evict ? " eviction on" : "");
 	printf("rss before %ld KiB, after %ld KiB, delta %.1f MiB\n", before, after,
 	       (double)(after - before) / 1024.0);
 	printf("row data %.1f MiB\n", (double)rows * dim * eb / 1048576.0);
@@ -84,6 +92,17 @@ int main(int argc, char **argv)
 	       (unsigned long long)rt.rehashes);
 	printf("created %.0f rows/s\n",
 	       (double)rows / ((double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9));
+	if (evict) {
+		long upd;
+
+		rt.epoch = 2;
+		for (uint64_t s = 0; s < rows; s++)
+			rps_rowtab_updated(&rt, s);
+		upd = rss_kib();
+		printf("every row updated once (meta words written): rss %ld KiB, overhead per "
+		       "row beyond data %.2f bytes\n",
+		       upd, ((double)(upd - before) * 1024.0) / (double)rows - dim * (double)eb);
+	}
 	rps_rowtab_fini(&rt);
 	return 0;
 }

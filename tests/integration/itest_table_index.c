@@ -192,6 +192,16 @@ static void phase_exact(struct rps_worker *w, int rank, int rdma)
 		       (unsigned long long)(s3.row_pull_frames - s2.row_pull_frames));
 		if (s3.row_pull_frames == s2.row_pull_frames)
 			FAIL("missing rows were not asked of the server");
+		/* a missing row costs one READ: its bucket pair ends (an empty
+		 * entry) before any entry with its tag; a slot READ only on a tag
+		 * collision (bits of the hash: rare at this size) */
+		if (rdma && (s3.row_index_reads - s2.row_index_reads != NMISS ||
+			     s3.row_slot_reads - s2.row_slot_reads > 500 + NMISS / 10))
+			FAIL("rdma: %d missing rows took %llu index READs and %llu slot READs "
+			     "beside the 500 cached rows' (expected %d and at most %d)",
+			     NMISS, (unsigned long long)(s3.row_index_reads - s2.row_index_reads),
+			     (unsigned long long)(s3.row_slot_reads - s2.row_slot_reads - 500),
+			     NMISS, NMISS / 10);
 	}
 	EXPECT(rps_worker_barrier(w), 0);
 	if (rank == 0) {

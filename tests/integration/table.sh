@@ -12,6 +12,14 @@
 #                                          (itest-table-export), then read by numpy
 #   table.sh BIN_DIR evict [TRANSPORT]     1 server of 2 shards, 1 worker, BSP:
 #                                          idle rows evicted (itest-table-evict)
+#   table.sh BIN_DIR evict_time [TRANSPORT] 1 server of 2 shards, 1 worker, ASP:
+#                                          rows idle 2 s evicted
+#                                          (itest-table-evict-time)
+#   table.sh BIN_DIR evrace [TRANSPORT]    1 server of 2 shards, 2 workers, ASP:
+#                                          rows read (one-sided over rdma) while
+#                                          idle rows are evicted and their slots
+#                                          reused, and hot rows updated
+#                                          (itest-table-evrace)
 set -euo pipefail
 BIN=$1
 MODE=$2
@@ -23,6 +31,8 @@ if [ "$MODE" = index ]; then SERVERS=1 WORKERS=2 CONS=asp PROG=("$BIN/itest-tabl
 if [ "$MODE" = prec ]; then SERVERS=1 WORKERS=2 CONS=bsp PROG=("$BIN/itest-table-prec"); fi
 if [ "$MODE" = export ]; then SERVERS=2 WORKERS=2 CONS=bsp PROG=("$BIN/itest-table-export"); fi
 if [ "$MODE" = evict ]; then SERVERS=1 WORKERS=1 CONS=bsp PROG=("$BIN/itest-table-evict"); fi
+if [ "$MODE" = evict_time ]; then SERVERS=1 WORKERS=1 CONS=asp PROG=("$BIN/itest-table-evict-time"); fi
+if [ "$MODE" = evrace ]; then SERVERS=1 WORKERS=2 CONS=asp PROG=("$BIN/itest-table-evrace"); fi
 export RDMAPS_SHARDS=2 RDMAPS_CONSISTENCY=$CONS
 export RDMAPS_SECRET=table-test RDMAPS_TIMEOUT_MS=30000
 export RDMAPS_LOG_LEVEL=${RDMAPS_LOG_LEVEL:-warn}
@@ -37,6 +47,23 @@ if [ "$MODE" = evict ]; then
 	export RDMAPS_TABLE_EVICT_CLOCKS=2 RDMAPS_CHECKPOINT_DIR=$OUT/ckpt
 	exec "$BIN/rdmaps-launch" --servers $SERVERS --workers $WORKERS --transport "$TRANSPORT" \
 		--timeout 120 "${hosts[@]}" -- "${PROG[@]}"
+fi
+if [ "$MODE" = evict_time ]; then
+	OUT=$(mktemp -d)
+	trap 'rm -rf "$OUT"' EXIT
+	mkdir -p "$OUT/ckpt"
+	export RDMAPS_TABLE_EVICT_SECONDS=2 RDMAPS_CHECKPOINT_DIR=$OUT/ckpt
+	"$BIN/rdmaps-launch" --servers $SERVERS --workers $WORKERS --transport "$TRANSPORT" \
+		--timeout 120 "${hosts[@]}" -- "${PROG[@]}"
+	exit 0
+fi
+if [ "$MODE" = evrace ]; then
+	OUT=$(mktemp -d)
+	trap 'rm -rf "$OUT"' EXIT
+	export RDMAPS_TABLE_EVICT_CLOCKS=2 ITEST_SHM=$OUT/shm
+	"$BIN/rdmaps-launch" --servers $SERVERS --workers $WORKERS --transport "$TRANSPORT" \
+		--timeout 120 "${hosts[@]}" -- "${PROG[@]}"
+	exit 0
 fi
 if [ "$MODE" = export ]; then
 	OUT=$(mktemp -d)

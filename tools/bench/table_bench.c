@@ -291,13 +291,14 @@ static int parse(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-/* rounds of pulls (push 0) or pushes; rates[r] rows/s of this worker */
+/* rounds of pulls (push 0) or pushes; rates[r] rows/s of this worker;
+ * cpu (worker 0, else NULL): the servers' CPU in each round, % of a core */
 static int rounds(struct rps_worker *w, const struct opts *o, const uint64_t *pool, float *buf,
-		  int push, double *rates)
+		  int push, double *rates, const int *pids, int npids, double *cpu)
 {
 	for (int r = 0; r < o->rounds; r++) {
 		int rc = rps_worker_barrier(w);
-		double t0 = now_s(), t;
+		double t0 = now_s(), t, c0 = cpu ? sum_cpu(pids, npids) : 0;
 		uint64_t rows = 0;
 		size_t b = 0;
 
@@ -317,6 +318,8 @@ static int rounds(struct rps_worker *w, const struct opts *o, const uint64_t *po
 			t = now_s();
 		} while (t - t0 < o->round_secs);
 		rates[r] = (double)rows / (t - t0);
+		if (cpu)
+			cpu[r] = 100 * (sum_cpu(pids, npids) - c0) / (now_s() - t0);
 	}
 	return 0;
 }
@@ -384,7 +387,7 @@ static void print_table(const struct opts *o, int nw, double (*rates)[2][MAX_ROU
 
 int main(int argc, char **argv)
 {
-	static double rates[64][2][MAX_ROUNDS];
+	static double rates[64][2][MAX_ROUNDS], pull_cpu[MAX_ROUNDS];
 	struct rps_table_spec spec;
 	struct rps_worker *w;
 	struct opts o;
@@ -472,15 +475,30 @@ int main(int argc, char **argv)
 		       o.batch, mean_unique(pool, o.batch), POOL);
 	for (size_t i = 0; i < (size_t)o.batch * o.dim; i++)
 		buf[i] = 1e-3f;
+	/* the servers' CPU with no request at all: what the pulls' figure
+	 * compares with (timers, heartbeats, pollers) */
+	double idle_cpu = 0, idle_s = 0;
+	if ((rc = rps_worker_barrier(w)))
+		goto fail;
+	if (rank == 0 && npids) {
+		double c0 = sum_cpu(pids, npids), t0 = now_s();
+		struct timespec ts = { (time_t)o.round_secs,
+				       (long)((o.round_secs - (time_t)o.round_secs) * 1e9) };
+
+		nanosleep(&ts, NULL);
+		idle_s = now_s() - t0;
+		idle_cpu = 100 * (sum_cpu(pids, npids) - c0) / idle_s;
+	}
 	double cpu0 = rank == 0 ? sum_cpu(pids, npids) : 0, tc0 = now_s();
-	if ((rc = rounds(w, &o, pool, buf, 0, rates[rank][0])))
+	if ((rc = rounds(w, &o, pool, buf, 0, rates[rank][0], pids, npids,
+			 rank == 0 && npids ? pull_cpu : NULL)))
 		goto fail;
 	if ((rc = rps_worker_barrier(w)))
 		goto fail;
 	double cpu1 = rank == 0 ? sum_cpu(pids, npids) : 0, tc1 = now_s();
 	for (size_t i = 0; i < (size_t)o.batch * o.dim; i++)
 		buf[i] = 1e-3f;
-	if ((rc = rounds(w, &o, pool, buf, 1, rates[rank][1])))
+	if ((rc = rounds(w, &o, pool, buf, 1, rates[rank][1], pids, npids, NULL)))
 		goto fail;
 	if ((rc = write_rates(&o, rank, rates[rank][0], rates[rank][1])) ||
 	    (rc = rps_worker_barrier(w)))
@@ -493,10 +511,16 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/rdmaps-table-bench.%d.0", o.out, (int)getppid());
 		unlink(path);
 		print_table(&o, nw, rates);
-		if (npids)
-			printf("pull: servers' CPU %.1f%% of one core over %.1f s of pull rounds (%d "
-			       "server process(es), their CPU time from /proc)\n",
-			       100 * (cpu1 - cpu0) / (tc1 - tc0), tc1 - tc0, npids);
+		if (npids) {
+			for (int r = 0; r < o.rounds; r++)
+				printf("pull round %d: servers' CPU %.2f%% of one core\n", r + 1,
+				       pull_cpu[r]);
+			printf("pull: servers' CPU %.2f%% of one core over %.1f s of pull rounds, "
+			       "median of rounds %.2f%% (%d server process(es), utime + stime "
+			       "from /proc/PID/stat); idle (no request, %.1f s before): %.2f%%\n",
+			       100 * (cpu1 - cpu0) / (tc1 - tc0), tc1 - tc0,
+			       median(pull_cpu, o.rounds), npids, idle_s, idle_cpu);
+		}
 	}
 	free(buf);
 	free(pool);
