@@ -480,9 +480,10 @@ def partial_push(job):
 def idle_hello(job):
     """Hello, then silence: closed after the deadlines."""
     a = fw.session("127.0.0.1", job.sport, fw.ROLE_WORKER, fw.ANY_RANK, SECRET)
-    c = fw.session("127.0.0.1", job.sport, fw.ROLE_CTL, fw.ANY_RANK, SECRET)
     t0 = time.time()
+    # checked before the second handshake, which can take a second under load
     check(not fw.is_closed(a, 0.5), "not closed before the deadline")
+    c = fw.session("127.0.0.1", job.sport, fw.ROLE_CTL, fw.ANY_RANK, SECRET)
     check(fw.is_closed(a, 5.0), "the scheduler closed a worker that did not register (%.1f s)"
           % (time.time() - t0))
     check(fw.is_closed(c, 5.0), "the scheduler closed an rdmaps-ctl that asked nothing (%.1f s)"
