@@ -307,7 +307,7 @@ PyObject *rps_py_set_compression(PyObject *self, PyObject *args, PyObject *kw)
 	struct rps_compress_opts opts;
 	rps_key_t *keys;
 	size_t n;
-	int single, rc;
+	int rc;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "Os|O:set_compression", names, &kobj, &codec,
 					 &efobj))
@@ -330,14 +330,8 @@ PyObject *rps_py_set_compression(PyObject *self, PyObject *args, PyObject *kw)
 			return NULL;
 		opts.error_feedback = ef;
 	}
-	if (rps_py_keys(kobj, &keys, &n, &single))
+	if (rps_py_keys_declared(pw, kobj, &keys, NULL, &n))
 		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (rps_py_declared_len(pw, keys[i]) < 0) {
-			PyMem_Free(keys);
-			return NULL;
-		}
-	}
 	if (rps_py_enter(pw)) {
 		PyMem_Free(keys);
 		return NULL;

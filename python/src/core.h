@@ -98,6 +98,11 @@ int rps_py_enter(struct pyworker *pw);
 void rps_py_leave(struct pyworker *pw);
 /* The declared length of key, or -1 with ValueError naming it. */
 Py_ssize_t rps_py_declared_len(struct pyworker *pw, rps_key_t key);
+/* keys (an int or a sequence of ints) -> a new array (PyMem_Malloc) of *n_p
+ * keys and, if lens_p, of their declared lengths; -1 with ValueError naming
+ * the first key not declared through this worker. */
+int rps_py_keys_declared(struct pyworker *pw, PyObject *kobj, rps_key_t **keys_p, size_t **lens_p,
+			 size_t *n_p);
 
 /* bufs.c */
 /* Acquire obj as a C-contiguous float32 buffer (writable for pulls).

@@ -13,7 +13,7 @@ PyObject *rps_py_set_pull_precision(PyObject *self, PyObject *args, PyObject *kw
 	const char *name;
 	rps_key_t *keys;
 	size_t n;
-	int single, rc;
+	int rc;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "Os:set_pull_precision", names, &kobj, &name))
 		return NULL;
@@ -28,14 +28,8 @@ PyObject *rps_py_set_pull_precision(PyObject *self, PyObject *args, PyObject *kw
 			     name);
 		return NULL;
 	}
-	if (rps_py_keys(kobj, &keys, &n, &single))
+	if (rps_py_keys_declared(pw, kobj, &keys, NULL, &n))
 		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (rps_py_declared_len(pw, keys[i]) < 0) {
-			PyMem_Free(keys);
-			return NULL;
-		}
-	}
 	if (rps_py_enter(pw)) {
 		PyMem_Free(keys);
 		return NULL;

@@ -390,20 +390,21 @@ static PyObject *worker_set_optimizer(PyObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
-/* keys -> (keys, declared lengths) for the model calls. */
-static int keys_declared(struct pyworker *pw, PyObject *kobj, rps_key_t **keys_p, size_t **lens_p,
+int rps_py_keys_declared(struct pyworker *pw, PyObject *kobj, rps_key_t **keys_p, size_t **lens_p,
 			 size_t *n_p)
 {
-	size_t n, *lens;
+	size_t n, *lens = NULL;
 	int single;
 
 	if (rps_py_keys(kobj, keys_p, &n, &single))
 		return -1;
-	lens = PyMem_Malloc(n * sizeof(*lens));
-	if (!lens) {
-		PyMem_Free(*keys_p);
-		PyErr_NoMemory();
-		return -1;
+	if (lens_p) {
+		lens = PyMem_Malloc(n * sizeof(*lens));
+		if (!lens) {
+			PyMem_Free(*keys_p);
+			PyErr_NoMemory();
+			return -1;
+		}
 	}
 	for (size_t i = 0; i < n; i++) {
 		Py_ssize_t l = rps_py_declared_len(pw, (*keys_p)[i]);
@@ -413,9 +414,11 @@ static int keys_declared(struct pyworker *pw, PyObject *kobj, rps_key_t **keys_p
 			PyMem_Free(*keys_p);
 			return -1;
 		}
-		lens[i] = (size_t)l;
+		if (lens)
+			lens[i] = (size_t)l;
 	}
-	*lens_p = lens;
+	if (lens_p)
+		*lens_p = lens;
 	*n_p = n;
 	return 0;
 }
@@ -431,7 +434,7 @@ static PyObject *model_call(PyObject *self, PyObject *args, int load)
 	if (!PyArg_ParseTuple(args, load ? "OO&:load_model" : "OO&:save_model", &kobj,
 			      PyUnicode_FSConverter, &path))
 		return NULL;
-	if (keys_declared(pw, kobj, &keys, &lens, &n))
+	if (rps_py_keys_declared(pw, kobj, &keys, &lens, &n))
 		goto out_path;
 	if (rps_py_enter(pw))
 		goto out_free;
